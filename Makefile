@@ -1,0 +1,117 @@
+# libengram: make [all] | check | demo | bench | install | uninstall | clean
+# Variables: CC, CFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, WERROR=1, SANITIZE=address,undefined
+
+VERSION := $(shell sed -n 's/^\#define ENGRAM_VERSION_STRING "\(.*\)"/\1/p' include/engram.h)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+ifneq ($(SANITIZE),)
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(WARN) $(SANFLAGS) $(CFLAGS)
+ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
+LIBS := -ljansson -lm
+
+B := build
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
+STATIC := $(B)/libengram.a
+SHARED := $(B)/libengram.so.$(VERSION)
+SONAME := libengram.so.$(SOVERSION)
+TOOLS := $(B)/engram-stat
+TOOL_SRC := $(wildcard tools/engram-stat*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_UTIL := $(B)/tests/util.o
+TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+MAN := $(wildcard man/*.[135])
+
+.SECONDARY:
+.PHONY: all lib tools tests benches check demo bench deps install uninstall clean
+all: lib tools
+
+lib: $(STATIC) $(B)/libengram.so $(B)/engram.pc
+tools: $(TOOLS)
+tests: $(TESTS)
+benches: $(BENCHES)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(SHARED): $(LIB_OBJ) lib/libengram.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script,lib/libengram.map -Wl,--no-undefined \
+		$(ALL_LDFLAGS) -o $@ $(LIB_OBJ) $(LIBS)
+
+$(B)/libengram.so: $(SHARED)
+	ln -sf libengram.so.$(VERSION) $(B)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(B)/engram.pc: engram.pc.in include/engram.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|jansson|' -e 's|@LIBS_PRIVATE@|-lm|' $< > $@
+
+$(B)/engram-stat: $(TOOL_SRC:%.c=$(B)/%.o) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
+
+$(B)/bench/%: $(B)/bench/%.o $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+deps:
+	@scripts/install-deps
+
+check: deps
+	@$(MAKE) --no-print-directory all tests
+	@scripts/run-tests $(TESTS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo
+
+bench: deps
+	@$(MAKE) --no-print-directory all benches
+	@scripts/bench
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 644 include/engram.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf libengram.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libengram.so
+	install -m 644 $(B)/engram.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	for m in $(MAN); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
+		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
+	rm -f $(DESTDIR)$(INCLUDEDIR)/engram.h $(DESTDIR)$(PKGCONFIGDIR)/engram.pc
+	rm -f $(DESTDIR)$(LIBDIR)/libengram.a $(DESTDIR)$(LIBDIR)/libengram.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+		$(DESTDIR)$(LIBDIR)/libengram.so.$(VERSION)
+	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+
+clean:
+	rm -rf $(B)
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) $(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)

@@ -1,0 +1,163 @@
+/*
+ * libengram: serve Engram n-gram memory tables to inference processes.
+ *
+ * Conventions that hold for every function below unless its comment says otherwise:
+ *
+ *  - Functions that can fail return 0 (or a non-negative count) on success and a negative error code on
+ *    failure: -errno values (-ENOMEM, -EINVAL, ...) or one of the ENGRAM_E* codes below. errno is never
+ *    changed. engram_strerror() names any code; engram_last_error() gives the detail of the calling
+ *    thread's most recent failure (which file, which field).
+ *  - Handles are opaque. An object returned through an out pointer belongs to the caller, who releases it
+ *    with the matching _free/_destroy function; passing NULL to those is a no-op. Pointers returned by
+ *    accessors stay valid while the handle that returned them lives.
+ *  - Thread safety: a const handle (engram_config) may be used from any number of threads at once. A
+ *    mutable handle (engram_hasher) may be used by one thread at a time; distinct handles are independent.
+ */
+#ifndef ENGRAM_H
+#define ENGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ENGRAM_VERSION_MAJOR 0
+#define ENGRAM_VERSION_MINOR 1
+#define ENGRAM_VERSION_PATCH 0
+#define ENGRAM_VERSION_NUMBER (ENGRAM_VERSION_MAJOR * 10000 + ENGRAM_VERSION_MINOR * 100 + ENGRAM_VERSION_PATCH)
+#define ENGRAM_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__)
+#define ENGRAM_API __attribute__((visibility("default")))
+#else
+#define ENGRAM_API
+#endif
+
+/* Library version of the code actually linked: ENGRAM_VERSION_NUMBER of the build. */
+ENGRAM_API unsigned engram_version_number(void);
+/* Same as a string ("0.1.0"); static storage. */
+ENGRAM_API const char *engram_version(void);
+
+/* Error codes beyond errno. All are negative and below -ENGRAM_ERRNO_BASE, far from any errno value. */
+#define ENGRAM_ERRNO_BASE 10000
+enum engram_error {
+	ENGRAM_EMAGIC = -(ENGRAM_ERRNO_BASE + 1),   /* not an engram file (bad magic) */
+	ENGRAM_EENDIAN = -(ENGRAM_ERRNO_BASE + 2),  /* engram file of the other byte order */
+	ENGRAM_EVERSION = -(ENGRAM_ERRNO_BASE + 3), /* format version this library cannot read */
+	ENGRAM_ETRUNC = -(ENGRAM_ERRNO_BASE + 4),   /* file shorter than its own structures say */
+	ENGRAM_ECORRUPT = -(ENGRAM_ERRNO_BASE + 5), /* checksum mismatch or inconsistent structure */
+	ENGRAM_ECONFIG = -(ENGRAM_ERRNO_BASE + 6),  /* hash config missing fields or inconsistent */
+	ENGRAM_EPARSE = -(ENGRAM_ERRNO_BASE + 7),   /* malformed input file (JSON, .npy, safetensors) */
+	ENGRAM_ETOKMAP = -(ENGRAM_ERRNO_BASE + 8),  /* token map does not fit the config */
+	ENGRAM_ESHAPE = -(ENGRAM_ERRNO_BASE + 9),   /* tensor shape does not fit the config */
+	ENGRAM_EDTYPE = -(ENGRAM_ERRNO_BASE + 10),  /* unsupported or mismatched element type */
+};
+
+/* Static description of a return code: "success" for 0, the errno text for -errno, ours for ENGRAM_E*. */
+ENGRAM_API const char *engram_strerror(int err);
+
+/*
+ * Detail of the calling thread's most recent failed engram_ call, e.g.
+ * "config 'c.json': missing field 'engram_n_heads'". Empty string when none failed yet. The pointer is
+ * thread-local; its text stays until the next failure in the same thread.
+ */
+ENGRAM_API const char *engram_last_error(void);
+
+/*
+ * Read a 1-D integer or bool .npy file (numpy format 1.0-3.0, little-endian, C order; shape (n,) or (1, n))
+ * into a new array of int64: token streams and masks. On success *values (free with engram_free) and *count
+ * are set and 0 is returned; errors: -errno from open/read, ENGRAM_EPARSE (not .npy, truncated),
+ * ENGRAM_EDTYPE (not integers), ENGRAM_ESHAPE (not 1-D), -ENOMEM.
+ */
+ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count);
+/* Release memory that the library allocated for the caller (free() of the library's C runtime). */
+ENGRAM_API void engram_free(void *p);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Hash config: which layers have Engram tables, n-gram orders, heads, primes and multipliers, pad id and
+ * the compressed-token map. Immutable once loaded; share it freely between threads.
+ */
+typedef struct engram_config engram_config;
+
+/*
+ * Load a config from JSON and the compressed-token map from .npy (int32 or int64, little-endian, C order,
+ * one dimension). Two JSON forms are accepted:
+ *  - demo (reference EngramConfig): engram_vocab_size [one per order 2..N], max_ngram_size,
+ *    n_embed_per_ngram, n_head_per_ngram, layer_ids, pad_id, seed;
+ *  - Hugging Face config.json (fields under "text_config" or at top level): engram_layer_ids,
+ *    engram_max_ngram_size, engram_vocab_size, engram_n_heads, engram_head_dim, engram_pad_token_id (or
+ *    engram_pad_id), engram_compressed_vocab_size, engram_num_embeddings (optional, checked), engram_seed
+ *    (optional, default 0).
+ * Multipliers are derived as numpy's default_rng does and primes as the reference picks them.
+ * On success *out owns a new config (free with engram_config_free) and 0 is returned. Errors: -ENOENT etc.
+ * from opening files, ENGRAM_EPARSE (malformed JSON or .npy), ENGRAM_ECONFIG (missing or inconsistent
+ * fields, num_embeddings not the prime sums), ENGRAM_ETOKMAP (map values negative, pad id beyond the map, or
+ * distinct ids != engram_compressed_vocab_size), -ENOMEM.
+ */
+ENGRAM_API int engram_config_load(engram_config **out, const char *config_json_path, const char *token_map_npy_path);
+ENGRAM_API void engram_config_free(engram_config *cfg);
+
+/* Number of Engram layers, and the model layer id of the i-th (in config order). */
+ENGRAM_API unsigned engram_config_num_layers(const engram_config *cfg);
+ENGRAM_API int engram_config_layer_id(const engram_config *cfg, unsigned layer_index);
+/* Index of model layer id, or -EINVAL if that layer has no Engram table. */
+ENGRAM_API int engram_config_layer_index(const engram_config *cfg, int layer_id);
+/* Largest n-gram order N (orders 2..N are hashed), heads per order, and the row width in elements. */
+ENGRAM_API unsigned engram_config_max_ngram(const engram_config *cfg);
+ENGRAM_API unsigned engram_config_num_heads(const engram_config *cfg);
+ENGRAM_API unsigned engram_config_head_dim(const engram_config *cfg);
+/* Columns (rows fetched per position and layer) = (N - 1) x heads. */
+ENGRAM_API unsigned engram_config_columns(const engram_config *cfg);
+/* Rows of the layer's table: sum of its primes. 0 for a bad index. */
+ENGRAM_API uint64_t engram_config_table_rows(const engram_config *cfg, unsigned layer_index);
+/* Prime (modulus) of column c = (order - 2) x heads + head; 0 for bad indexes. */
+ENGRAM_API uint64_t engram_config_prime(const engram_config *cfg, unsigned layer_index, unsigned column);
+/* Multiplier k (0..N-1) of the layer; 0 for bad indexes. */
+ENGRAM_API uint64_t engram_config_multiplier(const engram_config *cfg, unsigned layer_index, unsigned k);
+/* Raw vocabulary (token map entries), compressed vocabulary (distinct map values), raw and compressed pad. */
+ENGRAM_API uint64_t engram_config_raw_vocab(const engram_config *cfg);
+ENGRAM_API uint64_t engram_config_compressed_vocab(const engram_config *cfg);
+ENGRAM_API int64_t engram_config_pad_id(const engram_config *cfg);
+ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *cfg);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Addressing: token ids to table rows.
+ *
+ * A hasher keeps, per sequence slot, the last N-1 tokens seen, so a sequence may be pushed whole, in
+ * prefill chunks, or token by token during decode: the rows are the same. Rows are written layer-major:
+ *   rows[(layer_index * n + position) * columns + column]
+ * where column = (order - 2) x heads + head, and each value is the row inside that layer's table (the
+ * reference's hash plus the running sum of the layer's earlier primes).
+ *
+ * Token rules, as the references do: a raw id is mapped through the token map; negative ids are kept as
+ * they are (the demo's rule); positions before the sequence start read the compressed pad. With a mask
+ * (DeepSeek-V4.1's dead tokens; 0 = dead), a look-back that reaches a dead token uses the pad for that
+ * and every older step, and a dead current token hashes as all pad.
+ */
+typedef struct engram_hasher engram_hasher;
+
+/*
+ * Create a hasher with max_seqs sequence slots (all empty). The config must outlive the hasher.
+ * Returns 0 or -EINVAL (max_seqs 0), -ENOMEM.
+ */
+ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cfg, unsigned max_seqs);
+ENGRAM_API void engram_hasher_destroy(engram_hasher *h);
+
+/* Forget the history of slot seq: its next token is a sequence start. Returns 0 or -EINVAL (bad slot). */
+ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq);
+
+/*
+ * Push n tokens of slot seq and write their rows (layout above; n_layers x n x columns values) to rows.
+ * mask may be NULL (every token live) or hold n bytes (0 = dead). Returns 0, or -EINVAL for a bad slot or
+ * a token id >= the token map size; on error the slot's history is unchanged and rows is unspecified.
+ */
+ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+				  size_t n, uint64_t *rows);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ENGRAM_H */

@@ -1,0 +1,288 @@
+/* Hash config: derive multipliers and primes from the stated parameters exactly as the references do,
+ * validate the token map, and answer questions about the result. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "rng.h"
+
+struct prime_set {
+	uint64_t *v;
+	size_t n;
+};
+
+static int prime_used(const struct prime_set *s, uint64_t p)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i] == p)
+			return 1;
+	return 0;
+}
+
+/* The reference's find_next_prime(): smallest prime > start that no earlier (layer, order, head) took. */
+static uint64_t next_prime(uint64_t start, const struct prime_set *used)
+{
+	uint64_t c = start + 1;
+
+	while (!eg_is_prime(c) || prime_used(used, c))
+		c++;
+	return c;
+}
+
+static int check_map(const struct eg_hash_params *p, const int32_t *map, uint64_t raw_vocab, uint64_t *cvocab,
+		     const char *what)
+{
+	int32_t max = -1;
+	uint8_t *seen;
+	uint64_t distinct = 0;
+
+	if (raw_vocab == 0)
+		return eg_fail(ENGRAM_ETOKMAP, "%s: token map is empty", what);
+	for (uint64_t i = 0; i < raw_vocab; i++) {
+		if (map[i] < 0)
+			return eg_fail(ENGRAM_ETOKMAP, "%s: token map entry %llu is negative (%d)", what,
+				       (unsigned long long)i, map[i]);
+		if (map[i] > max)
+			max = map[i];
+	}
+	seen = calloc((size_t)max + 1, 1);
+	if (!seen)
+		return eg_fail(-ENOMEM, "%s: out of memory", what);
+	for (uint64_t i = 0; i < raw_vocab; i++) {
+		distinct += !seen[map[i]];
+		seen[map[i]] = 1;
+	}
+	free(seen);
+	if (p->compressed_vocab >= 0 && (uint64_t)p->compressed_vocab != distinct)
+		return eg_fail(ENGRAM_ETOKMAP,
+			       "%s: token map has %llu distinct ids but engram_compressed_vocab_size is %lld "
+			       "(a different map rehashes every row)",
+			       what, (unsigned long long)distinct, (long long)p->compressed_vocab);
+	if ((uint64_t)p->pad_id >= raw_vocab)
+		return eg_fail(ENGRAM_ETOKMAP, "%s: pad id %lld is beyond the token map (%llu entries)", what,
+			       (long long)p->pad_id, (unsigned long long)raw_vocab);
+	*cvocab = distinct;
+	return 0;
+}
+
+void engram_config_free(engram_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (unsigned i = 0; cfg->layers && i < cfg->n_layers; i++) {
+		free(cfg->layers[i].mod);
+		free(cfg->layers[i].offset);
+	}
+	free(cfg->layers);
+	free(cfg->map);
+	free(cfg);
+}
+
+static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, const uint64_t *primes,
+			struct prime_set *used, const char *what)
+{
+	struct eg_layer *L = &c->layers[li];
+	uint64_t half = (uint64_t)INT64_MAX / c->cvocab / 2;
+	uint64_t sum = 0;
+
+	if (mult) {
+		memcpy(L->mult, mult, c->max_ngram * sizeof(*mult));
+	} else {
+		int64_t draw[EG_MAX_NGRAM];
+		eg_rng_integers_i64(c->seed + 10007 * (uint64_t)L->id, (int64_t)(half ? half : 1), c->max_ngram, draw);
+		for (unsigned k = 0; k < c->max_ngram; k++)
+			L->mult[k] = 2 * (uint64_t)draw[k] + 1;
+	}
+	L->mod = malloc(c->columns * sizeof(*L->mod));
+	L->offset = malloc(c->columns * sizeof(*L->offset));
+	if (!L->mod || !L->offset)
+		return eg_fail(-ENOMEM, "%s: out of memory", what);
+	for (unsigned n = 2; n <= c->max_ngram; n++) {
+		uint64_t start = c->vocab_size[n - 2] - 1;
+		for (unsigned h = 0; h < c->n_heads; h++) {
+			unsigned col = (n - 2) * c->n_heads + h;
+			uint64_t p = primes ? primes[col] : next_prime(start, used);
+			if (p < 2 || p >= (uint64_t)1 << 62 || (primes && !eg_is_prime(p)))
+				return eg_fail(ENGRAM_ECORRUPT, "%s: modulus %llu of layer %d column %u is not a usable prime",
+					       what, (unsigned long long)p, L->id, col);
+			if (!primes)
+				used->v[used->n++] = p;
+			start = p;
+			eg_modulus_init(&L->mod[col], p);
+			L->offset[col] = sum;
+			sum += p;
+		}
+	}
+	L->rows = sum;
+	return 0;
+}
+
+int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
+		    const uint64_t *mult, const uint64_t *primes, const char *what)
+{
+	engram_config *c;
+	struct prime_set used = { 0 };
+	int err;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		free(map);
+		return eg_fail(-ENOMEM, "%s: out of memory", what);
+	}
+	c->map = map;
+	c->raw_vocab = raw_vocab;
+	c->n_layers = p->n_layers;
+	c->max_ngram = p->max_ngram;
+	c->n_heads = p->n_heads;
+	c->head_dim = p->head_dim;
+	c->columns = (p->max_ngram - 1) * p->n_heads;
+	c->seed = p->seed;
+	c->pad_id = p->pad_id;
+	memcpy(c->vocab_size, p->vocab_size, sizeof(c->vocab_size));
+	if ((err = check_map(p, map, raw_vocab, &c->cvocab, what)) < 0)
+		goto fail;
+	c->cpad = map[p->pad_id];
+	c->layers = calloc(c->n_layers, sizeof(*c->layers));
+	used.v = malloc((size_t)c->n_layers * c->columns * sizeof(*used.v));
+	if (!c->layers || !used.v) {
+		err = eg_fail(-ENOMEM, "%s: out of memory", what);
+		goto fail;
+	}
+	for (unsigned li = 0; li < c->n_layers; li++) {
+		c->layers[li].id = p->layer_ids[li];
+		err = derive_layer(c, li, mult ? mult + (size_t)li * c->max_ngram : NULL,
+				   primes ? primes + (size_t)li * c->columns : NULL, &used, what);
+		if (err < 0)
+			goto fail;
+		if (p->has_num_embeddings && p->num_embeddings[li] != c->layers[li].rows) {
+			err = eg_fail(ENGRAM_ECONFIG,
+				      "%s: engram_num_embeddings of layer %d is %llu but its primes sum to %llu", what,
+				      c->layers[li].id, (unsigned long long)p->num_embeddings[li],
+				      (unsigned long long)c->layers[li].rows);
+			goto fail;
+		}
+	}
+	free(used.v);
+	*out = c;
+	return 0;
+fail:
+	free(used.v);
+	engram_config_free(c);
+	return err;
+}
+
+ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, const char *map_path)
+{
+	int saved = errno;
+	struct eg_hash_params p;
+	int64_t *vals = NULL;
+	int32_t *map = NULL;
+	size_t n = 0;
+	char what[512];
+	int err;
+
+	if (!out || !config_path || !map_path) {
+		err = eg_fail(-EINVAL, "engram_config_load: NULL argument");
+		goto out;
+	}
+	if ((err = eg_params_from_json(&p, config_path)) < 0)
+		goto out;
+	if ((err = eg_npy_load_ints(map_path, &vals, &n)) < 0)
+		goto out;
+	map = malloc(n ? n * sizeof(*map) : 1);
+	if (!map) {
+		err = eg_fail(-ENOMEM, "'%s': out of memory", map_path);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (vals[i] < INT32_MIN || vals[i] > INT32_MAX) {
+			err = eg_fail(ENGRAM_ETOKMAP, "'%s': token map entry %zu (%lld) does not fit 32 bits", map_path, i,
+				      (long long)vals[i]);
+			goto out;
+		}
+		map[i] = (int32_t)vals[i];
+	}
+	snprintf(what, sizeof(what), "'%s' with '%s'", config_path, map_path);
+	err = eg_config_build(out, &p, map, n, NULL, NULL, what);
+	map = NULL;
+out:
+	free(vals);
+	free(map);
+	errno = saved;
+	return err;
+}
+
+ENGRAM_API unsigned engram_config_num_layers(const engram_config *c)
+{
+	return c->n_layers;
+}
+
+ENGRAM_API int engram_config_layer_id(const engram_config *c, unsigned li)
+{
+	return li < c->n_layers ? c->layers[li].id : -EINVAL;
+}
+
+ENGRAM_API int engram_config_layer_index(const engram_config *c, int layer_id)
+{
+	for (unsigned i = 0; i < c->n_layers; i++)
+		if (c->layers[i].id == layer_id)
+			return (int)i;
+	return -EINVAL;
+}
+
+ENGRAM_API unsigned engram_config_max_ngram(const engram_config *c)
+{
+	return c->max_ngram;
+}
+
+ENGRAM_API unsigned engram_config_num_heads(const engram_config *c)
+{
+	return c->n_heads;
+}
+
+ENGRAM_API unsigned engram_config_head_dim(const engram_config *c)
+{
+	return c->head_dim;
+}
+
+ENGRAM_API unsigned engram_config_columns(const engram_config *c)
+{
+	return c->columns;
+}
+
+ENGRAM_API uint64_t engram_config_table_rows(const engram_config *c, unsigned li)
+{
+	return li < c->n_layers ? c->layers[li].rows : 0;
+}
+
+ENGRAM_API uint64_t engram_config_prime(const engram_config *c, unsigned li, unsigned col)
+{
+	return li < c->n_layers && col < c->columns ? c->layers[li].mod[col].p : 0;
+}
+
+ENGRAM_API uint64_t engram_config_multiplier(const engram_config *c, unsigned li, unsigned k)
+{
+	return li < c->n_layers && k < c->max_ngram ? c->layers[li].mult[k] : 0;
+}
+
+ENGRAM_API uint64_t engram_config_raw_vocab(const engram_config *c)
+{
+	return c->raw_vocab;
+}
+
+ENGRAM_API uint64_t engram_config_compressed_vocab(const engram_config *c)
+{
+	return c->cvocab;
+}
+
+ENGRAM_API int64_t engram_config_pad_id(const engram_config *c)
+{
+	return c->pad_id;
+}
+
+ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *c)
+{
+	return c->cpad;
+}

@@ -1,0 +1,110 @@
+/* Declarations shared by the library's modules; not installed. */
+#ifndef ENGRAM_INTERNAL_H
+#define ENGRAM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engram.h"
+
+#define EG_MAX_NGRAM 16
+#define EG_MAX_HEADS 4096
+#define EG_MAX_LAYERS 1024
+
+#if defined(__GNUC__)
+#define EG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define EG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define EG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define EG_PRINTF(a, b)
+#define EG_LIKELY(x) (x)
+#define EG_UNLIKELY(x) (x)
+#endif
+
+/* Record the detail for engram_last_error() and return err (a negative code), so callers write
+ * `return eg_fail(-EINVAL, "...")`. errno is preserved. */
+int eg_fail(int err, const char *fmt, ...) EG_PRINTF(2, 3);
+
+/* Append ": <engram_strerror(err)>" style context: prefix the current detail with fmt. Returns err. */
+int eg_fail_prefix(int err, const char *fmt, ...) EG_PRINTF(2, 3);
+
+/* Deterministic primality for all 64-bit n. */
+int eg_is_prime(uint64_t n);
+
+/* Division-free floor modulo by a fixed prime p < 2^63, as numpy's int64 `x % p`. */
+struct eg_modulus {
+	uint64_t p;
+	uint64_t inv;    /* floor((2^64 - 1) / p) */
+	uint64_t wrap;   /* 2^64 mod p: correction for negative x read as unsigned */
+};
+void eg_modulus_init(struct eg_modulus *m, uint64_t p);
+
+static inline uint64_t eg_mod_floor(int64_t x, const struct eg_modulus *m)
+{
+	uint64_t u = (uint64_t)x;
+	uint64_t q = (uint64_t)(((unsigned __int128)u * m->inv) >> 64);
+	uint64_t r = u - q * m->p;
+	uint64_t adj = m->wrap & (uint64_t)(x >> 63);
+
+	r -= r >= m->p ? m->p : 0;
+	return r >= adj ? r - adj : r + m->p - adj;
+}
+
+/* Per-layer addressing constants. */
+struct eg_layer {
+	int id;
+	uint64_t mult[EG_MAX_NGRAM];
+	struct eg_modulus *mod;   /* [columns] */
+	uint64_t *offset;         /* [columns]: running sum of earlier primes */
+	uint64_t rows;            /* sum of all primes */
+};
+
+/* What a config file states, before anything is derived from it. */
+struct eg_hash_params {
+	unsigned n_layers, max_ngram, n_heads, head_dim;
+	int layer_ids[EG_MAX_LAYERS];
+	uint64_t vocab_size[EG_MAX_NGRAM];   /* per order 2..N, index n-2 */
+	int64_t pad_id;
+	uint64_t seed;
+	int64_t compressed_vocab;            /* declared, or -1 */
+	uint64_t num_embeddings[EG_MAX_LAYERS];
+	int has_num_embeddings;
+};
+
+struct engram_config {
+	unsigned n_layers, max_ngram, n_heads, head_dim, columns;
+	uint64_t seed;
+	uint64_t vocab_size[EG_MAX_NGRAM];
+	int64_t pad_id, cpad;
+	uint64_t raw_vocab, cvocab;
+	int32_t *map;            /* [raw_vocab] compressed ids */
+	struct eg_layer *layers; /* [n_layers] */
+};
+
+/* Parse either JSON form into params; path names the file in errors. */
+int eg_params_from_json(struct eg_hash_params *p, const char *path);
+
+/* Build a config from params and a token map (taken over on success and on failure). When mult/primes are
+ * given (layer-major: [n_layers][max_ngram] and [n_layers][columns]) they are used as stored instead of
+ * derived. what names the source in errors. */
+int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
+		    const uint64_t *mult, const uint64_t *primes, const char *what);
+
+/* .npy header: numpy format 1.0/2.0/3.0. */
+struct eg_npy {
+	char kind;          /* 'i', 'u', 'f', 'b' */
+	unsigned itemsize;
+	int fortran;
+	unsigned ndim;
+	uint64_t shape[8];
+	uint64_t count;     /* product of shape */
+	uint64_t data_offset;
+};
+
+/* Read and validate the header of an open .npy file against its size; path names it in errors. */
+int eg_npy_read_header(int fd, const char *path, struct eg_npy *h);
+
+/* Load a 1-D little-endian integer (or bool) .npy into a new int64 array. */
+int eg_npy_load_ints(const char *path, int64_t **values, size_t *count);
+
+#endif

@@ -1,0 +1,213 @@
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+const char *fixture(const char *rel)
+{
+	static char path[4096];
+	const char *base = getenv("ENGRAM_FIXTURES");
+
+	snprintf(path, sizeof(path), "%s/%s", base && *base ? base : "fixtures", rel);
+	return path;
+}
+
+static uint64_t *parse_u64s(char *s, size_t *n)
+{
+	size_t cap = 64;
+	uint64_t *v = malloc(cap * sizeof(*v));
+	char *tok, *save = NULL, *end;
+
+	*n = 0;
+	for (tok = strtok_r(s, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+		if (*n == cap)
+			v = realloc(v, (cap *= 2) * sizeof(*v));
+		errno = 0;
+		v[(*n)++] = (uint64_t)strtoll(tok, &end, 10);
+		if (errno || *end)
+			fail_msg("vectors: bad number '%s'", tok);
+	}
+	return v;
+}
+
+static int layer_index(const struct vectors *v, int id)
+{
+	for (int i = 0; i < v->n_layers; i++)
+		if (v->layer_ids[i] == id)
+			return i;
+	fail_msg("vectors: unknown layer %d", id);
+	return -1;
+}
+
+void vectors_load(struct vectors *v, const char *name)
+{
+	char rel[256], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(rel, sizeof(rel), "ref/%s/%s.vectors.txt", name, name);
+	f = fopen(fixture(rel), "r");
+	if (!f)
+		fail_msg("cannot open '%s': %s", fixture(rel), strerror(errno));
+	while (getline(&line, &cap, f) > 0) {
+		char key[32];
+		int off = 0;
+		size_t n;
+		uint64_t *x;
+
+		if (line[0] == '#' || sscanf(line, "%31s %n", key, &off) != 1)
+			continue;
+		if (!strcmp(key, "config")) {
+			char field[64];
+			int o2 = 0;
+			sscanf(line + off, "%63s %n", field, &o2);
+			if (!strcmp(field, "layer_ids") || !strcmp(field, "engram_layer_ids")) {
+				x = parse_u64s(line + off + o2, &n);
+				v->n_layers = (int)n;
+				for (size_t i = 0; i < n; i++)
+					v->layer_ids[i] = (int)x[i];
+				free(x);
+			} else if (!strcmp(field, "max_ngram_size") || !strcmp(field, "engram_max_ngram_size")) {
+				v->max_ngram = atoi(line + off + o2);
+			}
+			continue;
+		}
+		if (!strcmp(key, "token_map")) {
+			/* "token_map FILE [raw_vocab R] compressed_vocab K" */
+			char *p = strstr(line, "compressed_vocab");
+			v->compressed_vocab = p ? strtoull(p + 16, NULL, 10) : 0;
+			continue;
+		}
+		x = parse_u64s(line + off, &n);
+		if (!strcmp(key, "compressed_pad_id")) {
+			v->compressed_pad = (int64_t)x[0];
+		} else if (!strcmp(key, "multipliers")) {
+			int li = layer_index(v, (int)x[0]);
+			for (size_t i = 1; i < n; i++)
+				v->mult[li][i - 1] = x[i];
+		} else if (!strcmp(key, "primes")) {
+			int li = layer_index(v, (int)x[0]), order = (int)x[1], heads = (int)n - 2;
+			for (int h = 0; h < heads; h++)
+				v->primes[li][(order - 2) * heads + h] = x[2 + h];
+			v->columns = (v->max_ngram - 1) * heads;
+		} else if (!strcmp(key, "input")) {
+			int s = (int)x[0];
+			assert_true(s < VEC_MAX_SEQS && x[1] == n - 2);
+			v->len[s] = n - 2;
+			v->tokens[s] = malloc((n - 2 + 1) * sizeof(int64_t));
+			for (size_t i = 2; i < n; i++)
+				v->tokens[s][i - 2] = (int64_t)x[i];
+			if (s + 1 > v->n_seqs)
+				v->n_seqs = s + 1;
+		} else if (!strcmp(key, "mask")) {
+			int s = (int)x[0];
+			assert_int_equal(n - 1, v->len[s]);
+			v->mask[s] = malloc(n);
+			for (size_t i = 1; i < n; i++)
+				v->mask[s][i - 1] = (uint8_t)x[i];
+		} else if (!strcmp(key, "hash") || !strcmp(key, "rows")) {
+			int s = (int)x[0], li = layer_index(v, (int)x[1]);
+			size_t pos = x[2];
+			assert_int_equal(n - 3, v->columns);
+			v->rows_have_offsets = !strcmp(key, "rows");
+			if (!v->rows[s][li])
+				v->rows[s][li] = calloc(v->len[s] * v->columns + 1, sizeof(uint64_t));
+			assert_true(pos < v->len[s]);
+			memcpy(v->rows[s][li] + pos * v->columns, x + 3, v->columns * sizeof(uint64_t));
+		}
+		free(x);
+	}
+	free(line);
+	fclose(f);
+	assert_true(v->n_layers > 0 && v->n_seqs > 0 && v->columns > 0);
+}
+
+void vectors_free(struct vectors *v)
+{
+	for (int s = 0; s < VEC_MAX_SEQS; s++) {
+		free(v->tokens[s]);
+		free(v->mask[s]);
+		for (int l = 0; l < VEC_MAX_LAYERS; l++)
+			free(v->rows[s][l]);
+	}
+	memset(v, 0, sizeof(*v));
+}
+
+static char tmp_root[256];
+
+const char *tmpdir_create(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	snprintf(tmp_root, sizeof(tmp_root), "%s/engram-test.XXXXXX", base && *base ? base : "/tmp");
+	if (!mkdtemp(tmp_root))
+		fail_msg("mkdtemp: %s", strerror(errno));
+	return tmp_root;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+void tmpdir_cleanup(void)
+{
+	if (tmp_root[0])
+		nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmp_root[0] = 0;
+}
+
+const char *write_tmp(const char *name, const void *data, size_t len)
+{
+	static char paths[8][512];
+	static unsigned slot;
+	char *path = paths[slot++ % 8];
+	FILE *f;
+
+	if (!tmp_root[0])
+		tmpdir_create();
+	snprintf(path, 512, "%s/%s", tmp_root, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+		fail_msg("cannot write '%s'", path);
+	return path;
+}
+
+const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int itemsize)
+{
+	char hdr[128];
+	size_t len;
+	unsigned char *buf;
+	const char *path;
+
+	len = (size_t)snprintf(hdr, sizeof(hdr), "{'descr': '<i%d', 'fortran_order': False, 'shape': (%zu,), }",
+			       itemsize, n);
+	while ((10 + len + 1) % 64)
+		hdr[len++] = ' ';
+	hdr[len++] = '\n';
+	buf = malloc(10 + len + n * (size_t)itemsize);
+	memcpy(buf, "\x93NUMPY\x01\x00", 8);
+	buf[8] = (unsigned char)(len & 0xff);
+	buf[9] = (unsigned char)(len >> 8);
+	memcpy(buf + 10, hdr, len);
+	for (size_t i = 0; i < n; i++)
+		for (int b = 0; b < itemsize; b++)
+			buf[10 + len + i * (size_t)itemsize + (size_t)b] = (unsigned char)((uint64_t)v[i] >> (8 * b));
+	path = write_tmp(name, buf, 10 + len + n * (size_t)itemsize);
+	free(buf);
+	return path;
+}

@@ -1,0 +1,42 @@
+/* Helpers shared by the test programs: fixture paths, reference-vector files, scratch files. */
+#ifndef ENGRAM_TEST_UTIL_H
+#define ENGRAM_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Path of a file under fixtures/ (or $ENGRAM_FIXTURES); the result lives until the next call. */
+const char *fixture(const char *rel);
+
+#define VEC_MAX_SEQS 32
+#define VEC_MAX_LAYERS 8
+
+/* One reference vectors file (fixtures/ref/NAME/NAME.vectors.txt). */
+struct vectors {
+	int n_layers, layer_ids[VEC_MAX_LAYERS];
+	int max_ngram, columns;
+	int64_t compressed_pad;
+	uint64_t compressed_vocab;
+	uint64_t mult[VEC_MAX_LAYERS][16];
+	uint64_t primes[VEC_MAX_LAYERS][16 * 64];
+	int n_seqs;
+	size_t len[VEC_MAX_SEQS];
+	int64_t *tokens[VEC_MAX_SEQS];
+	uint8_t *mask[VEC_MAX_SEQS];                  /* NULL when the file gives none */
+	uint64_t *rows[VEC_MAX_SEQS][VEC_MAX_LAYERS]; /* [len][columns] */
+	int rows_have_offsets;                        /* 'rows' lines; 'hash' lines lack offsets */
+};
+
+/* Load fixtures/ref/<name>/<name>.vectors.txt; fails the running test on any problem. */
+void vectors_load(struct vectors *v, const char *name);
+void vectors_free(struct vectors *v);
+
+/* A fresh scratch directory (removed by tmpdir_cleanup) and files in it. */
+const char *tmpdir_create(void);
+void tmpdir_cleanup(void);
+/* Write contents to <tmpdir>/name; returns the full path (static buffer per call slot, 8 slots). */
+const char *write_tmp(const char *name, const void *data, size_t len);
+/* Write a 1-D .npy of int64 (descr "<i8") or, with itemsize 4, int32. */
+const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int itemsize);
+
+#endif
