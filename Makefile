@@ -31,7 +31,7 @@ STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
 SONAME := libengram.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat
-TOOL_SRC := $(wildcard tools/engram-stat*.c)
+STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
@@ -40,7 +40,7 @@ BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 MAN := $(wildcard man/*.[135])
 
 .SECONDARY:
-.PHONY: all lib tools tests benches check demo bench deps install uninstall clean
+.PHONY: all lib tools tests benches check demo bench install uninstall clean
 all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(B)/engram.pc
@@ -68,7 +68,7 @@ $(B)/engram.pc: engram.pc.in include/engram.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|jansson|' -e 's|@LIBS_PRIVATE@|-lm|' $< > $@
 
-$(B)/engram-stat: $(TOOL_SRC:%.c=$(B)/%.o) $(STATIC)
+$(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
@@ -77,18 +77,18 @@ $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
 $(B)/bench/%: $(B)/bench/%.o $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-deps:
-	@scripts/install-deps
-
-check: deps
+check:
+	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
-	@scripts/run-tests $(TESTS)
+	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS)
 
-demo: deps
+demo:
+	@scripts/install-deps build
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
-bench: deps
+bench:
+	@scripts/install-deps build bench
 	@$(MAKE) --no-print-directory all benches
 	@scripts/bench
 
@@ -114,4 +114,4 @@ uninstall:
 clean:
 	rm -rf $(B)
 
--include $(LIB_OBJ:.o=.d) $(TOOL_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) $(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)
+-include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) $(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)

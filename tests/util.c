@@ -187,27 +187,41 @@ const char *write_tmp(const char *name, const void *data, size_t len)
 	return path;
 }
 
-const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int itemsize)
+const char *write_tmp_npy(const char *name, const char *descr, const char *shape, const void *data, size_t len)
 {
-	char hdr[128];
-	size_t len;
+	char hdr[256];
+	size_t hl;
 	unsigned char *buf;
 	const char *path;
 
-	len = (size_t)snprintf(hdr, sizeof(hdr), "{'descr': '<i%d', 'fortran_order': False, 'shape': (%zu,), }",
-			       itemsize, n);
-	while ((10 + len + 1) % 64)
-		hdr[len++] = ' ';
-	hdr[len++] = '\n';
-	buf = malloc(10 + len + n * (size_t)itemsize);
+	hl = (size_t)snprintf(hdr, sizeof(hdr), "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+	while ((10 + hl + 1) % 64)
+		hdr[hl++] = ' ';
+	hdr[hl++] = '\n';
+	buf = malloc(10 + hl + len);
 	memcpy(buf, "\x93NUMPY\x01\x00", 8);
-	buf[8] = (unsigned char)(len & 0xff);
-	buf[9] = (unsigned char)(len >> 8);
-	memcpy(buf + 10, hdr, len);
+	buf[8] = (unsigned char)(hl & 0xff);
+	buf[9] = (unsigned char)(hl >> 8);
+	memcpy(buf + 10, hdr, hl);
+	if (len)
+		memcpy(buf + 10 + hl, data, len);
+	path = write_tmp(name, buf, 10 + hl + len);
+	free(buf);
+	return path;
+}
+
+const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int itemsize)
+{
+	unsigned char *data = malloc(n * (size_t)itemsize + 1);
+	char descr[8], shape[32];
+	const char *path;
+
 	for (size_t i = 0; i < n; i++)
 		for (int b = 0; b < itemsize; b++)
-			buf[10 + len + i * (size_t)itemsize + (size_t)b] = (unsigned char)((uint64_t)v[i] >> (8 * b));
-	path = write_tmp(name, buf, 10 + len + n * (size_t)itemsize);
-	free(buf);
+			data[i * (size_t)itemsize + (size_t)b] = (unsigned char)((uint64_t)v[i] >> (8 * b));
+	snprintf(descr, sizeof(descr), "<i%d", itemsize);
+	snprintf(shape, sizeof(shape), "(%zu,)", n);
+	path = write_tmp_npy(name, descr, shape, data, n * (size_t)itemsize);
+	free(data);
 	return path;
 }

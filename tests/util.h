@@ -36,6 +36,8 @@ const char *tmpdir_create(void);
 void tmpdir_cleanup(void);
 /* Write contents to <tmpdir>/name; returns the full path (static buffer per call slot, 8 slots). */
 const char *write_tmp(const char *name, const void *data, size_t len);
+/* Write a .npy with the given descr ("<f4"), shape text ("(2, 3)") and raw data bytes. */
+const char *write_tmp_npy(const char *name, const char *descr, const char *shape, const void *data, size_t len);
 /* Write a 1-D .npy of int64 (descr "<i8") or, with itemsize 4, int32. */
 const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int itemsize);
 

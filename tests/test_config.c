@@ -1,0 +1,237 @@
+/* Config and token-map loading: both JSON forms, and each kind of bad input gets its own error. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram.h"
+#include "util.h"
+
+static const char *tiny_map(void)
+{
+	static char path[4096];
+
+	snprintf(path, sizeof(path), "%s", fixture("ref/tiny/tiny.token_map.npy"));
+	return path;
+}
+
+static const char *v41_map(void)
+{
+	static char path[4096];
+
+	snprintf(path, sizeof(path), "%s", fixture("ref/tiny-v41/tiny-v41.token_map.npy"));
+	return path;
+}
+
+#define TINY_DEMO                                                                                               \
+	"{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": 3, \"n_embed_per_ngram\": 32, "               \
+	"\"n_head_per_ngram\": 4, \"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": 7}"
+
+/* Load config text with map; expect err and, when fragment is given, that text in the detail. */
+static void expect_load(const char *json, const char *map, int want, const char *fragment)
+{
+	const char *path = write_tmp("config.json", json, strlen(json));
+	engram_config *cfg = NULL;
+	int saved, err;
+
+	errno = 4321;
+	err = engram_config_load(&cfg, path, map);
+	saved = errno;
+	assert_int_equal(saved, 4321);
+	if (err != want)
+		fail_msg("config %s: got %d (%s: %s), expected %d (%s)", json, err, engram_strerror(err),
+			 engram_last_error(), want, engram_strerror(want));
+	if (want == 0) {
+		assert_non_null(cfg);
+		engram_config_free(cfg);
+		return;
+	}
+	assert_null(cfg);
+	if (fragment && !strstr(engram_last_error(), fragment))
+		fail_msg("detail '%s' lacks '%s'", engram_last_error(), fragment);
+	/* every detail names the file it is about */
+	if (!strstr(engram_last_error(), "config.json") && !strstr(engram_last_error(), ".npy"))
+		fail_msg("detail '%s' names no file", engram_last_error());
+}
+
+static void test_demo_form_loads(void **state)
+{
+	(void)state;
+	expect_load(TINY_DEMO, tiny_map(), 0, NULL);
+}
+
+static void test_hf_form_at_top_level_or_in_text_config(void **state)
+{
+	const char *fields = "\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, "
+			     "\"engram_n_heads\": 4, \"engram_head_dim\": 64, \"engram_pad_id\": 2, "
+			     "\"engram_compressed_vocab_size\": 3829, \"engram_num_embeddings\": [12458, 13416]";
+	char json[1024];
+
+	(void)state;
+	snprintf(json, sizeof(json), "{%s}", fields);
+	expect_load(json, v41_map(), 0, NULL);
+	snprintf(json, sizeof(json), "{\"model_type\": \"x\", \"text_config\": {%s}}", fields);
+	expect_load(json, v41_map(), 0, NULL);
+}
+
+static void test_missing_field_is_named(void **state)
+{
+	(void)state;
+	expect_load("{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": 3, \"n_embed_per_ngram\": 32, "
+		    "\"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": 7}",
+		    tiny_map(), ENGRAM_ECONFIG, "missing field 'n_head_per_ngram'");
+	expect_load("{\"text_config\": {\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 3, "
+		    "\"engram_vocab_size\": 1000, \"engram_head_dim\": 8, \"engram_pad_token_id\": 2}}",
+		    tiny_map(), ENGRAM_ECONFIG, "missing field 'engram_n_heads'");
+	expect_load("{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 3, \"engram_vocab_size\": 1000, "
+		    "\"engram_n_heads\": 2, \"engram_head_dim\": 8}",
+		    tiny_map(), ENGRAM_ECONFIG, "missing field 'engram_pad_token_id'");
+	expect_load("{\"hidden_size\": 7}", tiny_map(), ENGRAM_ECONFIG, "no Engram config found");
+}
+
+static void test_wrong_types_and_ranges(void **state)
+{
+	(void)state;
+	expect_load("{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": \"3\", \"n_embed_per_ngram\": 32, "
+		    "\"n_head_per_ngram\": 4, \"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": 7}",
+		    tiny_map(), ENGRAM_ECONFIG, "'max_ngram_size' is not an integer");
+	expect_load("{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": 1, \"n_embed_per_ngram\": 32, "
+		    "\"n_head_per_ngram\": 4, \"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": 7}",
+		    tiny_map(), ENGRAM_ECONFIG, "out of range");
+	expect_load("{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": 3, \"n_embed_per_ngram\": 32, "
+		    "\"n_head_per_ngram\": 4, \"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": -1}",
+		    tiny_map(), ENGRAM_ECONFIG, "'seed'");
+	expect_load("{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": 3, \"n_embed_per_ngram\": 30, "
+		    "\"n_head_per_ngram\": 4, \"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": 7}",
+		    tiny_map(), ENGRAM_ECONFIG, "not a multiple");
+}
+
+static void test_inconsistent_fields(void **state)
+{
+	(void)state;
+	/* one vocab size per order 2..N */
+	expect_load("{\"engram_vocab_size\": [1000], \"max_ngram_size\": 3, \"n_embed_per_ngram\": 32, "
+		    "\"n_head_per_ngram\": 4, \"layer_ids\": [1, 3], \"pad_id\": 2, \"seed\": 7}",
+		    tiny_map(), ENGRAM_ECONFIG, "'engram_vocab_size' has 1 entries, expected 2");
+	expect_load("{\"engram_vocab_size\": [1000, 1500], \"max_ngram_size\": 3, \"n_embed_per_ngram\": 32, "
+		    "\"n_head_per_ngram\": 4, \"layer_ids\": [1, 1], \"pad_id\": 2, \"seed\": 7}",
+		    tiny_map(), ENGRAM_ECONFIG, "layer 1 appears twice");
+	expect_load("{\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, "
+		    "\"engram_n_heads\": 4, \"engram_head_dim\": 64, \"engram_pad_id\": 2, "
+		    "\"engram_num_embeddings\": [12458, 13417]}",
+		    v41_map(), ENGRAM_ECONFIG, "engram_num_embeddings of layer 3 is 13417 but its primes sum to 13416");
+	expect_load("{\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, "
+		    "\"engram_n_heads\": 4, \"engram_head_dim\": 64, \"engram_pad_id\": 2, "
+		    "\"engram_num_embeddings\": [12458, 13416, 5]}",
+		    v41_map(), ENGRAM_ECONFIG, "3 entries for 2 layers");
+}
+
+static void test_map_with_other_distinct_count_is_rejected(void **state)
+{
+	(void)state;
+	expect_load("{\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, "
+		    "\"engram_n_heads\": 4, \"engram_head_dim\": 64, \"engram_pad_id\": 2, "
+		    "\"engram_compressed_vocab_size\": 3830}",
+		    v41_map(), ENGRAM_ETOKMAP, "3829 distinct ids but engram_compressed_vocab_size is 3830");
+}
+
+static void test_bad_maps(void **state)
+{
+	int64_t neg[] = { 0, 1, -3, 2 }, small[] = { 0, 1 }, ok[] = { 0, 1, 2, 1, 0 };
+
+	(void)state;
+	expect_load(TINY_DEMO, write_tmp_npy_ints("neg.npy", neg, 4, 8), ENGRAM_ETOKMAP, "entry 2 is negative");
+	expect_load(TINY_DEMO, write_tmp_npy_ints("small.npy", small, 2, 4), ENGRAM_ETOKMAP, "pad id 2 is beyond");
+	expect_load(TINY_DEMO, write_tmp_npy_ints("ok32.npy", ok, 5, 4), 0, NULL);
+	expect_load(TINY_DEMO, write_tmp("text.npy", "hello", 5), ENGRAM_EPARSE, "not a .npy file");
+	expect_load(TINY_DEMO, "/nonexistent/map.npy", -ENOENT, "cannot open '/nonexistent/map.npy'");
+	static const unsigned char zeros[64];
+	expect_load(TINY_DEMO, write_tmp_npy("f4.npy", "<f4", "(2,)", zeros, 8), ENGRAM_EDTYPE,
+		    "expected an integer array");
+	expect_load(TINY_DEMO, write_tmp_npy("2d.npy", "<i4", "(2, 2)", zeros, 16), ENGRAM_ESHAPE,
+		    "expected a 1-D array");
+	expect_load(TINY_DEMO, write_tmp_npy("cut.npy", "<i8", "(100,)", zeros, 64), ENGRAM_EPARSE, "data truncated");
+	expect_load(TINY_DEMO, write_tmp_npy("big.npy", ">i8", "(2,)", zeros, 16), ENGRAM_EDTYPE, "big-endian");
+}
+
+static void test_bad_json_files(void **state)
+{
+	engram_config *cfg = NULL;
+
+	(void)state;
+	expect_load("{\"max_ngram_size\": 3,", tiny_map(), ENGRAM_EPARSE, "invalid JSON at line 1");
+	expect_load("[1, 2]", tiny_map(), ENGRAM_ECONFIG, "top level is not a JSON object");
+	expect_load("{\"max_ngram_size\": 3, \"max_ngram_size\": 4}", tiny_map(), ENGRAM_EPARSE, "duplicate");
+	assert_int_equal(engram_config_load(&cfg, "/nonexistent/c.json", tiny_map()), -ENOENT);
+	assert_non_null(strstr(engram_last_error(), "cannot open '/nonexistent/c.json'"));
+}
+
+static void test_accessors(void **state)
+{
+	engram_config *cfg = NULL;
+	char cpath[4096];
+
+	(void)state;
+	snprintf(cpath, sizeof(cpath), "%s", fixture("ref/v41/v41.config.json"));
+	assert_int_equal(engram_config_load(&cfg, cpath, fixture("ref/v41/v41.token_map.npy")), 0);
+	assert_int_equal(engram_config_num_layers(cfg), 2);
+	assert_int_equal(engram_config_layer_index(cfg, 14), 1);
+	assert_int_equal(engram_config_layer_index(cfg, 2), -EINVAL);
+	assert_int_equal(engram_config_layer_id(cfg, 2), -EINVAL);
+	assert_int_equal(engram_config_max_ngram(cfg), 4);
+	assert_int_equal(engram_config_num_heads(cfg), 8);
+	assert_int_equal(engram_config_head_dim(cfg), 256);
+	assert_int_equal(engram_config_columns(cfg), 24);
+	assert_int_equal(engram_config_table_rows(cfg, 0), 384006168);
+	assert_int_equal(engram_config_table_rows(cfg, 1), 384016682);
+	assert_int_equal(engram_config_table_rows(cfg, 2), 0);
+	assert_int_equal(engram_config_raw_vocab(cfg), 129280);
+	assert_int_equal(engram_config_compressed_vocab(cfg), 99092);
+	assert_int_equal(engram_config_pad_id(cfg), 2);
+	assert_int_equal(engram_config_prime(cfg, 0, 24), 0);
+	assert_int_equal(engram_config_multiplier(cfg, 0, 4), 0);
+	engram_config_free(cfg);
+	engram_config_free(NULL);
+}
+
+static void test_strerror_names_every_code(void **state)
+{
+	(void)state;
+	assert_string_equal(engram_strerror(0), "success");
+	assert_string_equal(engram_strerror(-ENOENT), "No such file or directory");
+	for (int e = ENGRAM_EDTYPE; e <= ENGRAM_EMAGIC; e++)
+		assert_string_not_equal(engram_strerror(e), "unknown error");
+	assert_string_equal(engram_strerror(-(ENGRAM_ERRNO_BASE + 999)), "unknown error");
+	assert_string_equal(engram_version(), ENGRAM_VERSION_STRING);
+	assert_int_equal(engram_version_number(), ENGRAM_VERSION_NUMBER);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tmpdir_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_demo_form_loads),
+		cmocka_unit_test(test_hf_form_at_top_level_or_in_text_config),
+		cmocka_unit_test(test_missing_field_is_named),
+		cmocka_unit_test(test_wrong_types_and_ranges),
+		cmocka_unit_test(test_inconsistent_fields),
+		cmocka_unit_test(test_map_with_other_distinct_count_is_rejected),
+		cmocka_unit_test(test_bad_maps),
+		cmocka_unit_test(test_bad_json_files),
+		cmocka_unit_test(test_accessors),
+		cmocka_unit_test(test_strerror_names_every_code),
+	};
+	return cmocka_run_group_tests(tests, NULL, teardown);
+}

@@ -1,0 +1,169 @@
+/* engram-stat rows, run as a user would: output against the reference rows, and its error messages. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "util.h"
+
+static char cmd[65536];
+
+static const char *tool(void)
+{
+	static char path[1024];
+	const char *b = getenv("ENGRAM_BUILD");
+
+	snprintf(path, sizeof(path), "%s/engram-stat", b && *b ? b : "build");
+	return path;
+}
+
+/* Run cmd; return its exit status and its stdout (and stderr when merge) in a malloc'd string. */
+static int run(char **out, int merge)
+{
+	char full[sizeof(cmd) + 16];
+	size_t cap = 1 << 16, n = 0, got;
+	char *buf = malloc(cap);
+	FILE *p;
+	int st;
+
+	snprintf(full, sizeof(full), "%s%s", cmd, merge ? " 2>&1" : "");
+	p = popen(full, "r");
+	assert_non_null(p);
+	while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+		n += got;
+		if (cap - n < 4096)
+			buf = realloc(buf, cap *= 2);
+	}
+	buf[n] = 0;
+	st = pclose(p);
+	*out = buf;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int list_arg(char *dst, size_t cap, const int64_t *v, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n && k < cap; i++)
+		k += (size_t)snprintf(dst + k, cap - k, "%s%lld", i ? "," : "", (long long)v[i]);
+	return (int)k;
+}
+
+static void check_output(const struct vectors *v, int s, const char *out)
+{
+	const char *p = out;
+
+	for (size_t t = 0; t < v->len[s]; t++)
+		for (int li = 0; li < v->n_layers; li++) {
+			char *end;
+			unsigned long long pos = strtoull(p, &end, 10);
+			long layer = strtol(end, &end, 10);
+			assert_int_equal(pos, t);
+			assert_int_equal(layer, v->layer_ids[li]);
+			for (int c = 0; c < v->columns; c++) {
+				unsigned long long r = strtoull(end, &end, 10);
+				if (r != v->rows[s][li][t * v->columns + c])
+					fail_msg("seq %d pos %zu layer %d col %d: printed %llu, reference %llu", s, t,
+						 v->layer_ids[li], c, r,
+						 (unsigned long long)v->rows[s][li][t * v->columns + c]);
+			}
+			assert_int_equal(*end, '\n');
+			p = end + 1;
+		}
+	assert_int_equal(*p, 0);
+}
+
+static int config_args(char *dst, size_t cap)
+{
+	char c[2048];
+
+	snprintf(c, sizeof(c), "%s", fixture("ref/v41/v41.config.json"));
+	return snprintf(dst, cap, "%s rows --config %s --token-map %s", tool(), c, fixture("ref/v41/v41.token_map.npy"));
+}
+
+static void test_lists_with_mask_match_reference(void **state)
+{
+	struct vectors v;
+	char *out;
+
+	(void)state;
+	vectors_load(&v, "v41");
+	for (int s = 0; s < v.n_seqs; s++) {
+		int k = config_args(cmd, sizeof(cmd));
+		k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, " --tokens ");
+		k += list_arg(cmd + k, sizeof(cmd) - (size_t)k, v.tokens[s], v.len[s]);
+		if (v.mask[s]) {
+			int64_t m[512];
+			for (size_t i = 0; i < v.len[s]; i++)
+				m[i] = v.mask[s][i];
+			k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, " --mask ");
+			list_arg(cmd + k, sizeof(cmd) - (size_t)k, m, v.len[s]);
+		}
+		assert_int_equal(run(&out, 0), 0);
+		check_output(&v, s, out);
+		free(out);
+	}
+	vectors_free(&v);
+}
+
+static void test_npy_tokens_match_reference(void **state)
+{
+	struct vectors v;
+	char *out;
+	int s = 3;
+
+	(void)state;
+	vectors_load(&v, "v41");
+	int k = config_args(cmd, sizeof(cmd));
+	snprintf(cmd + k, sizeof(cmd) - (size_t)k, " --tokens %s",
+		 write_tmp_npy_ints("tokens.npy", v.tokens[s], v.len[s], 4));
+	assert_int_equal(run(&out, 0), 0);
+	check_output(&v, s, out);
+	free(out);
+	vectors_free(&v);
+	tmpdir_cleanup();
+}
+
+static void expect_error(const char *args, int status, const char *fragment)
+{
+	char *out;
+	int k = config_args(cmd, sizeof(cmd));
+
+	snprintf(cmd + k, sizeof(cmd) - (size_t)k, " %s", args);
+	assert_int_equal(run(&out, 1), status);
+	if (!strstr(out, fragment))
+		fail_msg("'%s' printed '%s', expected '%s'", args, out, fragment);
+	free(out);
+}
+
+static void test_errors_are_clear(void **state)
+{
+	(void)state;
+	expect_error("--tokens 1,2,3 --mask 1,0", 1, "engram-stat: --mask has 2 values for 3 tokens");
+	expect_error("--tokens 1,2 --mask 1,5", 1, "--mask value 5 at position 1 is not 0 or 1");
+	expect_error("--tokens 1,x", 1, "--tokens '1,x' is neither an .npy file nor a comma-separated list");
+	expect_error("--tokens 5,999999999", 1, "token id 999999999 at position 1 is beyond the token map");
+	expect_error("--tokens /nonexistent.npy", 1, "engram-stat: cannot open '/nonexistent.npy'");
+	expect_error("", 2, "rows needs --config, --token-map and --tokens");
+	snprintf(cmd, sizeof(cmd), "%s frobnicate", tool());
+	char *out;
+	assert_int_equal(run(&out, 1), 2);
+	assert_non_null(strstr(out, "engram-stat: unknown command 'frobnicate'"));
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lists_with_mask_match_reference),
+		cmocka_unit_test(test_npy_tokens_match_reference),
+		cmocka_unit_test(test_errors_are_clear),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,45 @@
+/* engram-stat: inspect Engram addressing and shards. Each subcommand lives in tools/stat_<name>.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engram.h"
+#include "stat.h"
+#include "toolutil.h"
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "rows", stat_rows, "print the table rows each position addresses" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engram-stat COMMAND [OPTIONS]   (engram-stat COMMAND --help for its options)\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+	tool_name = "engram-stat";
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("engram-stat %s (libengram %s)\n", ENGRAM_VERSION_STRING, engram_version());
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	tool_error("unknown command '%s'", argv[1]);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,7 @@
+/* engram-stat subcommands: each takes the arguments after its name and returns the exit status. */
+#ifndef ENGRAM_STAT_H
+#define ENGRAM_STAT_H
+
+int stat_rows(int argc, char **argv);
+
+#endif

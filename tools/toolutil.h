@@ -1,0 +1,24 @@
+/* Helpers shared by the command-line tools (public API only). */
+#ifndef ENGRAM_TOOLUTIL_H
+#define ENGRAM_TOOLUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Program name used as the prefix of every message. */
+extern const char *tool_name;
+
+/* Print "<tool>: <message>\n" to stderr. */
+void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print "<tool>: <engram_last_error()>" for a failed library call and return 1 (the exit status). */
+int tool_lib_error(int err);
+
+/* Integers from an .npy file, or from a comma-separated list; what names the option in messages.
+ * Returns 0, or prints the error and returns -1. *values is freed with engram_free. */
+int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *count);
+
+/* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
+void tool_put_u64(FILE *f, uint64_t v);
+
+#endif
