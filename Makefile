@@ -43,7 +43,7 @@ MAN := $(wildcard man/*.[135])
 .PHONY: all lib tools tests benches check demo bench install uninstall clean
 all: lib tools
 
-lib: $(STATIC) $(B)/libengram.so $(B)/engram.pc
+lib: $(STATIC) $(B)/libengram.so
 tools: $(TOOLS)
 tests: $(TESTS)
 benches: $(BENCHES)
@@ -64,9 +64,9 @@ $(B)/libengram.so: $(SHARED)
 	ln -sf libengram.so.$(VERSION) $(B)/$(SONAME)
 	ln -sf $(SONAME) $@
 
-$(B)/engram.pc: engram.pc.in include/engram.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|jansson|' -e 's|@LIBS_PRIVATE@|-lm|' $< > $@
+# Generated at install time so that it carries the PREFIX and LIBDIR of that install.
+PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|jansson|' -e 's|@LIBS_PRIVATE@|-lm|' engram.pc.in
 
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
@@ -100,7 +100,7 @@ install: all
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libengram.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libengram.so
-	install -m 644 $(B)/engram.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	$(PC_SED) > $(DESTDIR)$(PKGCONFIGDIR)/engram.pc
 	for m in $(MAN); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 
