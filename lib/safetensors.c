@@ -1,0 +1,641 @@
+/* Tensor directory of checkpoints: safetensors headers, sharded-checkpoint indexes and .npy headers become a
+ * list of (name, dtype, shape, file, offset, length). Tensor data is never read: the packer streams it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "safetensors.h"
+
+#define ST_MAX_HEADER (100u << 20)
+
+struct st_file {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+};
+
+struct eg_tensor_set {
+	struct eg_tensor *t;
+	size_t n, cap;
+	struct st_file *files;
+	size_t n_files, cap_files;
+};
+
+/* A weight_map entry, checked once every file is read. */
+struct st_mapping {
+	char *name;
+	size_t file;
+	const char *index;
+};
+
+struct build {
+	struct eg_tensor_set *s;
+	struct st_mapping *maps;
+	size_t n_maps, cap_maps;
+};
+
+/* p itself when it holds need elements already, else p enlarged (and *cap updated); NULL when out of memory. */
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return p;
+	while (n < need)
+		n *= 2;
+	q = realloc(p, n * elem);
+	if (!q) {
+		eg_fail(-ENOMEM, "out of memory for the tensor directory");
+		return NULL;
+	}
+	*cap = n;
+	return q;
+}
+
+static int read_full(int fd, void *buf, size_t len, uint64_t off, const char *path)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t got = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return eg_fail(-errno, "cannot read '%s': %s", path, strerror(errno));
+		if (got == 0)
+			return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: it ended while reading its header", path);
+		done += (size_t)got;
+	}
+	return 0;
+}
+
+static unsigned dtype_bits(const char *d)
+{
+	static const struct {
+		const char *name;
+		unsigned bits;
+	} known[] = {
+		{ "BOOL", 8 },  { "U8", 8 },   { "I8", 8 },   { "F8_E4M3", 8 }, { "F8_E5M2", 8 }, { "F8_E8M0", 8 },
+		{ "U16", 16 },  { "I16", 16 }, { "F16", 16 }, { "BF16", 16 },   { "U32", 32 },    { "I32", 32 },
+		{ "F32", 32 },  { "U64", 64 }, { "I64", 64 }, { "F64", 64 },    { "C64", 64 },
+	};
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(d, known[i].name))
+			return known[i].bits;
+	return 0;
+}
+
+static const char *shape_str(char *buf, size_t size, const uint64_t *shape, unsigned ndim)
+{
+	size_t k = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < ndim && k < size; i++)
+		k += (size_t)snprintf(buf + k, size - k, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
+	return buf;
+}
+
+static struct eg_tensor *new_tensor(struct build *b, const char *name, size_t file)
+{
+	struct eg_tensor_set *s = b->s;
+	struct eg_tensor *t;
+
+	t = grow(s->t, &s->cap, s->n + 1, sizeof(*s->t));
+	if (!t)
+		return NULL;
+	s->t = t;
+	t = &s->t[s->n];
+	memset(t, 0, sizeof(*t));
+	t->name = strdup(name);
+	if (!t->name) {
+		eg_fail(-ENOMEM, "out of memory for the tensor directory");
+		return NULL;
+	}
+	t->path = s->files[file].path;
+	s->n++;
+	return t;
+}
+
+/* A non-negative JSON integer. */
+static int get_u64(json_t *v, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+struct st_ctx {
+	struct build *b;
+	const char *path;
+	size_t file;
+	uint64_t data_start, data_size;
+};
+
+static int parse_entry(const struct st_ctx *c, const char *name, json_t *e)
+{
+	json_t *dtype, *shape, *offs;
+	uint64_t dims[EG_TENSOR_MAX_DIMS], begin, end, count = 1;
+	unsigned ndim, bits;
+	struct eg_tensor *t;
+	char sh[256];
+
+	if (!*name)
+		return eg_fail(ENGRAM_EPARSE, "'%s': a tensor has an empty name", c->path);
+	if (!json_is_object(e))
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s' is not a JSON object", c->path, name);
+	dtype = json_object_get(e, "dtype");
+	shape = json_object_get(e, "shape");
+	offs = json_object_get(e, "data_offsets");
+	if (!dtype || !shape || !offs)
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s' lacks '%s'", c->path, name,
+			       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+	if (!json_is_string(dtype))
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': dtype is not a string", c->path, name);
+	if (json_string_length(dtype) == 0 || json_string_length(dtype) >= sizeof(t->dtype) ||
+	    strlen(json_string_value(dtype)) != json_string_length(dtype))
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': dtype '%.40s' is not a dtype name", c->path, name,
+			       json_string_value(dtype));
+	if (!json_is_array(shape))
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': shape is not an array", c->path, name);
+	if (json_array_size(shape) > EG_TENSOR_MAX_DIMS)
+		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' has %zu dimensions, at most %d are supported", c->path,
+			       name, json_array_size(shape), EG_TENSOR_MAX_DIMS);
+	ndim = (unsigned)json_array_size(shape);
+	for (unsigned i = 0; i < ndim; i++) {
+		if (get_u64(json_array_get(shape, i), &dims[i]) < 0)
+			return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': shape entry %u is not a non-negative integer",
+				       c->path, name, i);
+		if (dims[i] && count > UINT64_MAX / dims[i])
+			return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s': shape overflows 64 bits", c->path, name);
+		count *= dims[i];
+	}
+	if (!json_is_array(offs) || json_array_size(offs) != 2)
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': data_offsets is not an array of two integers",
+			       c->path, name);
+	if (get_u64(json_array_get(offs, 0), &begin) < 0 || get_u64(json_array_get(offs, 1), &end) < 0)
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': data_offsets are not non-negative integers", c->path,
+			       name);
+	if (begin > end)
+		return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%s': data_offsets [%llu, %llu] end before they begin",
+			       c->path, name, (unsigned long long)begin, (unsigned long long)end);
+	bits = dtype_bits(json_string_value(dtype));
+	if (bits && (count > UINT64_MAX / (bits / 8) || count * (bits / 8) != end - begin))
+		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s': shape [%s] of %s does not fill data_offsets "
+			       "[%llu, %llu] (%llu bytes)", c->path, name, shape_str(sh, sizeof(sh), dims, ndim),
+			       json_string_value(dtype), (unsigned long long)begin, (unsigned long long)end,
+			       (unsigned long long)(end - begin));
+	if (end > c->data_size)
+		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: tensor '%s' data_offsets [%llu, %llu] run past the "
+			       "data (%llu bytes)", c->path, name, (unsigned long long)begin, (unsigned long long)end,
+			       (unsigned long long)c->data_size);
+	t = new_tensor(c->b, name, c->file);
+	if (!t)
+		return -ENOMEM;
+	memcpy(t->dtype, json_string_value(dtype), json_string_length(dtype) + 1);
+	t->elem_bits = bits;
+	t->ndim = ndim;
+	memcpy(t->shape, dims, ndim * sizeof(dims[0]));
+	t->nbytes = end - begin;
+	t->offset = c->data_start + begin;
+	return 0;
+}
+
+static int metadata_ok(const struct st_ctx *c, json_t *m)
+{
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(m))
+		return eg_fail(ENGRAM_EPARSE, "'%s': __metadata__ is not a JSON object", c->path);
+	json_object_foreach(m, k, v)
+		if (!json_is_string(v))
+			return eg_fail(ENGRAM_EPARSE, "'%s': __metadata__ entry '%s' is not a string", c->path, k);
+	return 0;
+}
+
+static int by_extent(const void *a, const void *b)
+{
+	const struct eg_tensor *x = *(const struct eg_tensor *const *)a, *y = *(const struct eg_tensor *const *)b;
+
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+/* Tensors [first, s->n) all come from one file; no two may share a byte. */
+static int check_overlap(const struct st_ctx *c, size_t first)
+{
+	struct eg_tensor_set *s = c->b->s;
+	size_t n = s->n - first, k = 0;
+	const struct eg_tensor **v, *last = NULL;
+	int err = 0;
+
+	if (n < 2)
+		return 0;
+	v = malloc(n * sizeof(*v));
+	if (!v)
+		return eg_fail(-ENOMEM, "'%s': out of memory", c->path);
+	for (size_t i = first; i < s->n; i++)
+		if (s->t[i].nbytes)
+			v[k++] = &s->t[i];
+	qsort(v, k, sizeof(*v), by_extent);
+	for (size_t i = 0; i < k && !err; i++) {
+		if (last && v[i]->offset < last->offset + last->nbytes)
+			err = eg_fail(ENGRAM_EPARSE, "'%s': tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap",
+				      c->path, last->name, (unsigned long long)(last->offset - c->data_start),
+				      (unsigned long long)(last->offset - c->data_start + last->nbytes), v[i]->name,
+				      (unsigned long long)(v[i]->offset - c->data_start),
+				      (unsigned long long)(v[i]->offset - c->data_start + v[i]->nbytes));
+		if (!last || v[i]->offset + v[i]->nbytes > last->offset + last->nbytes)
+			last = v[i];
+	}
+	free(v);
+	return err;
+}
+
+static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
+{
+	struct st_ctx c = { .b = b, .path = b->s->files[file].path, .file = file };
+	unsigned char len8[8];
+	uint64_t hlen = 0;
+	size_t first = b->s->n;
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	char *hdr;
+	int err;
+
+	if (size < 8)
+		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: %llu bytes, too short for the 8-byte header length",
+			       c.path, (unsigned long long)size);
+	if ((err = read_full(fd, len8, 8, 0, c.path)) < 0)
+		return err;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | len8[i];
+	if (hlen > ST_MAX_HEADER)
+		return eg_fail(ENGRAM_EPARSE, "'%s': header length %llu is over the 100 MiB limit "
+			       "(not a safetensors file?)", c.path, (unsigned long long)hlen);
+	if (hlen < 2)
+		return eg_fail(ENGRAM_EPARSE, "'%s': header length %llu is too small for a JSON object", c.path,
+			       (unsigned long long)hlen);
+	if (hlen > size - 8)
+		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: header of %llu bytes runs past the end of the file "
+			       "(%llu bytes)", c.path, (unsigned long long)hlen, (unsigned long long)size);
+	c.data_start = 8 + hlen;
+	c.data_size = size - c.data_start;
+	hdr = malloc((size_t)hlen);
+	if (!hdr)
+		return eg_fail(-ENOMEM, "'%s': out of memory for a header of %llu bytes", c.path,
+			       (unsigned long long)hlen);
+	err = read_full(fd, hdr, (size_t)hlen, 8, c.path);
+	root = err < 0 ? NULL : json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+	free(hdr);
+	if (err < 0)
+		return err;
+	if (!root)
+		return eg_fail(ENGRAM_EPARSE, "'%s': header is not valid JSON (line %d, column %d): %s", c.path,
+			       jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root))
+		err = eg_fail(ENGRAM_EPARSE, "'%s': header is not a JSON object", c.path);
+	json_object_foreach(root, key, v) {
+		if (err < 0)
+			break;
+		err = !strcmp(key, "__metadata__") ? metadata_ok(&c, v) : parse_entry(&c, key, v);
+	}
+	json_decref(root);
+	return err < 0 ? err : check_overlap(&c, first);
+}
+
+static int read_npy(struct build *b, int fd, size_t file)
+{
+	const char *path = b->s->files[file].path;
+	const char *base = strrchr(path, '/');
+	struct eg_npy h;
+	struct eg_tensor *t;
+	char name[256], dt[8];
+	size_t len;
+	int err;
+
+	if ((err = eg_npy_read_header(fd, path, &h)) < 0)
+		return err;
+	if (h.fortran)
+		return eg_fail(ENGRAM_ESHAPE, "'%s': fortran_order arrays are not supported (save it C-contiguous)",
+			       path);
+	if (h.kind == 'b' && h.itemsize == 1)
+		snprintf(dt, sizeof(dt), "BOOL");
+	else if ((h.kind == 'f' && h.itemsize >= 2 && h.itemsize <= 8) || h.kind == 'i' || h.kind == 'u')
+		snprintf(dt, sizeof(dt), "%c%u", h.kind == 'f' ? 'F' : h.kind == 'i' ? 'I' : 'U', 8 * h.itemsize);
+	else
+		dt[0] = 0;
+	if (!dt[0] || !dtype_bits(dt))
+		return eg_fail(ENGRAM_EDTYPE, "'%s': .npy element type '%c%u' has no safetensors equivalent", path,
+			       h.kind, h.itemsize);
+	base = base ? base + 1 : path;
+	len = strlen(base);
+	if (len > 4 && !strcmp(base + len - 4, ".npy"))
+		len -= 4;
+	if (len == 0 || len >= sizeof(name))
+		return eg_fail(ENGRAM_EPARSE, "'%s': cannot name a tensor after this file", path);
+	memcpy(name, base, len);
+	name[len] = 0;
+	t = new_tensor(b, name, file);
+	if (!t)
+		return -ENOMEM;
+	snprintf(t->dtype, sizeof(t->dtype), "%s", dt);
+	t->elem_bits = dtype_bits(dt);
+	t->ndim = h.ndim;
+	memcpy(t->shape, h.shape, sizeof(t->shape));
+	t->nbytes = h.count * h.itemsize;
+	t->offset = h.data_offset;
+	return 0;
+}
+
+static int has_suffix(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int read_index(struct build *b, int fd, const char *path);
+
+/* Open path (a shard of `index` when index is not NULL) unless that file was read already, and read its
+ * tensors. *file is its index in s->files. */
+static int load(struct build *b, const char *path, const char *index, size_t *file)
+{
+	struct eg_tensor_set *s = b->s;
+	struct st_file *files;
+	struct stat st;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (index)
+			return eg_fail(-errno, "'%s': cannot open shard '%s': %s", index, path, strerror(errno));
+		return eg_fail(-errno, "cannot open '%s': %s", path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0) {
+		err = eg_fail(-errno, "cannot stat '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = eg_fail(-EINVAL, "'%s' is not a regular file", path);
+		goto out;
+	}
+	for (size_t i = 0; i < s->n_files; i++)
+		if (s->files[i].dev == st.st_dev && s->files[i].ino == st.st_ino) {
+			*file = i;
+			err = 0;
+			goto out;
+		}
+	files = grow(s->files, &s->cap_files, s->n_files + 1, sizeof(*s->files));
+	if (!files) {
+		err = -ENOMEM;
+		goto out;
+	}
+	s->files = files;
+	*file = s->n_files;
+	s->files[*file] = (struct st_file){ .path = strdup(path), .dev = st.st_dev, .ino = st.st_ino };
+	if (!s->files[*file].path) {
+		err = eg_fail(-ENOMEM, "out of memory for the tensor directory");
+		goto out;
+	}
+	s->n_files++;
+	if (index)
+		err = read_safetensors(b, fd, (uint64_t)st.st_size, *file);
+	else if (has_suffix(path, ".npy"))
+		err = read_npy(b, fd, *file);
+	else if (has_suffix(path, ".json"))
+		err = read_index(b, fd, path);
+	else
+		err = read_safetensors(b, fd, (uint64_t)st.st_size, *file);
+out:
+	close(fd);
+	return err;
+}
+
+static int add_mapping(struct build *b, const char *name, size_t file, const char *index)
+{
+	struct st_mapping *maps = grow(b->maps, &b->cap_maps, b->n_maps + 1, sizeof(*b->maps));
+
+	if (!maps)
+		return -ENOMEM;
+	b->maps = maps;
+	b->maps[b->n_maps].name = strdup(name);
+	if (!b->maps[b->n_maps].name)
+		return eg_fail(-ENOMEM, "out of memory for the tensor directory");
+	b->maps[b->n_maps].file = file;
+	b->maps[b->n_maps].index = index;
+	b->n_maps++;
+	return 0;
+}
+
+static int read_index(struct build *b, int fd, const char *path)
+{
+	const char *slash = strrchr(path, '/'), *name;
+	int dirlen = slash ? (int)(slash - path + 1) : 0;
+	json_t *root, *wm, *v, *seen = NULL;
+	json_error_t jerr;
+	char *full = NULL;
+	int err = 0;
+
+	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return eg_fail(ENGRAM_EPARSE, "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
+	wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
+	if (!json_is_object(wm)) {
+		err = eg_fail(ENGRAM_EPARSE, "'%s': no 'weight_map' object (not a sharded-checkpoint index?)", path);
+		goto out;
+	}
+	seen = json_object();
+	if (!seen) {
+		err = eg_fail(-ENOMEM, "'%s': out of memory", path);
+		goto out;
+	}
+	json_object_foreach(wm, name, v) {
+		const char *shard = json_string_value(v);
+		json_t *known;
+		size_t file;
+
+		if (!shard || !*shard || strlen(shard) != json_string_length(v)) {
+			err = eg_fail(ENGRAM_EPARSE, "'%s': weight_map entry '%s' is not a file name", path, name);
+			break;
+		}
+		if (shard[0] == '/') {
+			err = eg_fail(ENGRAM_EPARSE, "'%s': shard path '%s' is not relative to the index", path, shard);
+			break;
+		}
+		known = json_object_get(seen, shard);
+		if (known) {
+			file = (size_t)json_integer_value(known);
+		} else {
+			free(full);
+			if (asprintf(&full, "%.*s%s", dirlen, path, shard) < 0) {
+				full = NULL;
+				err = eg_fail(-ENOMEM, "'%s': out of memory", path);
+				break;
+			}
+			if ((err = load(b, full, path, &file)) < 0)
+				break;
+			if (json_object_set_new(seen, shard, json_integer((json_int_t)file)) < 0) {
+				err = eg_fail(-ENOMEM, "'%s': out of memory", path);
+				break;
+			}
+		}
+		if ((err = add_mapping(b, name, file, path)) < 0)
+			break;
+	}
+out:
+	free(full);
+	json_decref(seen);
+	json_decref(root);
+	return err;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((*(const struct eg_tensor *const *)a)->name, (*(const struct eg_tensor *const *)b)->name);
+}
+
+static const struct eg_tensor *lookup(const struct eg_tensor **sorted, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(sorted[mid]->name, name);
+		if (!c)
+			return sorted[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* Names unique across files, and every weight_map entry in the shard it names. */
+static int check_names(const struct build *b)
+{
+	const struct eg_tensor_set *s = b->s;
+	const struct eg_tensor **v;
+	int err = 0;
+
+	v = malloc((s->n ? s->n : 1) * sizeof(*v));
+	if (!v)
+		return eg_fail(-ENOMEM, "out of memory for the tensor directory");
+	for (size_t i = 0; i < s->n; i++)
+		v[i] = &s->t[i];
+	qsort(v, s->n, sizeof(*v), by_name);
+	for (size_t i = 1; i < s->n && !err; i++)
+		if (!strcmp(v[i - 1]->name, v[i]->name))
+			err = eg_fail(ENGRAM_EPARSE, "tensor '%s' is in both '%s' and '%s'", v[i]->name,
+				      v[i - 1] < v[i] ? v[i - 1]->path : v[i]->path,
+				      v[i - 1] < v[i] ? v[i]->path : v[i - 1]->path);
+	for (size_t i = 0; i < b->n_maps && !err; i++) {
+		const struct st_mapping *m = &b->maps[i];
+		const struct eg_tensor *t = lookup(v, s->n, m->name);
+		const char *shard = s->files[m->file].path;
+
+		if (!t)
+			err = eg_fail(ENGRAM_EPARSE, "'%s': weight_map puts tensor '%s' in '%s', which does not have "
+				      "it", m->index, m->name, shard);
+		else if (t->path != shard)
+			err = eg_fail(ENGRAM_EPARSE, "'%s': weight_map puts tensor '%s' in '%s', but it is in '%s'",
+				      m->index, m->name, shard, t->path);
+	}
+	free(v);
+	return err;
+}
+
+int eg_tensors_open(struct eg_tensor_set **out, const char *const *paths, size_t n_paths)
+{
+	struct build b = { 0 };
+	int err = 0;
+
+	*out = NULL;
+	if (!paths || !n_paths)
+		return eg_fail(-EINVAL, "no checkpoint files given");
+	b.s = calloc(1, sizeof(*b.s));
+	if (!b.s)
+		return eg_fail(-ENOMEM, "out of memory for the tensor directory");
+	for (size_t i = 0; i < n_paths && !err; i++) {
+		size_t file;
+		if (!paths[i])
+			err = eg_fail(-EINVAL, "checkpoint path %zu is NULL", i);
+		else
+			err = load(&b, paths[i], NULL, &file);
+	}
+	if (!err)
+		err = check_names(&b);
+	for (size_t i = 0; i < b.n_maps; i++)
+		free(b.maps[i].name);
+	free(b.maps);
+	if (err < 0) {
+		eg_tensors_free(b.s);
+		return err;
+	}
+	*out = b.s;
+	return 0;
+}
+
+void eg_tensors_free(struct eg_tensor_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->t[i].name);
+	for (size_t i = 0; i < s->n_files; i++)
+		free(s->files[i].path);
+	free(s->t);
+	free(s->files);
+	free(s);
+}
+
+size_t eg_tensors_count(const struct eg_tensor_set *s)
+{
+	return s ? s->n : 0;
+}
+
+const struct eg_tensor *eg_tensors_get(const struct eg_tensor_set *s, size_t i)
+{
+	return s && i < s->n ? &s->t[i] : NULL;
+}
+
+int eg_tensors_find_unique(const struct eg_tensor_set *s, const char *suffix, const struct eg_tensor **out)
+{
+	const struct eg_tensor *first = NULL, *second = NULL;
+	size_t sl = strlen(suffix);
+
+	*out = NULL;
+	if (!s || !sl)
+		return 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const char *name = s->t[i].name;
+		size_t nl = strlen(name);
+
+		if (nl == sl && !memcmp(name, suffix, sl)) {
+			*out = &s->t[i];
+			return 0;
+		}
+		if (nl > sl && name[nl - sl - 1] == '.' && !memcmp(name + nl - sl, suffix, sl)) {
+			if (!first)
+				first = &s->t[i];
+			else if (!second)
+				second = &s->t[i];
+		}
+	}
+	if (second)
+		return eg_fail(-EEXIST, "tensor name '%s' is ambiguous: '%s' and '%s' both end in it", suffix,
+			       first->name, second->name);
+	*out = first;
+	return 0;
+}
