@@ -22,7 +22,7 @@ SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover
 endif
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(WARN) $(SANFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
-LIBS := -ljansson -lm
+LIBS := -ljansson -lzstd -lxxhash -lpthread -lm
 
 B := build
 LIB_SRC := $(wildcard lib/*.c)
@@ -30,8 +30,9 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
 SONAME := libengram.so.$(SOVERSION)
-TOOLS := $(B)/engram-stat
+TOOLS := $(B)/engram-stat $(B)/engram-pack
 STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) tools/toolutil.c
+PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
@@ -66,9 +67,13 @@ $(B)/libengram.so: $(SHARED)
 
 # Generated at install time so that it carries the PREFIX and LIBDIR of that install.
 PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|jansson|' -e 's|@LIBS_PRIVATE@|-lm|' engram.pc.in
+		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|libzstd libxxhash jansson|' \
+		-e 's|@LIBS_PRIVATE@|-lpthread -lm|' engram.pc.in
 
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
@@ -114,4 +119,5 @@ uninstall:
 clean:
 	rm -rf $(B)
 
--include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) $(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)
+-include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(PACK_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) $(TEST_UTIL:.o=.d) \
+	$(BENCH_SRC:%.c=$(B)/%.d)

@@ -156,6 +156,116 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq);
 ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				  size_t n, uint64_t *rows);
 
+/* ---------------------------------------------------------------------------------------------------
+ * Packing: checkpoint tensors to shard files (format in engram(5)).
+ */
+enum engram_split {
+	ENGRAM_SPLIT_NONE = 0,  /* one shard file */
+	ENGRAM_SPLIT_LAYER = 1, /* one shard per Engram layer */
+	ENGRAM_SPLIT_SIZE = 2,  /* shards of at most split_bytes of table data (whole pages) */
+	ENGRAM_SPLIT_HEADS = 3, /* split_ranks shards, each holding a contiguous range of whole heads of every
+				   order and layer, as tensor-parallel ranks split DeepSeek-V4.1's tables */
+};
+
+struct engram_pack_options {
+	const char *config_path;        /* hash config JSON (either form) */
+	const char *token_map_path;     /* compressed-token map .npy */
+	const char *const *weights;     /* .safetensors, *.safetensors.index.json or .npy files */
+	size_t n_weights;
+	const char *out_path;           /* the shard, or the manifest when split != NONE */
+	const char *codec;              /* "raw" (NULL) or "zstd" */
+	int zstd_level;                 /* 0: 3 */
+	unsigned block_pages;           /* pages per checksum block and zstd frame; 0: 16 raw, 4 zstd */
+	int shuffle;                    /* zstd byte-plane shuffle for 16/32-bit types: -1 auto (NULL/0 = auto) */
+	const char *weight_template;    /* tensor name with {L} for the layer id; NULL: the V4.1 and demo names */
+	const char *scale_template;     /* F8_E4M3 scales; NULL: weight name with .weight -> .scale */
+	enum engram_split split;
+	uint64_t split_bytes;           /* ENGRAM_SPLIT_SIZE */
+	unsigned split_ranks;           /* ENGRAM_SPLIT_HEADS; must divide the head count */
+	uint64_t synthetic_scale;       /* 0: read weights. N >= 1: random rows, every vocab size divided by N */
+	const char *synthetic_dtype;    /* "bf16" (NULL), "f32", "f16" or "e4m3" (with e8m0 scales) */
+	uint64_t synthetic_seed;
+	unsigned threads;               /* compression workers; 0: online CPUs */
+	/* Called as bytes are written; a non-zero return stops the pack with -ECANCELED. May be NULL. */
+	int (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
+};
+
+struct engram_pack_result {
+	uint64_t raw_bytes;     /* table bytes before compression (pages, padding included) */
+	uint64_t stored_bytes;  /* table bytes as stored */
+	uint64_t file_bytes;    /* all files written */
+	unsigned n_files;       /* shards, plus the manifest when split */
+};
+
+/*
+ * Build shard files. Tensors are found by name (any prefix such as "model."), their shapes checked against
+ * the config (rows = the layer's prime sum, columns = head dim), and streamed with bounded memory. Each
+ * file is written under a temporary name in the destination directory, fsynced and renamed, so an
+ * interrupted pack leaves nothing at out_path; a split pack writes its manifest last.
+ * Returns 0 (and fills *result when not NULL), or: errors of engram_config_load, -errno of the files,
+ * ENGRAM_EPARSE / ENGRAM_ETRUNC (bad checkpoint files), ENGRAM_ESHAPE, ENGRAM_EDTYPE (tensor missing a
+ * scale, unsupported dtype), -ENOENT (tensor not found), -EINVAL (bad options), -ECANCELED.
+ */
+ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram_pack_result *result);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Reading shards.
+ *
+ * A store maps one shard file, or every shard a manifest names, read-only and shared (MAP_SHARED): many
+ * processes reading the same files share the page cache. Opening validates every header, section bound and
+ * metadata checksum, and costs O(1) in table size. A store is immutable after open: any number of threads
+ * may call the functions below on one store at once.
+ */
+typedef struct engram_store engram_store;
+
+/* flags: 0 for now. Errors: -errno, ENGRAM_EMAGIC, ENGRAM_EENDIAN, ENGRAM_EVERSION, ENGRAM_ETRUNC,
+ * ENGRAM_ECORRUPT (with the detail naming the structure), ENGRAM_EPARSE (bad manifest), -ENOMEM. */
+ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags);
+ENGRAM_API void engram_close(engram_store *s);
+
+/* The hash config stored in the shards (owned by the store). */
+ENGRAM_API const engram_config *engram_store_config(const engram_store *s);
+
+struct engram_table_info {
+	const char *path;        /* shard file holding it (owned by the store) */
+	unsigned shard_index;
+	unsigned layer_index;
+	int layer_id;
+	uint64_t row_begin;      /* rows [row_begin, row_begin + row_count) of the layer's table */
+	uint64_t row_count;
+	const char *dtype;       /* "F32", "BF16", "F16", "F8_E4M3" (with E8M0 scales) */
+	unsigned head_dim;
+	unsigned record_size;    /* bytes per row, scales included */
+	unsigned rows_per_page;  /* 0 when a row spans pages */
+	const char *codec;       /* "raw" or "zstd" */
+	int shuffled;
+	unsigned block_pages;
+	uint64_t raw_bytes;      /* pages x 4096 */
+	uint64_t stored_bytes;
+};
+
+/* Number of table pieces (one per contiguous row range per shard) and a description of piece i. */
+ENGRAM_API unsigned engram_store_num_tables(const engram_store *s);
+ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct engram_table_info *info);
+/* Row scale of a synthetic table set (1 for real weights). */
+ENGRAM_API uint64_t engram_store_row_scale(const engram_store *s);
+
+/*
+ * Copy one row's stored record (native bytes: payload, then scales for F8_E4M3) to dst, which holds at
+ * least the record size. Synchronous: a miss reads the disk. Returns the record size, -EINVAL (bad layer or
+ * row, dst too small), ENGRAM_ECORRUPT (a zstd frame that does not decode), -ENOMEM.
+ */
+ENGRAM_API int engram_read_row(engram_store *s, unsigned layer_index, uint64_t row, void *dst, size_t dst_size);
+
+/*
+ * Check every checksum: metadata sections and each data block of each shard. report (may be NULL) is
+ * called once per failure with a message naming the file, table and block; a non-zero return stops early.
+ * Returns 0 when everything matches, ENGRAM_ECORRUPT when anything did not (engram_last_error() names the
+ * first), or -errno.
+ */
+ENGRAM_API int engram_verify(engram_store *s, int (*report)(void *arg, const char *msg), void *arg);
+
 #ifdef __cplusplus
 }
 #endif

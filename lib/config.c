@@ -173,13 +173,42 @@ fail:
 	return err;
 }
 
+int eg_token_map_load(const char *path, int32_t **map_out, uint64_t *n_out)
+{
+	int64_t *vals = NULL;
+	int32_t *map;
+	size_t n = 0;
+	int err;
+
+	if ((err = eg_npy_load_ints(path, &vals, &n)) < 0)
+		return err;
+	map = malloc(n ? n * sizeof(*map) : 1);
+	if (!map) {
+		free(vals);
+		return eg_fail(-ENOMEM, "'%s': out of memory", path);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (vals[i] < INT32_MIN || vals[i] > INT32_MAX) {
+			err = eg_fail(ENGRAM_ETOKMAP, "'%s': token map entry %zu (%lld) does not fit 32 bits", path, i,
+				      (long long)vals[i]);
+			free(vals);
+			free(map);
+			return err;
+		}
+		map[i] = (int32_t)vals[i];
+	}
+	free(vals);
+	*map_out = map;
+	*n_out = n;
+	return 0;
+}
+
 ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, const char *map_path)
 {
 	int saved = errno;
 	struct eg_hash_params p;
-	int64_t *vals = NULL;
 	int32_t *map = NULL;
-	size_t n = 0;
+	uint64_t n = 0;
 	char what[512];
 	int err;
 
@@ -187,29 +216,12 @@ ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, 
 		err = eg_fail(-EINVAL, "engram_config_load: NULL argument");
 		goto out;
 	}
-	if ((err = eg_params_from_json(&p, config_path)) < 0)
+	*out = NULL;
+	if ((err = eg_params_from_json(&p, config_path)) < 0 || (err = eg_token_map_load(map_path, &map, &n)) < 0)
 		goto out;
-	if ((err = eg_npy_load_ints(map_path, &vals, &n)) < 0)
-		goto out;
-	map = malloc(n ? n * sizeof(*map) : 1);
-	if (!map) {
-		err = eg_fail(-ENOMEM, "'%s': out of memory", map_path);
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (vals[i] < INT32_MIN || vals[i] > INT32_MAX) {
-			err = eg_fail(ENGRAM_ETOKMAP, "'%s': token map entry %zu (%lld) does not fit 32 bits", map_path, i,
-				      (long long)vals[i]);
-			goto out;
-		}
-		map[i] = (int32_t)vals[i];
-	}
 	snprintf(what, sizeof(what), "'%s' with '%s'", config_path, map_path);
 	err = eg_config_build(out, &p, map, n, NULL, NULL, what);
-	map = NULL;
 out:
-	free(vals);
-	free(map);
 	errno = saved;
 	return err;
 }

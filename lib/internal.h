@@ -90,6 +90,9 @@ int eg_params_from_json(struct eg_hash_params *p, const char *path);
 int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
 		    const uint64_t *mult, const uint64_t *primes, const char *what);
 
+/* Load a compressed-token map (.npy of int32/int64) as int32. */
+int eg_token_map_load(const char *path, int32_t **map, uint64_t *n);
+
 /* .npy header: numpy format 1.0/2.0/3.0. */
 struct eg_npy {
 	char kind;          /* 'i', 'u', 'f', 'b' */

@@ -138,7 +138,7 @@ int eg_npy_read_header(int fd, const char *path, struct eg_npy *h)
 	h->data_offset = pre_len + hlen;
 	if (h->count > (UINT64_MAX - h->data_offset) / h->itemsize ||
 	    h->data_offset + h->count * h->itemsize > (uint64_t)st.st_size)
-		err = eg_fail(ENGRAM_EPARSE, "'%s': .npy data truncated (%llu elements of %u bytes need %llu, file has %llu)",
+		err = eg_fail(ENGRAM_ETRUNC, "'%s': .npy data truncated (%llu elements of %u bytes need %llu, file has %llu)",
 			      path, (unsigned long long)h->count, h->itemsize,
 			      (unsigned long long)(h->data_offset + h->count * h->itemsize),
 			      (unsigned long long)st.st_size);

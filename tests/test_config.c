@@ -156,7 +156,7 @@ static void test_bad_maps(void **state)
 		    "expected an integer array");
 	expect_load(TINY_DEMO, write_tmp_npy("2d.npy", "<i4", "(2, 2)", zeros, 16), ENGRAM_ESHAPE,
 		    "expected a 1-D array");
-	expect_load(TINY_DEMO, write_tmp_npy("cut.npy", "<i8", "(100,)", zeros, 64), ENGRAM_EPARSE, "data truncated");
+	expect_load(TINY_DEMO, write_tmp_npy("cut.npy", "<i8", "(100,)", zeros, 64), ENGRAM_ETRUNC, "data truncated");
 	expect_load(TINY_DEMO, write_tmp_npy("big.npy", ">i8", "(2,)", zeros, 16), ENGRAM_EDTYPE, "big-endian");
 }
 

@@ -156,6 +156,11 @@ const char *tmpdir_create(void)
 	return tmp_root;
 }
 
+const char *tmpdir_create_once(void)
+{
+	return tmp_root[0] ? tmp_root : tmpdir_create();
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;

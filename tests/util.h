@@ -34,6 +34,8 @@ void vectors_free(struct vectors *v);
 /* A fresh scratch directory (removed by tmpdir_cleanup) and files in it. */
 const char *tmpdir_create(void);
 void tmpdir_cleanup(void);
+/* The current scratch directory, created on first use. */
+const char *tmpdir_create_once(void);
 /* Write contents to <tmpdir>/name; returns the full path (static buffer per call slot, 8 slots). */
 const char *write_tmp(const char *name, const void *data, size_t len);
 /* Write a .npy with the given descr ("<f4"), shape text ("(2, 3)") and raw data bytes. */

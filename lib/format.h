@@ -1,0 +1,164 @@
+/*
+ * On-disk layout of an engram shard file (format 1), documented for users in man/engram.5. All integers are
+ * little-endian; every structure has a fixed size asserted below, with explicit padding, so the file is the
+ * same whatever compiler wrote it.
+ *
+ *   offset 0        header (struct eg_disk_header), then zeros up to EG_PAGE
+ *   EG_PAGE ...     table data: per table, 4 KiB-aligned, raw pages or zstd frames
+ *   ...             metadata sections (hash params, token map, table directory, per-table frame index and
+ *                   block checksums), each 8-byte aligned
+ *   ...             section table (struct eg_disk_section[n_sections])
+ *
+ * The header is written last, so a file whose writing stopped early has no valid header.
+ */
+#ifndef ENGRAM_FORMAT_H
+#define ENGRAM_FORMAT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EG_MAGIC "\x89" "ENGRAM\n"     /* 8 bytes; 0x89 catches 7-bit transfers, '\n' CRLF damage */
+#define EG_BYTE_ORDER 0x0A0B0C0Du     /* reads as 0x0D0C0B0A on a machine of the other byte order */
+#define EG_FORMAT_MAJOR 1             /* incompatible changes */
+#define EG_FORMAT_MINOR 0             /* compatible additions: readers accept any minor of their major */
+#define EG_PAGE 4096u
+#define EG_HEADER_SIZE 256u
+
+enum eg_section_type {
+	EG_SEC_HASH = 1,      /* struct eg_disk_hash + layer ids, multipliers, primes */
+	EG_SEC_TOKMAP = 2,    /* int32 compressed id per raw token id */
+	EG_SEC_TABLES = 3,    /* struct eg_disk_table[n_tables] */
+	EG_SEC_FRAMES = 4,    /* zstd tables: uint64 frame end offsets, per table (see eg_disk_table) */
+	EG_SEC_BLOCKSUMS = 5, /* uint64 XXH3 checksum per data block, per table */
+};
+
+enum eg_dtype {
+	EG_DT_F32 = 1,
+	EG_DT_BF16 = 2,
+	EG_DT_F16 = 3,
+	EG_DT_F8_E4M3 = 4,    /* with one F8_E8M0 scale byte per EG_SCALE_BLOCK columns, after the payload */
+};
+#define EG_SCALE_BLOCK 32
+
+enum eg_codec {
+	EG_CODEC_RAW = 0,     /* pages stored as they are: zero-copy through the mapping */
+	EG_CODEC_ZSTD = 1,    /* each block of pages_per_block pages is one independent zstd frame */
+};
+
+enum eg_filter {
+	EG_FILTER_NONE = 0,
+	EG_FILTER_SHUFFLE = 1, /* zstd blocks hold byte planes: all first bytes of each element, then seconds... */
+};
+
+struct eg_disk_header {
+	char magic[8];
+	uint32_t byte_order;
+	uint16_t format_major;
+	uint16_t format_minor;
+	uint64_t file_size;          /* exact length of the file */
+	uint32_t header_size;        /* EG_HEADER_SIZE */
+	uint32_t page_size;          /* EG_PAGE */
+	uint64_t section_table_offset;
+	uint32_t n_sections;
+	uint32_t section_entry_size; /* sizeof(struct eg_disk_section) */
+	uint8_t set_id[16];          /* shared by every shard of one table set */
+	uint32_t shard_index;
+	uint32_t shard_count;
+	uint64_t created_unix;
+	char writer[32];             /* "libengram 0.1.0", NUL-padded */
+	uint8_t reserved[128];
+	uint64_t section_table_checksum; /* XXH3 of the section table */
+	uint64_t header_checksum;        /* XXH3 of bytes [0, 248) of this header */
+};
+static_assert(sizeof(struct eg_disk_header) == EG_HEADER_SIZE, "header size");
+
+struct eg_disk_section {
+	uint32_t type;
+	uint32_t reserved;
+	uint64_t offset;
+	uint64_t length;
+	uint64_t checksum; /* XXH3 of the section bytes */
+};
+static_assert(sizeof(struct eg_disk_section) == 32, "section entry size");
+
+/* EG_SEC_HASH: this struct, then int32 layer_ids[n_layers] padded to 8 bytes, uint64
+ * multipliers[n_layers][max_ngram], uint64 primes[n_layers][(max_ngram-1) * n_heads]. */
+struct eg_disk_hash {
+	uint32_t n_layers;
+	uint32_t max_ngram;
+	uint32_t n_heads;
+	uint32_t head_dim;
+	int64_t pad_id;
+	int64_t compressed_pad;
+	uint64_t seed;
+	uint64_t compressed_vocab;
+	uint64_t raw_vocab;          /* entries of the token map section */
+	uint64_t vocab_size[16];     /* per order 2..N as configured (informational: primes are stored) */
+	uint64_t row_scale;          /* 1, or the divisor a synthetic table's vocab sizes were scaled down by */
+	uint8_t reserved[64];
+};
+static_assert(sizeof(struct eg_disk_hash) == 256, "hash section header size");
+
+/* EG_SEC_TABLES entry: rows [row_begin, row_begin + row_count) of one layer's table. */
+struct eg_disk_table {
+	uint32_t layer_index;
+	int32_t layer_id;
+	uint64_t table_rows;         /* rows of the whole layer table (the prime sum) */
+	uint64_t row_begin;
+	uint64_t row_count;
+	uint32_t dtype;              /* enum eg_dtype */
+	uint32_t head_dim;           /* columns of a row */
+	uint32_t record_size;        /* bytes per row: payload then scales */
+	uint32_t rows_per_page;      /* >= 1 when record_size <= EG_PAGE, else 0 */
+	uint32_t pages_per_row;      /* >= 1 when record_size > EG_PAGE, else 0 */
+	uint32_t codec;              /* enum eg_codec */
+	uint32_t filter;             /* enum eg_filter (zstd only) */
+	uint32_t pages_per_block;    /* checksum granule; for zstd also the frame */
+	uint64_t n_pages;            /* uncompressed pages */
+	uint64_t n_blocks;           /* ceil(n_pages / pages_per_block) */
+	uint64_t data_offset;        /* EG_PAGE-aligned */
+	uint64_t data_length;        /* raw: n_pages * EG_PAGE; zstd: compressed bytes */
+	uint64_t frames_offset;      /* zstd: n_blocks uint64 end offsets relative to data_offset; else 0 */
+	uint64_t blocksums_offset;   /* n_blocks uint64 XXH3 of each block's stored bytes */
+	uint32_t max_frame;          /* zstd: largest compressed frame in bytes */
+	uint32_t reserved0;
+	uint8_t reserved[40];
+};
+static_assert(sizeof(struct eg_disk_table) == 160, "table entry size");
+
+static inline unsigned eg_dtype_elem_size(uint32_t dt)
+{
+	switch (dt) {
+	case EG_DT_F32: return 4;
+	case EG_DT_BF16:
+	case EG_DT_F16: return 2;
+	case EG_DT_F8_E4M3: return 1;
+	}
+	return 0;
+}
+
+static inline const char *eg_dtype_name(uint32_t dt)
+{
+	switch (dt) {
+	case EG_DT_F32: return "F32";
+	case EG_DT_BF16: return "BF16";
+	case EG_DT_F16: return "F16";
+	case EG_DT_F8_E4M3: return "F8_E4M3";
+	}
+	return "?";
+}
+
+/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns. 0 if invalid. */
+static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
+{
+	uint32_t e = eg_dtype_elem_size(dt);
+
+	if (!e || !head_dim || head_dim > (1u << 20))
+		return 0;
+	if (dt == EG_DT_F8_E4M3)
+		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;
+	return e * head_dim;
+}
+
+#endif

@@ -1,0 +1,34 @@
+/* Where rows live: page geometry of a table piece, shared by the packer and the reader. */
+#include "layout.h"
+
+int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
+		   uint32_t pages_per_block)
+{
+	uint32_t rec = eg_record_size(dtype, head_dim);
+
+	if (!rec || !pages_per_block)
+		return -1;
+	t->dtype = dtype;
+	t->head_dim = head_dim;
+	t->record_size = rec;
+	t->row_count = row_count;
+	t->pages_per_block = pages_per_block;
+	if (rec <= EG_PAGE) {
+		t->rows_per_page = EG_PAGE / rec;
+		t->pages_per_row = 0;
+		t->n_pages = (row_count + t->rows_per_page - 1) / t->rows_per_page;
+	} else {
+		t->rows_per_page = 0;
+		t->pages_per_row = (rec + EG_PAGE - 1) / EG_PAGE;
+		t->n_pages = row_count * t->pages_per_row;
+	}
+	t->n_blocks = (t->n_pages + pages_per_block - 1) / pages_per_block;
+	return 0;
+}
+
+uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row)
+{
+	if (t->rows_per_page)
+		return local_row / t->rows_per_page * EG_PAGE + local_row % t->rows_per_page * t->record_size;
+	return local_row * t->pages_per_row * (uint64_t)EG_PAGE;
+}

@@ -1,0 +1,15 @@
+/* Page geometry of a table piece: rows never straddle a page; a row larger than a page starts one. */
+#ifndef ENGRAM_LAYOUT_H
+#define ENGRAM_LAYOUT_H
+
+#include "format.h"
+
+/* Fill dtype, head_dim, record_size, row_count, rows_per_page / pages_per_row, pages_per_block, n_pages and
+ * n_blocks of t. Returns 0, or -1 for a dtype / head_dim without a valid record. */
+int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
+		   uint32_t pages_per_block);
+
+/* Byte offset of a row's record from the start of the piece's uncompressed pages. */
+uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row);
+
+#endif

@@ -1,0 +1,610 @@
+/* engram_pack(): checkpoint (or synthetic) rows to shard files. Rows are streamed a batch of pages at a
+ * time, so memory stays bounded whatever the table size; zstd blocks of a batch compress in parallel. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "layout.h"
+#include "manifest.h"
+#include "pack.h"
+
+#define BATCH_PAGES 1024 /* 4 MiB of pages per read, compression round and write */
+
+struct packer {
+	const struct engram_pack_options *o;
+	engram_config *cfg;
+	uint64_t row_scale;
+	struct eg_tensor_set *set;
+	struct eg_source *src;        /* [n_layers] */
+	uint32_t codec, filter, ppb;
+	int level;
+	unsigned threads;
+	ZSTD_CCtx **cctx;             /* [threads] */
+	uint8_t *batch, *shuffled;    /* batch pages; per-thread shuffle scratch */
+	uint8_t *frames_buf;          /* per block: ZSTD_compressBound(block) bytes */
+	size_t frame_cap;
+	size_t *frame_len;
+	uint8_t *records;
+	uint64_t done, total;
+	unsigned elem;                /* element size of the piece being written, for shuffling */
+	uint8_t set_id[16];
+	struct engram_pack_result res;
+};
+
+/* Per-piece output while it is written. */
+struct piece_out {
+	struct eg_disk_table t;
+	uint64_t *frames;             /* zstd: end offsets */
+	uint64_t *sums;
+	uint64_t block;               /* blocks emitted so far */
+};
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+/* ---- zstd batch compression ---- */
+
+struct zjob {
+	struct packer *pk;
+	const uint8_t *src;
+	size_t npages, nblocks;
+	atomic_size_t next;
+	atomic_int err;
+};
+
+static void shuffle_bytes(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem)
+{
+	size_t n = len / elem;
+
+	for (unsigned k = 0; k < elem; k++)
+		for (size_t i = 0; i < n; i++)
+			dst[k * n + i] = src[i * elem + k];
+}
+
+static void compress_blocks(struct zjob *j, unsigned worker)
+{
+	struct packer *pk = j->pk;
+	size_t bsize = (size_t)pk->ppb * EG_PAGE;
+	size_t b;
+
+	while ((b = atomic_fetch_add(&j->next, 1)) < j->nblocks) {
+		size_t pages = j->npages - b * pk->ppb < pk->ppb ? j->npages - b * pk->ppb : pk->ppb;
+		const uint8_t *in = j->src + b * bsize;
+		if (pk->filter == EG_FILTER_SHUFFLE) {
+			uint8_t *scratch = pk->shuffled + (size_t)worker * bsize;
+			shuffle_bytes(scratch, in, pages * EG_PAGE, pk->elem);
+			in = scratch;
+		}
+		size_t r = ZSTD_compressCCtx(pk->cctx[worker], pk->frames_buf + b * pk->frame_cap, pk->frame_cap, in,
+					     pages * EG_PAGE, pk->level);
+		if (ZSTD_isError(r)) {
+			atomic_store(&j->err, 1);
+			pk->frame_len[b] = 0;
+		} else {
+			pk->frame_len[b] = r;
+		}
+	}
+}
+
+struct zworker {
+	struct zjob *job;
+	unsigned id;
+};
+
+static void *zworker_main(void *arg)
+{
+	struct zworker *w = arg;
+
+	compress_blocks(w->job, w->id);
+	return NULL;
+}
+
+static int compress_batch(struct packer *pk, size_t npages, size_t nblocks)
+{
+	struct zjob job = { .pk = pk, .src = pk->batch, .npages = npages, .nblocks = nblocks };
+	pthread_t tid[64];
+	struct zworker w[64];
+	unsigned started = 0;
+
+	atomic_init(&job.next, 0);
+	atomic_init(&job.err, 0);
+	for (unsigned i = 1; i < pk->threads && i < nblocks; i++) {
+		w[i] = (struct zworker){ &job, i };
+		if (pthread_create(&tid[i], NULL, zworker_main, &w[i]) != 0)
+			break;
+		started = i;
+	}
+	compress_blocks(&job, 0);
+	for (unsigned i = 1; i <= started; i++)
+		pthread_join(tid[i], NULL);
+	return atomic_load(&job.err) ? eg_fail(-EIO, "zstd compression failed") : 0;
+}
+
+/* ---- writing one piece ---- */
+
+static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *rows);
+
+static int progress(struct packer *pk, uint64_t bytes)
+{
+	pk->done += bytes;
+	if (pk->o->progress && pk->o->progress(pk->o->progress_arg, pk->done, pk->total))
+		return eg_fail(-ECANCELED, "pack cancelled");
+	return 0;
+}
+
+static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out *po, uint64_t *off, size_t npages)
+{
+	size_t bsize = (size_t)pk->ppb * EG_PAGE;
+	size_t nblocks = (npages + pk->ppb - 1) / pk->ppb;
+	int err;
+
+	if (pk->codec == EG_CODEC_RAW) {
+		for (size_t b = 0; b < nblocks; b++) {
+			size_t pages = npages - b * pk->ppb < pk->ppb ? npages - b * pk->ppb : pk->ppb;
+			po->sums[po->block++] = XXH3_64bits(pk->batch + b * bsize, pages * EG_PAGE);
+		}
+		if ((err = eg_outfile_pwrite(f, pk->batch, npages * EG_PAGE, *off)) < 0)
+			return err;
+		*off += npages * EG_PAGE;
+		po->t.data_length += npages * EG_PAGE;
+	} else {
+		if ((err = compress_batch(pk, npages, nblocks)) < 0)
+			return err;
+		for (size_t b = 0; b < nblocks; b++) {
+			const uint8_t *frame = pk->frames_buf + b * pk->frame_cap;
+			size_t len = pk->frame_len[b];
+			po->sums[po->block] = XXH3_64bits(frame, len);
+			po->t.data_length += len;
+			po->frames[po->block++] = po->t.data_length;
+			if (len > po->t.max_frame)
+				po->t.max_frame = (uint32_t)len;
+			if ((err = eg_outfile_pwrite(f, frame, len, *off)) < 0)
+				return err;
+			*off += len;
+		}
+	}
+	pk->res.raw_bytes += npages * EG_PAGE;
+	return progress(pk, npages * EG_PAGE);
+}
+
+static int write_piece(struct packer *pk, struct eg_outfile *f, const struct piece *pc, struct piece_out *po,
+		       uint64_t *off)
+{
+	struct eg_source *src = &pk->src[pc->layer_index];
+	struct eg_disk_table *t = &po->t;
+	size_t batch_pages, batch_rows, page = 0, slot = 0;
+	int err;
+
+	eg_layout_init(t, src->dtype, src->head_dim, pc->row_count, pk->ppb);
+	t->layer_index = pc->layer_index;
+	t->layer_id = src->layer_id;
+	t->table_rows = src->rows;
+	t->row_begin = pc->row_begin;
+	t->codec = pk->codec;
+	t->filter = pk->codec == EG_CODEC_ZSTD ? pk->filter : EG_FILTER_NONE;
+	pk->elem = eg_dtype_elem_size(src->dtype);
+	t->data_offset = *off;
+	po->sums = calloc(t->n_blocks + 1, sizeof(uint64_t));
+	po->frames = pk->codec == EG_CODEC_ZSTD ? calloc(t->n_blocks + 1, sizeof(uint64_t)) : NULL;
+	if (!po->sums || (pk->codec == EG_CODEC_ZSTD && !po->frames))
+		return eg_fail(-ENOMEM, "out of memory for the block index of layer %d", t->layer_id);
+
+	batch_geometry(t->record_size, pk->ppb, &batch_pages, &batch_rows);
+	memset(pk->batch, 0, batch_pages * EG_PAGE);
+	for (uint64_t row = 0; row < pc->row_count;) {
+		size_t n = pc->row_count - row < batch_rows ? (size_t)(pc->row_count - row) : batch_rows;
+		if ((err = eg_source_read(src, pc->row_begin + row, n, pk->records)) < 0)
+			return err;
+		for (size_t i = 0; i < n; i++) {
+			memcpy(pk->batch + page * EG_PAGE + slot * t->record_size, pk->records + i * t->record_size,
+			       t->record_size);
+			if (t->rows_per_page) {
+				if (++slot == t->rows_per_page) {
+					slot = 0;
+					page++;
+				}
+			} else {
+				page += t->pages_per_row;
+			}
+			if (page == batch_pages) {
+				if ((err = flush_batch(pk, f, po, off, page)) < 0)
+					return err;
+				memset(pk->batch, 0, batch_pages * EG_PAGE);
+				page = 0;
+			}
+		}
+		row += n;
+	}
+	if (page || slot)
+		if ((err = flush_batch(pk, f, po, off, page + (slot ? 1 : 0))) < 0)
+			return err;
+	pk->res.stored_bytes += t->data_length;
+	*off = align_up(*off, EG_PAGE);
+	return 0;
+}
+
+/* ---- metadata sections ---- */
+
+struct buf {
+	uint8_t *p;
+	size_t len;
+};
+
+static int hash_section(const struct packer *pk, struct buf *b)
+{
+	const engram_config *c = pk->cfg;
+	size_t ids = align_up((size_t)c->n_layers * 4, 8);
+	size_t len = sizeof(struct eg_disk_hash) + ids + (size_t)c->n_layers * c->max_ngram * 8 +
+		     (size_t)c->n_layers * c->columns * 8;
+	struct eg_disk_hash *h;
+	uint8_t *p;
+
+	b->p = calloc(1, len);
+	if (!b->p)
+		return eg_fail(-ENOMEM, "out of memory");
+	b->len = len;
+	h = (struct eg_disk_hash *)b->p;
+	h->n_layers = c->n_layers;
+	h->max_ngram = c->max_ngram;
+	h->n_heads = c->n_heads;
+	h->head_dim = c->head_dim;
+	h->pad_id = c->pad_id;
+	h->compressed_pad = c->cpad;
+	h->seed = c->seed;
+	h->compressed_vocab = c->cvocab;
+	h->raw_vocab = c->raw_vocab;
+	memcpy(h->vocab_size, c->vocab_size, sizeof(h->vocab_size));
+	h->row_scale = pk->row_scale;
+	p = b->p + sizeof(*h);
+	for (unsigned l = 0; l < c->n_layers; l++)
+		memcpy(p + 4 * l, &c->layers[l].id, 4);
+	p += ids;
+	for (unsigned l = 0; l < c->n_layers; l++, p += c->max_ngram * 8)
+		memcpy(p, c->layers[l].mult, c->max_ngram * 8);
+	for (unsigned l = 0; l < c->n_layers; l++)
+		for (unsigned k = 0; k < c->columns; k++, p += 8)
+			memcpy(p, &c->layers[l].mod[k].p, 8);
+	return 0;
+}
+
+static int add_section(struct eg_outfile *f, struct eg_disk_section *sec, uint32_t type, const void *data,
+		       size_t len, uint64_t *off)
+{
+	int err;
+
+	*off = align_up(*off, 8);
+	sec->type = type;
+	sec->offset = *off;
+	sec->length = len;
+	sec->checksum = XXH3_64bits(data, len);
+	if (len && (err = eg_outfile_pwrite(f, data, len, *off)) < 0)
+		return err;
+	*off += len;
+	return 0;
+}
+
+/* Write one shard to f (a temporary file); the caller commits it. */
+static int write_shard(struct packer *pk, struct eg_outfile *f, const struct shard *sh, unsigned index,
+		       unsigned count)
+{
+	struct piece_out *po;
+	struct eg_disk_section secs[5];
+	struct eg_disk_header hdr;
+	struct buf hash = { 0 };
+	uint64_t off = EG_PAGE, nframes = 0, nsums = 0;
+	uint64_t *frames = NULL, *sums = NULL;
+	struct eg_disk_table *tables = NULL;
+	int err;
+
+	po = calloc(sh->n_pieces, sizeof(*po));
+	if (!po)
+		return eg_fail(-ENOMEM, "out of memory");
+	for (unsigned i = 0; i < sh->n_pieces; i++)
+		if ((err = write_piece(pk, f, &sh->pieces[i], &po[i], &off)) < 0)
+			goto out;
+
+	tables = calloc(sh->n_pieces, sizeof(*tables));
+	for (unsigned i = 0; i < sh->n_pieces; i++)
+		nsums += po[i].t.n_blocks;
+	sums = malloc(nsums * 8 + 8);
+	frames = malloc(nsums * 8 + 8);
+	if (!tables || !sums || !frames || (err = hash_section(pk, &hash)) < 0) {
+		err = err < 0 ? err : eg_fail(-ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Sections follow the data; FRAMES and BLOCKSUMS offsets are known once the earlier ones are placed. */
+	if ((err = add_section(f, &secs[0], EG_SEC_HASH, hash.p, hash.len, &off)) < 0 ||
+	    (err = add_section(f, &secs[1], EG_SEC_TOKMAP, pk->cfg->map, pk->cfg->raw_vocab * 4, &off)) < 0)
+		goto out;
+	uint64_t tables_off = align_up(off, 8);
+	uint64_t tables_len = (uint64_t)sh->n_pieces * sizeof(*tables);
+	uint64_t frames_off = align_up(tables_off + tables_len, 8);
+	nsums = 0;
+	for (unsigned i = 0; i < sh->n_pieces; i++) {
+		struct eg_disk_table *t = &tables[i];
+		*t = po[i].t;
+		if (t->codec == EG_CODEC_ZSTD) {
+			t->frames_offset = frames_off + nframes * 8;
+			memcpy(frames + nframes, po[i].frames, t->n_blocks * 8);
+			nframes += t->n_blocks;
+		}
+	}
+	uint64_t sums_off = align_up(frames_off + nframes * 8, 8);
+	for (unsigned i = 0; i < sh->n_pieces; i++) {
+		tables[i].blocksums_offset = sums_off + nsums * 8;
+		memcpy(sums + nsums, po[i].sums, tables[i].n_blocks * 8);
+		nsums += tables[i].n_blocks;
+	}
+	if ((err = add_section(f, &secs[2], EG_SEC_TABLES, tables, tables_len, &off)) < 0 ||
+	    (err = add_section(f, &secs[3], EG_SEC_FRAMES, frames, nframes * 8, &off)) < 0 ||
+	    (err = add_section(f, &secs[4], EG_SEC_BLOCKSUMS, sums, nsums * 8, &off)) < 0)
+		goto out;
+	if (secs[2].offset != tables_off || secs[3].offset != frames_off || secs[4].offset != sums_off) {
+		err = eg_fail(-EIO, "internal error: section layout");
+		goto out;
+	}
+	off = align_up(off, 8);
+	memset(&hdr, 0, sizeof(hdr));
+	memcpy(hdr.magic, EG_MAGIC, 8);
+	hdr.byte_order = EG_BYTE_ORDER;
+	hdr.format_major = EG_FORMAT_MAJOR;
+	hdr.format_minor = EG_FORMAT_MINOR;
+	hdr.header_size = EG_HEADER_SIZE;
+	hdr.page_size = EG_PAGE;
+	hdr.section_table_offset = off;
+	hdr.n_sections = 5;
+	hdr.section_entry_size = sizeof(struct eg_disk_section);
+	memcpy(hdr.set_id, pk->set_id, 16);
+	hdr.shard_index = index;
+	hdr.shard_count = count;
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	hdr.created_unix = sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL);
+	snprintf(hdr.writer, sizeof(hdr.writer), "libengram %s", ENGRAM_VERSION_STRING);
+	hdr.section_table_checksum = XXH3_64bits(secs, sizeof(secs));
+	hdr.file_size = off + sizeof(secs);
+	hdr.header_checksum = XXH3_64bits(&hdr, offsetof(struct eg_disk_header, header_checksum));
+	if ((err = eg_outfile_pwrite(f, secs, sizeof(secs), off)) < 0 ||
+	    (err = eg_outfile_pwrite(f, &hdr, sizeof(hdr), 0)) < 0)
+		goto out;
+	pk->res.file_bytes += hdr.file_size;
+	pk->res.n_files++;
+out:
+	for (unsigned i = 0; i < sh->n_pieces; i++) {
+		free(po[i].sums);
+		free(po[i].frames);
+	}
+	free(po);
+	free(tables);
+	free(sums);
+	free(frames);
+	free(hash.p);
+	return err;
+}
+
+/* ---- the entry point ---- */
+
+/* Pages and rows of one batch for a table of this geometry: whole blocks, and whole rows. */
+static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *rows)
+{
+	size_t ppr = rec > EG_PAGE ? (rec + EG_PAGE - 1) / EG_PAGE : 1;
+	size_t unit = (size_t)ppb * ppr;
+
+	*pages = unit * (BATCH_PAGES / unit ? BATCH_PAGES / unit : 1);
+	*rows = rec > EG_PAGE ? *pages / ppr : *pages * (EG_PAGE / rec);
+}
+
+static int setup(struct packer *pk, const struct engram_pack_options *o)
+{
+	struct eg_hash_params p;
+	int32_t *map = NULL;
+	uint64_t n = 0;
+	char what[512];
+	int err;
+
+	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = eg_token_map_load(o->token_map_path, &map, &n)) < 0)
+		return err;
+	pk->row_scale = 1;
+	if (o->synthetic_scale > 1) {
+		pk->row_scale = o->synthetic_scale;
+		for (unsigned i = 0; i + 2 <= p.max_ngram; i++)
+			p.vocab_size[i] = p.vocab_size[i] / o->synthetic_scale > 2 ? p.vocab_size[i] / o->synthetic_scale : 2;
+		p.has_num_embeddings = 0;
+	}
+	snprintf(what, sizeof(what), "'%s' with '%s'", o->config_path, o->token_map_path);
+	return eg_config_build(&pk->cfg, &p, map, n, NULL, NULL, what);
+}
+
+static int open_sources(struct packer *pk, const struct engram_pack_options *o)
+{
+	struct eg_tensor_set *set = NULL;
+	unsigned L = pk->cfg->n_layers;
+	int err = 0;
+
+	pk->src = calloc(L, sizeof(*pk->src));
+	if (!pk->src)
+		return eg_fail(-ENOMEM, "out of memory");
+	for (unsigned l = 0; l < L; l++)
+		pk->src[l].wfd = pk->src[l].sfd = -1;
+	if (!o->synthetic_scale && (err = eg_tensors_open(&set, o->weights, o->n_weights)) < 0)
+		return err;
+	for (unsigned l = 0; l < L && !err; l++)
+		err = o->synthetic_scale
+			      ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
+			      : eg_source_checkpoint(&pk->src[l], set, pk->cfg, l, o->weight_template, o->scale_template);
+	/* sources keep their own descriptors; names they point at live in the set */
+	if (err || o->synthetic_scale) {
+		eg_tensors_free(set);
+		set = NULL;
+	}
+	pk->set = set;
+	return err;
+}
+
+static int alloc_buffers(struct packer *pk)
+{
+	size_t max_pages = 0, max_rec_bytes = 0;
+
+	for (unsigned l = 0; l < pk->cfg->n_layers; l++) {
+		size_t pages, rows;
+		batch_geometry(pk->src[l].record_size, pk->ppb, &pages, &rows);
+		if (pages > max_pages)
+			max_pages = pages;
+		if (rows * pk->src[l].record_size > max_rec_bytes)
+			max_rec_bytes = rows * pk->src[l].record_size;
+	}
+	pk->batch = malloc(max_pages * EG_PAGE);
+	pk->records = malloc(max_rec_bytes);
+	if (!pk->batch || !pk->records)
+		return eg_fail(-ENOMEM, "out of memory for %zu MiB of batch buffers", (max_pages * EG_PAGE + max_rec_bytes) >> 20);
+	if (pk->codec != EG_CODEC_ZSTD)
+		return 0;
+	size_t nblocks = (max_pages + pk->ppb - 1) / pk->ppb;
+	pk->frame_cap = ZSTD_compressBound((size_t)pk->ppb * EG_PAGE);
+	pk->frames_buf = malloc(nblocks * pk->frame_cap);
+	pk->frame_len = calloc(nblocks, sizeof(*pk->frame_len));
+	pk->shuffled = malloc((size_t)pk->threads * pk->ppb * EG_PAGE);
+	pk->cctx = calloc(pk->threads, sizeof(*pk->cctx));
+	if (!pk->frames_buf || !pk->frame_len || !pk->shuffled || !pk->cctx)
+		return eg_fail(-ENOMEM, "out of memory for compression buffers");
+	for (unsigned i = 0; i < pk->threads; i++)
+		if (!(pk->cctx[i] = ZSTD_createCCtx()))
+			return eg_fail(-ENOMEM, "out of memory for zstd contexts");
+	return 0;
+}
+
+static void packer_free(struct packer *pk)
+{
+	for (unsigned l = 0; pk->src && pk->cfg && l < pk->cfg->n_layers; l++)
+		eg_source_close(&pk->src[l]);
+	free(pk->src);
+	eg_tensors_free(pk->set);
+	for (unsigned i = 0; pk->cctx && i < pk->threads; i++)
+		ZSTD_freeCCtx(pk->cctx[i]);
+	free(pk->cctx);
+	free(pk->batch);
+	free(pk->records);
+	free(pk->frames_buf);
+	free(pk->frame_len);
+	free(pk->shuffled);
+	engram_config_free(pk->cfg);
+}
+
+static int check_options(const struct engram_pack_options *o, struct packer *pk)
+{
+	if (!o || !o->config_path || !o->token_map_path || !o->out_path)
+		return eg_fail(-EINVAL, "pack needs a config, a token map and an output path");
+	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
+		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
+	if (!o->codec || !strcmp(o->codec, "raw"))
+		pk->codec = EG_CODEC_RAW;
+	else if (!strcmp(o->codec, "zstd"))
+		pk->codec = EG_CODEC_ZSTD;
+	else
+		return eg_fail(-EINVAL, "codec '%s' is not raw or zstd", o->codec);
+	pk->ppb = o->block_pages ? o->block_pages : pk->codec == EG_CODEC_ZSTD ? 4 : 16;
+	if (pk->ppb > 4096)
+		return eg_fail(-EINVAL, "block of %u pages is too large (at most 4096)", pk->ppb);
+	pk->level = o->zstd_level ? o->zstd_level : 3;
+	if (pk->level < ZSTD_minCLevel() || pk->level > ZSTD_maxCLevel())
+		return eg_fail(-EINVAL, "zstd level %d is outside [%d, %d]", pk->level, ZSTD_minCLevel(), ZSTD_maxCLevel());
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	pk->threads = o->threads ? o->threads : cpus > 0 ? (unsigned)cpus : 1;
+	if (pk->threads > 64)
+		pk->threads = 64;
+	return 0;
+}
+
+ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pack_result *result)
+{
+	int saved = errno;
+	struct packer pk;
+	struct shard *shards = NULL;
+	struct eg_outfile *files = NULL;
+	unsigned n_shards = 0, created = 0;
+	uint32_t rec[EG_MAX_LAYERS];
+	struct buf hash = { 0 };
+	int err;
+
+	memset(&pk, 0, sizeof(pk));
+	pk.o = o;
+	if ((err = check_options(o, &pk)) < 0 || (err = setup(&pk, o)) < 0 || (err = open_sources(&pk, o)) < 0)
+		goto out;
+	for (unsigned l = 0; l < pk.cfg->n_layers; l++)
+		rec[l] = pk.src[l].record_size;
+	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0)
+		goto out;
+	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */
+	pk.filter = EG_FILTER_NONE;
+	if (pk.codec == EG_CODEC_ZSTD && o->shuffle >= 0 && eg_dtype_elem_size(pk.src[0].dtype) > 1)
+		pk.filter = EG_FILTER_SHUFFLE;
+	/* The set id is a digest of the hash config and the cut, so identical inputs give identical files. */
+	if ((err = hash_section(&pk, &hash)) < 0)
+		goto out;
+	XXH3_state_t *st = XXH3_createState();
+	if (!st) {
+		err = eg_fail(-ENOMEM, "out of memory");
+		goto out;
+	}
+	XXH3_128bits_reset(st);
+	XXH3_128bits_update(st, hash.p, hash.len);
+	XXH3_128bits_update(st, pk.cfg->map, pk.cfg->raw_vocab * 4);
+	for (unsigned i = 0; i < n_shards; i++) {
+		XXH3_128bits_update(st, shards[i].pieces, shards[i].n_pieces * sizeof(*shards[i].pieces));
+		for (unsigned k = 0; k < shards[i].n_pieces; k++) {
+			struct eg_disk_table t;
+			eg_layout_init(&t, pk.src[shards[i].pieces[k].layer_index].dtype, pk.cfg->head_dim,
+				       shards[i].pieces[k].row_count, pk.ppb);
+			pk.total += t.n_pages * EG_PAGE;
+		}
+	}
+	XXH3_128bits_update(st, &o->synthetic_seed, sizeof(o->synthetic_seed));
+	XXH128_canonical_t canon;
+	XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(st));
+	XXH3_freeState(st);
+	memcpy(pk.set_id, canon.digest, 16);
+
+	files = calloc(n_shards, sizeof(*files));
+	if (!files) {
+		err = eg_fail(-ENOMEM, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < n_shards; i++) {
+		if ((err = eg_outfile_create(&files[i], shards[i].path)) < 0)
+			goto out;
+		created = i + 1;
+		if ((err = write_shard(&pk, &files[i], &shards[i], i, n_shards)) < 0) {
+			err = eg_fail_prefix(err, "packing '%s'", shards[i].path);
+			goto out;
+		}
+	}
+	for (unsigned i = 0; i < n_shards; i++)
+		if ((err = eg_outfile_commit(&files[i])) < 0)
+			goto out;
+	if (o->split != ENGRAM_SPLIT_NONE) {
+		if ((err = eg_manifest_write(o->out_path, pk.set_id, shards, n_shards)) < 0)
+			goto out;
+		pk.res.n_files++;
+	}
+	if (result)
+		*result = pk.res;
+out:
+	for (unsigned i = 0; i < created; i++)
+		eg_outfile_abort(&files[i]);
+	free(files);
+	free(hash.p);
+	eg_plan_free(shards, n_shards);
+	packer_free(&pk);
+	errno = saved;
+	return err;
+}

@@ -1,0 +1,47 @@
+/* An open table set: mapped shard files, validated, and the per-layer index of their row ranges. */
+#ifndef ENGRAM_STORE_H
+#define ENGRAM_STORE_H
+
+#include <stdint.h>
+
+#include "format.h"
+#include "internal.h"
+
+struct eg_shard {
+	char *path;
+	int fd;
+	const uint8_t *map;           /* the whole file, PROT_READ, MAP_SHARED */
+	uint64_t size;
+	const struct eg_disk_header *hdr;
+	const struct eg_disk_section *secs;
+	const struct eg_disk_table *tables;
+	unsigned n_tables;
+	const struct eg_disk_section *sec[6]; /* by type; NULL when absent */
+};
+
+/* One contiguous row range of a layer, in one shard. */
+struct eg_piece {
+	struct eg_shard *shard;
+	const struct eg_disk_table *t;
+	const uint64_t *frames;       /* zstd end offsets, or NULL */
+	const uint64_t *sums;
+	const uint8_t *data;          /* map + data_offset */
+};
+
+struct engram_store {
+	engram_config *cfg;
+	uint64_t row_scale;
+	unsigned n_shards;
+	struct eg_shard *shards;
+	unsigned n_pieces;
+	struct eg_piece *pieces;      /* ordered by layer, then row_begin */
+	unsigned *layer_first;        /* [n_layers + 1]: pieces of layer l are [layer_first[l], layer_first[l+1]) */
+};
+
+/* The piece holding a row of a layer, or NULL. */
+const struct eg_piece *eg_store_find(const engram_store *s, unsigned layer_index, uint64_t row);
+
+/* Decompress block b of a zstd piece into dst (pages_per_block pages); returns the bytes produced. */
+int eg_piece_load_block(const struct eg_piece *p, uint64_t b, uint8_t *dst, size_t cap);
+
+#endif

@@ -1,0 +1,79 @@
+/* engram_verify(): every checksum of every shard, data blocks included, reporting each failure. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "store.h"
+
+struct report {
+	int (*fn)(void *arg, const char *msg);
+	void *arg;
+	unsigned failures;
+	int stop;
+};
+
+static void failure(struct report *r, const char *fmt, ...) EG_PRINTF(2, 3);
+
+static void failure(struct report *r, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!r->failures++)
+		eg_fail(ENGRAM_ECORRUPT, "%s", msg);
+	if (r->fn && r->fn(r->arg, msg))
+		r->stop = 1;
+}
+
+static void verify_piece(const struct eg_piece *p, struct report *r)
+{
+	const struct eg_disk_table *t = p->t;
+	uint64_t bsize = (uint64_t)t->pages_per_block * EG_PAGE;
+
+	for (uint64_t b = 0; b < t->n_blocks && !r->stop; b++) {
+		uint64_t start, end;
+		if (t->codec == EG_CODEC_RAW) {
+			start = b * bsize;
+			end = start + bsize < t->data_length ? start + bsize : t->data_length;
+		} else {
+			start = b ? p->frames[b - 1] : 0;
+			end = p->frames[b];
+			if (start > end || end > t->data_length) {
+				failure(r, "'%s': layer %d rows from %llu: frame %llu index [%llu, %llu) is out of order or "
+					   "past the data", p->shard->path, t->layer_id, (unsigned long long)t->row_begin,
+					(unsigned long long)b, (unsigned long long)start, (unsigned long long)end);
+				continue;
+			}
+		}
+		if (XXH3_64bits(p->data + start, end - start) != p->sums[b])
+			failure(r, "'%s': layer %d rows from %llu: block %llu (file bytes %llu-%llu) checksum mismatch",
+				p->shard->path, t->layer_id, (unsigned long long)t->row_begin, (unsigned long long)b,
+				(unsigned long long)(t->data_offset + start), (unsigned long long)(t->data_offset + end));
+	}
+}
+
+ENGRAM_API int engram_verify(engram_store *s, int (*fn)(void *arg, const char *msg), void *arg)
+{
+	int saved = errno;
+	struct report r = { fn, arg, 0, 0 };
+
+	for (unsigned i = 0; i < s->n_shards && !r.stop; i++) {
+		const struct eg_shard *sh = &s->shards[i];
+		for (unsigned k = 0; k < sh->hdr->n_sections && !r.stop; k++) {
+			const struct eg_disk_section *sec = &sh->secs[k];
+			if (XXH3_64bits(sh->map + sec->offset, sec->length) != sec->checksum)
+				failure(&r, "'%s': section %u (type %u, %llu bytes at %llu) checksum mismatch", sh->path, k,
+					sec->type, (unsigned long long)sec->length, (unsigned long long)sec->offset);
+		}
+	}
+	for (unsigned i = 0; i < s->n_pieces && !r.stop; i++)
+		verify_piece(&s->pieces[i], &r);
+	errno = saved;
+	return r.failures ? ENGRAM_ECORRUPT : 0;
+}
