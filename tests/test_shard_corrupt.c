@@ -1,0 +1,407 @@
+/* Hostile shard files, git-style: flip or cut bytes of a real shard and expect the specific error for each
+ * structure; verify finds single-bit flips in table data. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "engram.h"
+#include "format.h"
+#include "util.h"
+
+static uint8_t *orig;
+static size_t orig_len;
+
+static int build(void **state)
+{
+	static char cfg[4096], map[4096], w[4096], out[4096];
+	const char *wp[1] = { w };
+	struct engram_pack_options o;
+	struct stat st;
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/tiny-v41/tiny-v41.config.json"));
+	snprintf(map, sizeof(map), "%s", fixture("ref/tiny-v41/tiny-v41.token_map.npy"));
+	snprintf(w, sizeof(w), "%s", fixture("ref/tiny-v41/tiny-v41.safetensors"));
+	snprintf(out, sizeof(out), "%s/orig.engram", tmpdir_create_once());
+	memset(&o, 0, sizeof(o));
+	o.config_path = cfg;
+	o.token_map_path = map;
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = out;
+	o.codec = "zstd";
+	if (engram_pack(&o, NULL) < 0)
+		fail_msg("pack: %s", engram_last_error());
+	assert_int_equal(stat(out, &st), 0);
+	orig_len = (size_t)st.st_size;
+	orig = malloc(orig_len);
+	FILE *f = fopen(out, "rb");
+	assert_int_equal(fread(orig, 1, orig_len, f), orig_len);
+	fclose(f);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(orig);
+	tmpdir_cleanup();
+	return 0;
+}
+
+static struct eg_disk_header *hdr(uint8_t *b)
+{
+	return (struct eg_disk_header *)b;
+}
+
+static struct eg_disk_section *sections(uint8_t *b)
+{
+	return (struct eg_disk_section *)(b + hdr(b)->section_table_offset);
+}
+
+static struct eg_disk_section *section(uint8_t *b, uint32_t type)
+{
+	for (unsigned i = 0; i < hdr(b)->n_sections; i++)
+		if (sections(b)[i].type == type)
+			return &sections(b)[i];
+	fail_msg("no section %u", type);
+	return NULL;
+}
+
+/* Recompute the checksums that cover a changed section, so the change itself is what open sees. */
+static void reseal(uint8_t *b, uint32_t type)
+{
+	if (type) {
+		struct eg_disk_section *s = section(b, type);
+		s->checksum = XXH3_64bits(b + s->offset, s->length);
+	}
+	hdr(b)->section_table_checksum = XXH3_64bits(sections(b), hdr(b)->n_sections * sizeof(struct eg_disk_section));
+	hdr(b)->header_checksum = XXH3_64bits(b, offsetof(struct eg_disk_header, header_checksum));
+}
+
+static const char *write_copy(const uint8_t *b, size_t len)
+{
+	return write_tmp("bad.engram", b, len);
+}
+
+static int open_copy(const uint8_t *b, size_t len)
+{
+	engram_store *s = NULL;
+	int err = engram_open(&s, write_copy(b, len), 0);
+
+	engram_close(s);
+	return err;
+}
+
+static void expect_open(const uint8_t *b, size_t len, int want, const char *fragment, const char *what)
+{
+	int err = open_copy(b, len);
+
+	if (err != want)
+		fail_msg("%s: open gave %d (%s: %s), expected %d (%s)", what, err, engram_strerror(err), engram_last_error(),
+			 want, engram_strerror(want));
+	if (want && fragment && !strstr(engram_last_error(), fragment))
+		fail_msg("%s: detail '%s' lacks '%s'", what, engram_last_error(), fragment);
+	if (want && !strstr(engram_last_error(), "bad.engram"))
+		fail_msg("%s: detail '%s' does not name the file", what, engram_last_error());
+}
+
+static uint8_t *copy(void)
+{
+	uint8_t *b = malloc(orig_len);
+
+	memcpy(b, orig, orig_len);
+	return b;
+}
+
+static void test_pristine_copy_opens(void **state)
+{
+	(void)state;
+	expect_open(orig, orig_len, 0, NULL, "pristine");
+}
+
+/* Each header byte flipped: the magic, byte-order mark and version have their own errors; any other byte
+ * breaks the header checksum. */
+static void test_every_header_byte(void **state)
+{
+	static const struct {
+		size_t from, to;
+		int err;
+		const char *fragment;
+	} fields[] = {
+		{ 0, 8, ENGRAM_EMAGIC, "bad magic" },
+		{ 8, 12, ENGRAM_ECORRUPT, "byte-order mark" },
+		{ 12, 14, ENGRAM_EVERSION, "format version" },
+		{ 14, EG_HEADER_SIZE, ENGRAM_ECORRUPT, "header checksum mismatch" },
+	};
+	uint8_t *b = copy();
+
+	(void)state;
+	for (size_t f = 0; f < sizeof(fields) / sizeof(*fields); f++)
+		for (size_t i = fields[f].from; i < fields[f].to; i++) {
+			char what[64];
+			snprintf(what, sizeof(what), "header byte %zu", i);
+			b[i] ^= 0x10;
+			expect_open(b, orig_len, fields[f].err, fields[f].fragment, what);
+			b[i] ^= 0x10;
+		}
+	free(b);
+}
+
+static void test_other_byte_order(void **state)
+{
+	uint8_t *b = copy();
+
+	(void)state;
+	hdr(b)->byte_order = 0x0D0C0B0Au;
+	expect_open(b, orig_len, ENGRAM_EENDIAN, "other byte order", "swapped");
+	free(b);
+}
+
+static void test_newer_minor_version_opens(void **state)
+{
+	uint8_t *b = copy();
+
+	(void)state;
+	hdr(b)->format_minor = 9;
+	reseal(b, 0);
+	expect_open(b, orig_len, 0, NULL, "minor 9");
+	hdr(b)->format_major = 2;
+	reseal(b, 0);
+	expect_open(b, orig_len, ENGRAM_EVERSION, "format version 2.9", "major 2");
+	free(b);
+}
+
+/* Every cut of the file is a truncation, from the empty file to one byte short. */
+static void test_every_truncation(void **state)
+{
+	(void)state;
+	for (size_t len = 0; len < orig_len; len += len < 2 * EG_PAGE ? 1 : 4093) {
+		char what[64];
+		snprintf(what, sizeof(what), "cut to %zu bytes", len);
+		expect_open(orig, len, ENGRAM_ETRUNC, "truncated", what);
+	}
+	expect_open(orig, orig_len - 1, ENGRAM_ETRUNC, "truncated", "one byte short");
+}
+
+static void test_appended_bytes(void **state)
+{
+	uint8_t *b = malloc(orig_len + 10);
+
+	(void)state;
+	memcpy(b, orig, orig_len);
+	memset(b + orig_len, 0, 10);
+	expect_open(b, orig_len + 10, ENGRAM_ECORRUPT, "10 bytes after its end", "appended");
+	free(b);
+}
+
+static void test_header_file_size_lies(void **state)
+{
+	uint8_t *b = copy();
+
+	(void)state;
+	hdr(b)->file_size += 4096;
+	reseal(b, 0);
+	expect_open(b, orig_len, ENGRAM_ETRUNC, "its header says", "size too large");
+	free(b);
+}
+
+static void test_section_table_bounds(void **state)
+{
+	uint8_t *b = copy();
+
+	(void)state;
+	sections(b)[0].checksum ^= 1;
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "section table checksum mismatch", "entry flipped");
+	memcpy(b, orig, orig_len);
+	hdr(b)->section_table_offset = orig_len;
+	reseal(b, 0);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "section table", "table past the end");
+	memcpy(b, orig, orig_len);
+	section(b, EG_SEC_TOKMAP)->length = orig_len;
+	reseal(b, 0);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "token map section", "section past the end");
+	memcpy(b, orig, orig_len);
+	section(b, EG_SEC_HASH)->type = EG_SEC_TOKMAP;
+	reseal(b, 0);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "two token map sections", "duplicate section");
+	free(b);
+}
+
+/* A flip in any metadata section is a checksum mismatch naming that section. */
+static void test_metadata_section_flips(void **state)
+{
+	static const struct {
+		uint32_t type;
+		const char *name;
+	} secs[] = { { EG_SEC_HASH, "hash section checksum" },
+		     { EG_SEC_TOKMAP, "token map section checksum" },
+		     { EG_SEC_TABLES, "table directory section checksum" } };
+	uint8_t *b = copy();
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(secs) / sizeof(*secs); k++) {
+		struct eg_disk_section *s = section(b, secs[k].type);
+		for (uint64_t i = 0; i < s->length; i += s->length / 97 + 1) {
+			b[s->offset + i] ^= 0x01;
+			expect_open(b, orig_len, ENGRAM_ECORRUPT, secs[k].name, secs[k].name);
+			b[s->offset + i] ^= 0x01;
+		}
+	}
+	free(b);
+}
+
+/* Consistent checksums around inconsistent content: each check of the content has its own message. */
+static void test_inconsistent_content(void **state)
+{
+	uint8_t *b = copy();
+	struct eg_disk_hash *h;
+	struct eg_disk_table *t;
+
+	(void)state;
+#define RESET() memcpy(b, orig, orig_len)
+	h = (struct eg_disk_hash *)(b + section(b, EG_SEC_HASH)->offset);
+	h->n_heads = 5;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "hash section is", "heads");
+	RESET();
+	uint64_t *mult = (uint64_t *)((uint8_t *)(h + 1) + 8);
+	mult[0] ^= 1;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "is even", "even multiplier");
+	RESET();
+	uint64_t *primes = mult + 2 * 4;
+	primes[3] += 1;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "not a usable prime", "composite prime");
+	RESET();
+	h->compressed_vocab += 1;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "distinct ids", "compressed vocab");
+	RESET();
+	t = (struct eg_disk_table *)(b + section(b, EG_SEC_TABLES)->offset);
+	t[1].layer_id = 2;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "not in the config", "layer id");
+	RESET();
+	t[0].row_count += 1;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "do not fit layer 1", "row count");
+	RESET();
+	t[0].rows_per_page = 61;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "row layout is inconsistent", "rows per page");
+	RESET();
+	t[0].data_offset += 8;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "outside the file", "misaligned data");
+	RESET();
+	t[1].data_length = orig_len;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "outside the file", "data past the end");
+	RESET();
+	t[0].codec = 7;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "unknown codec", "codec");
+	RESET();
+	t[0].frames_offset = section(b, EG_SEC_BLOCKSUMS)->offset;
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "frame index is outside", "frames");
+	RESET();
+	t[1] = t[0];
+	reseal(b, EG_SEC_TABLES);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "stored twice", "overlap");
+#undef RESET
+	free(b);
+}
+
+static int count_reports(void *arg, const char *msg)
+{
+	(void)msg;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* verify finds a single flipped bit anywhere in table data, and the frame index and checksum sections. */
+static void test_verify_finds_single_bit_flips(void **state)
+{
+	uint8_t *b = copy();
+	const struct eg_disk_table *t;
+	engram_store *s = NULL;
+
+	(void)state;
+	t = (const struct eg_disk_table *)(orig + section(orig, EG_SEC_TABLES)->offset);
+	uint64_t lo = t[0].data_offset, hi = t[1].data_offset + t[1].data_length;
+	for (uint64_t off = lo; off < hi; off += 997) {
+		if (off >= t[0].data_offset + t[0].data_length && off < t[1].data_offset)
+			continue; /* padding between tables holds no data */
+		for (int bit = 0; bit < 8; bit += 3) {
+			int reports = 0;
+			b[off] ^= (uint8_t)(1u << bit);
+			assert_int_equal(engram_open(&s, write_copy(b, orig_len), 0), 0);
+			assert_int_equal(engram_verify(s, count_reports, &reports), ENGRAM_ECORRUPT);
+			assert_int_equal(reports, 1);
+			assert_non_null(strstr(engram_last_error(), "checksum mismatch"));
+			engram_close(s);
+			b[off] ^= (uint8_t)(1u << bit);
+		}
+	}
+	for (uint32_t type = EG_SEC_FRAMES; type <= EG_SEC_BLOCKSUMS; type++) {
+		struct eg_disk_section *sec = section(b, type);
+		b[sec->offset + sec->length / 2] ^= 4;
+		assert_int_equal(engram_open(&s, write_copy(b, orig_len), 0), 0);
+		assert_int_equal(engram_verify(s, NULL, NULL), ENGRAM_ECORRUPT);
+		engram_close(s);
+		b[sec->offset + sec->length / 2] ^= 4;
+	}
+	assert_int_equal(engram_open(&s, write_copy(b, orig_len), 0), 0);
+	assert_int_equal(engram_verify(s, NULL, NULL), 0);
+	engram_close(s);
+	free(b);
+}
+
+static void test_not_a_shard(void **state)
+{
+	engram_store *s = NULL;
+
+	(void)state;
+	expect_open((const uint8_t *)"PK\x03\x04 zip file", 14, ENGRAM_EMAGIC, "bad magic", "zip");
+	assert_int_equal(engram_open(&s, write_tmp("x.json", "{\"a\": 1}", 8), 0), ENGRAM_EMAGIC);
+	assert_int_equal(engram_open(&s, write_tmp("y.json", "{\"engram_manifest\": 2}", 22), 0), ENGRAM_EVERSION);
+	assert_int_equal(engram_open(&s, write_tmp("z.json", "{\"engram_manifest\": 1, \"set_id\": \"00\"}", 38), 0),
+			 ENGRAM_EPARSE);
+	assert_int_equal(engram_open(&s, "/nonexistent.engram", 0), -ENOENT);
+	assert_int_equal(engram_open(&s, tmpdir_create_once(), 0), -EINVAL);
+	assert_null(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pristine_copy_opens),
+		cmocka_unit_test(test_every_header_byte),
+		cmocka_unit_test(test_other_byte_order),
+		cmocka_unit_test(test_newer_minor_version_opens),
+		cmocka_unit_test(test_every_truncation),
+		cmocka_unit_test(test_appended_bytes),
+		cmocka_unit_test(test_header_file_size_lies),
+		cmocka_unit_test(test_section_table_bounds),
+		cmocka_unit_test(test_metadata_section_flips),
+		cmocka_unit_test(test_inconsistent_content),
+		cmocka_unit_test(test_verify_finds_single_bit_flips),
+		cmocka_unit_test(test_not_a_shard),
+	};
+	return cmocka_run_group_tests(tests, build, teardown);
+}
