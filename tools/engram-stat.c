@@ -12,6 +12,8 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{ "rows", stat_rows, "print the table rows each position addresses" },
+	{ "info", stat_info, "print a shard's config, tables, sizes and codec ratio" },
+	{ "verify", stat_verify, "check every checksum of a shard" },
 };
 
 static void usage(FILE *f)
@@ -37,8 +39,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(argv[1], commands[i].name))
+		if (!strcmp(argv[1], commands[i].name)) {
+			static char name[64];
+			snprintf(name, sizeof(name), "engram-stat %s", commands[i].name);
+			argv[1] = name; /* getopt's own messages */
 			return commands[i].run(argc - 1, argv + 1);
+		}
 	tool_error("unknown command '%s'", argv[1]);
 	usage(stderr);
 	return 2;

@@ -3,5 +3,7 @@
 #define ENGRAM_STAT_H
 
 int stat_rows(int argc, char **argv);
+int stat_info(int argc, char **argv);
+int stat_verify(int argc, char **argv);
 
 #endif

@@ -1,0 +1,359 @@
+/* engram-pack: turn checkpoint tensors (or random rows) into engram shard files. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram.h"
+#include "pack_progress.h"
+#include "toolutil.h"
+
+enum {
+	OPT_CONFIG = 256,
+	OPT_TOKEN_MAP,
+	OPT_WEIGHTS,
+	OPT_OUT,
+	OPT_CODEC,
+	OPT_LEVEL,
+	OPT_BLOCK_PAGES,
+	OPT_SHUFFLE,
+	OPT_TEMPLATE,
+	OPT_SCALE_TEMPLATE,
+	OPT_SPLIT,
+	OPT_SYNTHETIC,
+	OPT_SYNTHETIC_DTYPE,
+	OPT_SEED,
+	OPT_THREADS,
+	OPT_VERSION,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: engram-pack --config FILE --token-map FILE --weights FILE... --out PATH [OPTIONS]\n"
+		"       engram-pack --config FILE --token-map FILE --synthetic SCALE --out PATH [OPTIONS]\n"
+		"  --weights FILE...        .safetensors, model.safetensors.index.json or .npy files; repeatable\n"
+		"  --out PATH               the shard file, or with --split the JSON manifest\n"
+		"  --codec raw|zstd         table data as pages (default) or zstd frames\n"
+		"  --level N                zstd level (default 3)\n"
+		"  --block-pages N          pages per checksum block and zstd frame (default 16 raw, 4 zstd)\n"
+		"  --shuffle auto|on|off    zstd byte-plane shuffle of 16/32-bit elements (default auto)\n"
+		"  --template NAME          weight tensor name (or name suffix), {L} standing for the layer id\n"
+		"  --scale-template NAME    F8_E4M3 scale tensor name (default: the weight's, .weight -> .scale)\n"
+		"  --split layer|size:BYTES|heads:K\n"
+		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes),\n"
+		"                           or K shards of whole heads\n"
+		"  --synthetic SCALE        random rows, every vocab size divided by SCALE, instead of --weights\n"
+		"  --synthetic-dtype bf16|f32|f16|e4m3   (default bf16)\n"
+		"  --seed N                 seed of the synthetic rows (default 0)\n"
+		"  --threads N              compression workers (default: online CPUs)\n"
+		"  --quiet                  no progress bar, no summary\n");
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", tool_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nrun 'engram-pack --help' for the options\n");
+	return 2;
+}
+
+/* Decimal digits only, no sign, no overflow; the rest of the string goes to *end. */
+static int parse_u64_prefix(const char *s, uint64_t *v, const char **end)
+{
+	uint64_t x = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+	}
+	*v = x;
+	*end = p;
+	return 0;
+}
+
+static int parse_unsigned(const char *s, uint64_t min, uint64_t max, uint64_t *v)
+{
+	const char *end;
+
+	return parse_u64_prefix(s, v, &end) == 0 && !*end && *v >= min && *v <= max ? 0 : -1;
+}
+
+/* BYTES with an optional K, M, G or T (powers of 1024). */
+static int parse_size(const char *s, uint64_t *v)
+{
+	const char *end;
+	unsigned shift = 0;
+
+	if (parse_u64_prefix(s, v, &end) < 0)
+		return -1;
+	if (*end) {
+		const char *units = "KMGT", *u = strchr(units, *end >= 'a' ? *end - 'a' + 'A' : *end);
+		if (!u || !*u || end[1])
+			return -1;
+		shift = 10 * (unsigned)(u - units + 1);
+	}
+	if (shift && *v > UINT64_MAX >> shift)
+		return -1;
+	*v <<= shift;
+	return 0;
+}
+
+static int parse_split(const char *s, struct engram_pack_options *o)
+{
+	uint64_t v;
+
+	if (!strcmp(s, "layer")) {
+		o->split = ENGRAM_SPLIT_LAYER;
+		return 0;
+	}
+	if (!strncmp(s, "size:", 5)) {
+		if (parse_size(s + 5, &v) < 0)
+			return usage_error("--split '%s': BYTES is not a number with an optional K, M, G or T", s);
+		if (v < 4096)
+			return usage_error("--split '%s': shards hold whole 4K pages, so BYTES must be at least 4K", s);
+		o->split = ENGRAM_SPLIT_SIZE;
+		o->split_bytes = v;
+		return 0;
+	}
+	if (!strncmp(s, "heads:", 6)) {
+		if (parse_unsigned(s + 6, 1, UINT_MAX, &v) < 0)
+			return usage_error("--split '%s': K is not a whole number of shards >= 1", s);
+		o->split = ENGRAM_SPLIT_HEADS;
+		o->split_ranks = (unsigned)v;
+		return 0;
+	}
+	return usage_error("--split '%s' is not layer, size:BYTES or heads:K", s);
+}
+
+static const char *match(const char *arg, const char *const *choices)
+{
+	for (; *choices; choices++)
+		if (!strcmp(arg, *choices))
+			return *choices;
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_opts[] = {
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "token-map", required_argument, NULL, OPT_TOKEN_MAP },
+		{ "weights", required_argument, NULL, OPT_WEIGHTS },
+		{ "out", required_argument, NULL, OPT_OUT },
+		{ "codec", required_argument, NULL, OPT_CODEC },
+		{ "level", required_argument, NULL, OPT_LEVEL },
+		{ "block-pages", required_argument, NULL, OPT_BLOCK_PAGES },
+		{ "shuffle", required_argument, NULL, OPT_SHUFFLE },
+		{ "template", required_argument, NULL, OPT_TEMPLATE },
+		{ "scale-template", required_argument, NULL, OPT_SCALE_TEMPLATE },
+		{ "split", required_argument, NULL, OPT_SPLIT },
+		{ "synthetic", required_argument, NULL, OPT_SYNTHETIC },
+		{ "synthetic-dtype", required_argument, NULL, OPT_SYNTHETIC_DTYPE },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const codecs[] = { "raw", "zstd", NULL };
+	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", NULL };
+	struct engram_pack_options o;
+	struct engram_pack_result res;
+	struct pack_progress bar;
+	const char **weights;
+	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL;
+	int c, quiet = 0, in_weights = 0, err, status = 2;
+	uint64_t v;
+
+	tool_name = "engram-pack";
+	argv[0] = (char *)tool_name; /* getopt's own messages */
+	memset(&o, 0, sizeof(o));
+	memset(&res, 0, sizeof(res));
+	weights = calloc((size_t)argc, sizeof(*weights));
+	if (!weights) {
+		tool_error("out of memory");
+		return 1;
+	}
+	/* "-": arguments that are not options come back as code 1, in place, so that "--weights a b c" works */
+	while ((c = getopt_long(argc, argv, "-hq", long_opts, NULL)) != -1) {
+		if (c != 1)
+			in_weights = 0;
+		switch (c) {
+		case 1:
+			if (!in_weights) {
+				usage_error("unexpected argument '%s'", optarg);
+				goto out;
+			}
+			weights[o.n_weights++] = optarg;
+			break;
+		case OPT_WEIGHTS:
+			weights[o.n_weights++] = optarg;
+			in_weights = 1;
+			break;
+		case OPT_CONFIG: o.config_path = optarg; break;
+		case OPT_TOKEN_MAP: o.token_map_path = optarg; break;
+		case OPT_OUT: o.out_path = optarg; break;
+		case OPT_CODEC:
+			if (!(o.codec = match(optarg, codecs))) {
+				usage_error("--codec '%s' is not raw or zstd", optarg);
+				goto out;
+			}
+			break;
+		case OPT_LEVEL: {
+			char *end;
+			long x;
+			errno = 0;
+			x = strtol(optarg, &end, 10);
+			if (end == optarg || *end || errno || x < -131072 || x > 22) {
+				usage_error("--level '%s' is not a zstd level (-131072 to 22)", optarg);
+				goto out;
+			}
+			o.zstd_level = (int)x;
+			level_arg = optarg;
+			break;
+		}
+		case OPT_BLOCK_PAGES:
+			if (parse_unsigned(optarg, 1, 4096, &v) < 0) {
+				usage_error("--block-pages '%s' is not a whole number from 1 to 4096", optarg);
+				goto out;
+			}
+			o.block_pages = (unsigned)v;
+			break;
+		case OPT_SHUFFLE:
+			if (!strcmp(optarg, "auto"))
+				o.shuffle = 0;
+			else if (!strcmp(optarg, "on"))
+				o.shuffle = 1;
+			else if (!strcmp(optarg, "off"))
+				o.shuffle = -1;
+			else {
+				usage_error("--shuffle '%s' is not auto, on or off", optarg);
+				goto out;
+			}
+			shuffle_arg = optarg;
+			break;
+		case OPT_TEMPLATE: o.weight_template = optarg; break;
+		case OPT_SCALE_TEMPLATE: o.scale_template = optarg; break;
+		case OPT_SPLIT:
+			if (parse_split(optarg, &o) != 0)
+				goto out;
+			break;
+		case OPT_SYNTHETIC:
+			if (parse_unsigned(optarg, 1, UINT64_MAX, &o.synthetic_scale) < 0) {
+				usage_error("--synthetic '%s' is not a whole number >= 1", optarg);
+				goto out;
+			}
+			break;
+		case OPT_SYNTHETIC_DTYPE:
+			if (!(o.synthetic_dtype = match(optarg, dtypes))) {
+				usage_error("--synthetic-dtype '%s' is not bf16, f32, f16 or e4m3", optarg);
+				goto out;
+			}
+			break;
+		case OPT_SEED:
+			if (parse_unsigned(optarg, 0, UINT64_MAX, &o.synthetic_seed) < 0) {
+				usage_error("--seed '%s' is not a whole number", optarg);
+				goto out;
+			}
+			seed_arg = optarg;
+			break;
+		case OPT_THREADS:
+			if (parse_unsigned(optarg, 1, 4096, &v) < 0) {
+				usage_error("--threads '%s' is not a whole number from 1 to 4096", optarg);
+				goto out;
+			}
+			o.threads = (unsigned)v;
+			break;
+		case 'q': quiet = 1; break;
+		case 'h':
+			usage(stdout);
+			status = 0;
+			goto out;
+		case OPT_VERSION:
+			printf("engram-pack %s (libengram %s)\n", ENGRAM_VERSION_STRING, engram_version());
+			status = 0;
+			goto out;
+		default:
+			fprintf(stderr, "run 'engram-pack --help' for the options\n");
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		usage_error("unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (!o.config_path || !o.token_map_path || !o.out_path) {
+		usage_error("--config, --token-map and --out are required");
+		goto out;
+	}
+	if (o.synthetic_scale) {
+		if (o.n_weights || o.weight_template || o.scale_template) {
+			usage_error("--synthetic makes random rows: it takes no %s",
+				    o.n_weights ? "--weights" : o.weight_template ? "--template" : "--scale-template");
+			goto out;
+		}
+	} else {
+		if (!o.n_weights) {
+			usage_error("--weights FILE... (or --synthetic SCALE) is required");
+			goto out;
+		}
+		if (o.synthetic_dtype || seed_arg) {
+			usage_error("%s needs --synthetic", o.synthetic_dtype ? "--synthetic-dtype" : "--seed");
+			goto out;
+		}
+	}
+	if ((!o.codec || !strcmp(o.codec, "raw")) && (level_arg || shuffle_arg)) {
+		usage_error("%s applies to --codec zstd only", level_arg ? "--level" : "--shuffle");
+		goto out;
+	}
+	o.weights = weights;
+
+	pack_progress_init(&bar, quiet ? NULL : stderr);
+	o.progress = pack_progress_update;
+	o.progress_arg = &bar;
+	pack_catch_signals();
+	double t0 = pack_now();
+	err = engram_pack(&o, &res);
+	double secs = pack_now() - t0;
+	pack_progress_clear(&bar);
+	if (err < 0) {
+		int sig = pack_interrupted();
+		if (sig) {
+			tool_error("interrupted: '%s' was not written", o.out_path);
+			status = 128 + sig;
+		} else {
+			status = tool_lib_error(err);
+		}
+		goto out;
+	}
+	if (!quiet) {
+		char raw[16], stored[16];
+		printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o.out_path, res.n_files,
+		       res.n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res.raw_bytes),
+		       pack_format_bytes(stored, sizeof(stored), res.stored_bytes),
+		       res.stored_bytes ? (double)res.raw_bytes / (double)res.stored_bytes : 1.0, secs);
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			tool_error("cannot write the summary: %s", strerror(errno));
+			status = 1;
+			goto out;
+		}
+	}
+	status = 0;
+out:
+	free(weights);
+	return status;
+}

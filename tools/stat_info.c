@@ -1,0 +1,180 @@
+/* engram-stat info: the hash config, the table pieces and the sizes of a shard or a manifest's shards. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram.h"
+#include "stat.h"
+#include "toolutil.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engram-stat info SHARD\n"
+		   "  SHARD: a shard file or the manifest of a split table set\n"
+		   "  prints the hash config, one line per table piece and the total sizes\n");
+}
+
+enum { NCOL = 13, CELL = 24 }; /* columns of the table lines, and bytes of a cell */
+
+static double ratio(uint64_t raw, uint64_t stored)
+{
+	return stored ? (double)raw / (double)stored : 0;
+}
+
+static void human(char *buf, size_t size, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes / 1024;
+	unsigned u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, size, "%" PRIu64 " B", bytes);
+		return;
+	}
+	for (; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); u++)
+		v /= 1024;
+	snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+static void print_config(const engram_config *cfg, uint64_t row_scale)
+{
+	const unsigned L = engram_config_num_layers(cfg);
+
+	printf("layers        %u (ids", L);
+	for (unsigned i = 0; i < L; i++)
+		printf(" %d", engram_config_layer_id(cfg, i));
+	printf(")\n");
+	printf("orders        2..%u\n", engram_config_max_ngram(cfg));
+	printf("heads         %u per order\n", engram_config_num_heads(cfg));
+	printf("head dim      %u\n", engram_config_head_dim(cfg));
+	printf("columns       %u\n", engram_config_columns(cfg));
+	printf("table rows   ");
+	for (unsigned i = 0; i < L; i++)
+		printf(" %" PRIu64 "%s", engram_config_table_rows(cfg, i), i + 1 < L ? "," : "\n");
+	if (!L)
+		putchar('\n');
+	printf("vocab         %" PRIu64 " token ids, %" PRIu64 " compressed\n", engram_config_raw_vocab(cfg),
+	       engram_config_compressed_vocab(cfg));
+	printf("pad           %" PRId64 " (compressed %" PRId64 ")\n", engram_config_pad_id(cfg),
+	       engram_config_compressed_pad(cfg));
+	if (row_scale == 1)
+		printf("row scale     1\n");
+	else
+		printf("row scale     %" PRIu64 " (synthetic: every vocab size divided by %" PRIu64 ")\n", row_scale,
+		       row_scale);
+}
+
+int stat_info(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	engram_store *s = NULL;
+	struct engram_table_info ti;
+	struct shard {
+		unsigned index;
+		const char *path;
+	} *shards = NULL;
+	unsigned n_shards = 0, n;
+	uint64_t raw = 0, stored = 0;
+	int c, err, status = 1;
+	char h1[24], h2[24], (*cells)[NCOL][CELL] = NULL;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (argc - optind != 1) {
+		tool_error("info needs one SHARD");
+		usage(stderr);
+		return 2;
+	}
+	const char *path = argv[optind];
+	if ((err = engram_open(&s, path, 0)) < 0)
+		return tool_lib_error(err);
+	n = engram_store_num_tables(s);
+	shards = calloc(n ? n : 1, sizeof(*shards));
+	if (!shards) {
+		tool_error("out of memory");
+		goto out;
+	}
+
+	static const char *const heads[NCOL] = { "SHARD", "LAYER", "ROW_BEGIN", "ROW_COUNT", "DTYPE", "RECORD",
+						 "ROWS/PAGE", "CODEC", "SHUFFLE", "BLOCK", "RAW", "STORED", "RATIO" };
+	static const int left[NCOL] = { [4] = 1, [7] = 1, [8] = 1 };
+	int width[NCOL];
+	cells = malloc(((size_t)n + 1) * sizeof(*cells));
+	if (!cells) {
+		tool_error("out of memory");
+		goto out;
+	}
+	printf("store         '%s'\n", path);
+	print_config(engram_store_config(s), engram_store_row_scale(s));
+	for (unsigned k = 0; k < NCOL; k++)
+		snprintf(cells[0][k], CELL, "%s", heads[k]);
+	for (unsigned i = 0; i < n; i++) {
+		char(*r)[CELL] = cells[i + 1];
+		if ((err = engram_store_table_info(s, i, &ti)) < 0) {
+			tool_lib_error(err);
+			goto out;
+		}
+		snprintf(r[0], CELL, "%u", ti.shard_index);
+		snprintf(r[1], CELL, "%d", ti.layer_id);
+		snprintf(r[2], CELL, "%" PRIu64, ti.row_begin);
+		snprintf(r[3], CELL, "%" PRIu64, ti.row_count);
+		snprintf(r[4], CELL, "%s", ti.dtype);
+		snprintf(r[5], CELL, "%u", ti.record_size);
+		if (ti.rows_per_page)
+			snprintf(r[6], CELL, "%u", ti.rows_per_page);
+		else
+			snprintf(r[6], CELL, "-");
+		snprintf(r[7], CELL, "%s", ti.codec);
+		snprintf(r[8], CELL, "%s", strcmp(ti.codec, "raw") ? (ti.shuffled ? "yes" : "no") : "-");
+		snprintf(r[9], CELL, "%u", ti.block_pages);
+		snprintf(r[10], CELL, "%" PRIu64, ti.raw_bytes);
+		snprintf(r[11], CELL, "%" PRIu64, ti.stored_bytes);
+		snprintf(r[12], CELL, "%.2f", ratio(ti.raw_bytes, ti.stored_bytes));
+		raw += ti.raw_bytes;
+		stored += ti.stored_bytes;
+		unsigned k = 0;
+		while (k < n_shards && shards[k].index != ti.shard_index)
+			k++;
+		if (k == n_shards)
+			shards[n_shards++] = (struct shard){ ti.shard_index, ti.path };
+	}
+	for (unsigned k = 0; k < n_shards; k++)
+		printf("shard %-7u '%s'\n", shards[k].index, shards[k].path);
+	for (unsigned k = 0; k < NCOL; k++) {
+		width[k] = 0;
+		for (unsigned i = 0; i <= n; i++)
+			if ((int)strlen(cells[i][k]) > width[k])
+				width[k] = (int)strlen(cells[i][k]);
+	}
+	putchar('\n');
+	for (unsigned i = 0; i <= n; i++)
+		for (unsigned k = 0; k < NCOL; k++) {
+			printf(left[k] ? "%-*s" : "%*s", width[k], cells[i][k]);
+			putchar(k + 1 < NCOL ? ' ' : '\n');
+		}
+	human(h1, sizeof(h1), raw);
+	human(h2, sizeof(h2), stored);
+	printf("\ntotal         %u table%s in %u shard%s\n", n, n == 1 ? "" : "s", n_shards, n_shards == 1 ? "" : "s");
+	printf("raw bytes     %" PRIu64 " (%s)\n", raw, h1);
+	printf("stored bytes  %" PRIu64 " (%s)\n", stored, h2);
+	printf("codec ratio   %.2f\n", ratio(raw, stored));
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		tool_error("cannot write the output: %s", strerror(errno));
+		goto out;
+	}
+	status = 0;
+out:
+	free(shards);
+	free(cells);
+	engram_close(s);
+	return status;
+}

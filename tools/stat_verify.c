@@ -1,0 +1,90 @@
+/* engram-stat verify: check every checksum of a shard or of a manifest's shards. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram.h"
+#include "stat.h"
+#include "toolutil.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engram-stat verify SHARD\n"
+		   "  SHARD: a shard file or the manifest of a split table set\n"
+		   "  checks the metadata and every data block checksum; each failure is printed on stderr\n");
+}
+
+static int report(void *arg, const char *msg)
+{
+	unsigned *failures = arg;
+
+	++*failures;
+	tool_error("%s", msg);
+	return 0;
+}
+
+int stat_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	engram_store *s = NULL;
+	struct engram_table_info ti;
+	unsigned failures = 0, n, n_shards = 0, *shards = NULL;
+	uint64_t blocks = 0;
+	int c, err, status = 1;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (argc - optind != 1) {
+		tool_error("verify needs one SHARD");
+		usage(stderr);
+		return 2;
+	}
+	const char *path = argv[optind];
+	if ((err = engram_open(&s, path, 0)) < 0)
+		return tool_lib_error(err);
+	n = engram_store_num_tables(s);
+	shards = calloc(n ? n : 1, sizeof(*shards));
+	if (!shards) {
+		tool_error("out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if ((err = engram_store_table_info(s, i, &ti)) < 0) {
+			tool_lib_error(err);
+			goto out;
+		}
+		uint64_t pages = ti.raw_bytes / 4096;
+		if (ti.block_pages)
+			blocks += (pages + ti.block_pages - 1) / ti.block_pages;
+		unsigned k = 0;
+		while (k < n_shards && shards[k] != ti.shard_index)
+			k++;
+		if (k == n_shards)
+			shards[n_shards++] = ti.shard_index;
+	}
+
+	err = engram_verify(s, report, &failures);
+	if (err < 0 && (err != ENGRAM_ECORRUPT || !failures))
+		tool_lib_error(err);
+	if (failures)
+		tool_error("'%s': %u checksum%s did not match", path, failures, failures == 1 ? "" : "s");
+	if (err < 0 || failures)
+		goto out;
+	printf("'%s': ok, the metadata of %u shard%s and all %" PRIu64 " data block checksums match\n", path,
+	       n_shards, n_shards == 1 ? "" : "s", blocks);
+	status = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+	if (status)
+		tool_error("cannot write the output");
+out:
+	free(shards);
+	engram_close(s);
+	return status;
+}
