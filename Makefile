@@ -119,5 +119,5 @@ uninstall:
 clean:
 	rm -rf $(B)
 
--include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(PACK_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) $(TEST_UTIL:.o=.d) \
-	$(BENCH_SRC:%.c=$(B)/%.d)
+-include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(PACK_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) \
+	$(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)

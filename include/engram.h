@@ -176,7 +176,7 @@ struct engram_pack_options {
 	const char *codec;              /* "raw" (NULL) or "zstd" */
 	int zstd_level;                 /* 0: 3 */
 	unsigned block_pages;           /* pages per checksum block and zstd frame; 0: 16 raw, 4 zstd */
-	int shuffle;                    /* zstd byte-plane shuffle for 16/32-bit types: -1 auto (NULL/0 = auto) */
+	int shuffle;                    /* zstd byte-plane shuffle of 16/32-bit types: 0 auto (on), 1 on, -1 off */
 	const char *weight_template;    /* tensor name with {L} for the layer id; NULL: the V4.1 and demo names */
 	const char *scale_template;     /* F8_E4M3 scales; NULL: weight name with .weight -> .scale */
 	enum engram_split split;
@@ -265,6 +265,27 @@ ENGRAM_API int engram_read_row(engram_store *s, unsigned layer_index, uint64_t r
  * first), or -errno.
  */
 ENGRAM_API int engram_verify(engram_store *s, int (*report)(void *arg, const char *msg), void *arg);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Gathering rows into the caller's buffer.
+ */
+enum engram_out {
+	ENGRAM_OUT_NATIVE = 0, /* the stored record: checkpoint bytes, then F8_E8M0 scales for F8_E4M3 */
+	ENGRAM_OUT_BF16 = 1,   /* bfloat16 per element (rounded to nearest even from wider types) */
+	ENGRAM_OUT_F32 = 2,    /* float32 per element; F8_E4M3 dequantized as e4m3 x 2^(e8m0 - 127) */
+};
+
+/* Bytes one gathered row of the layer takes in the given output type; 0 for a bad layer or type. */
+ENGRAM_API size_t engram_out_row_bytes(const engram_store *s, unsigned layer_index, enum engram_out out);
+
+/*
+ * Synchronous gather: rows[i] of the layer's table into dst + i x engram_out_row_bytes(). Rows given as
+ * [positions][columns] (as the hasher writes them) produce [positions, columns x head_dim]. Reads that miss
+ * the page cache block. Thread-safe on a shared store. Returns 0, -EINVAL (bad layer, type, row, or dst
+ * smaller than n rows), ENGRAM_ECORRUPT (a zstd frame that does not decode), -ENOMEM.
+ */
+ENGRAM_API int engram_gather_rows(engram_store *s, unsigned layer_index, const uint64_t *rows, size_t n,
+				  enum engram_out out, void *dst, size_t dst_size);
 
 #ifdef __cplusplus
 }
