@@ -156,6 +156,16 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq);
 ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				  size_t n, uint64_t *rows);
 
+/*
+ * Decode step: push one token into each of n distinct slots (tokens[i] into slot seqs[i], mask NULL or n bytes
+ * as above) and write their rows as one push of n positions would: rows[(layer_index * n + i) * columns +
+ * column]. Each slot's rows are those engram_hasher_push(h, seqs[i], tokens + i, ...) would give, and for many
+ * slots one call costs much less than n pushes. Returns 0, or -EINVAL for a bad slot, a slot named twice or a token
+ * id >= the token map size; on error no slot changes and rows is unspecified.
+ */
+ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
+					const uint8_t *mask, size_t n, uint64_t *rows);
+
 /* ---------------------------------------------------------------------------------------------------
  * Packing: checkpoint tensors to shard files (format in engram(5)).
  */
@@ -286,6 +296,92 @@ ENGRAM_API size_t engram_out_row_bytes(const engram_store *s, unsigned layer_ind
  */
 ENGRAM_API int engram_gather_rows(engram_store *s, unsigned layer_index, const uint64_t *rows, size_t n,
 				  enum engram_out out, void *dst, size_t dst_size);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Sessions: addresses now, rows later.
+ *
+ * A session serves one engine loop. Each step: engram_session_begin(), then engram_session_push() for each
+ * sequence's new tokens (this hashes them for every Engram layer and submits the reads of their rows at
+ * once), then, while earlier layers compute, engram_session_gather() per Engram layer, which blocks only on
+ * rows whose reads have not completed. Reads are deduplicated within a step and against reads in flight.
+ *
+ * Modes: in page-cache mode, rows of raw tables are read (buffered, readahead off) into the shared page
+ * cache and gathered through the mapping without a copy; in direct mode they are read with O_DIRECT into a
+ * bounded private cache (CLOCK replacement: units in flight or requested by the current step are never
+ * evicted; hot ones stay). zstd tables are always served through the private cache, decompressed when
+ * their read completes. Without io_uring (ENOSYS, EPERM, ENOMEM at ring set-up) or with ENGRAM_NO_URING=1
+ * in the environment, a pool of pread threads does the reads; results are the same.
+ *
+ * A session belongs to one thread at a time; many sessions (threads, processes) may share one store.
+ */
+typedef struct engram_session engram_session;
+
+enum engram_mode {
+	ENGRAM_MODE_PAGECACHE = 0,
+	ENGRAM_MODE_DIRECT = 1,
+};
+
+#define ENGRAM_SESSION_NO_URING 1u /* use the pread pool even where io_uring works */
+
+struct engram_session_options {
+	unsigned max_seqs;      /* sequence slots; 0: 1 */
+	enum engram_mode mode;
+	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
+	unsigned queue_depth;   /* reads in flight at most; 0: 128 */
+	unsigned flags;         /* ENGRAM_SESSION_* */
+};
+
+/* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL, -ENOMEM, -errno. */
+ENGRAM_API int engram_session_create(engram_session **out, engram_store *store,
+				     const struct engram_session_options *opts);
+ENGRAM_API void engram_session_destroy(engram_session *s);
+/* "io_uring" or "pread pool (<why>)"; static or session-owned storage. */
+ENGRAM_API const char *engram_session_backend(const engram_session *s);
+
+/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0. */
+ENGRAM_API int engram_session_begin(engram_session *s);
+/* Append n tokens of sequence slot seq to the step (mask as in engram_hasher_push) and submit the reads of
+ * their rows for every layer. Returns 0, -EINVAL (bad slot or token id; nothing is appended), -errno. */
+ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+				   size_t n);
+/* Forget slot seq's history: its next token starts a sequence. */
+ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq);
+/* Positions pushed in this step so far. */
+ENGRAM_API size_t engram_session_positions(const engram_session *s);
+/* Rows of the step's positions for one layer, layer-major as engram_hasher_push writes them; valid until
+ * the next push or begin. NULL for a bad layer. */
+ENGRAM_API const uint64_t *engram_session_rows(const engram_session *s, unsigned layer_index);
+/*
+ * Fill dst with the layer's rows for every position of the step, in push order: [positions, columns x
+ * head_dim] (f32/bf16) or [positions, columns, record bytes] (native). Waits only for reads not yet
+ * complete. Returns 0, -EINVAL (bad layer or type, dst too small), -EIO and other -errno of reads,
+ * ENGRAM_ECORRUPT (a zstd frame whose checksum or decoding fails).
+ */
+ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer_index, enum engram_out out, void *dst,
+				     size_t dst_size);
+
+/* Lower level, for callers that know rows ahead of a step (replay, speculation): submit reads of rows of a
+ * layer without adding positions, and gather arbitrary rows through the session's reads and cache. */
+ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer_index, const uint64_t *rows,
+					    size_t n);
+ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_index, const uint64_t *rows, size_t n,
+					  enum engram_out out, void *dst, size_t dst_size);
+
+struct engram_io_stats {
+	uint64_t rows;      /* rows gathered */
+	uint64_t hits;      /* rows whose data was ready when gathered */
+	uint64_t late;      /* rows whose read was still in flight when gathered (gather waited) */
+	uint64_t misses;    /* rows never requested before gather: read then (page faults in page-cache mode) */
+	uint64_t requested; /* rows requested by push or prefetch */
+	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
+	uint64_t ios;       /* reads issued, gather's own included */
+	uint64_t bytes;     /* bytes those reads asked for */
+	uint64_t wait_ns;   /* time gather spent waiting for reads */
+};
+
+/* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (step = 1,
+ * reset by engram_session_begin) or since the session started (step = 0). Returns 0 or -EINVAL. */
+ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, int step, struct engram_io_stats *out);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
 
 const char *fixture(const char *rel)
 {
-	static char path[4096];
+	static _Thread_local char path[4096];
 	const char *base = getenv("ENGRAM_FIXTURES");
 
 	snprintf(path, sizeof(path), "%s/%s", base && *base ? base : "fixtures", rel);
@@ -229,4 +229,47 @@ const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int
 	path = write_tmp_npy(name, descr, shape, data, n * (size_t)itemsize);
 	free(data);
 	return path;
+}
+
+void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char pre[10];
+	char hdr[4096], want[32], *p;
+	size_t hl;
+	void *data;
+	long end;
+
+	if (!f)
+		fail_msg("cannot open '%s': %s", path, strerror(errno));
+	if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY\x01", 7) != 0)
+		fail_msg("'%s' is not a version 1 .npy", path);
+	hl = pre[8] | (size_t)pre[9] << 8;
+	if (hl >= sizeof(hdr) || fread(hdr, 1, hl, f) != hl)
+		fail_msg("'%s': bad header", path);
+	hdr[hl] = 0;
+	snprintf(want, sizeof(want), "'descr': '%s'", descr);
+	if (!strstr(hdr, want) || strstr(hdr, "'fortran_order': True"))
+		fail_msg("'%s': expected %s in C order: %s", path, descr, hdr);
+	p = strstr(hdr, "'shape': (");
+	if (!p)
+		fail_msg("'%s': no shape", path);
+	p += 10;
+	*ndim = 0;
+	while (*p && *p != ')') {
+		char *e;
+		shape[(*ndim)++] = strtoull(p, &e, 10);
+		p = e;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	fseek(f, 0, SEEK_END);
+	end = ftell(f);
+	*bytes = (size_t)end - 10 - hl;
+	data = malloc(*bytes + 1);
+	fseek(f, (long)(10 + hl), SEEK_SET);
+	if (fread(data, 1, *bytes, f) != *bytes)
+		fail_msg("'%s': short read", path);
+	fclose(f);
+	return data;
 }

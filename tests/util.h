@@ -43,4 +43,9 @@ const char *write_tmp_npy(const char *name, const char *descr, const char *shape
 /* Write a 1-D .npy of int64 (descr "<i8") or, with itemsize 4, int32. */
 const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int itemsize);
 
+
+
+/* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
+ * and the shape through shape[0..*ndim). Fails the test on any problem. */
+void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);
 #endif

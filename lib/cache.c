@@ -1,0 +1,111 @@
+/* Unit table with CLOCK replacement: hot units survive (their reference bit buys another sweep), units in
+ * flight or pinned by the current step are never chosen. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cache.h"
+
+static uint32_t bucket_of(const struct eg_units *t, uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return (uint32_t)key & t->mask;
+}
+
+int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes)
+{
+	uint32_t nb = 1;
+
+	memset(t, 0, sizeof(*t));
+	while (nb < 2 * n)
+		nb <<= 1;
+	t->u = calloc(n, sizeof(*t->u));
+	t->bucket = malloc(nb * sizeof(*t->bucket));
+	if (!t->u || !t->bucket) {
+		eg_units_destroy(t);
+		return -ENOMEM;
+	}
+	if (slot_bytes) {
+		void *m = mmap(NULL, (size_t)n * slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED) {
+			eg_units_destroy(t);
+			return -ENOMEM;
+		}
+		t->mem = m;
+		t->slot_bytes = slot_bytes;
+	}
+	t->n = n;
+	t->mask = nb - 1;
+	memset(t->bucket, 0xff, nb * sizeof(*t->bucket));
+	for (uint32_t i = 0; i < n; i++)
+		t->u[i].next = i + 1 < n ? i + 1 : EG_NO_UNIT;
+	t->free_head = n ? 0 : EG_NO_UNIT;
+	return 0;
+}
+
+void eg_units_destroy(struct eg_units *t)
+{
+	if (t->mem)
+		munmap(t->mem, (size_t)t->n * t->slot_bytes);
+	free(t->u);
+	free(t->bucket);
+	memset(t, 0, sizeof(*t));
+}
+
+uint32_t eg_units_find(const struct eg_units *t, uint64_t key)
+{
+	for (uint32_t i = t->bucket[bucket_of(t, key)]; i != EG_NO_UNIT; i = t->u[i].next)
+		if (t->u[i].key == key)
+			return i;
+	return EG_NO_UNIT;
+}
+
+static void unlink_key(struct eg_units *t, uint32_t i)
+{
+	uint32_t *p = &t->bucket[bucket_of(t, t->u[i].key)];
+
+	while (*p != i)
+		p = &t->u[*p].next;
+	*p = t->u[i].next;
+}
+
+uint32_t eg_units_alloc(struct eg_units *t, uint64_t key)
+{
+	uint32_t i = t->free_head;
+
+	if (i != EG_NO_UNIT) {
+		t->free_head = t->u[i].next;
+	} else {
+		for (uint64_t scanned = 0;; scanned++) {
+			if (scanned >= 2 * (uint64_t)t->n)
+				return EG_NO_UNIT;
+			struct eg_unit *u = &t->u[t->hand];
+			uint32_t h = t->hand;
+			t->hand = t->hand + 1 < t->n ? t->hand + 1 : 0;
+			if (u->pins || u->state == EG_UNIT_INFLIGHT)
+				continue;
+			if (u->ref) {
+				u->ref = 0;
+				continue;
+			}
+			i = h;
+			unlink_key(t, i);
+			break;
+		}
+	}
+	struct eg_unit *u = &t->u[i];
+	uint32_t b = bucket_of(t, key);
+	*u = (struct eg_unit){ .key = key, .next = t->bucket[b], .state = EG_UNIT_FREE };
+	t->bucket[b] = i;
+	return i;
+}
+
+void eg_units_drop(struct eg_units *t, uint32_t i)
+{
+	unlink_key(t, i);
+	t->u[i] = (struct eg_unit){ .next = t->free_head };
+	t->free_head = i;
+}

@@ -1,0 +1,54 @@
+/* A bounded table of units (pages or zstd blocks of one piece) that a session has read or is reading:
+ * lookup by key, CLOCK replacement that never evicts a unit in flight or pinned. With slot_bytes it also
+ * holds the units' data (the direct-mode and zstd cache); without, it only tracks what was read into the
+ * page cache. */
+#ifndef ENGRAM_CACHE_H
+#define ENGRAM_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EG_NO_UNIT UINT32_MAX
+
+enum { EG_UNIT_FREE = 0, EG_UNIT_INFLIGHT = 1, EG_UNIT_READY = 2 };
+
+struct eg_unit {
+	uint64_t key;     /* 0 when free */
+	uint32_t next;    /* hash chain, or free list */
+	uint32_t pins;
+	uint8_t state;
+	uint8_t ref;      /* CLOCK: used since the hand last passed */
+	int16_t err;      /* -errno of a failed read, kept until the unit is reused */
+};
+
+struct eg_units {
+	struct eg_unit *u;
+	uint32_t n;
+	uint32_t *bucket;
+	uint32_t mask;
+	uint32_t hand;
+	uint32_t free_head;
+	uint8_t *mem;         /* n x slot_bytes, page-aligned, or NULL */
+	size_t slot_bytes;
+};
+
+static inline uint64_t eg_unit_key(uint32_t piece, uint64_t unit)
+{
+	return (uint64_t)(piece + 1) << 40 | unit;
+}
+
+int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes);
+void eg_units_destroy(struct eg_units *t);
+uint32_t eg_units_find(const struct eg_units *t, uint64_t key);
+/* A slot for key (not present): a free one, else the CLOCK victim. EG_NO_UNIT when all are pinned or in
+ * flight. The slot is returned in state FREE with no pins. */
+uint32_t eg_units_alloc(struct eg_units *t, uint64_t key);
+/* Forget a unit (after a failed read, so a later request retries). */
+void eg_units_drop(struct eg_units *t, uint32_t i);
+
+static inline uint8_t *eg_units_data(const struct eg_units *t, uint32_t i)
+{
+	return t->mem + (size_t)i * t->slot_bytes;
+}
+
+#endif

@@ -1,0 +1,28 @@
+/* Row conversion for gathers: stored records (F32, BF16, F16, F8_E4M3 with E8M0 scales) to the output types of
+ * enum engram_out, with software prefetch of the records still to come. Shared by the synchronous gather and
+ * the prefetching session. */
+#ifndef ENGRAM_GATHER_H
+#define ENGRAM_GATHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engram.h"
+
+/* Bytes of one output row; 0 for a dtype / head_dim without a valid record or an unknown output type. */
+size_t eg_out_row_bytes(uint32_t dtype, uint32_t head_dim, enum engram_out out);
+
+/* "native", "bf16", "f32"; "?" for an unknown type. */
+const char *eg_out_name(enum engram_out out);
+
+/*
+ * Convert n records of the given dtype (src[i] points at record i, at any alignment) to
+ * dst + i x eg_out_row_bytes(). dtype, head_dim and out must be valid (eg_out_row_bytes() != 0); the records
+ * must not overlap dst. F8_E4M3 dequantizes as the f32 product e4m3 x 2^(e8m0 - 127) (e8m0 255 and e4m3
+ * 0x7F / 0xFF give NaN); BF16 output rounds to nearest even and keeps NaN a quiet NaN. Results with subnormal
+ * values assume the caller's floating-point environment has no flush-to-zero / denormals-are-zero mode.
+ */
+void eg_convert_rows(uint32_t dtype, uint32_t head_dim, enum engram_out out, const uint8_t *const *src, size_t n,
+		     uint8_t *dst);
+
+#endif

@@ -1,0 +1,296 @@
+/* Sessions: push then gather gives the reference embeddings in every mode, codec and I/O backend, whether
+ * tokens come whole or one per step; the counters add up; bad arguments are errors. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engram.h"
+#include "util.h"
+
+struct fx {
+	const char *name, *dir, *config, *map, *weights, *expect; /* expect: "f32" or "bf16" files */
+};
+
+static const struct fx tiny_f32 = { "tiny", "ref/tiny", "tiny.config.json", "tiny.token_map.npy",
+				    "tiny.f32.safetensors", "f32" };
+static const struct fx tiny_bf16 = { "tiny", "ref/tiny", "tiny.config.json", "tiny.token_map.npy",
+				     "tiny.bf16.safetensors", "bf16" };
+static const struct fx tiny_v41 = { "tiny-v41", "ref/tiny-v41", "tiny-v41.config.json", "tiny-v41.token_map.npy",
+				    "tiny-v41.safetensors", "f32" };
+
+static void must(int err, const char *what)
+{
+	if (err < 0)
+		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
+}
+
+static const char *pack(const struct fx *f, const char *codec)
+{
+	static char out[8][600];
+	static unsigned k;
+	char cfg[600], map[600], w[600], rel[300];
+	const char *wp[1] = { w };
+	struct engram_pack_options o;
+	char *dst = out[k++ % 8];
+
+	snprintf(rel, sizeof(rel), "%s/%s", f->dir, f->config);
+	snprintf(cfg, sizeof(cfg), "%s", fixture(rel));
+	snprintf(rel, sizeof(rel), "%s/%s", f->dir, f->map);
+	snprintf(map, sizeof(map), "%s", fixture(rel));
+	snprintf(rel, sizeof(rel), "%s/%s", f->dir, f->weights);
+	snprintf(w, sizeof(w), "%s", fixture(rel));
+	snprintf(dst, 600, "%s/%s-%s.engram", tmpdir_create_once(), f->weights, codec);
+	if (access(dst, F_OK) == 0)
+		return dst;
+	memset(&o, 0, sizeof(o));
+	o.config_path = cfg;
+	o.token_map_path = map;
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = dst;
+	o.codec = codec;
+	o.block_pages = 2;
+	must(engram_pack(&o, NULL), dst);
+	return dst;
+}
+
+static float *expected(const struct fx *f, int seq, int layer_id, size_t *n)
+{
+	char rel[300];
+	uint64_t shape[4];
+	unsigned nd;
+	size_t bytes;
+
+	snprintf(rel, sizeof(rel), "%s/%s.expect.%s.seq%d.layer%d.npy", f->dir, f->name, f->expect, seq, layer_id);
+	float *v = read_npy(fixture(rel), "<f4", &bytes, shape, &nd);
+	*n = bytes / 4;
+	return v;
+}
+
+/* Every sequence of the fixture through one session: step = whole sequence (chunk 0) or chunk tokens. */
+static void run_path(const struct fx *f, const char *path, const char *codec, enum engram_mode mode,
+		     unsigned flags, size_t chunk, uint64_t cache_bytes)
+{
+	struct engram_session_options o = { .max_seqs = 2, .mode = mode, .flags = flags, .cache_bytes = cache_bytes,
+					    .queue_depth = 8 };
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct vectors v;
+	char what[256];
+
+	must(engram_open(&st, path, 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	if (flags & ENGRAM_SESSION_NO_URING)
+		assert_non_null(strstr(engram_session_backend(s), "pread pool"));
+	vectors_load(&v, f->name);
+	const engram_config *cfg = engram_store_config(st);
+	unsigned L = engram_config_num_layers(cfg);
+	for (int seq = 0; seq < v.n_seqs; seq++) {
+		size_t n = v.len[seq], step = chunk ? chunk : n;
+		must(engram_session_reset(s, (unsigned)seq % 2), "reset");
+		for (size_t pos = 0; pos < n; pos += step) {
+			size_t m = n - pos < step ? n - pos : step;
+			engram_session_begin(s);
+			must(engram_session_push(s, (unsigned)seq % 2, v.tokens[seq] + pos, v.mask[seq] ? v.mask[seq] + pos : NULL,
+						 m), "push");
+			assert_int_equal(engram_session_positions(s), m);
+			for (unsigned li = 0; li < L; li++) {
+				size_t n_exp, ob = engram_out_row_bytes(st, li, ENGRAM_OUT_F32);
+				size_t cols = engram_config_columns(cfg), bytes = m * cols * ob;
+				float *want = expected(f, seq, engram_config_layer_id(cfg, li), &n_exp);
+				float *got = malloc(bytes);
+				assert_int_equal(n_exp * 4, n * cols * ob);
+				must(engram_session_gather(s, li, ENGRAM_OUT_F32, got, bytes), "gather");
+				if (memcmp(got, (char *)want + pos * cols * ob, bytes) != 0) {
+					snprintf(what, sizeof(what), "%s %s %s mode %d flags %u chunk %zu seq %d layer %u pos %zu",
+						 f->weights, codec, engram_session_backend(s), (int)mode, flags, chunk, seq, li, pos);
+					fail_msg("%s: gathered rows differ from the reference", what);
+				}
+				struct engram_io_stats ls;
+				must(engram_session_stats(s, (int)li, 1, &ls), "stats");
+				assert_int_equal(ls.rows, m * cols);
+				assert_int_equal(ls.hits + ls.late + ls.misses, ls.rows);
+				assert_int_equal(ls.requested, m * cols);
+				free(want);
+				free(got);
+			}
+		}
+	}
+	struct engram_io_stats all, l0, l1;
+	must(engram_session_stats(s, -1, 0, &all), "stats");
+	must(engram_session_stats(s, 0, 0, &l0), "stats");
+	must(engram_session_stats(s, 1, 0, &l1), "stats");
+	assert_int_equal(all.rows, l0.rows + l1.rows);
+	assert_int_equal(all.ios, l0.ios + l1.ios);
+	assert_true(all.units <= all.requested);
+	vectors_free(&v);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
+static void run(const struct fx *f, const char *codec, enum engram_mode mode, unsigned flags, size_t chunk,
+		uint64_t cache_bytes)
+{
+	run_path(f, pack(f, codec), codec, mode, flags, chunk, cache_bytes);
+}
+
+static void test_page_cache_mode_matches_reference(void **state)
+{
+	(void)state;
+	run(&tiny_f32, "raw", ENGRAM_MODE_PAGECACHE, 0, 0, 0);
+	run(&tiny_bf16, "raw", ENGRAM_MODE_PAGECACHE, 0, 1, 0);
+	run(&tiny_v41, "raw", ENGRAM_MODE_PAGECACHE, 0, 0, 0);
+	run(&tiny_v41, "raw", ENGRAM_MODE_PAGECACHE, 0, 1, 0);
+}
+
+static void test_direct_mode_matches_reference(void **state)
+{
+	(void)state;
+	run(&tiny_f32, "raw", ENGRAM_MODE_DIRECT, 0, 0, 0);
+	run(&tiny_bf16, "raw", ENGRAM_MODE_DIRECT, 0, 3, 0);
+	run(&tiny_v41, "raw", ENGRAM_MODE_DIRECT, 0, 1, 0);
+}
+
+static void test_zstd_matches_reference(void **state)
+{
+	(void)state;
+	run(&tiny_f32, "zstd", ENGRAM_MODE_PAGECACHE, 0, 0, 0);
+	run(&tiny_bf16, "zstd", ENGRAM_MODE_DIRECT, 0, 1, 0);
+	run(&tiny_v41, "zstd", ENGRAM_MODE_PAGECACHE, 0, 2, 0);
+	run(&tiny_v41, "zstd", ENGRAM_MODE_DIRECT, 0, 0, 0);
+}
+
+static void test_pread_pool_matches_reference(void **state)
+{
+	(void)state;
+	run(&tiny_bf16, "raw", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_NO_URING, 0, 0);
+	run(&tiny_v41, "raw", ENGRAM_MODE_DIRECT, ENGRAM_SESSION_NO_URING, 1, 0);
+	run(&tiny_v41, "zstd", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_NO_URING, 0, 0);
+	setenv("ENGRAM_NO_URING", "1", 1);
+	run(&tiny_f32, "zstd", ENGRAM_MODE_DIRECT, 0, 1, 0);
+	unsetenv("ENGRAM_NO_URING");
+}
+
+/* A cache far smaller than a step: rows still come out right (read at gather), nothing in use is evicted. */
+static void test_tiny_cache_still_correct(void **state)
+{
+	(void)state;
+	run(&tiny_v41, "raw", ENGRAM_MODE_DIRECT, 0, 0, 16 * 4096);
+	run(&tiny_v41, "zstd", ENGRAM_MODE_DIRECT, 0, 0, 1);
+	run(&tiny_bf16, "zstd", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_NO_URING, 0, 1);
+}
+
+/* The same step gathered twice: the second time every row is a hit and no read is issued. */
+static void test_second_gather_hits(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .mode = ENGRAM_MODE_DIRECT };
+	int64_t tok[8] = { 11, 12, 13, 14, 15, 16, 17, 18 };
+	struct engram_io_stats a, b;
+	float buf[8 * 12 * 64];
+
+	(void)state;
+	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	must(engram_session_push(s, 0, tok, NULL, 8), "push");
+	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
+	must(engram_session_stats(s, 0, 1, &a), "stats");
+	assert_int_equal(a.misses, 0);
+	assert_true(a.units > 0 && a.ios == a.units);
+	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
+	must(engram_session_stats(s, 0, 1, &b), "stats");
+	assert_int_equal(b.rows, 2 * a.rows);
+	assert_int_equal(b.hits - a.hits, a.rows);
+	assert_int_equal(b.ios, a.ios);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
+static void test_bad_arguments(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .mode = (enum engram_mode)7 };
+	int64_t tok[2] = { 1, 999999 };
+	float buf[64];
+	struct engram_io_stats x;
+
+	(void)state;
+	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
+	assert_int_equal(engram_session_create(&s, st, &o), -EINVAL);
+	assert_int_equal(engram_session_create(&s, NULL, NULL), -EINVAL);
+	must(engram_session_create(&s, st, NULL), "session");
+	errno = 77;
+	assert_int_equal(engram_session_push(s, 0, tok, NULL, 2), -EINVAL);
+	assert_int_equal(errno, 77);
+	assert_int_equal(engram_session_positions(s), 0);
+	assert_int_equal(engram_session_push(s, 1, tok, NULL, 1), -EINVAL);
+	must(engram_session_push(s, 0, tok, NULL, 1), "push");
+	assert_int_equal(engram_session_gather(s, 2, ENGRAM_OUT_F32, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(engram_session_gather(s, 0, (enum engram_out)9, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), -EINVAL); /* too small */
+	assert_non_null(strstr(engram_last_error(), "smaller than"));
+	uint64_t row = engram_config_table_rows(engram_store_config(st), 0);
+	assert_int_equal(engram_session_gather_rows(s, 0, &row, 1, ENGRAM_OUT_F32, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(engram_session_stats(s, 2, 0, &x), -EINVAL);
+	assert_null(engram_session_rows(s, 2));
+	engram_session_destroy(s);
+	engram_session_destroy(NULL);
+	engram_close(st);
+}
+
+/* Threads each with their own session on the same files gather the same rows and all get the reference. */
+static char zstd_path[600], raw_path[600];
+
+static void *reader(void *arg)
+{
+	run_path(arg, zstd_path, "zstd", ENGRAM_MODE_DIRECT, 0, 0, 0);
+	run_path(arg, raw_path, "raw", ENGRAM_MODE_PAGECACHE, 0, 2, 0);
+	return NULL;
+}
+
+static void test_concurrent_sessions(void **state)
+{
+	pthread_t t[4];
+
+	(void)state;
+	snprintf(zstd_path, sizeof(zstd_path), "%s", pack(&tiny_v41, "zstd"));
+	snprintf(raw_path, sizeof(raw_path), "%s", pack(&tiny_v41, "raw"));
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, reader, (void *)&tiny_v41), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+}
+
+static int cleanup(void **state)
+{
+	(void)state;
+	tmpdir_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_page_cache_mode_matches_reference),
+		cmocka_unit_test(test_direct_mode_matches_reference),
+		cmocka_unit_test(test_zstd_matches_reference),
+		cmocka_unit_test(test_pread_pool_matches_reference),
+		cmocka_unit_test(test_tiny_cache_still_correct),
+		cmocka_unit_test(test_second_gather_hits),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_concurrent_sessions),
+	};
+	return cmocka_run_group_tests(tests, NULL, cleanup);
+}
