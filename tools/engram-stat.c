@@ -14,6 +14,7 @@ static const struct {
 	{ "rows", stat_rows, "print the table rows each position addresses" },
 	{ "info", stat_info, "print a shard's config, tables, sizes and codec ratio" },
 	{ "verify", stat_verify, "check every checksum of a shard" },
+	{ "gather", stat_gather, "write the rows a token stream gathers from one layer as .npy" },
 };
 
 static void usage(FILE *f)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engram.h"
 #include "toolutil.h"
@@ -96,4 +97,80 @@ void tool_put_u64(FILE *f, uint64_t v)
 		v /= 10;
 	} while (v);
 	fwrite(p, 1, (size_t)(buf + sizeof(buf) - p), f);
+}
+
+int tool_out_open(struct tool_out *o, const char *path)
+{
+	size_t n = strlen(path) + 16;
+	int fd;
+
+	memset(o, 0, sizeof(*o));
+	o->path = strdup(path);
+	o->tmp = malloc(n);
+	if (!o->path || !o->tmp) {
+		tool_out_abort(o);
+		tool_error("out of memory");
+		return -1;
+	}
+	snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+	fd = mkstemp(o->tmp);
+	if (fd < 0) {
+		tool_error("cannot create '%s': %s", o->tmp, strerror(errno));
+		free(o->tmp);
+		o->tmp = NULL;
+		tool_out_abort(o);
+		return -1;
+	}
+	o->f = fdopen(fd, "wb");
+	if (!o->f) {
+		close(fd);
+		tool_out_abort(o);
+		tool_error("cannot open '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int tool_out_commit(struct tool_out *o)
+{
+	int bad = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0 || fchmod(fileno(o->f), 0644) != 0;
+
+	bad |= fclose(o->f) != 0;
+	o->f = NULL;
+	if (bad || rename(o->tmp, o->path) != 0) {
+		tool_error("cannot write '%s': %s", o->path, strerror(errno));
+		tool_out_abort(o);
+		return -1;
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+	tool_out_abort(o);
+	return 0;
+}
+
+void tool_out_abort(struct tool_out *o)
+{
+	if (o->f)
+		fclose(o->f);
+	if (o->tmp)
+		unlink(o->tmp);
+	free(o->tmp);
+	free(o->path);
+	memset(o, 0, sizeof(*o));
+}
+
+int tool_npy_header(FILE *f, const char *descr, const uint64_t *shape, unsigned ndim)
+{
+	char dict[256];
+	size_t n = (size_t)snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+
+	for (unsigned i = 0; i < ndim; i++)
+		n += (size_t)snprintf(dict + n, sizeof(dict) - n, "%llu,%s", (unsigned long long)shape[i],
+				      i + 1 < ndim ? " " : "");
+	n += (size_t)snprintf(dict + n, sizeof(dict) - n, "), }");
+	while ((10 + n + 1) % 64)
+		dict[n++] = ' ';
+	dict[n++] = '\n';
+	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8) };
+	return fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, n, f) == n ? 0 : -1;
 }

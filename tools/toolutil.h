@@ -21,4 +21,18 @@ int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *
 /* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
 void tool_put_u64(FILE *f, uint64_t v);
 
+
+
+/* An output file that appears whole or not at all: written as a temporary beside path, renamed by
+ * tool_out_commit. */
+struct tool_out {
+	FILE *f;
+	char *path, *tmp;
+};
+int tool_out_open(struct tool_out *o, const char *path);
+int tool_out_commit(struct tool_out *o);
+void tool_out_abort(struct tool_out *o);
+
+/* numpy format 1.0 header for a C-order array of descr ("<f4", "<u2", "|u1") and shape. */
+int tool_npy_header(FILE *f, const char *descr, const uint64_t *shape, unsigned ndim);
 #endif

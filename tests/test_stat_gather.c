@@ -1,0 +1,174 @@
+/* engram-pack then engram-stat gather, run as a user would: the .npy written equals the reference
+ * embeddings; errors are clear and leave no output file. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "util.h"
+
+static char cmd[65536];
+
+static const char *tool(const char *name)
+{
+	static char path[2][1024];
+	static int k;
+	const char *b = getenv("ENGRAM_BUILD");
+	char *p = path[k++ % 2];
+
+	snprintf(p, 1024, "%s/%s", b && *b ? b : "build", name);
+	return p;
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *tokens_of(const struct vectors *v, int s)
+{
+	static char list[16384];
+	size_t k = 0;
+
+	for (size_t i = 0; i < v->len[s]; i++)
+		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%lld", i ? "," : "", (long long)v->tokens[s][i]);
+	return list;
+}
+
+static const char *mask_of(const struct vectors *v, int s)
+{
+	static char list[16384];
+	size_t k = 0;
+
+	if (!v->mask[s])
+		return "";
+	k += (size_t)snprintf(list, sizeof(list), " --mask ");
+	for (size_t i = 0; i < v->len[s]; i++)
+		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%d", i ? "," : "", v->mask[s][i]);
+	return list;
+}
+
+static void compare(const char *got_path, const char *descr, const char *want_rel, int bf16_bits)
+{
+	uint64_t sg[4], sw[4];
+	unsigned ng, nw;
+	size_t bg, bw;
+	uint8_t *got = read_npy(got_path, descr, &bg, sg, &ng);
+	uint8_t *want = read_npy(fixture(want_rel), bf16_bits ? "<f4" : descr, &bw, sw, &nw);
+
+	assert_int_equal(ng, nw);
+	for (unsigned i = 0; i < ng; i++)
+		assert_int_equal(sg[i], sw[i]);
+	if (bf16_bits) {
+		assert_int_equal(bg * 2, bw);
+		for (size_t i = 0; i < bg / 2; i++) {
+			uint32_t w;
+			uint16_t g;
+			memcpy(&w, want + 4 * i, 4);
+			memcpy(&g, got + 2 * i, 2);
+			if ((w >> 16) != g || (w & 0xffff))
+				fail_msg("%s element %zu: 0x%04x, reference 0x%08x", got_path, i, g, w);
+		}
+	} else if (bg != bw || memcmp(got, want, bg) != 0) {
+		fail_msg("%s differs from %s", got_path, want_rel);
+	}
+	free(got);
+	free(want);
+}
+
+static void test_gathers_match_reference(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char shard[600], out[600], want[300];
+	struct vectors v;
+
+	(void)state;
+	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd", tool("engram-pack"),
+			    "fixtures/ref/tiny-v41/tiny-v41.config.json", "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
+			    "fixtures/ref/tiny-v41/tiny-v41.safetensors", shard), 0);
+	vectors_load(&v, "tiny-v41");
+	snprintf(out, sizeof(out), "%s/g.npy", dir);
+	for (int s = 0; s < v.n_seqs; s++)
+		for (int li = 0; li < v.n_layers; li++) {
+			char toks[16384];
+			snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", tool("engram-stat"),
+					    shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
+			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", s, v.layer_ids[li]);
+			compare(out, "<f4", want, 0);
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype native --mode direct --out %s",
+					    tool("engram-stat"), shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
+			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.raw.seq%d.layer%d.npy", s, v.layer_ids[li]);
+			compare(out, "|u1", want, 0);
+		}
+	vectors_free(&v);
+
+	snprintf(shard, sizeof(shard), "%s/bf16.engram", dir);
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s", tool("engram-pack"),
+			    "fixtures/ref/tiny/tiny.config.json", "fixtures/ref/tiny/tiny.token_map.npy",
+			    "fixtures/ref/tiny/tiny.bf16.safetensors", shard), 0);
+	vectors_load(&v, "tiny");
+	for (int s = 0; s < v.n_seqs; s++) {
+		char toks[16384];
+		snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
+		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", tool("engram-stat"), shard,
+				    toks, out), 0);
+		snprintf(want, sizeof(want), "ref/tiny/tiny.expect.bf16.seq%d.layer3.npy", s);
+		compare(out, "<u2", want, 1);
+	}
+	vectors_free(&v);
+}
+
+static void test_errors_leave_no_output(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char shard[600], out[600];
+	struct stat st;
+
+	(void)state;
+	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
+	snprintf(out, sizeof(out), "%s/never.npy", dir);
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null", tool("engram-stat"),
+			    shard, out), 1);
+	assert_int_equal(sh("%s gather %s --tokens 1,99999 --layer 1 --dtype f32 --out %s 2>&1 | "
+			    "grep -q 'beyond the token map'", tool("engram-stat"), shard, out), 0);
+	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null", tool("engram-stat"),
+			    shard, out), 2);
+	assert_int_equal(sh("%s gather /nonexistent.engram --tokens 1 --layer 1 --dtype f32 --out %s 2>&1 | "
+			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"", tool("engram-stat"), out), 0);
+	assert_int_equal(stat(out, &st), -1);
+	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
+}
+
+static int cleanup(void **state)
+{
+	(void)state;
+	tmpdir_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gathers_match_reference),
+		cmocka_unit_test(test_errors_leave_no_output),
+	};
+	return cmocka_run_group_tests(tests, NULL, cleanup);
+}

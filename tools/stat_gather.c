@@ -1,0 +1,175 @@
+/* engram-stat gather: the rows a token stream addresses in one layer, gathered through a session (the same
+ * path an engine uses) and written as .npy. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram.h"
+#include "stat.h"
+#include "toolutil.h"
+
+#define CHUNK 4096
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engram-stat gather SHARD --tokens T [--mask M] --layer L --dtype f32|bf16|native --out FILE.npy\n"
+		   "         [--mode pagecache|direct] [--cache-mb N] [--queue-depth N]\n"
+		   "  T, M: an .npy file or a comma-separated list; L: a model layer id with an Engram table\n"
+		   "  f32: float32 [positions, columns x head_dim]; bf16: the same as uint16 bit patterns;\n"
+		   "  native: uint8 [positions, columns, record bytes]\n");
+}
+
+static int parse_out(const char *s, enum engram_out *out)
+{
+	if (!strcmp(s, "f32"))
+		*out = ENGRAM_OUT_F32;
+	else if (!strcmp(s, "bf16"))
+		*out = ENGRAM_OUT_BF16;
+	else if (!strcmp(s, "native"))
+		*out = ENGRAM_OUT_NATIVE;
+	else
+		return -1;
+	return 0;
+}
+
+int stat_gather(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tokens", required_argument, NULL, 't' },	 { "mask", required_argument, NULL, 'k' },
+		{ "layer", required_argument, NULL, 'l' },	 { "dtype", required_argument, NULL, 'd' },
+		{ "out", required_argument, NULL, 'o' },	 { "mode", required_argument, NULL, 'm' },
+		{ "cache-mb", required_argument, NULL, 'c' },	 { "queue-depth", required_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },		 { NULL, 0, NULL, 0 },
+	};
+	const char *tokens_arg = NULL, *mask_arg = NULL, *out_path = NULL, *layer_arg = NULL, *dtype_arg = NULL;
+	struct engram_session_options so = { .max_seqs = 1 };
+	enum engram_out out = ENGRAM_OUT_F32;
+	int64_t *tokens = NULL, *mask_vals = NULL;
+	size_t n = 0, n_mask = 0;
+	uint8_t *mask = NULL, *buf = NULL;
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct tool_out o = { 0 };
+	int c, err, status = 1;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': tokens_arg = optarg; break;
+		case 'k': mask_arg = optarg; break;
+		case 'l': layer_arg = optarg; break;
+		case 'd': dtype_arg = optarg; break;
+		case 'o': out_path = optarg; break;
+		case 'm':
+			if (!strcmp(optarg, "pagecache"))
+				so.mode = ENGRAM_MODE_PAGECACHE;
+			else if (!strcmp(optarg, "direct"))
+				so.mode = ENGRAM_MODE_DIRECT;
+			else {
+				tool_error("--mode '%s' is not pagecache or direct", optarg);
+				return 2;
+			}
+			break;
+		case 'c':
+			so.cache_bytes = strtoull(optarg, &end, 10) << 20;
+			if (*end || !so.cache_bytes) {
+				tool_error("--cache-mb '%s' is not a positive number", optarg);
+				return 2;
+			}
+			break;
+		case 'q':
+			so.queue_depth = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || !so.queue_depth) {
+				tool_error("--queue-depth '%s' is not a positive number", optarg);
+				return 2;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind + 1 != argc || !tokens_arg || !layer_arg || !dtype_arg || !out_path) {
+		tool_error("gather needs one SHARD, --tokens, --layer, --dtype and --out");
+		usage(stderr);
+		return 2;
+	}
+	if (parse_out(dtype_arg, &out) < 0) {
+		tool_error("--dtype '%s' is not f32, bf16 or native", dtype_arg);
+		return 2;
+	}
+	long layer_id = strtol(layer_arg, &end, 10);
+	if (*end || end == layer_arg) {
+		tool_error("--layer '%s' is not a layer number", layer_arg);
+		return 2;
+	}
+	if ((err = engram_open(&st, argv[optind], 0)) < 0)
+		return tool_lib_error(err);
+	const engram_config *cfg = engram_store_config(st);
+	int li = engram_config_layer_index(cfg, (int)layer_id);
+	if (li < 0) {
+		tool_error("layer %ld has no Engram table in '%s'", layer_id, argv[optind]);
+		goto done;
+	}
+	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)
+		goto done;
+	if (mask_arg) {
+		if (tool_load_ints(mask_arg, "--mask", &mask_vals, &n_mask) < 0)
+			goto done;
+		if (n_mask != n) {
+			tool_error("--mask has %zu values for %zu tokens", n_mask, n);
+			goto done;
+		}
+		mask = malloc(n ? n : 1);
+		for (size_t i = 0; mask && i < n; i++)
+			mask[i] = mask_vals[i] != 0;
+	}
+	unsigned cols = engram_config_columns(cfg);
+	size_t rb = engram_out_row_bytes(st, (unsigned)li, out);
+	buf = malloc((size_t)CHUNK * cols * rb);
+	if (!buf || (mask_arg && !mask)) {
+		tool_error("out of memory");
+		goto done;
+	}
+	if ((err = engram_session_create(&s, st, &so)) < 0) {
+		tool_lib_error(err);
+		goto done;
+	}
+	if (tool_out_open(&o, out_path) < 0)
+		goto done;
+	uint64_t shape[3] = { n, (uint64_t)cols * engram_config_head_dim(cfg), 0 };
+	if (out == ENGRAM_OUT_NATIVE) {
+		shape[1] = cols;
+		shape[2] = rb;
+	}
+	if (tool_npy_header(o.f, out == ENGRAM_OUT_F32 ? "<f4" : out == ENGRAM_OUT_BF16 ? "<u2" : "|u1", shape,
+			    out == ENGRAM_OUT_NATIVE ? 3 : 2) < 0) {
+		tool_error("cannot write '%s': %s", out_path, strerror(errno));
+		goto done;
+	}
+	for (size_t pos = 0; pos < n; pos += CHUNK) {
+		size_t m = n - pos < CHUNK ? n - pos : CHUNK;
+		engram_session_begin(s);
+		if ((err = engram_session_push(s, 0, tokens + pos, mask ? mask + pos : NULL, m)) < 0 ||
+		    (err = engram_session_gather(s, (unsigned)li, out, buf, m * cols * rb)) < 0) {
+			tool_lib_error(err);
+			goto done;
+		}
+		if (fwrite(buf, rb, m * cols, o.f) != m * cols) {
+			tool_error("cannot write '%s': %s", out_path, strerror(errno));
+			goto done;
+		}
+	}
+	if (tool_out_commit(&o) < 0)
+		goto done;
+	status = 0;
+done:
+	tool_out_abort(&o);
+	engram_session_destroy(s);
+	engram_close(st);
+	engram_free(tokens);
+	engram_free(mask_vals);
+	free(mask);
+	free(buf);
+	return status;
+}
