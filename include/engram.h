@@ -321,7 +321,8 @@ enum engram_mode {
 	ENGRAM_MODE_DIRECT = 1,
 };
 
-#define ENGRAM_SESSION_NO_URING 1u /* use the pread pool even where io_uring works */
+#define ENGRAM_SESSION_NO_URING 1u    /* use the pread pool even where io_uring works */
+#define ENGRAM_SESSION_NO_PREFETCH 2u /* push only hashes: every row is read when gathered (a baseline) */
 
 struct engram_session_options {
 	unsigned max_seqs;      /* sequence slots; 0: 1 */

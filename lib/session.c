@@ -41,6 +41,7 @@ struct engram_session {
 	engram_store *st;
 	const engram_config *cfg;
 	enum engram_mode mode;
+	unsigned flags;
 	struct eg_io *io;
 	char backend[160];
 	int *fd_buf, *fd_direct;          /* per shard */
@@ -411,6 +412,9 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 				COUNT(s, layer, hits, 1);
 			} else {
 				COUNT(s, layer, misses, 1);
+				/* the fault below brings the page in: later rows of it are hits */
+				if (u == EG_NO_UNIT && (u = eg_units_alloc(&s->track, key)) != EG_NO_UNIT)
+					s->track.u[u].state = EG_UNIT_READY;
 			}
 			if (u != EG_NO_UNIT && s->track.u[u].err) {
 				/* the read failed: report it, and let a later request try again */
@@ -580,6 +584,8 @@ ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_
 		memcpy(dst, s->push_rows + (size_t)l * n * cols, n * cols * sizeof(*dst));
 	}
 	s->n_pos += n;
+	if (s->flags & ENGRAM_SESSION_NO_PREFETCH)
+		goto out;
 	for (unsigned l = 0; l < L && !err; l++)
 		err = request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1);
 	if (!err && (err = s->io->ops->submit(s->io)) < 0)
@@ -740,6 +746,7 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	s->st = st;
 	s->cfg = st->cfg;
 	s->mode = o->mode;
+	s->flags = o->flags;
 	unsigned depth = o->queue_depth ? o->queue_depth : 128;
 	if (depth > 32768)
 		depth = 32768;

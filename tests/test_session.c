@@ -217,6 +217,35 @@ static void test_second_gather_hits(void **state)
 	engram_close(st);
 }
 
+/* Without prefetch, push issues no read: each unit is read at gather (its first row a miss, rows sharing
+ * it hits). */
+static void test_no_prefetch_reads_at_gather(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_PREFETCH };
+	int64_t tok[4] = { 21, 22, 23, 24 };
+	struct engram_io_stats a;
+	float buf[4 * 12 * 64];
+
+	(void)state;
+	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	must(engram_session_push(s, 0, tok, NULL, 4), "push");
+	must(engram_session_stats(s, -1, 1, &a), "stats");
+	assert_int_equal(a.ios, 0);
+	assert_int_equal(a.requested, 0);
+	must(engram_session_gather(s, 1, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
+	must(engram_session_stats(s, 1, 1, &a), "stats");
+	assert_int_equal(a.rows, 48);
+	assert_int_equal(a.late, 0);
+	assert_int_equal(a.hits + a.misses, 48);
+	assert_true(a.misses > 0);
+	assert_int_equal(a.ios, a.misses);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
 static void test_bad_arguments(void **state)
 {
 	engram_store *st = NULL;
@@ -289,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_pread_pool_matches_reference),
 		cmocka_unit_test(test_tiny_cache_still_correct),
 		cmocka_unit_test(test_second_gather_hits),
+		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_concurrent_sessions),
 	};
