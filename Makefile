@@ -31,22 +31,24 @@ STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
 SONAME := libengram.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
-STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) tools/toolutil.c
+STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+FUZZ_TARGETS := shard safetensors npy config
+FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 MAN := $(wildcard man/*.[135])
 
 .SECONDARY:
-.PHONY: all lib tools tests benches check demo bench install uninstall clean
+.PHONY: all lib tools tests benches check demo bench fuzz install uninstall clean
 all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so
 tools: $(TOOLS)
-tests: $(TESTS)
+tests: $(TESTS) $(FUZZ_REPLAY)
 benches: $(BENCHES)
 
 $(B)/%.o: %.c
@@ -76,16 +78,37 @@ $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
+$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
 
-$(B)/bench/%: $(B)/bench/%.o $(STATIC)
+# Fuzz targets: replayed over their corpus (fixtures/fuzz/NAME) by make check; fuzzed by make fuzz.
+$(B)/tests/fuzz/replay_%.o: tests/fuzz/replay.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/fuzz -DFUZZ_CORPUS='"fixtures/fuzz/$*"' -MMD -MP -c $< -o $@
+
+$(FUZZ_REPLAY): $(B)/tests/fuzz_replay_%: $(B)/tests/fuzz/fuzz_%.o $(B)/tests/fuzz/fuzz_file.o $(B)/tests/fuzz/replay_%.o $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+FUZZ_SECONDS ?= 60
+FB := build-fuzz
+fuzz:
+	@scripts/install-deps build test
+	$(MAKE) --no-print-directory B=$(FB) CC=clang SANITIZE=address,undefined \
+		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link" $(FB)/libengram.a
+	@for t in $(FUZZ_TARGETS); do \
+		clang -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -Itests/fuzz -O1 -g \
+			-fsanitize=fuzzer,address,undefined tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_file.c \
+			$(FB)/libengram.a $(LIBS) -o $(FB)/fuzz_$$t || exit 1; \
+	done
+	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZ_TARGETS)
+
+$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 check:
 	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
-	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS)
+	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 
 demo:
 	@scripts/install-deps build
@@ -117,7 +140,8 @@ uninstall:
 	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
 
 clean:
-	rm -rf $(B)
+	rm -rf $(B) $(FB)
 
+-include $(wildcard $(B)/tests/fuzz/*.d)
 -include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(PACK_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) \
 	$(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)

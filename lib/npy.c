@@ -173,8 +173,8 @@ int eg_npy_load_ints(const char *path, int64_t **values, size_t *count)
 	err = eg_npy_read_header(fd, path, &h);
 	if (err < 0)
 		goto out;
-	if (h.kind == 'f' || (h.kind != 'b' && h.itemsize != 1 && h.itemsize != 2 && h.itemsize != 4 &&
-			      h.itemsize != 8) || (h.kind == 'u' && h.itemsize == 8)) {
+	int sized = h.itemsize == 1 || h.itemsize == 2 || h.itemsize == 4 || h.itemsize == 8;
+	if (!((h.kind == 'b' && h.itemsize == 1) || (h.kind == 'i' && sized) || (h.kind == 'u' && sized && h.itemsize < 8))) {
 		err = eg_fail(ENGRAM_EDTYPE, "'%s': expected an integer array, found kind '%c' of %u bytes", path, h.kind,
 			      h.itemsize);
 		goto out;
