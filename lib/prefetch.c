@@ -95,6 +95,22 @@ static void uring_destroy(struct eg_io *io)
 
 static const struct eg_io_ops uring_ops = { uring_read, uring_submit, uring_reap, uring_destroy };
 
+struct eg_faults eg_faults;
+
+int eg_fault_read(int res, void *buf, size_t len)
+{
+	if (!eg_faults.eio_every && !eg_faults.short_every)
+		return res;
+	eg_faults.seq++;
+	if (eg_faults.eio_every && eg_faults.seq % eg_faults.eio_every == 0)
+		return -EIO;
+	if (eg_faults.short_every && eg_faults.seq % eg_faults.short_every == 0 && res > 1 && (size_t)res == len) {
+		memset((char *)buf + res / 2, 0xa5, (size_t)(res - res / 2));
+		return res / 2;
+	}
+	return res;
+}
+
 int eg_io_uring_create(struct eg_io **out, unsigned depth)
 {
 	struct uring_io *u = calloc(1, sizeof(*u));
@@ -103,6 +119,10 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth)
 
 	if (!u)
 		return -ENOMEM;
+	if (eg_faults.uring_err) {
+		free(u);
+		return eg_faults.uring_err;
+	}
 	while (entries < depth && entries < 32768)
 		entries <<= 1;
 	/* Completions can outnumber SQ entries between reaps; size the CQ for every read in flight. */

@@ -149,6 +149,8 @@ static void on_complete(void *arg, uint64_t tag, int res)
 
 	size_t need = r->frame_len ? r->delta + r->frame_len : r->len;
 
+	res = eg_fault_read(res, r->buf + r->done, r->len - r->done);
+
 	if (res > 0 && r->done + (size_t)res < need) {
 		/* short read: ask for the rest (a slot was just freed, so this cannot be refused) */
 		r->done += (size_t)res;
@@ -329,6 +331,15 @@ static int pread_all(int fd, uint8_t *buf, size_t len, size_t need, uint64_t off
 		ssize_t r = pread(fd, buf + done, len - done, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r >= 0) {
+			int f = eg_fault_read((int)r, buf + done, len - done);
+			if (f < 0) {
+				errno = -f;
+				r = -1;
+			} else {
+				r = f;
+			}
+		}
 		if (r <= 0)
 			return eg_fail(r < 0 ? -errno : -EIO, "cannot read '%s' at %llu: %s", path,
 				       (unsigned long long)(off + done), r < 0 ? strerror(errno) : "end of file");

@@ -36,32 +36,7 @@ static void must(int err, const char *what)
 
 static const char *pack(const struct fx *f, const char *codec)
 {
-	static char out[8][600];
-	static unsigned k;
-	char cfg[600], map[600], w[600], rel[300];
-	const char *wp[1] = { w };
-	struct engram_pack_options o;
-	char *dst = out[k++ % 8];
-
-	snprintf(rel, sizeof(rel), "%s/%s", f->dir, f->config);
-	snprintf(cfg, sizeof(cfg), "%s", fixture(rel));
-	snprintf(rel, sizeof(rel), "%s/%s", f->dir, f->map);
-	snprintf(map, sizeof(map), "%s", fixture(rel));
-	snprintf(rel, sizeof(rel), "%s/%s", f->dir, f->weights);
-	snprintf(w, sizeof(w), "%s", fixture(rel));
-	snprintf(dst, 600, "%s/%s-%s.engram", tmpdir_create_once(), f->weights, codec);
-	if (access(dst, F_OK) == 0)
-		return dst;
-	memset(&o, 0, sizeof(o));
-	o.config_path = cfg;
-	o.token_map_path = map;
-	o.weights = wp;
-	o.n_weights = 1;
-	o.out_path = dst;
-	o.codec = codec;
-	o.block_pages = 2;
-	must(engram_pack(&o, NULL), dst);
-	return dst;
+	return pack_ref(f->dir, f->config, f->map, f->weights, codec);
 }
 
 static float *expected(const struct fx *f, int seq, int layer_id, size_t *n)
@@ -138,10 +113,13 @@ static void run_path(const struct fx *f, const char *path, const char *codec, en
 	engram_close(st);
 }
 
+/* Each case runs with io_uring and with the pread pool: the results must not depend on the backend. */
 static void run(const struct fx *f, const char *codec, enum engram_mode mode, unsigned flags, size_t chunk,
 		uint64_t cache_bytes)
 {
 	run_path(f, pack(f, codec), codec, mode, flags, chunk, cache_bytes);
+	if (!(flags & ENGRAM_SESSION_NO_URING))
+		run_path(f, pack(f, codec), codec, mode, flags | ENGRAM_SESSION_NO_URING, chunk, cache_bytes);
 }
 
 static void test_page_cache_mode_matches_reference(void **state)

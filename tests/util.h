@@ -45,6 +45,11 @@ const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int
 
 
 
+/* Pack fixtures/<dir>/<weights> with <config> and <map> (file names inside fixtures/<dir>) into the scratch
+ * directory with codec and 2-page blocks, once per (weights, codec); returns the shard path (a static buffer,
+ * 8 slots). Fails the test if packing fails. */
+const char *pack_ref(const char *dir, const char *config, const char *map, const char *weights, const char *codec);
+
 /* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
  * and the shape through shape[0..*ndim). Fails the test on any problem. */
 void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);

@@ -1,0 +1,150 @@
+/* Faults on the read path: io_uring refused with each errno, short reads, EIO. Rows are right or the
+ * gather fails with the error; never a crash, never wrong rows. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram.h"
+#include "io.h"
+#include "util.h"
+
+static const char *shard(const char *codec)
+{
+	return pack_ref("ref/tiny-v41", "tiny-v41.config.json", "tiny-v41.token_map.npy", "tiny-v41.safetensors",
+			codec);
+}
+
+/* Gather every sequence of tiny-v41 and compare with the reference; returns the first gather error. */
+static int gather_all(engram_session *s, const engram_store *st, int allow_errors)
+{
+	struct vectors v;
+	int first_err = 0;
+
+	vectors_load(&v, "tiny-v41");
+	const engram_config *cfg = engram_store_config(st);
+	for (int seq = 0; seq < v.n_seqs; seq++) {
+		engram_session_begin(s);
+		engram_session_reset(s, 0);
+		int err = engram_session_push(s, 0, v.tokens[seq], v.mask[seq], v.len[seq]);
+		if (err < 0)
+			fail_msg("push: %s", engram_last_error());
+		for (unsigned li = 0; li < 2; li++) {
+			char rel[200];
+			uint64_t shape[4];
+			unsigned nd;
+			size_t bytes, n = v.len[seq] * engram_config_columns(cfg) * 64 * 4;
+			snprintf(rel, sizeof(rel), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", seq,
+				 engram_config_layer_id(cfg, li));
+			float *want = read_npy(fixture(rel), "<f4", &bytes, shape, &nd);
+			float *got = malloc(n);
+			err = engram_session_gather(s, li, ENGRAM_OUT_F32, got, n);
+			if (err == 0 && memcmp(got, want, n) != 0)
+				fail_msg("seq %d layer %u: wrong rows under faults", seq, li);
+			if (err < 0) {
+				if (!allow_errors)
+					fail_msg("seq %d layer %u: %s", seq, li, engram_last_error());
+				assert_true(err == -EIO || err == ENGRAM_ECORRUPT);
+				assert_non_null(strstr(engram_last_error(), ".engram"));
+				if (!first_err)
+					first_err = err;
+			}
+			free(want);
+			free(got);
+		}
+	}
+	vectors_free(&v);
+	return first_err;
+}
+
+static void with_session(const char *codec, enum engram_mode mode, unsigned flags, int allow_errors, int *err_out)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .mode = mode, .flags = flags, .queue_depth = 4 };
+
+	assert_int_equal(engram_open(&st, shard(codec), 0), 0);
+	if (engram_session_create(&s, st, &o) < 0)
+		fail_msg("session: %s", engram_last_error());
+	int err = gather_all(s, st, allow_errors);
+	if (err_out)
+		*err_out = err;
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
+static void test_uring_refused_falls_back(void **state)
+{
+	static const int errs[] = { -ENOSYS, -EPERM, -ENOMEM };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(errs) / sizeof(*errs); i++) {
+		engram_store *st = NULL;
+		engram_session *s = NULL;
+		eg_faults.uring_err = errs[i];
+		assert_int_equal(engram_open(&st, shard("raw"), 0), 0);
+		assert_int_equal(engram_session_create(&s, st, NULL), 0);
+		assert_non_null(strstr(engram_session_backend(s), "pread pool"));
+		assert_non_null(strstr(engram_session_backend(s), strerror(-errs[i])));
+		assert_int_equal(gather_all(s, st, 0), 0);
+		engram_session_destroy(s);
+		engram_close(st);
+	}
+	eg_faults.uring_err = 0;
+}
+
+static void test_short_reads_are_completed(void **state)
+{
+	static const char *codecs[] = { "raw", "zstd" };
+
+	(void)state;
+	eg_faults.short_every = 2;
+	for (int c = 0; c < 2; c++)
+		for (int mode = 0; mode < 2; mode++)
+			for (unsigned flags = 0; flags <= ENGRAM_SESSION_NO_URING; flags += ENGRAM_SESSION_NO_URING)
+				with_session(codecs[c], (enum engram_mode)mode, flags, 0, NULL);
+	eg_faults.short_every = 0;
+}
+
+static void test_eio_fails_the_gather_never_wrong_rows(void **state)
+{
+	static const char *codecs[] = { "raw", "zstd" };
+	int failed = 0;
+
+	(void)state;
+	eg_faults.eio_every = 3;
+	for (int c = 0; c < 2; c++)
+		for (unsigned flags = 0; flags <= ENGRAM_SESSION_NO_URING; flags += ENGRAM_SESSION_NO_URING) {
+			int err = 0;
+			with_session(codecs[c], ENGRAM_MODE_DIRECT, flags, 1, &err);
+			failed += err == -EIO;
+		}
+	eg_faults.eio_every = 0;
+	assert_true(failed > 0);
+	/* the same files serve correctly once the disk behaves */
+	with_session("zstd", ENGRAM_MODE_DIRECT, 0, 0, NULL);
+	with_session("raw", ENGRAM_MODE_PAGECACHE, 0, 0, NULL);
+}
+
+static int cleanup(void **state)
+{
+	(void)state;
+	tmpdir_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_uring_refused_falls_back),
+		cmocka_unit_test(test_short_reads_are_completed),
+		cmocka_unit_test(test_eio_fails_the_gather_never_wrong_rows),
+	};
+	return cmocka_run_group_tests(tests, NULL, cleanup);
+}
