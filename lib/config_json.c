@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include "jsonerr.h"
+
 #include "internal.h"
 
 struct ctx {
@@ -185,7 +187,7 @@ int eg_params_from_json(struct eg_hash_params *p, const char *path)
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
 	close(fd);
 	if (!root)
-		return eg_fail(ENGRAM_EPARSE, "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
+		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
 	if (!json_is_object(root)) {
 		err = eg_fail(ENGRAM_ECONFIG, "'%s': top level is not a JSON object", path);
 		goto out;

@@ -9,6 +9,8 @@
 
 #include <jansson.h>
 
+#include "jsonerr.h"
+
 #include "manifest.h"
 #include "pack.h"
 
@@ -32,7 +34,10 @@ int eg_manifest_write(const char *path, const uint8_t set_id[16], struct shard *
 		return eg_fail(-ENOMEM, "out of memory");
 	for (unsigned i = 0; i < n; i++) {
 		const char *slash = strrchr(shards[i].path, '/');
-		json_array_append_new(arr, json_string(slash ? slash + 1 : shards[i].path));
+		if (json_array_append_new(arr, json_string(slash ? slash + 1 : shards[i].path)) < 0) {
+			json_decref(root);
+			return eg_fail(-ENOMEM, "out of memory");
+		}
 	}
 	text = json_dumps(root, JSON_INDENT(2));
 	json_decref(root);
@@ -82,7 +87,7 @@ int eg_manifest_read(struct eg_manifest *m, const char *path)
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
 	close(fd);
 	if (!root)
-		return eg_fail(ENGRAM_EPARSE, "'%s': invalid manifest JSON at line %d: %s", path, jerr.line, jerr.text);
+		return eg_fail(eg_json_error(&jerr), "'%s': invalid manifest JSON at line %d: %s", path, jerr.line, jerr.text);
 	v = json_object_get(root, "engram_manifest");
 	if (!json_is_integer(v)) {
 		err = eg_fail(ENGRAM_EMAGIC, "'%s' is neither a shard nor an engram manifest", path);

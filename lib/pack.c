@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "layout.h"
 #include "manifest.h"
@@ -89,7 +90,7 @@ static void compress_blocks(struct zjob *j, unsigned worker)
 		size_t r = ZSTD_compressCCtx(pk->cctx[worker], pk->frames_buf + b * pk->frame_cap, pk->frame_cap, in,
 					     pages * EG_PAGE, pk->level);
 		if (ZSTD_isError(r)) {
-			atomic_store(&j->err, 1);
+			atomic_store(&j->err, ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO);
 			pk->frame_len[b] = 0;
 		} else {
 			pk->frame_len[b] = r;
@@ -128,7 +129,8 @@ static int compress_batch(struct packer *pk, size_t npages, size_t nblocks)
 	compress_blocks(&job, 0);
 	for (unsigned i = 1; i <= started; i++)
 		pthread_join(tid[i], NULL);
-	return atomic_load(&job.err) ? eg_fail(-EIO, "zstd compression failed") : 0;
+	int err = atomic_load(&job.err);
+	return err ? eg_fail(err, "zstd compression failed: %s", strerror(-err)) : 0;
 }
 
 /* ---- writing one piece ---- */

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "jsonerr.h"
+
 #include "internal.h"
 #include "safetensors.h"
 
@@ -301,7 +303,7 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 	if (err < 0)
 		return err;
 	if (!root)
-		return eg_fail(ENGRAM_EPARSE, "'%s': header is not valid JSON (line %d, column %d): %s", c.path,
+		return eg_fail(eg_json_error(&jerr), "'%s': header is not valid JSON (line %d, column %d): %s", c.path,
 			       jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root))
 		err = eg_fail(ENGRAM_EPARSE, "'%s': header is not a JSON object", c.path);
@@ -449,7 +451,7 @@ static int read_index(struct build *b, int fd, const char *path)
 
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return eg_fail(ENGRAM_EPARSE, "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
+		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
 	wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
 	if (!json_is_object(wm)) {
 		err = eg_fail(ENGRAM_EPARSE, "'%s': no 'weight_map' object (not a sharded-checkpoint index?)", path);

@@ -42,6 +42,7 @@ struct engram_session {
 	const engram_config *cfg;
 	enum engram_mode mode;
 	unsigned flags;
+	unsigned depth;                   /* reads in flight at most */
 	struct eg_io *io;
 	char backend[160];
 	int *fd_buf, *fd_direct;          /* per shard */
@@ -681,7 +682,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	eg_units_destroy(&s->track);
 	eg_units_destroy(&s->cache);
 	if (s->bounce) {
-		for (unsigned i = 0; i < (s->io ? s->io->depth : 0); i++)
+		for (unsigned i = 0; i < s->depth; i++)
 			free(s->bounce[i]);
 		free(s->bounce);
 	}
@@ -707,8 +708,12 @@ static int open_fds(engram_session *s)
 
 	s->fd_buf = malloc(n * sizeof(int));
 	s->fd_direct = malloc(n * sizeof(int));
-	if (!s->fd_buf || !s->fd_direct)
+	if (!s->fd_buf || !s->fd_direct) {
+		free(s->fd_buf);
+		free(s->fd_direct);
+		s->fd_buf = s->fd_direct = NULL;
 		return eg_fail(-ENOMEM, "out of memory");
+	}
 	for (unsigned i = 0; i < n; i++)
 		s->fd_buf[i] = s->fd_direct[i] = -1;
 	for (unsigned i = 0; i < n; i++) {
@@ -761,6 +766,7 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	unsigned depth = o->queue_depth ? o->queue_depth : 128;
 	if (depth > 32768)
 		depth = 32768;
+	s->depth = depth;
 	for (unsigned i = 0; i < st->n_pieces; i++) {
 		const struct eg_disk_table *t = st->pieces[i].t;
 		if (unit_bytes(t) > s->unit_max)
