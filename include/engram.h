@@ -141,6 +141,9 @@ typedef struct engram_hasher engram_hasher;
 /*
  * Create a hasher with max_seqs sequence slots (all empty). The config must outlive the hasher.
  * Returns 0 or -EINVAL (max_seqs 0), -ENOMEM.
+ * On x86-64 CPUs with AVX2 and FMA, configs whose heads per order are a multiple of 4 and whose primes are all
+ * below 2^26 (every published one) are hashed by a vector kernel; others, and every hasher created while the
+ * environment variable ENGRAM_NO_SIMD is set to anything but "" or "0", by the scalar one. Both give the same rows.
  */
 ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cfg, unsigned max_seqs);
 ENGRAM_API void engram_hasher_destroy(engram_hasher *h);
@@ -157,11 +160,13 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 				  size_t n, uint64_t *rows);
 
 /*
- * Decode step: push one token into each of n distinct slots (tokens[i] into slot seqs[i], mask NULL or n bytes
- * as above) and write their rows as one push of n positions would: rows[(layer_index * n + i) * columns +
- * column]. Each slot's rows are those engram_hasher_push(h, seqs[i], tokens + i, ...) would give, and for many
- * slots one call costs much less than n pushes. Returns 0, or -EINVAL for a bad slot, a slot named twice or a token
- * id >= the token map size; on error no slot changes and rows is unspecified.
+ * Decode step: push one token into each of n distinct slots, tokens[i] into slot seqs[i] (seqs and tokens hold n
+ * entries, in any slot order; mask is NULL or holds n bytes, as above), and write their rows as one push of n
+ * positions would: rows[(layer_index * n + i) * columns + column], n_layers x n x columns values. Slot seqs[i]
+ * gets the rows and the history engram_hasher_push(h, seqs[i], tokens + i, mask ? mask + i : NULL, 1, ...)
+ * would give it, for a fraction of the cost of n such calls. The caller keeps ownership of every array; the
+ * thread rules are those of engram_hasher_push (one thread at a time per hasher). Returns 0, or -EINVAL for a bad
+ * slot, a slot named twice or a token id >= the token map size; on error no slot changes and rows is unspecified.
  */
 ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
 					const uint8_t *mask, size_t n, uint64_t *rows);
@@ -328,7 +333,7 @@ struct engram_session_options {
 	unsigned max_seqs;      /* sequence slots; 0: 1 */
 	enum engram_mode mode;
 	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
-	unsigned queue_depth;   /* reads in flight at most; 0: 128 */
+	unsigned queue_depth;   /* reads in flight at most; 0: 1024 (a push waits when that many are in flight) */
 	unsigned flags;         /* ENGRAM_SESSION_* */
 };
 

@@ -183,6 +183,13 @@ static int reap(engram_session *s, unsigned min)
 
 /* ---- issuing reads ---- */
 
+static void *alloc_aligned(size_t n)
+{
+	void *p = NULL;
+
+	return posix_memalign(&p, EG_PAGE, n ? n : EG_PAGE) ? NULL : p;
+}
+
 /* File range of a unit: for zstd, the frame; for raw, its pages. */
 static void unit_range(const struct eg_piece *p, uint64_t unit, uint64_t *off, size_t *len)
 {
@@ -225,6 +232,11 @@ static int issue(engram_session *s, unsigned layer, uint32_t pi, uint64_t unit, 
 	*r = (struct request){ .unit = ui, .cached = (uint8_t)cached, .layer = (uint16_t)layer, .piece = pi,
 			       .block = unit, .fd = s->fd_buf[p->shard - s->st->shards], .off = off, .len = len };
 	if (p->t->codec == EG_CODEC_ZSTD) {
+		/* frame buffers are made as reads need them: a deep queue costs memory only when it is used */
+		if (!s->bounce[tag] && !(s->bounce[tag] = alloc_aligned(s->bounce_bytes))) {
+			release_request(s, tag);
+			return eg_fail(-ENOMEM, "out of memory for a read buffer");
+		}
 		r->frame_len = (uint32_t)len;
 		r->buf = s->bounce[tag];
 		if (s->mode == ENGRAM_MODE_DIRECT && s->fd_direct[p->shard - s->st->shards] >= 0) {
@@ -397,7 +409,12 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 {
 	const struct eg_piece *first = NULL;
 	size_t obytes = 0, k = 0;
-	int err = 0;
+	int err;
+
+	/* collect reads that finished since the push, so that rows ready now count as hits */
+	if ((err = reap(s, 0)) < 0)
+		return err;
+	err = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct eg_piece *p = eg_store_find(s->st, layer, rows[i]);
@@ -732,12 +749,6 @@ static int open_fds(engram_session *s)
 	return 0;
 }
 
-static void *alloc_aligned(size_t n)
-{
-	void *p = NULL;
-
-	return posix_memalign(&p, EG_PAGE, n ? n : EG_PAGE) ? NULL : p;
-}
 
 ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, const struct engram_session_options *o)
 {
@@ -763,7 +774,7 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	s->cfg = st->cfg;
 	s->mode = o->mode;
 	s->flags = o->flags;
-	unsigned depth = o->queue_depth ? o->queue_depth : 128;
+	unsigned depth = o->queue_depth ? o->queue_depth : 1024;
 	if (depth > 32768)
 		depth = 32768;
 	s->depth = depth;
@@ -794,15 +805,9 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 		err = eg_fail(-ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (max_frame) {
-		s->bounce = calloc(depth, sizeof(*s->bounce));
-		for (unsigned i = 0; s->bounce && i < depth; i++)
-			if (!(s->bounce[i] = alloc_aligned(s->bounce_bytes)))
-				break;
-		if (!s->bounce || !s->bounce[depth - 1]) {
-			err = eg_fail(-ENOMEM, "out of memory for %u read buffers", depth);
-			goto fail;
-		}
+	if (max_frame && !(s->bounce = calloc(depth, sizeof(*s->bounce)))) {
+		err = eg_fail(-ENOMEM, "out of memory for %u read buffers", depth);
+		goto fail;
 	}
 	for (unsigned i = 0; i < depth; i++)
 		s->req[i].next_free = i + 1 < depth ? i + 1 : EG_NO_UNIT;

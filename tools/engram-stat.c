@@ -15,6 +15,7 @@ static const struct {
 	{ "info", stat_info, "print a shard's config, tables, sizes and codec ratio" },
 	{ "verify", stat_verify, "check every checksum of a shard" },
 	{ "gather", stat_gather, "write the rows a token stream gathers from one layer as .npy" },
+	{ "replay", stat_replay, "replay a token stream as an engine would: prefetch hit rates, stalls, I/O" },
 };
 
 static void usage(FILE *f)

@@ -6,5 +6,6 @@ int stat_rows(int argc, char **argv);
 int stat_info(int argc, char **argv);
 int stat_verify(int argc, char **argv);
 int stat_gather(int argc, char **argv);
+int stat_replay(int argc, char **argv);
 
 #endif

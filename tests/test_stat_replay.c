@@ -1,0 +1,502 @@
+/* engram-stat replay, run as a user would on a small synthetic V4.1-geometry shard: the counters add up, a
+ * resident stream is all hits, depth 0 on a cold file misses, the schedule is the one documented, the JSON
+ * parses, the SVG is well-formed, and bad options say what is wrong. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
+
+#include "util.h"
+
+#define COLUMNS 24 /* V4.1: (4 - 1) orders x 8 heads */
+
+static char cmd[8192];
+
+static const char *tool(const char *name)
+{
+	static char path[2][1024];
+	static int k;
+	const char *b = getenv("ENGRAM_BUILD");
+	char *p = path[k++ % 2];
+
+	snprintf(p, 1024, "%s/%s", b && *b ? b : "build", name);
+	return p;
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = 0;
+	fclose(f);
+	return buf;
+}
+
+/* A V4.1-geometry table, every vocab size divided by 16384 (~27 MB), packed once. */
+static const char *shard(void)
+{
+	static char path[600];
+
+	if (!path[0]) {
+		char cfg[600], map[600];
+		snprintf(cfg, sizeof(cfg), "%s", fixture("ref/v41/v41.config.json"));
+		snprintf(map, sizeof(map), "%s", fixture("ref/v41/v41.token_map.npy"));
+		snprintf(path, sizeof(path), "%s/v41-syn.engram", tmpdir_create_once());
+		assert_int_equal(sh("%s --quiet --config %s --token-map %s --synthetic 16384 --out %s",
+				    tool("engram-pack"), cfg, map, path),
+				 0);
+	}
+	return path;
+}
+
+static const char *tokens(void)
+{
+	static char path[600];
+
+	snprintf(path, sizeof(path), "%s", fixture("tokens/fortunes-en.npy"));
+	return path;
+}
+
+/* Run engram-stat replay on the shard with the given options and --json; returns the parsed document. */
+static json_t *replay_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static json_t *replay_json(const char *fmt, ...)
+{
+	char opts[4096], out[700];
+	va_list ap;
+	json_error_t e;
+	json_t *doc;
+
+	va_start(ap, fmt);
+	vsnprintf(opts, sizeof(opts), fmt, ap);
+	va_end(ap);
+	snprintf(out, sizeof(out), "%s/replay.json", tmpdir_create_once());
+	assert_int_equal(sh("%s replay %s %s --json > %s", tool("engram-stat"), shard(), opts, out), 0);
+	doc = json_load_file(out, 0, &e);
+	if (!doc)
+		fail_msg("%s: not JSON: %s (line %d)", cmd, e.text, e.line);
+	return doc;
+}
+
+static uint64_t u(const json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v))
+		fail_msg("'%s' is not an integer", key);
+	return (uint64_t)json_integer_value(v);
+}
+
+static double real(const json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_number(v))
+		fail_msg("'%s' is not a number", key);
+	return json_number_value(v);
+}
+
+static json_t *runs_of(json_t *doc, size_t n)
+{
+	json_t *runs = json_object_get(doc, "runs");
+
+	assert_true(json_is_array(runs));
+	assert_int_equal(json_array_size(runs), n);
+	return runs;
+}
+
+/* Every counter of one run adds up, per layer and over the layers. */
+static void check_run(const json_t *sched, const json_t *run)
+{
+	static const char *const keys[] = {
+		"rows", "hits", "late", "misses", "requested", "units", "ios", "bytes_read"
+	};
+	json_t *layers = json_object_get(run, "layers");
+	uint64_t sum[8] = { 0 }, distinct = 0;
+	size_t i;
+	json_t *l;
+
+	assert_true(json_is_array(layers));
+	assert_int_equal(json_array_size(layers), 2);
+	json_array_foreach(layers, i, l)
+	{
+		assert_int_equal(u(l, "hits") + u(l, "late") + u(l, "misses"), u(l, "rows"));
+		assert_int_equal(u(l, "rows"), u(sched, "positions") * COLUMNS);
+		assert_true(u(l, "distinct_rows") <= u(l, "rows"));
+		assert_true(u(l, "distinct_rows") > 0);
+		assert_int_equal(u(l, "record_bytes"), 512);
+		if (u(run, "depth") >= 1) {
+			assert_true(u(l, "units") <= u(l, "requested"));
+			assert_true(u(l, "requested") >= u(l, "rows"));
+		} else {
+			assert_int_equal(u(l, "requested"), 0);
+		}
+		for (size_t k = 0; k < 8; k++)
+			sum[k] += u(l, keys[k]);
+		distinct += u(l, "distinct_rows");
+	}
+	for (size_t k = 0; k < 8; k++)
+		assert_int_equal(sum[k], u(run, keys[k]));
+	assert_int_equal(u(run, "hits") + u(run, "late") + u(run, "misses"), u(run, "rows"));
+	assert_int_equal(distinct, u(run, "distinct_rows"));
+	assert_int_equal(u(run, "distinct_row_bytes"), distinct * 512);
+	assert_int_equal(u(run, "steps"), u(sched, "steps"));
+	assert_true(fabs(real(run, "hit_rate") - (double)u(run, "hits") / (double)u(run, "rows")) < 1e-5);
+	json_t *st = json_object_get(run, "stall_us"), *hr = json_object_get(run, "step_hit_rate");
+	assert_true(real(st, "p50") <= real(st, "p95") && real(st, "p95") <= real(st, "p99") &&
+		    real(st, "p99") <= real(st, "max"));
+	assert_true(real(hr, "min") <= real(hr, "p99") && real(hr, "p99") <= real(hr, "p95") &&
+		    real(hr, "p95") <= 1.0 && real(hr, "min") <= real(hr, "mean"));
+	assert_true(json_is_object(json_object_get(run, "kernel")));
+	assert_true(json_is_string(json_object_get(run, "backend")));
+}
+
+static void test_counters_add_up(void **state)
+{
+	json_t *doc, *runs, *r;
+	size_t i;
+
+	(void)state;
+	doc = replay_json("--tokens %s --max-steps 12 --no-wait --sweep depth=0,1,3", tokens());
+	runs = runs_of(doc, 3);
+	json_array_foreach(runs, i, r)
+	{
+		check_run(json_object_get(doc, "schedule"), r);
+		assert_int_equal(u(r, "depth"), i == 0 ? 0 : i == 1 ? 1 : 3);
+	}
+	json_decref(doc);
+
+	doc = replay_json("--tokens %s --max-steps 12 --no-wait --mode direct --cache-mb 8 --depth 2 --dtype f32",
+			  tokens());
+	runs = runs_of(doc, 1);
+	check_run(json_object_get(doc, "schedule"), json_array_get(runs, 0));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 0), "mode")), "direct");
+	json_decref(doc);
+}
+
+/* Warm page cache, depth 1, a generous lead: every row is requested at push and read from the page cache long
+ * before its gather. A read that completed but was not reaped yet counts as late, so the strict figure is
+ * misses == 0 and the hit rate is at least 0.99. */
+static void test_resident_stream_hits(void **state)
+{
+	json_t *doc, *r;
+
+	(void)state;
+	doc = replay_json("--tokens %s --max-steps 15 --step-ms 20 --queue-depth 1024 --depth 1", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	check_run(json_object_get(doc, "schedule"), r);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "warm");
+	assert_int_equal(u(r, "misses"), 0);
+	assert_int_equal(u(r, "hits") + u(r, "late"), u(r, "rows"));
+	if (real(r, "hit_rate") < 0.99)
+		fail_msg("warm, resident stream: hit rate %f", real(r, "hit_rate"));
+	json_decref(doc);
+
+	/* direct mode with a cache that holds the whole table: no row is read at gather (direct reads bypass the
+	 * page cache, so rows may still be late) */
+	doc = replay_json("--tokens %s --max-steps 15 --step-ms 20 --queue-depth 1024 --mode direct --cache-mb 64",
+			  tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	assert_int_equal(u(r, "misses"), 0);
+	assert_int_equal(u(r, "hits") + u(r, "late"), u(r, "rows"));
+	json_decref(doc);
+}
+
+static void test_cold_depth0_misses(void **state)
+{
+	json_t *doc, *r, *k;
+
+	(void)state;
+	doc = replay_json("--tokens %s --max-steps 8 --batch 8 --no-wait --cold --depth 0", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	check_run(json_object_get(doc, "schedule"), r);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "cold");
+	assert_true(u(r, "misses") > 0);
+	assert_int_equal(u(r, "units"), 0);
+	k = json_object_get(r, "kernel");
+	if (real(r, "resident_at_start") < 0.5) {
+		json_t *rb = json_object_get(k, "read_bytes");
+		if (u(k, "major_faults") == 0 && !(json_is_integer(rb) && json_integer_value(rb) > 0))
+			fail_msg("cold depth 0: misses but neither major faults nor read bytes");
+	} else {
+		print_message("the page cache kept the shard (tmpfs?): kernel counters not checked\n");
+	}
+	json_decref(doc);
+}
+
+/* The schedule of the man page: sequences at BOS or fixed lengths, prefill then decode, slots reused. */
+static void test_schedule(void **state)
+{
+	static const struct {
+		const char *opts;
+		uint64_t steps, positions, prefill, begun, finished;
+	} cases[] = {
+		{ "--bos 0", 3, 9, 6, 3, 3 },
+		{ "--seq-len 4", 4, 9, 5, 3, 3 },
+		{ "--bos 0 --max-steps 1", 1, 4, 4, 2, 1 },
+		{ "--bos 5", 7, 9, 3, 2, 2 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *doc =
+			replay_json("--tokens 0,5,6,7,0,8,0,9,10 --batch 2 --prefill 2 --no-wait %s", cases[i].opts);
+		json_t *s = json_object_get(doc, "schedule"), *r = json_array_get(runs_of(doc, 1), 0);
+		assert_int_equal(u(s, "steps"), cases[i].steps);
+		assert_int_equal(u(s, "positions"), cases[i].positions);
+		assert_int_equal(u(s, "prefill_positions"), cases[i].prefill);
+		assert_int_equal(u(s, "sequences_begun"), cases[i].begun);
+		assert_int_equal(u(s, "sequences_finished"), cases[i].finished);
+		check_run(s, r);
+		json_decref(doc);
+	}
+}
+
+static void test_zipf(void **state)
+{
+	json_t *a, *b, *c, *ra, *rb, *rc, *z;
+
+	(void)state;
+	a = replay_json("--zipf 1.0 --zipf-tokens 3000 --seed 7 --no-wait");
+	b = replay_json("--zipf 1.0 --zipf-tokens 3000 --seed 7 --no-wait");
+	c = replay_json("--zipf 1.0 --zipf-tokens 3000 --seed 8 --no-wait");
+	ra = json_array_get(runs_of(a, 1), 0);
+	rb = json_array_get(runs_of(b, 1), 0);
+	rc = json_array_get(runs_of(c, 1), 0);
+	check_run(json_object_get(a, "schedule"), ra);
+	assert_int_equal(u(json_object_get(a, "stream"), "sequences"), 12); /* 3000 / 256, rounded up */
+	assert_int_equal(u(json_object_get(a, "schedule"), "positions"), 3000);
+	z = json_object_get(json_object_get(a, "stream"), "zipf");
+	assert_true(fabs(real(z, "alpha") - 1.0) < 1e-9);
+	assert_int_equal(u(z, "seed"), 7);
+	assert_int_equal(u(ra, "distinct_rows"), u(rb, "distinct_rows"));
+	assert_true(u(ra, "distinct_rows") != u(rc, "distinct_rows"));
+	/* a skewed law repeats n-grams: fewer distinct rows than rows */
+	assert_true(u(ra, "distinct_rows") < u(ra, "rows"));
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+}
+
+/* Tags balance, attribute quotes pair up, the root is <svg>, nothing follows it. */
+static void check_xml(const char *p)
+{
+	char stack[64][32];
+	int depth = 0, seen_root = 0;
+
+	while ((p = strchr(p, '<'))) {
+		const char *end = strchr(p, '>');
+		size_t quotes = 0;
+		assert_non_null(end);
+		for (const char *q = p; q < end; q++)
+			quotes += *q == '"';
+		assert_int_equal(quotes % 2, 0);
+		if (p[1] == '?') {
+			assert_int_equal(end[-1], '?');
+		} else if (p[1] == '/') {
+			char name[32];
+			assert_true(depth > 0);
+			snprintf(name, sizeof(name), "%.*s", (int)(end - p - 2), p + 2);
+			assert_string_equal(name, stack[depth - 1]);
+			depth--;
+		} else {
+			size_t n = strcspn(p + 1, " \t\n/>");
+			assert_true(n > 0 && n < 32);
+			if (!seen_root) {
+				assert_true(n == 3 && !strncmp(p + 1, "svg", 3));
+				seen_root = 1;
+			} else {
+				assert_true(depth > 0);
+			}
+			if (end[-1] != '/') {
+				assert_true(depth < 64);
+				snprintf(stack[depth++], 32, "%.*s", (int)n, p + 1);
+			}
+		}
+		p = end + 1;
+		if (seen_root && depth == 0) {
+			while (*p == ' ' || *p == '\n')
+				p++;
+			assert_int_equal(*p, 0);
+			break;
+		}
+	}
+	assert_true(seen_root);
+	assert_int_equal(depth, 0);
+}
+
+static void test_sweep_json_svg(void **state)
+{
+	char svg[700];
+	json_t *doc, *runs, *r;
+	size_t i;
+
+	(void)state;
+	snprintf(svg, sizeof(svg), "%s/sweep&<chart>.svg", tmpdir_create_once());
+	doc = replay_json("--tokens %s --max-steps 4 --batch 4 --prefill 8 --no-wait --mode direct --sweep depth=0,2 "
+			  "--sweep cache=16,32 "
+			  "--svg '%s'",
+			  tokens(), svg);
+	runs = runs_of(doc, 4);
+	json_array_foreach(runs, i, r)
+	{
+		assert_int_equal(u(r, "depth"), i < 2 ? 0 : 2);
+		assert_int_equal(u(r, "cache_mb"), i % 2 ? 32 : 16);
+		check_run(json_object_get(doc, "schedule"), r);
+	}
+	json_t *sw = json_object_get(doc, "sweep");
+	assert_int_equal(json_array_size(sw), 2);
+	assert_string_equal(json_string_value(json_array_get(sw, 0)), "depth");
+	assert_string_equal(json_string_value(json_array_get(sw, 1)), "cache_mb");
+	json_decref(doc);
+
+	char *text = slurp(svg);
+	assert_non_null(strstr(text, "<svg"));
+	assert_non_null(strstr(text, "depth 2"));
+	assert_non_null(strstr(text, "cache 32 MB"));
+	check_xml(text);
+	free(text);
+	assert_int_equal(sh("ls '%s' | grep -q tmp-", tmpdir_create_once()), 1);
+
+	/* names are escaped in the chart */
+	char link[700];
+	snprintf(link, sizeof(link), "%s/a&b<c>.engram", tmpdir_create_once());
+	assert_int_equal(sh("ln -sf '%s' '%s'", shard(), link), 0);
+	assert_int_equal(
+		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool("engram-stat"), link, svg), 0);
+	text = slurp(svg);
+	assert_non_null(strstr(text, "a&amp;b&lt;c&gt;.engram"));
+	check_xml(text);
+	free(text);
+}
+
+static void test_text_report(void **state)
+{
+	char out[700];
+	char *text;
+
+	(void)state;
+	snprintf(out, sizeof(out), "%s/replay.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 4 --no-wait > %s", tool("engram-stat"), shard(),
+			    tokens(), out),
+			 0);
+	text = slurp(out);
+	static const char *const want[] = { "LAYER",
+					    "\n    1 ",
+					    "\n   14 ",
+					    "\n  all ",
+					    "stall     us per step",
+					    "hit rate  per step",
+					    "N% of steps at or above",
+					    "rows gathered per unit, amplification",
+					    "major faults",
+					    "read_bytes" };
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(text, want[i]))
+			fail_msg("the report lacks '%s':\n%s", want[i], text);
+	free(text);
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --batch 4 --no-wait --sweep depth=0,1 --sweep "
+			    "mode=pagecache,direct "
+			    "2>/dev/null | grep -c '^    [01] *\\(pagecache\\|direct\\)' | grep -qx 8",
+			    tool("engram-stat"), shard(), tokens()),
+			 0);
+}
+
+static void test_errors(void **state)
+{
+	static const struct {
+		const char *opts;
+		int status;
+		const char *msg;
+	} cases[] = {
+		{ "--tokens 1,2 --depth x", 2, "engram-stat: --depth 'x' is not a number" },
+		{ "--tokens 1,2 --depth -1", 2, "engram-stat: --depth '-1' is not a number" },
+		{ "--tokens 1,2 --batch 0", 2, "engram-stat: --batch '0' must be at least 1" },
+		{ "--tokens 1,2 --step-ms fast", 2, "engram-stat: --step-ms 'fast' is not a number" },
+		{ "--tokens 1,2 --mode fast", 2, "engram-stat: --mode 'fast' is not pagecache or direct" },
+		{ "--tokens 1,2 --dtype f64", 2, "engram-stat: --dtype 'f64' is not native, bf16 or f32" },
+		{ "--tokens 1,2 --sweep speed=1", 2, "engram-stat: --sweep 'speed=1' is not KEY=V,V..." },
+		{ "--tokens 1,2 --sweep depth=1,,2", 2, "engram-stat: --sweep 'depth=1,,2' has an empty value" },
+		{ "--tokens 1,2 --sweep depth=1 --sweep depth=2", 2, "engram-stat: --sweep depth is given twice" },
+		{ "--tokens 1,2 --sweep cache=a", 2, "engram-stat: --sweep cache value 'a' is not a number" },
+		{ "", 2, "engram-stat: replay needs --tokens or --zipf" },
+		{ "--tokens 1,2 --zipf 1", 2, "engram-stat: --tokens and --zipf exclude each other" },
+		{ "--zipf x", 2, "engram-stat: --zipf 'x' is not a number" },
+		{ "--tokens 1,2 --no-wait extra", 2, "engram-stat: replay takes one SHARD, not also 'extra'" },
+		{ "--tokens 1,999999 --no-wait", 1,
+		  "engram-stat: --tokens: id 999999 at position 1 is beyond the token map" },
+		{ "--tokens 1,2 --layers-total 10 --no-wait", 1, "engram-stat: layer 14 is beyond --layers-total 10" },
+		{ "--tokens 1,2 --no-wait --svg /nonexistent/dir/x.svg", 1, "engram-stat: cannot create" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool("engram-stat"), shard(), cases[i].opts),
+				 cases[i].status);
+		if (sh("%s replay %s %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool("engram-stat"), shard(),
+		       cases[i].opts, cases[i].msg) != 0)
+			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
+	}
+	assert_int_equal(sh("%s replay --tokens 1 >/dev/null 2>&1", tool("engram-stat")), 2);
+	assert_int_equal(sh("%s replay /nonexistent.engram --tokens 1 2>&1 | grep -q \"engram-stat: cannot open "
+			    "'/nonexistent.engram'\"",
+			    tool("engram-stat")),
+			 0);
+	assert_int_equal(sh("%s replay --help | grep -q -- --sweep", tool("engram-stat")), 0);
+	assert_int_equal(sh("%s --help | grep -q replay", tool("engram-stat")), 0);
+}
+
+static int cleanup(void **state)
+{
+	(void)state;
+	tmpdir_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_counters_add_up),
+		cmocka_unit_test(test_resident_stream_hits),
+		cmocka_unit_test(test_cold_depth0_misses),
+		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_zipf),
+		cmocka_unit_test(test_sweep_json_svg),
+		cmocka_unit_test(test_text_report),
+		cmocka_unit_test(test_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, cleanup);
+}

@@ -1,0 +1,569 @@
+/* engram-stat replay: text tables, the JSON document and the SVG chart (see replay_report.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "replay_report.h"
+
+double replay_ratio(double num, double den)
+{
+	return den > 0 ? num / den : NAN;
+}
+
+static const char *mode_name(enum engram_mode m)
+{
+	return m == ENGRAM_MODE_DIRECT ? "direct" : "pagecache";
+}
+
+void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct replay_setting *s, const char *sep)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	if (!sweep)
+		sweep = SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE;
+#define ADD(...)                                                                                                       \
+	do {                                                                                                           \
+		if (n < size)                                                                                          \
+			n += (size_t)snprintf(buf + n, size - n, "%s", n ? sep : "");                                  \
+		if (n < size)                                                                                          \
+			n += (size_t)snprintf(buf + n, size - n, __VA_ARGS__);                                         \
+	} while (0)
+	if (sweep & SWEEP_DEPTH)
+		ADD("depth %u", s->depth);
+	if (sweep & SWEEP_CACHE)
+		ADD("cache %llu MB", (unsigned long long)s->cache_mb);
+	if (sweep & SWEEP_MODE)
+		ADD("%s", mode_name(s->mode));
+	if (sweep & SWEEP_QUEUE)
+		ADD("queue depth %u", s->queue_depth);
+#undef ADD
+}
+
+/* ---- text ---- */
+
+static void mib(char *buf, size_t size, double bytes)
+{
+	if (bytes < 0)
+		snprintf(buf, size, "-");
+	else if (bytes >= 1024.0 * 1024 * 1024)
+		snprintf(buf, size, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+	else if (bytes >= 1024.0 * 1024)
+		snprintf(buf, size, "%.1f MiB", bytes / (1024.0 * 1024));
+	else
+		snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
+}
+
+/* A number, or "-" for NaN, in a field of width w with p decimals. */
+static void put_num(FILE *f, int w, int p, double x)
+{
+	if (isnan(x))
+		fprintf(f, " %*s", w, "-");
+	else
+		fprintf(f, " %*.*f", w, p, x);
+}
+
+/* A number with p decimals, or "-" for NaN. */
+static const char *num(char *buf, size_t size, int p, double x)
+{
+	if (isnan(x))
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%.*f", p, x);
+	return buf;
+}
+
+static const char *depth_text(unsigned depth)
+{
+	return depth == 0   ? "no prefetch: rows are read when gathered"
+	       : depth == 1 ? "reads submitted at push"
+			    : "reads submitted at push and by a look-ahead hasher";
+}
+
+static void print_header(FILE *f, const struct replay_info *in, const struct replay_result *r)
+{
+	char b[64];
+
+	mib(b, sizeof(b), (double)in->shard_bytes);
+	fprintf(f, "replay    '%s' (%s), %s, output %s\n", in->shard, b,
+		in->cold ? "cold: evicted before each run" : "warm: read once before each run", in->dtype);
+	if (r)
+		fprintf(f, "settings  depth %u: %s\n          %s, %s, queue depth %u, cache %llu MB\n", r->set.depth,
+			depth_text(r->set.depth), mode_name(r->set.mode), r->backend, r->set.queue_depth,
+			(unsigned long long)r->set.cache_mb);
+	if (in->tokens_path)
+		fprintf(f, "stream    '%s': %zu tokens, ", in->tokens_path, in->n_tokens);
+	else
+		fprintf(f, "stream    Zipf(%g) over the raw vocabulary, seed %llu: %zu tokens, ", in->zipf_alpha,
+			(unsigned long long)in->seed, in->n_tokens);
+	if (in->cut_bos)
+		fprintf(f, "%zu sequences (cut at BOS %lld)\n", in->n_seqs, (long long)in->bos);
+	else
+		fprintf(f, "%zu sequences (of %zu tokens)\n", in->n_seqs, in->seq_len);
+	fprintf(f, "schedule  %zu steps%s of batch %u, prefill %u: %llu positions (%llu in prefill),\n", in->steps,
+		in->max_steps && in->steps == in->max_steps ? " (--max-steps)" : "", in->batch, in->prefill,
+		(unsigned long long)in->positions, (unsigned long long)in->prefill_positions);
+	fprintf(f, "          %zu sequences begun, %zu finished\n", in->seqs_started, in->seqs_done);
+	if (in->no_wait) {
+		fprintf(f, "timing    --no-wait: no compute time, each gather right after the last\n");
+	} else {
+		fprintf(f, "timing    step %g ms (+%g ms per prefill token) of %u layers;\n"
+			   "          a decode step gathers",
+			in->step_ms, in->prefill_ms_per_token, in->layers_total);
+		for (unsigned l = 0; l < in->n_layers; l++)
+			fprintf(f, "%s layer %d at %.3g ms", l ? "," : "", in->layer_ids[l], in->lead_ms[l]);
+		fputc('\n', f);
+	}
+}
+
+static void print_layers(FILE *f, const struct replay_result *r)
+{
+	char b[64];
+
+	fprintf(f, "LAYER        ROWS        HITS      LATE    MISSES  HIT RATE   WAIT MS     UNITS       READ"
+		   "    DISTINCT\n");
+	for (unsigned l = 0; l <= r->n_layers; l++) {
+		const struct engram_io_stats *s = l < r->n_layers ? &r->layers[l].st : &r->all;
+		if (l < r->n_layers)
+			fprintf(f, "%5d", r->layers[l].layer_id);
+		else
+			fprintf(f, "  all");
+		fprintf(f, " %11llu %11llu %9llu %9llu", (unsigned long long)s->rows, (unsigned long long)s->hits,
+			(unsigned long long)s->late, (unsigned long long)s->misses);
+		put_num(f, 9, 4, replay_ratio((double)s->hits, (double)s->rows));
+		put_num(f, 9, 1, (double)s->wait_ns / 1e6);
+		mib(b, sizeof(b), (double)s->bytes);
+		fprintf(f, " %9llu %10s %11llu\n", (unsigned long long)s->units, b,
+			(unsigned long long)(l < r->n_layers ? r->layers[l].distinct_rows : r->distinct_rows));
+	}
+}
+
+static void print_one(FILE *f, const struct replay_info *in, const struct replay_result *r)
+{
+	char b[64], c[64], d[32], e[32];
+
+	(void)in;
+	fputc('\n', f);
+	print_layers(f, r);
+	fprintf(f, "\nstall     us per step inside gather calls: mean %.1f  p50 %.1f  p95 %.1f  p99 %.1f  max %.1f\n",
+		r->stall_us.mean, r->stall_us.p50, r->stall_us.p95, r->stall_us.p99, r->stall_us.max);
+	fprintf(f, "hit rate  per step: min %.4f  mean %.4f  p95 %.4f  p99 %.4f  (pN: N%% of steps at or above)\n",
+		r->hit_min, r->hit_mean, r->hit_p95, r->hit_p99);
+	fprintf(f, "push      us per step in begin, pushes and look-ahead: mean %.1f  p99 %.1f\n", r->push_us.mean,
+		r->push_us.p99);
+	mib(b, sizeof(b), (double)r->distinct_bytes);
+	fprintf(f, "rows      %llu gathered, %llu distinct (%s of records), %llu requested\n",
+		(unsigned long long)r->all.rows, (unsigned long long)r->distinct_rows, b,
+		(unsigned long long)r->all.requested);
+	mib(b, sizeof(b), (double)r->all.bytes);
+	fprintf(f, "reads     %llu units in %llu reads, %s: %s rows gathered per unit, amplification %s\n",
+		(unsigned long long)r->all.units, (unsigned long long)r->all.ios, b,
+		num(d, sizeof(d), 2, replay_ratio((double)r->all.rows, (double)r->all.units)),
+		num(e, sizeof(e), 2, replay_ratio((double)r->all.bytes, (double)r->distinct_bytes)));
+	mib(b, sizeof(b), (double)r->kernel_read_bytes);
+	if (r->resident_start >= 0)
+		snprintf(c, sizeof(c), "%.1f%%", 100 * r->resident_start);
+	else
+		snprintf(c, sizeof(c), "-");
+	fprintf(f, "kernel    %ld major faults, read_bytes %s (amplification %s); shard %s cached at start\n",
+		r->major_faults, b,
+		num(d, sizeof(d), 2,
+		    r->kernel_read_bytes < 0 ? NAN
+					     : replay_ratio((double)r->kernel_read_bytes, (double)r->distinct_bytes)),
+		c);
+	if (in->no_wait)
+		fprintf(f, "time      %.3f s wall (--no-wait), %.3f s in gather\n", r->wall_s, r->stall_s);
+	else
+		fprintf(f, "time      %.3f s wall: %.3f s compute, %.3f s in gather\n", r->wall_s, r->compute_s,
+			r->stall_s);
+}
+
+static void print_settings(FILE *f, unsigned sw, const struct replay_setting *s)
+{
+	if (sw & SWEEP_DEPTH)
+		fprintf(f, "%5u ", s->depth);
+	if (sw & SWEEP_CACHE)
+		fprintf(f, "%8llu ", (unsigned long long)s->cache_mb);
+	if (sw & SWEEP_MODE)
+		fprintf(f, "%9s ", mode_name(s->mode));
+	if (sw & SWEEP_QUEUE)
+		fprintf(f, "%5u ", s->queue_depth);
+}
+
+static void print_settings_head(FILE *f, unsigned sw)
+{
+	if (sw & SWEEP_DEPTH)
+		fprintf(f, "DEPTH ");
+	if (sw & SWEEP_CACHE)
+		fprintf(f, "CACHE_MB ");
+	if (sw & SWEEP_MODE)
+		fprintf(f, "     MODE ");
+	if (sw & SWEEP_QUEUE)
+		fprintf(f, "QUEUE ");
+}
+
+/* Two tables of one line per run: readiness and stalls, then I/O beside the kernel's counters. */
+static void print_sweep(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
+{
+	unsigned sw = in->sweep;
+	char fixed[200], a[32], b[32], c[32], d[32], e[32], g[32];
+
+	replay_setting_label(fixed, sizeof(fixed), ~sw & (SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE),
+			     &r[0].set, ", ");
+	fprintf(f, "settings  %s%sbackend %s\n\n", fixed, *fixed ? ", " : "", r[0].backend);
+	print_settings_head(f, sw);
+	fprintf(f, "%8s", "HIT_RATE");
+	for (unsigned l = 0; l < in->n_layers; l++) {
+		char h[16];
+		snprintf(h, sizeof(h), "L%d", in->layer_ids[l]);
+		fprintf(f, " %7s", h);
+	}
+	fprintf(f, " %8s %8s %12s %9s %8s %8s %8s\n", "LATE", "MISSES", "STEP_HIT_P95", "STALL_US", "P50", "P95",
+		"P99");
+	for (size_t i = 0; i < n; i++) {
+		const struct replay_result *x = &r[i];
+		print_settings(f, sw, &x->set);
+		fprintf(f, "%8s", num(a, sizeof(a), 4, replay_ratio((double)x->all.hits, (double)x->all.rows)));
+		for (unsigned l = 0; l < x->n_layers; l++)
+			fprintf(f, " %7s",
+				num(a, sizeof(a), 4,
+				    replay_ratio((double)x->layers[l].st.hits, (double)x->layers[l].st.rows)));
+		fprintf(f, " %8llu %8llu %12s %9s %8s %8s %8s\n", (unsigned long long)x->all.late,
+			(unsigned long long)x->all.misses, num(a, sizeof(a), 4, x->hit_p95),
+			num(b, sizeof(b), 1, x->stall_us.mean), num(c, sizeof(c), 1, x->stall_us.p50),
+			num(d, sizeof(d), 1, x->stall_us.p95), num(e, sizeof(e), 1, x->stall_us.p99));
+	}
+	fputc('\n', f);
+	print_settings_head(f, sw);
+	fprintf(f, "%8s %8s %8s %6s %6s %8s %10s %6s %8s\n", "UNITS", "READS", "READ_MIB", "DEDUP", "AMPL", "MAJFLT",
+		"KERNEL_MIB", "K_AMPL", "WALL_S");
+	for (size_t i = 0; i < n; i++) {
+		const struct replay_result *x = &r[i];
+		double kb = x->kernel_read_bytes < 0 ? NAN : (double)x->kernel_read_bytes;
+		print_settings(f, sw, &x->set);
+		fprintf(f, "%8llu %8llu %8s %6s %6s %8ld %10s %6s %8s\n", (unsigned long long)x->all.units,
+			(unsigned long long)x->all.ios, num(a, sizeof(a), 1, (double)x->all.bytes / (1024.0 * 1024)),
+			num(b, sizeof(b), 2, replay_ratio((double)x->all.rows, (double)x->all.units)),
+			num(c, sizeof(c), 2, replay_ratio((double)x->all.bytes, (double)x->distinct_bytes)),
+			x->major_faults, num(d, sizeof(d), 1, kb / (1024.0 * 1024)),
+			num(e, sizeof(e), 2, replay_ratio(kb, (double)x->distinct_bytes)),
+			num(g, sizeof(g), 2, x->wall_s));
+	}
+	fprintf(f, "\nHIT_RATE, L<id>: hits / rows gathered (all layers, each layer); STEP_HIT_P95: the hit rate "
+		   "that 95%% of steps\nreach or beat; STALL_US: mean time per step inside gather calls, P50..P99 of "
+		   "the same; DEDUP: rows gathered\nper unit read; AMPL: bytes read / (distinct rows x record bytes); "
+		   "MAJFLT: major page faults; KERNEL_MIB,\nK_AMPL: read_bytes of /proc/self/io, and the same over "
+		   "distinct row bytes\n");
+}
+
+void replay_print_text(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
+{
+	print_header(f, in, n == 1 ? r : NULL);
+	if (n == 1)
+		print_one(f, in, r);
+	else
+		print_sweep(f, in, r, n);
+}
+
+/* ---- JSON ---- */
+
+static json_t *jreal(double x)
+{
+	return isnan(x) || isinf(x) ? json_null() : json_real(x);
+}
+
+static json_t *jint(uint64_t x)
+{
+	return json_integer((json_int_t)x);
+}
+
+static json_t *jdist(const struct replay_dist *d)
+{
+	return json_pack("{s:o,s:o,s:o,s:o,s:o}", "mean", jreal(d->mean), "p50", jreal(d->p50), "p95", jreal(d->p95),
+			 "p99", jreal(d->p99), "max", jreal(d->max));
+}
+
+static json_t *jstats(const struct engram_io_stats *s)
+{
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "rows", jint(s->rows), "hits", jint(s->hits),
+			 "late", jint(s->late), "misses", jint(s->misses), "hit_rate",
+			 jreal(replay_ratio((double)s->hits, (double)s->rows)), "requested", jint(s->requested),
+			 "units", jint(s->units), "ios", jint(s->ios), "bytes_read", jint(s->bytes), "wait_ms",
+			 jreal((double)s->wait_ns / 1e6));
+}
+
+static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
+{
+	json_t *o = jstats(&r->all), *layers = json_array();
+	double kamp =
+		r->kernel_read_bytes < 0 ? NAN : replay_ratio((double)r->kernel_read_bytes, (double)r->distinct_bytes);
+
+	if (!o || !layers)
+		goto fail;
+	for (unsigned l = 0; l < r->n_layers; l++) {
+		const struct replay_layer *ly = &r->layers[l];
+		json_t *j = json_pack("{s:i}", "layer_id", ly->layer_id), *st = jstats(&ly->st);
+		int bad = !j || !st || json_object_update(j, st);
+		json_decref(st);
+		if (bad || json_object_set_new(j, "distinct_rows", jint(ly->distinct_rows)) ||
+		    json_object_set_new(j, "record_bytes", jint(ly->record_size)) ||
+		    json_object_set_new(
+			    j, "read_amplification",
+			    jreal(replay_ratio((double)ly->st.bytes, (double)ly->distinct_rows * ly->record_size))) ||
+		    json_array_append_new(layers, j)) {
+			json_decref(j);
+			goto fail;
+		}
+	}
+	json_t *head = json_pack(
+		"{s:i,s:I,s:s,s:i,s:s,s:s,s:o,s:I}", "depth", (int)r->set.depth, "cache_mb",
+		(json_int_t)r->set.cache_mb, "mode", mode_name(r->set.mode), "queue_depth", (int)r->set.queue_depth,
+		"backend", r->backend, "state", in->cold ? "cold" : "warm", "resident_at_start",
+		r->resident_start < 0 ? json_null() : json_real(r->resident_start), "steps", (json_int_t)r->steps);
+	json_t *rest = json_pack(
+		"{s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:o,s:o,s:o},s:{s:I,s:o,s:o},s:o}", "distinct_rows",
+		jint(r->distinct_rows), "distinct_row_bytes", jint(r->distinct_bytes), "dedup_ratio",
+		jreal(replay_ratio((double)r->all.rows, (double)r->all.units)), "read_amplification",
+		jreal(replay_ratio((double)r->all.bytes, (double)r->distinct_bytes)), "stall_us", jdist(&r->stall_us),
+		"push_us", jdist(&r->push_us), "step_hit_rate", "min", jreal(r->hit_min), "mean", jreal(r->hit_mean),
+		"p95", jreal(r->hit_p95), "p99", jreal(r->hit_p99), "time_s", "wall", jreal(r->wall_s), "compute",
+		jreal(r->compute_s), "gather", jreal(r->stall_s), "kernel", "major_faults", (json_int_t)r->major_faults,
+		"read_bytes", r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes),
+		"read_amplification", jreal(kamp), "layers", layers);
+	layers = NULL;
+	if (!head || !rest || json_object_update(head, o) || json_object_update(head, rest)) {
+		json_decref(head);
+		json_decref(rest);
+		goto fail;
+	}
+	json_decref(o);
+	json_decref(rest);
+	return head;
+fail:
+	json_decref(o);
+	json_decref(layers);
+	return NULL;
+}
+
+char *replay_json(const struct replay_info *in, const struct replay_result *r, size_t n)
+{
+	json_t *doc = NULL, *runs = json_array(), *leads = json_array(), *sweep = json_array();
+	char *text = NULL;
+
+	if (!runs || !leads || !sweep)
+		goto out;
+	for (unsigned l = 0; l < in->n_layers; l++)
+		if (json_array_append_new(leads, json_pack("{s:i,s:o}", "layer_id", in->layer_ids[l], "lead_ms",
+							   jreal(in->no_wait ? 0 : in->lead_ms[l]))))
+			goto out;
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} keys[] = { { SWEEP_DEPTH, "depth" },
+		     { SWEEP_CACHE, "cache_mb" },
+		     { SWEEP_MODE, "mode" },
+		     { SWEEP_QUEUE, "queue_depth" } };
+	for (size_t k = 0; k < 4; k++)
+		if ((in->sweep & keys[k].bit) && json_array_append_new(sweep, json_string(keys[k].name)))
+			goto out;
+	for (size_t i = 0; i < n; i++) {
+		json_t *j = jrun(in, &r[i]);
+		if (!j || json_array_append_new(runs, j))
+			goto out;
+	}
+	json_t *stream = in->tokens_path
+				 ? json_pack("{s:s,s:n}", "tokens", in->tokens_path, "zipf")
+				 : json_pack("{s:n,s:{s:f,s:I,s:I}}", "tokens", "zipf", "alpha", in->zipf_alpha,
+					     "tokens", (json_int_t)in->zipf_tokens, "seed", (json_int_t)in->seed);
+	if (!stream || json_object_set_new(stream, "token_count", jint(in->n_tokens)) ||
+	    json_object_set_new(stream, "sequences", jint(in->n_seqs)) ||
+	    json_object_set_new(stream, "cut", json_string(in->cut_bos ? "bos" : "seq_len")) ||
+	    json_object_set_new(stream, "bos", json_integer(in->bos)) ||
+	    json_object_set_new(stream, "seq_len", in->cut_bos ? json_null() : jint(in->seq_len))) {
+		json_decref(stream);
+		goto out;
+	}
+	json_t *sched =
+		json_pack("{s:i,s:i,s:o,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:i,s:b,s:o}", "batch", (int)in->batch, "prefill",
+			  (int)in->prefill, "max_steps", in->max_steps ? jint(in->max_steps) : json_null(), "steps",
+			  (json_int_t)in->steps, "positions", (json_int_t)in->positions, "prefill_positions",
+			  (json_int_t)in->prefill_positions, "sequences_begun", (json_int_t)in->seqs_started,
+			  "sequences_finished", (json_int_t)in->seqs_done, "step_ms", in->step_ms,
+			  "prefill_ms_per_token", in->prefill_ms_per_token, "layers_total", (int)in->layers_total,
+			  "no_wait", in->no_wait, "leads", leads);
+	leads = NULL;
+	doc = json_pack("{s:s,s:I,s:s,s:s,s:b,s:o,s:o,s:o,s:o}", "shard", in->shard, "shard_bytes",
+			(json_int_t)in->shard_bytes, "state", in->cold ? "cold" : "warm", "dtype", in->dtype,
+			"no_uring", in->no_uring, "stream", stream, "schedule", sched, "sweep", sweep, "runs", runs);
+	sweep = runs = NULL;
+	if (doc)
+		text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
+out:
+	json_decref(doc);
+	json_decref(runs);
+	json_decref(leads);
+	json_decref(sweep);
+	return text;
+}
+
+/* ---- SVG ---- */
+
+static void xml_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		case '\'': fputs("&apos;", f); break;
+		default:
+			if ((unsigned char)*s >= 0x20 || *s == '\t')
+				fputc(*s, f);
+		}
+	}
+}
+
+/* 1, 2, 2.5 or 5 x 10^k at or above x (x > 0): a tick step. */
+static double nice_ceil(double x)
+{
+	double p = pow(10, floor(log10(x))), m = x / p;
+
+	return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10) * p;
+}
+
+struct panel {
+	double top, height, max;
+	const char *title, *color;
+	int decimals;
+};
+
+static void draw_panel(FILE *f, const struct panel *p, const double *v, size_t n, double x0, double slot)
+{
+	double bottom = p->top + p->height;
+
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">", x0, p->top - 24);
+	xml_text(f, p->title);
+	fprintf(f, "</text>\n");
+	for (int t = 0; t <= 4; t++) {
+		double y = bottom - p->height * t / 4, val = p->max * t / 4;
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x0, y,
+			x0 + slot * (double)n, y);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", x0 - 6, y + 4);
+		fprintf(f, "%.*f", p->decimals, val);
+		fprintf(f, "</text>\n");
+	}
+	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", x0, p->top, x0, bottom);
+	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", x0, bottom,
+		x0 + slot * (double)n, bottom);
+	for (size_t i = 0; i < n; i++) {
+		double x = x0 + slot * (double)i + slot * 0.2, w = slot * 0.6;
+		double val = isnan(v[i]) ? 0 : v[i], h = p->max > 0 ? p->height * val / p->max : 0;
+		if (h > p->height)
+			h = p->height;
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x, bottom - h,
+			w, h, p->color);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">", x + w / 2,
+			bottom - h - 4);
+		if (isnan(v[i]))
+			fputs("-", f);
+		else
+			fprintf(f, "%.*f", p->decimals, v[i]);
+		fprintf(f, "</text>\n");
+	}
+}
+
+int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
+{
+	double slot = 90, x0 = 80, width = x0 + slot * (double)n + 30, ph = 170;
+	double *hit = malloc((n ? n : 1) * sizeof(*hit)), *p99 = malloc((n ? n : 1) * sizeof(*p99)), top = 0;
+	char title[1200], label[160];
+	const char *base = strrchr(in->shard, '/');
+
+	if (!hit || !p99) {
+		free(hit);
+		free(p99);
+		return -1;
+	}
+	if (width < 680) {
+		width = 680;
+		slot = (width - x0 - 30) / (double)(n ? n : 1);
+		if (slot > 140)
+			slot = 140;
+	}
+	for (size_t i = 0; i < n; i++) {
+		hit[i] = 100 * replay_ratio((double)r[i].all.hits, (double)r[i].all.rows);
+		p99[i] = r[i].stall_us.p99;
+		if (!isnan(p99[i]) && p99[i] > top)
+			top = p99[i];
+	}
+	double height = 70 + 40 + ph + 60 + ph + 70;
+	fprintf(f,
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+		"font-family=\"sans-serif\">\n",
+		width, height, width, height);
+	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", width, height);
+	snprintf(title, sizeof(title), "engram-stat replay: %s, %s, batch %u, %zu steps", base ? base + 1 : in->shard,
+		 in->cold ? "cold" : "warm", in->batch, in->steps);
+	fprintf(f, "<text x=\"%.1f\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", x0 - 60);
+	xml_text(f, title);
+	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"42\" font-size=\"11\">", x0 - 60);
+	const char *tb = in->tokens_path ? strrchr(in->tokens_path, '/') : NULL;
+	if (in->tokens_path)
+		snprintf(title, sizeof(title), "stream %s (%zu sequences), prefill %u", tb ? tb + 1 : in->tokens_path,
+			 in->n_seqs, in->prefill);
+	else
+		snprintf(title, sizeof(title), "stream Zipf(%g), %zu tokens, seed %llu, prefill %u", in->zipf_alpha,
+			 in->n_tokens, (unsigned long long)in->seed, in->prefill);
+	xml_text(f, title);
+	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"58\" font-size=\"11\">", x0 - 60);
+	if (in->no_wait)
+		snprintf(title, sizeof(title),
+			 "no compute time (--no-wait); hit rate: hits / rows gathered; stall: "
+			 "time in gather calls");
+	else
+		snprintf(title, sizeof(title),
+			 "decode step %g ms of %u layers; hit rate: hits / rows gathered; stall: "
+			 "time in gather calls",
+			 in->step_ms, in->layers_total);
+	xml_text(f, title);
+	fprintf(f, "</text>\n");
+	struct panel hp = { .top = 110,
+			    .height = ph,
+			    .max = 100,
+			    .title = "hit rate (% of rows ready at gather)",
+			    .decimals = 1,
+			    .color = "#4c78a8" };
+	struct panel sp = { .top = 110 + ph + 60,
+			    .height = ph,
+			    .max = top > 0 ? 4 * nice_ceil(top / 4) : 1,
+			    .title = "p99 stall per step (microseconds)",
+			    .decimals = 0,
+			    .color = "#e45756" };
+	draw_panel(f, &hp, hit, n, x0, slot);
+	draw_panel(f, &sp, p99, n, x0, slot);
+	for (size_t i = 0; i < n; i++) {
+		replay_setting_label(label, sizeof(label), in->sweep ? in->sweep : SWEEP_DEPTH, &r[i].set, ", ");
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">",
+			x0 + slot * ((double)i + 0.5), sp.top + ph + 18);
+		/* one setting per line */
+		char *save = NULL;
+		double dy = 0;
+		for (char *part = strtok_r(label, ",", &save); part; part = strtok_r(NULL, ",", &save)) {
+			while (*part == ' ')
+				part++;
+			fprintf(f, "<tspan x=\"%.1f\" dy=\"%.0f\">", x0 + slot * ((double)i + 0.5), dy);
+			xml_text(f, part);
+			fprintf(f, "</tspan>");
+			dy = 13;
+		}
+		fprintf(f, "</text>\n");
+	}
+	fprintf(f, "</svg>\n");
+	free(hit);
+	free(p99);
+	return ferror(f) ? -1 : 0;
+}

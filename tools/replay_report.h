@@ -1,0 +1,88 @@
+/* engram-stat replay: what a run measured, and its text, JSON and SVG reports. */
+#ifndef ENGRAM_REPLAY_REPORT_H
+#define ENGRAM_REPLAY_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engram.h"
+
+/* Settings that a sweep can vary: one run's values. */
+struct replay_setting {
+	unsigned depth;        /* prefetch depth in steps */
+	uint64_t cache_mb;     /* private cache (0: the library's default) */
+	enum engram_mode mode;
+	unsigned queue_depth;  /* 0: the library's default */
+};
+
+/* Which settings the sweep varies (they name each run in tables, JSON and the chart). */
+enum { SWEEP_DEPTH = 1, SWEEP_CACHE = 2, SWEEP_MODE = 4, SWEEP_QUEUE = 8 };
+
+/* Everything a report says about the replay as a whole. */
+struct replay_info {
+	const char *shard;
+	const char *tokens_path;    /* NULL with --zipf */
+	double zipf_alpha;
+	size_t zipf_tokens;
+	uint64_t seed;
+	size_t n_tokens, n_seqs;
+	int cut_bos;                /* cut at BOS ids (else at seq_len) */
+	int64_t bos;
+	size_t seq_len;
+	unsigned batch, prefill;
+	size_t max_steps;           /* 0: none */
+	size_t steps;
+	uint64_t positions, prefill_positions;
+	size_t seqs_started, seqs_done;
+	double step_ms, prefill_ms_per_token;
+	unsigned layers_total;
+	int no_wait, cold, no_uring;
+	const char *dtype;
+	unsigned n_layers;
+	const int *layer_ids;
+	double *lead_ms;            /* per Engram layer, of a decode step */
+	unsigned sweep;             /* SWEEP_* bits */
+	uint64_t shard_bytes;       /* all shard files */
+};
+
+struct replay_layer {
+	int layer_id;
+	unsigned record_size;
+	uint64_t distinct_rows;
+	struct engram_io_stats st; /* over the run */
+};
+
+struct replay_dist {
+	double mean, p50, p95, p99, max;
+};
+
+struct replay_result {
+	struct replay_setting set;
+	char backend[160];
+	unsigned n_layers;
+	struct replay_layer *layers;
+	struct engram_io_stats all;
+	uint64_t distinct_rows, distinct_bytes;
+	size_t steps;
+	struct replay_dist stall_us;    /* per step: wall time inside gather calls */
+	struct replay_dist push_us;     /* per step: begin, pushes and look-ahead prefetch */
+	double hit_min, hit_mean, hit_p95, hit_p99; /* per step; pN: N% of steps at or above it */
+	double wall_s, compute_s, stall_s;
+	long major_faults;
+	int64_t kernel_read_bytes;      /* -1: /proc/self/io unreadable */
+	double resident_start;          /* fraction of shard pages in the page cache at the start; -1 unknown */
+};
+
+/* Fraction, or NaN when the denominator is 0. */
+double replay_ratio(double num, double den);
+
+void replay_print_text(FILE *f, const struct replay_info *info, const struct replay_result *r, size_t n_runs);
+/* The JSON document (a malloc'd string, free()), or NULL when out of memory. */
+char *replay_json(const struct replay_info *info, const struct replay_result *r, size_t n_runs);
+/* The chart as SVG text to f. Returns 0 or -1 (write error). */
+int replay_svg(FILE *f, const struct replay_info *info, const struct replay_result *r, size_t n_runs);
+/* "depth 2, cache 256 MB": the settings a sweep varies (all four when it varies none). */
+void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct replay_setting *s, const char *sep);
+
+#endif
