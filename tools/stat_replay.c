@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default pagecache)\n"
 		"  --cache-mb N             private cache of direct mode and zstd tables (default 256)\n"
-		"  --queue-depth N          reads in flight at most (default 128)\n"
+		"  --queue-depth N          reads in flight at most (default 1024)\n"
 		"  --no-uring               read with the pread thread pool\n"
 		"  --dtype native|bf16|f32  gathered output (default native)\n"
 		"report:\n"
@@ -771,7 +771,7 @@ int stat_replay(int argc, char **argv)
 				    .zipf_tokens = 200000,
 				    .dtype = "native",
 				    .cut_bos = 1 };
-	struct replay_setting base = { .depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 128 };
+	struct replay_setting base = { .depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024 };
 	struct sweep_axis axes[4];
 	unsigned n_axes = 0;
 	const char *tokens_arg = NULL, *svg_path = NULL, *zipf_arg = NULL;
