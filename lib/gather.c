@@ -1,9 +1,13 @@
 /* Gathering rows: conversion of stored records to the output types (GNU C vectors of 16 bytes, so SSE2 or NEON
- * without target flags), with software prefetch of upcoming records, and the synchronous engram_gather_rows()
- * over raw mappings and zstd blocks. */
+ * without target flags, plus AVX2 for F8_E4M3 when the CPU has it), with software prefetch of upcoming records,
+ * and the synchronous engram_gather_rows() over raw mappings and zstd blocks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "gather.h"
 #include "layout.h"
@@ -47,7 +51,7 @@ EG_INLINE v4u round_bf16(v4u b)
 {
 	v4u r = b + splat(0x7fff) + ((b >> 16) & splat(1));
 
-	return sel((b & splat(0x7fffffff)) > splat(0x7f800000), b | splat(0x00400000), r);
+	return sel((v4f)b != (v4f)b, b | splat(0x00400000), r);
 }
 
 /* Store 8 elements given as f32 bits. */
@@ -80,20 +84,22 @@ EG_INLINE v4u f16_bits(v4u w)
 	v4u norm = (v4u)((v4f)((two >> 4) + splat(0xe0u << 23)) * 0x1p-112f);
 	v4u den = (v4u)((v4f)((two >> 17) | splat(126u << 23)) - 0.5f);
 
-	return (w & splat(0x80000000u)) | sel(two < splat(1u << 27), den, norm);
+	return (w & splat(0x80000000u)) | sel((v4i)(two >> 1) < (v4i)splat(1u << 26), den, norm);
 }
 
-/* e4m3fn with the byte in the top 8 bits of each lane, to f32: normals by rebiasing the exponent, subnormals as
- * m x 2^-9, 0x7F / 0xFF NaN; then the f32 product with the block scale. */
+/* e4m3fn with the byte in the top 8 bits of each lane, to f32 times the block scale. The magnitude bits land in
+ * the f32 exponent and mantissa fields and are rebiased by 120; subnormals (exponent 0) are rebiased by 121,
+ * which gives 2^-6 + m x 2^-9, and then lose 2^-6. No intermediate is subnormal. 0x7F / 0xFF give NaN. */
 EG_INLINE v4u e4m3_bits(v4u w, v4f scale)
 {
-	v4u mag = w & splat(0x7f000000u);
-	v4u norm = (mag >> 4) + splat(120u << 23);
-	v4u sub = (v4u)(__builtin_convertvector((v4i)((w >> 24) & splat(7)), v4f) * 0x1p-9f);
-	v4u v = sel(mag < splat(0x08000000u), sub, norm);
+	v4i t = (v4i)((w >> 4) & splat(0x07f00000u));
+	v4i sub = t < (v4i)splat(1u << 23);
+	v4i nan = t == (v4i)splat(0x07f00000u);
+	v4i biased = t + (v4i)splat(120u << 23) + (sub & (v4i)splat(1u << 23));
+	v4f f = (v4f)biased - (v4f)(sub & (v4i)splat(0x3c800000u));
+	v4u bits = (v4u)f | (w & splat(0x80000000u)) | ((v4u)nan & splat(0x7fc00000u));
 
-	v = sel(mag == splat(0x7f000000u), splat(0x7fc00000u), v);
-	return (v4u)((v4f)(v | (w & splat(0x80000000u))) * scale);
+	return (v4u)((v4f)bits * scale);
 }
 
 EG_INLINE v4f e8m0_scale(uint8_t e)
@@ -160,16 +166,21 @@ EG_INLINE void row_e4m3(const uint8_t *s, uint8_t *d, uint32_t hd, int bf16)
 	const uint8_t *sc = s + hd;
 	unsigned os = bf16 ? 2 : 4;
 	v16b z = { 0 };
+	v8h zh = { 0 };
 
 	for (uint32_t blk = 0; blk < hd / 32; blk++) {
 		v4f scale = e8m0_scale(sc[blk]);
 		for (uint32_t j = blk * 32; j < blk * 32 + 32; j += 16) {
 			v16b x;
 			memcpy(&x, s + j, sizeof(x));
-			v4u w0 = (v4u)__builtin_shufflevector(z, x, 0, 0, 0, 16, 0, 0, 0, 17, 0, 0, 0, 18, 0, 0, 0, 19);
-			v4u w1 = (v4u)__builtin_shufflevector(z, x, 0, 0, 0, 20, 0, 0, 0, 21, 0, 0, 0, 22, 0, 0, 0, 23);
-			v4u w2 = (v4u)__builtin_shufflevector(z, x, 0, 0, 0, 24, 0, 0, 0, 25, 0, 0, 0, 26, 0, 0, 0, 27);
-			v4u w3 = (v4u)__builtin_shufflevector(z, x, 0, 0, 0, 28, 0, 0, 0, 29, 0, 0, 0, 30, 0, 0, 0, 31);
+			v8h lo = (v8h)__builtin_shufflevector(z, x, 0, 16, 1, 17, 2, 18, 3, 19,
+							      4, 20, 5, 21, 6, 22, 7, 23);
+			v8h hi = (v8h)__builtin_shufflevector(z, x, 8, 24, 9, 25, 10, 26, 11, 27,
+							      12, 28, 13, 29, 14, 30, 15, 31);
+			v4u w0 = (v4u)__builtin_shufflevector(zh, lo, 0, 8, 1, 9, 2, 10, 3, 11);
+			v4u w1 = (v4u)__builtin_shufflevector(zh, lo, 4, 12, 5, 13, 6, 14, 7, 15);
+			v4u w2 = (v4u)__builtin_shufflevector(zh, hi, 0, 8, 1, 9, 2, 10, 3, 11);
+			v4u w3 = (v4u)__builtin_shufflevector(zh, hi, 4, 12, 5, 13, 6, 14, 7, 15);
 			put8(d + (size_t)j * os, e4m3_bits(w0, scale), e4m3_bits(w1, scale), bf16);
 			put8(d + (size_t)(j + 8) * os, e4m3_bits(w2, scale), e4m3_bits(w3, scale), bf16);
 		}
@@ -182,7 +193,19 @@ EG_INLINE void prefetch_record(const uint8_t *p, size_t len)
 	uintptr_t end = (uintptr_t)p + (len < PF_MAX_LINES * LINE ? len : PF_MAX_LINES * LINE);
 
 	for (; a < end; a += LINE)
-		__builtin_prefetch((const void *)a, 0, 3);
+		__builtin_prefetch((const void *)a, 0, 2);
+}
+
+EG_INLINE void prefetch_first(const uint8_t *const *src, size_t n, size_t len)
+{
+	for (size_t i = 0; i < n && i < PF_DIST; i++)
+		prefetch_record(src[i], len);
+}
+
+EG_INLINE void prefetch_ahead(const uint8_t *const *src, size_t i, size_t n, size_t len)
+{
+	if (i + PF_DIST < n)
+		prefetch_record(src[i + PF_DIST], len);
 }
 
 enum conv { CONV_COPY, CONV_WIDE_F32, CONV_WIDE_BF16, CONV_E4M3_F32, CONV_E4M3_BF16 };
@@ -191,13 +214,9 @@ enum conv { CONV_COPY, CONV_WIDE_F32, CONV_WIDE_BF16, CONV_E4M3_F32, CONV_E4M3_B
 EG_INLINE void convert_loop(enum conv c, uint32_t dtype, uint32_t hd, size_t in_len, size_t out_len,
 			    const uint8_t *const *src, size_t n, uint8_t *dst)
 {
-	size_t i, ahead = n < PF_DIST ? n : PF_DIST;
-
-	for (i = 0; i < ahead; i++)
-		prefetch_record(src[i], in_len);
-	for (i = 0; i < n; i++, dst += out_len) {
-		if (i + PF_DIST < n)
-			prefetch_record(src[i + PF_DIST], in_len);
+	prefetch_first(src, n, in_len);
+	for (size_t i = 0; i < n; i++, dst += out_len) {
+		prefetch_ahead(src, i, n, in_len);
 		switch (c) {
 		case CONV_COPY: copy_bytes(dst, src[i], out_len); break;
 		case CONV_WIDE_F32: row_wide(dtype, src[i], dst, hd, 0); break;
@@ -207,6 +226,94 @@ EG_INLINE void convert_loop(enum conv c, uint32_t dtype, uint32_t hd, size_t in_
 		}
 	}
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+/* F8_E4M3 rows with 8-lane AVX2 vectors: the arithmetic of e4m3_bits() and round_bf16(), byte in the low bits. */
+#define EG_AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
+
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v8f __attribute__((vector_size(32)));
+
+EG_AVX2_INLINE v8u splat8(uint32_t x)
+{
+	return (v8u){ x, x, x, x, x, x, x, x };
+}
+
+EG_AVX2_INLINE v8u e4m3_bits8(v8u b, v8f scale)
+{
+	v8i t = (v8i)((b & splat8(0x7f)) << 20);
+	v8i sub = t < (v8i)splat8(1u << 23);
+	v8i nan = t == (v8i)splat8(0x07f00000u);
+	v8i biased = t + (v8i)splat8(120u << 23) + (sub & (v8i)splat8(1u << 23));
+	v8f f = (v8f)biased - (v8f)(sub & (v8i)splat8(0x3c800000u));
+	v8u bits = (v8u)f | ((b & splat8(0x80)) << 24) | ((v8u)nan & splat8(0x7fc00000u));
+
+	return (v8u)((v8f)bits * scale);
+}
+
+EG_AVX2_INLINE void put8_avx2(uint8_t *d, v8u a, int bf16)
+{
+	if (bf16) {
+		v8u r = a + splat8(0x7fff) + ((a >> 16) & splat8(1));
+		v8i nan = (v8f)a != (v8f)a;
+		__m256i h = (__m256i)((((v8u)nan & (a | splat8(0x00400000))) | (~(v8u)nan & r)) >> 16);
+		_mm_storeu_si128((__m128i *)(void *)d,
+				 _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+	} else {
+		memcpy(d, &a, sizeof(a));
+	}
+}
+
+EG_AVX2_INLINE void rows_e4m3_avx2(const uint8_t *const *src, size_t n, uint8_t *dst, uint32_t hd, int bf16)
+{
+	size_t rec = eg_record_size(EG_DT_F8_E4M3, hd), os = bf16 ? 2 : 4;
+
+	prefetch_first(src, n, rec);
+	for (size_t i = 0; i < n; i++, dst += hd * os) {
+		const uint8_t *s = src[i];
+		prefetch_ahead(src, i, n, rec);
+		for (uint32_t blk = 0; blk < hd / 32; blk++) {
+			v4f s4 = e8m0_scale(s[hd + blk]);
+			v8f scale = { s4[0], s4[0], s4[0], s4[0], s4[0], s4[0], s4[0], s4[0] };
+			for (uint32_t j = blk * 32; j < blk * 32 + 32; j += 8) {
+				const __m128i *q = (const void *)(s + j);
+				v8u b = (v8u)_mm256_cvtepu8_epi32(_mm_loadl_epi64(q));
+				put8_avx2(dst + j * os, e4m3_bits8(b, scale), bf16);
+			}
+		}
+	}
+}
+
+__attribute__((target("avx2"))) static void rows_e4m3_f32_avx2(const uint8_t *const *src, size_t n, uint8_t *dst,
+								 uint32_t hd)
+{
+	rows_e4m3_avx2(src, n, dst, hd, 0);
+}
+
+__attribute__((target("avx2"))) static void rows_e4m3_bf16_avx2(const uint8_t *const *src, size_t n, uint8_t *dst,
+								  uint32_t hd)
+{
+	rows_e4m3_avx2(src, n, dst, hd, 1);
+}
+
+static int portable_only;
+
+void eg_convert_portable(int on)
+{
+	portable_only = on;
+}
+
+static int use_avx2(void)
+{
+	return !portable_only && __builtin_cpu_supports("avx2");
+}
+#else
+void eg_convert_portable(int on)
+{
+	(void)on;
+}
+#endif
 
 size_t eg_out_row_bytes(uint32_t dtype, uint32_t head_dim, enum engram_out out)
 {
@@ -240,6 +347,10 @@ void eg_convert_rows(uint32_t dtype, uint32_t hd, enum engram_out out, const uin
 	if (out == ENGRAM_OUT_NATIVE || (out == ENGRAM_OUT_F32 && dtype == EG_DT_F32) ||
 	    (out == ENGRAM_OUT_BF16 && dtype == EG_DT_BF16))
 		convert_loop(CONV_COPY, dtype, hd, rec, ob, src, n, dst);
+#if defined(__x86_64__) || defined(__i386__)
+	else if (dtype == EG_DT_F8_E4M3 && use_avx2())
+		(out == ENGRAM_OUT_F32 ? rows_e4m3_f32_avx2 : rows_e4m3_bf16_avx2)(src, n, dst, hd);
+#endif
 	else if (dtype == EG_DT_F8_E4M3 && out == ENGRAM_OUT_F32)
 		convert_loop(CONV_E4M3_F32, dtype, hd, rec, ob, src, n, dst);
 	else if (dtype == EG_DT_F8_E4M3)
@@ -344,6 +455,26 @@ ENGRAM_API size_t engram_out_row_bytes(const engram_store *s, unsigned layer_ind
 	return t ? eg_out_row_bytes(t->dtype, t->head_dim, out) : 0;
 }
 
+static int not_in_store(const engram_store *s, unsigned li, uint64_t row)
+{
+	return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)row,
+		       s->cfg->layers[li].id);
+}
+
+/* Point *p at the piece holding row, keeping it when it already does. */
+static int find_piece(const engram_store *s, unsigned li, uint64_t row, uint32_t dtype, const struct eg_piece **p)
+{
+	if (*p && row - (*p)->t->row_begin < (*p)->t->row_count)
+		return 0;
+	if (!(*p = eg_store_find(s, li, row)))
+		return not_in_store(s, li, row);
+	if ((*p)->t->dtype != dtype)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d is %s in one table and %s in another",
+			       (*p)->shard->path, s->cfg->layers[li].id, eg_dtype_name((*p)->t->dtype),
+			       eg_dtype_name(dtype));
+	return 0;
+}
+
 static int gather(engram_store *s, unsigned li, const uint64_t *rows, size_t n, enum engram_out out, void *dst,
 		  size_t dst_size)
 {
@@ -361,34 +492,25 @@ static int gather(engram_store *s, unsigned li, const uint64_t *rows, size_t n, 
 	if (!n)
 		return 0;
 	if (!(t0 = layer_table(s, li)))
-		return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[0],
-			       s->cfg->layers[li].id);
-	memset(&g, 0, sizeof(g));
+		return not_in_store(s, li, rows[0]);
 	g.dtype = t0->dtype;
 	g.hd = t0->head_dim;
 	g.out = out;
 	g.rec = t0->record_size;
 	g.ob = eg_out_row_bytes(g.dtype, g.hd, out);
 	g.dst = dst;
+	g.pending = 0;
+	g.bpiece = NULL;
+	g.bno = 0;
+	g.block = g.scratch = NULL;
+	g.bcap = 0;
 	if (n > dst_size / g.ob)
 		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than %zu %s rows of %zu bytes", dst_size, n,
 			       eg_out_name(out), g.ob);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t r = rows[i];
-		if (!p || r - p->t->row_begin >= p->t->row_count) {
-			if (!(p = eg_store_find(s, li, r))) {
-				err = eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)r,
-					      s->cfg->layers[li].id);
-				break;
-			}
-			if (p->t->dtype != g.dtype) {
-				err = eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d is %s in one table and %s in another",
-					      p->shard->path, s->cfg->layers[li].id, eg_dtype_name(p->t->dtype),
-					      eg_dtype_name(g.dtype));
-				break;
-			}
-		}
-		uint64_t off = eg_layout_row_offset(p->t, r - p->t->row_begin);
+		if ((err = find_piece(s, li, rows[i], g.dtype, &p)) < 0)
+			break;
+		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
 		if (p->t->codec == EG_CODEC_RAW)
 			g.src[g.pending++] = p->data + off;
 		else if ((err = add_zstd(&g, p, off)) < 0)

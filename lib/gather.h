@@ -25,4 +25,7 @@ const char *eg_out_name(enum engram_out out);
 void eg_convert_rows(uint32_t dtype, uint32_t head_dim, enum engram_out out, const uint8_t *const *src, size_t n,
 		     uint8_t *dst);
 
+/* Non-zero: use only the portable conversions, not those for the CPU's vector extensions (for tests). */
+void eg_convert_portable(int on);
+
 #endif

@@ -542,8 +542,13 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pa
 	pk.o = o;
 	if ((err = check_options(o, &pk)) < 0 || (err = setup(&pk, o)) < 0 || (err = open_sources(&pk, o)) < 0)
 		goto out;
-	for (unsigned l = 0; l < pk.cfg->n_layers; l++)
+	for (unsigned l = 0; l < pk.cfg->n_layers; l++) {
 		rec[l] = pk.src[l].record_size;
+		/* a row larger than a page must not straddle two blocks: blocks hold whole rows */
+		uint32_t ppr = (rec[l] + EG_PAGE - 1) / EG_PAGE;
+		if (rec[l] > EG_PAGE && pk.ppb % ppr)
+			pk.ppb += ppr - pk.ppb % ppr;
+	}
 	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0)
 		goto out;
 	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */

@@ -234,6 +234,9 @@ static int check_table(const engram_store *s, const struct eg_shard *sh, unsigne
 	    t->record_size != want.record_size || t->rows_per_page != want.rows_per_page ||
 	    t->pages_per_row != want.pages_per_row || t->n_pages != want.n_pages || t->n_blocks != want.n_blocks)
 		return BAD("'%s': table %u row layout is inconsistent", sh->path, i);
+	if (t->pages_per_row && t->pages_per_block % t->pages_per_row)
+		return BAD("'%s': table %u blocks of %u pages split its %u-page rows", sh->path, i, t->pages_per_block,
+			   t->pages_per_row);
 	if (t->codec > EG_CODEC_ZSTD || t->filter > EG_FILTER_SHUFFLE ||
 	    (t->codec == EG_CODEC_RAW && t->filter != EG_FILTER_NONE))
 		return BAD("'%s': table %u has unknown codec %u / filter %u", sh->path, i, t->codec, t->filter);
