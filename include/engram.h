@@ -328,12 +328,13 @@ enum engram_mode {
 
 #define ENGRAM_SESSION_NO_URING 1u    /* use the pread pool even where io_uring works */
 #define ENGRAM_SESSION_NO_PREFETCH 2u /* push only hashes: every row is read when gathered (a baseline) */
+#define ENGRAM_SESSION_SQPOLL 4u      /* io_uring submission by a kernel thread (costs a core while busy) */
 
 struct engram_session_options {
 	unsigned max_seqs;      /* sequence slots; 0: 1 */
 	enum engram_mode mode;
 	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
-	unsigned queue_depth;   /* reads in flight at most; 0: 1024 (a push waits when that many are in flight) */
+	unsigned queue_depth;   /* reads in flight at most; 0: 1024. More wait in the session, never in push */
 	unsigned flags;         /* ENGRAM_SESSION_* */
 };
 
@@ -381,7 +382,7 @@ struct engram_io_stats {
 	uint64_t requested; /* rows requested by push or prefetch */
 	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
 	uint64_t ios;       /* reads issued, gather's own included */
-	uint64_t bytes;     /* bytes those reads asked for */
+	uint64_t bytes;     /* bytes those reads bring in (a page-cache read of one byte brings its page) */
 	uint64_t wait_ns;   /* time gather spent waiting for reads */
 };
 

@@ -27,8 +27,9 @@ struct eg_io {
 	unsigned inflight;
 };
 
-/* io_uring with room for depth reads; -ENOSYS, -EPERM, -ENOMEM ... when the kernel refuses a ring. */
-int eg_io_uring_create(struct eg_io **out, unsigned depth);
+/* io_uring with room for depth reads, submitted by a kernel thread with sqpoll; -ENOSYS, -EPERM, -ENOMEM ...
+ * when the kernel refuses a ring. */
+int eg_io_uring_create(struct eg_io **out, unsigned depth, int sqpoll);
 /* depth pread workers' worth of queue served by `threads` threads. */
 int eg_io_pool_create(struct eg_io **out, unsigned depth, unsigned threads);
 

@@ -111,7 +111,7 @@ int eg_fault_read(int res, void *buf, size_t len)
 	return res;
 }
 
-int eg_io_uring_create(struct eg_io **out, unsigned depth)
+int eg_io_uring_create(struct eg_io **out, unsigned depth, int sqpoll)
 {
 	struct uring_io *u = calloc(1, sizeof(*u));
 	unsigned entries = 1;
@@ -130,13 +130,18 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth)
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_CQSIZE;
 	p.cq_entries = entries * 2;
+	if (sqpoll) {
+		/* a kernel thread submits for us: push only writes SQEs, and reads start during compute */
+		p.flags |= IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = 200;
+	}
 	err = io_uring_queue_init_params(entries, &u->ring, &p);
 	if (err < 0) {
 		free(u);
 		return err;
 	}
 	u->base.ops = &uring_ops;
-	u->base.name = "io_uring";
+	u->base.name = sqpoll ? "io_uring (SQPOLL)" : "io_uring";
 	u->base.depth = depth;
 	*out = &u->base;
 	return 0;

@@ -20,7 +20,7 @@
 #include "store.h"
 
 #define GATHER_CHUNK 256
-#define TRACK_MIN 65536
+#define TRACK_MIN (1u << 18)
 
 struct request {
 	uint32_t unit;
@@ -37,6 +37,15 @@ struct request {
 	uint32_t next_free;
 };
 
+/* A read waiting for a free request slot: queued by push instead of blocking it. */
+struct pending {
+	uint32_t unit;
+	uint32_t piece;
+	uint64_t no;
+	uint16_t layer;
+	uint8_t cached;
+};
+
 struct engram_session {
 	engram_store *st;
 	const engram_config *cfg;
@@ -50,6 +59,8 @@ struct engram_session {
 	size_t unit_max;                  /* bytes of the largest unit of any piece */
 	struct request *req;
 	uint32_t req_free;
+	struct pending *pend;             /* ring of reads waiting for a request slot */
+	size_t pend_head, pend_n, pend_cap;
 	uint8_t *sink;                    /* page-cache reads land here and are dropped */
 	uint8_t **bounce;                 /* per request: zstd frames (aligned) */
 	size_t bounce_bytes;
@@ -141,6 +152,8 @@ static void release_request(engram_session *s, uint32_t tag)
 	s->req_free = tag;
 }
 
+static void drain_pending(engram_session *s);
+
 static void on_complete(void *arg, uint64_t tag, int res)
 {
 	engram_session *s = arg;
@@ -172,12 +185,18 @@ static void on_complete(void *arg, uint64_t tag, int res)
 		u->err = -EBADMSG; /* fits int16; gather reports it as corruption */
 	u->state = EG_UNIT_READY;
 	release_request(s, (uint32_t)tag);
+	drain_pending(s);
 }
 
 static int reap(engram_session *s, unsigned min)
 {
 	int n = s->io->ops->reap(s->io, min, on_complete, s);
 
+	if (n > 0) {
+		int err = s->io->ops->submit(s->io);
+		if (err < 0)
+			n = err;
+	}
 	return n < 0 ? eg_fail(n, "reading rows: %s", engram_strerror(n)) : n;
 }
 
@@ -213,52 +232,101 @@ static int frame_ok(const struct eg_piece *p, uint64_t unit)
 	return start <= end && end <= t->data_length && end - start <= t->max_frame;
 }
 
-static int issue(engram_session *s, unsigned layer, uint32_t pi, uint64_t unit, int cached, uint32_t ui)
+/* Start the read of a unit in request slot tag. */
+static int start_read(engram_session *s, uint32_t tag, unsigned layer, uint32_t pi, uint64_t unit, int cached,
+		      uint32_t ui)
 {
 	const struct eg_piece *p = &s->st->pieces[pi];
-	struct request *r;
+	unsigned shard = (unsigned)(p->shard - s->st->shards);
+	struct request *r = &s->req[tag];
 	uint64_t off;
 	size_t len;
-	uint32_t tag;
 	int err;
 
-	while (s->req_free == EG_NO_UNIT)
-		if ((err = reap(s, 1)) < 0)
-			return err;
-	tag = s->req_free;
-	r = &s->req[tag];
-	s->req_free = r->next_free;
 	unit_range(p, unit, &off, &len);
 	*r = (struct request){ .unit = ui, .cached = (uint8_t)cached, .layer = (uint16_t)layer, .piece = pi,
-			       .block = unit, .fd = s->fd_buf[p->shard - s->st->shards], .off = off, .len = len };
+			       .block = unit, .fd = s->fd_buf[shard], .off = off, .len = len };
+	COUNT(s, layer, bytes, len);
 	if (p->t->codec == EG_CODEC_ZSTD) {
 		/* frame buffers are made as reads need them: a deep queue costs memory only when it is used */
-		if (!s->bounce[tag] && !(s->bounce[tag] = alloc_aligned(s->bounce_bytes))) {
-			release_request(s, tag);
+		if (!s->bounce[tag] && !(s->bounce[tag] = alloc_aligned(s->bounce_bytes)))
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
-		}
 		r->frame_len = (uint32_t)len;
 		r->buf = s->bounce[tag];
-		if (s->mode == ENGRAM_MODE_DIRECT && s->fd_direct[p->shard - s->st->shards] >= 0) {
-			r->fd = s->fd_direct[p->shard - s->st->shards];
+		if (s->mode == ENGRAM_MODE_DIRECT && s->fd_direct[shard] >= 0) {
+			r->fd = s->fd_direct[shard];
 			r->delta = (uint32_t)(off % EG_PAGE);
 			r->off = off - r->delta;
 			r->len = (r->delta + len + EG_PAGE - 1) / EG_PAGE * EG_PAGE;
 		}
 	} else if (cached) {
 		r->buf = eg_units_data(&s->cache, ui);
-		if (s->fd_direct[p->shard - s->st->shards] >= 0)
-			r->fd = s->fd_direct[p->shard - s->st->shards];
+		if (s->fd_direct[shard] >= 0)
+			r->fd = s->fd_direct[shard];
 	} else {
+		/* The page cache fills whole pages: reading one byte of a one-page unit brings it in without
+		 * copying 4 KiB to a buffer nobody reads. */
 		r->buf = s->sink;
+		if (len == EG_PAGE)
+			r->len = 1;
 	}
-	if ((err = s->io->ops->read(s->io, r->fd, r->buf, r->len, r->off, tag)) < 0) {
-		release_request(s, tag);
+	if ((err = s->io->ops->read(s->io, r->fd, r->buf, r->len, r->off, tag)) < 0)
 		return eg_fail(err, "queueing a read: %s", engram_strerror(err));
-	}
 	COUNT(s, layer, ios, 1);
-	COUNT(s, layer, bytes, r->len);
 	return 0;
+}
+
+static void fail_unit(engram_session *s, int cached, uint32_t ui, int err)
+{
+	struct eg_unit *u = &(cached ? &s->cache : &s->track)->u[ui];
+
+	u->err = (int16_t)(err < -32767 ? -EIO : err);
+	u->state = EG_UNIT_READY;
+}
+
+/* Start queued reads while request slots are free (after completions). */
+static void drain_pending(engram_session *s)
+{
+	while (s->pend_n && s->req_free != EG_NO_UNIT) {
+		struct pending q = s->pend[s->pend_head];
+		uint32_t tag = s->req_free;
+		s->pend_head = (s->pend_head + 1) % s->pend_cap;
+		s->pend_n--;
+		s->req_free = s->req[tag].next_free;
+		int err = start_read(s, tag, q.layer, q.piece, q.no, q.cached, q.unit);
+		if (err < 0) {
+			release_request(s, tag);
+			fail_unit(s, q.cached, q.unit, err);
+		}
+	}
+}
+
+/* Read a unit: now if a request slot is free, else when one is (push never waits for the disk). */
+static int issue(engram_session *s, unsigned layer, uint32_t pi, uint64_t unit, int cached, uint32_t ui)
+{
+	if (s->req_free == EG_NO_UNIT || s->pend_n) {
+		if (s->pend_n == s->pend_cap) {
+			size_t cap = s->pend_cap ? 2 * s->pend_cap : 1024;
+			struct pending *v = malloc(cap * sizeof(*v));
+			if (!v)
+				return eg_fail(-ENOMEM, "out of memory for queued reads");
+			for (size_t i = 0; i < s->pend_n; i++)
+				v[i] = s->pend[(s->pend_head + i) % s->pend_cap];
+			free(s->pend);
+			s->pend = v;
+			s->pend_head = 0;
+			s->pend_cap = cap;
+		}
+		s->pend[(s->pend_head + s->pend_n++) % s->pend_cap] =
+			(struct pending){ .unit = ui, .piece = pi, .no = unit, .layer = (uint16_t)layer, .cached = (uint8_t)cached };
+		return 0;
+	}
+	uint32_t tag = s->req_free;
+	s->req_free = s->req[tag].next_free;
+	int err = start_read(s, tag, layer, pi, unit, cached, ui);
+	if (err < 0)
+		release_request(s, tag);
+	return err;
 }
 
 /* Make sure a unit is read or being read; pin it for the step when asked. */
@@ -328,9 +396,16 @@ static int wait_unit(engram_session *s, struct eg_units *t, uint32_t i, unsigned
 	uint64_t t0 = now_ns();
 	int err = 0;
 
-	while (t->u[i].state == EG_UNIT_INFLIGHT)
+	while (t->u[i].state == EG_UNIT_INFLIGHT) {
+		if (!s->io->inflight && s->pend_n)
+			drain_pending(s);
+		if (!s->io->inflight) {
+			err = eg_fail(-EIO, "a read was lost: nothing in flight for a unit still awaited");
+			break;
+		}
 		if ((err = reap(s, 1)) < 0)
 			break;
+	}
 	COUNT(s, layer, wait_ns, now_ns() - t0);
 	return err < 0 ? err : 0;
 }
@@ -704,6 +779,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 		free(s->bounce);
 	}
 	free(s->req);
+	free(s->pend);
 	free(s->sink);
 	free(s->scratch);
 	free(s->overflow);
@@ -824,8 +900,8 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	const char *env = getenv("ENGRAM_NO_URING");
 	if ((o->flags & ENGRAM_SESSION_NO_URING) || (env && *env && strcmp(env, "0") != 0)) {
 		snprintf(s->backend, sizeof(s->backend), "pread pool (io_uring not requested)");
-	} else if ((err = eg_io_uring_create(&s->io, depth)) == 0) {
-		snprintf(s->backend, sizeof(s->backend), "io_uring");
+	} else if ((err = eg_io_uring_create(&s->io, depth, !!(o->flags & ENGRAM_SESSION_SQPOLL))) == 0) {
+		snprintf(s->backend, sizeof(s->backend), "%s", s->io->name);
 	} else if (err == -ENOSYS || err == -EPERM || err == -ENOMEM || err == -EACCES || err == -EINVAL) {
 		snprintf(s->backend, sizeof(s->backend), "pread pool (io_uring: %s)", strerror(-err));
 	} else {

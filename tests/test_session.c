@@ -137,6 +137,8 @@ static void test_direct_mode_matches_reference(void **state)
 	run(&tiny_f32, "raw", ENGRAM_MODE_DIRECT, 0, 0, 0);
 	run(&tiny_bf16, "raw", ENGRAM_MODE_DIRECT, 0, 3, 0);
 	run(&tiny_v41, "raw", ENGRAM_MODE_DIRECT, 0, 1, 0);
+	run(&tiny_v41, "zstd", ENGRAM_MODE_DIRECT, ENGRAM_SESSION_SQPOLL, 1, 0);
+	run(&tiny_bf16, "raw", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_SQPOLL, 0, 0);
 }
 
 static void test_zstd_matches_reference(void **state)
