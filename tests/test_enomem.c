@@ -283,13 +283,6 @@ static void test_open_and_session(void **state)
 }
 #endif
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 int main(void)
 {
 #ifdef UNDER_SANITIZER
@@ -301,6 +294,6 @@ int main(void)
 		cmocka_unit_test(test_pack),
 		cmocka_unit_test(test_open_and_session),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 #endif
 }

@@ -139,13 +139,6 @@ static void test_eio_fails_the_gather_never_wrong_rows(void **state)
 	with_session("raw", ENGRAM_MODE_PAGECACHE, 0, 0, NULL);
 }
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,5 +146,5 @@ int main(void)
 		cmocka_unit_test(test_short_reads_are_completed),
 		cmocka_unit_test(test_eio_fails_the_gather_never_wrong_rows),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

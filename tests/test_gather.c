@@ -442,13 +442,6 @@ static int pack_all(void **state)
 	return 0;
 }
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 static void test_tiny_f32_table_gathers_expected(void **state)
 {
 	(void)state;
@@ -657,5 +650,5 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments_are_einval),
 		cmocka_unit_test(test_errno_is_preserved),
 	};
-	return cmocka_run_group_tests(tests, pack_all, cleanup);
+	return cmocka_run_group_tests(tests, pack_all, cleanup_tmpdir);
 }

@@ -208,18 +208,11 @@ static void test_killed_pack_leaves_nothing_valid(void **state)
 	assert_true(killed > 0);
 }
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_processes_and_threads_share_shards),
 		cmocka_unit_test(test_killed_pack_leaves_nothing_valid),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -460,13 +460,6 @@ static void test_checkpoint_data_beyond_4gib(void **state)
 	unlink(w);
 }
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -483,5 +476,5 @@ int main(void)
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_checkpoint_data_beyond_4gib),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

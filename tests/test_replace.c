@@ -55,17 +55,10 @@ static void test_rename_over_open_store(void **state)
 	engram_close(old);
 }
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rename_over_open_store),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

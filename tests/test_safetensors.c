@@ -21,13 +21,6 @@
 #define W1 "layers.1.engram.multi_head_embedding.embedding.weight"
 #define W3 "layers.3.engram.multi_head_embedding.embedding.weight"
 
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
-}
-
 static uint64_t header_len(const char *path)
 {
 	unsigned char b[8];
@@ -636,32 +629,32 @@ static void test_bad_arguments(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_tiny_f32, cleanup),
-		cmocka_unit_test_teardown(test_tiny_bf16, cleanup),
-		cmocka_unit_test_teardown(test_tiny_v41_keeps_file_order, cleanup),
-		cmocka_unit_test_teardown(test_find_with_model_prefix, cleanup),
-		cmocka_unit_test_teardown(test_find_ambiguous_and_exact, cleanup),
-		cmocka_unit_test_teardown(test_sharded_index, cleanup),
-		cmocka_unit_test_teardown(test_npy_tensor, cleanup),
-		cmocka_unit_test_teardown(test_npy_dtypes, cleanup),
-		cmocka_unit_test_teardown(test_npy_fortran_rejected, cleanup),
-		cmocka_unit_test_teardown(test_npy_with_safetensors, cleanup),
-		cmocka_unit_test_teardown(test_header_length_truncated, cleanup),
-		cmocka_unit_test_teardown(test_header_past_eof, cleanup),
-		cmocka_unit_test_teardown(test_header_too_long, cleanup),
-		cmocka_unit_test_teardown(test_invalid_json, cleanup),
-		cmocka_unit_test_teardown(test_entry_fields_checked, cleanup),
-		cmocka_unit_test_teardown(test_data_past_eof, cleanup),
-		cmocka_unit_test_teardown(test_shape_length_mismatch, cleanup),
-		cmocka_unit_test_teardown(test_negative_and_reversed_offsets, cleanup),
-		cmocka_unit_test_teardown(test_overlapping_tensors, cleanup),
-		cmocka_unit_test_teardown(test_empty_and_unknown_dtype_accepted, cleanup),
-		cmocka_unit_test_teardown(test_index_missing_shard, cleanup),
-		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup),
-		cmocka_unit_test_teardown(test_duplicate_across_shards, cleanup),
-		cmocka_unit_test_teardown(test_tensor_beyond_4gib, cleanup),
-		cmocka_unit_test_teardown(test_truncation_loop, cleanup),
-		cmocka_unit_test_teardown(test_bad_arguments, cleanup),
+		cmocka_unit_test_teardown(test_tiny_f32, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_tiny_bf16, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_tiny_v41_keeps_file_order, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_find_with_model_prefix, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_find_ambiguous_and_exact, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_sharded_index, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_npy_tensor, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_npy_dtypes, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_npy_fortran_rejected, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_npy_with_safetensors, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_header_length_truncated, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_header_past_eof, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_header_too_long, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_invalid_json, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_entry_fields_checked, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_data_past_eof, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_shape_length_mismatch, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_negative_and_reversed_offsets, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_overlapping_tensors, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_empty_and_unknown_dtype_accepted, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_index_missing_shard, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_duplicate_across_shards, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_tensor_beyond_4gib, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_truncation_loop, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_bad_arguments, cleanup_tmpdir),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,32 +14,6 @@
 
 #include "util.h"
 
-static char cmd[65536];
-
-static const char *tool(const char *name)
-{
-	static char path[2][1024];
-	static int k;
-	const char *b = getenv("ENGRAM_BUILD");
-	char *p = path[k++ % 2];
-
-	snprintf(p, 1024, "%s/%s", b && *b ? b : "build", name);
-	return p;
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static const char *tokens_of(const struct vectors *v, int s)
 {
@@ -100,7 +74,7 @@ static void test_gathers_match_reference(void **state)
 
 	(void)state;
 	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd", tool("engram-pack"),
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd", tool_path("engram-pack"),
 			    "fixtures/ref/tiny-v41/tiny-v41.config.json", "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
 			    "fixtures/ref/tiny-v41/tiny-v41.safetensors", shard), 0);
 	vectors_load(&v, "tiny-v41");
@@ -109,26 +83,26 @@ static void test_gathers_match_reference(void **state)
 		for (int li = 0; li < v.n_layers; li++) {
 			char toks[16384];
 			snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
-			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", tool("engram-stat"),
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", tool_path("engram-stat"),
 					    shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
 			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", s, v.layer_ids[li]);
 			compare(out, "<f4", want, 0);
 			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype native --mode direct --out %s",
-					    tool("engram-stat"), shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
+					    tool_path("engram-stat"), shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
 			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.raw.seq%d.layer%d.npy", s, v.layer_ids[li]);
 			compare(out, "|u1", want, 0);
 		}
 	vectors_free(&v);
 
 	snprintf(shard, sizeof(shard), "%s/bf16.engram", dir);
-	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s", tool("engram-pack"),
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s", tool_path("engram-pack"),
 			    "fixtures/ref/tiny/tiny.config.json", "fixtures/ref/tiny/tiny.token_map.npy",
 			    "fixtures/ref/tiny/tiny.bf16.safetensors", shard), 0);
 	vectors_load(&v, "tiny");
 	for (int s = 0; s < v.n_seqs; s++) {
 		char toks[16384];
 		snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
-		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", tool("engram-stat"), shard,
+		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", tool_path("engram-stat"), shard,
 				    toks, out), 0);
 		snprintf(want, sizeof(want), "ref/tiny/tiny.expect.bf16.seq%d.layer3.npy", s);
 		compare(out, "<u2", want, 1);
@@ -145,23 +119,16 @@ static void test_errors_leave_no_output(void **state)
 	(void)state;
 	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
 	snprintf(out, sizeof(out), "%s/never.npy", dir);
-	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null", tool("engram-stat"),
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null", tool_path("engram-stat"),
 			    shard, out), 1);
 	assert_int_equal(sh("%s gather %s --tokens 1,99999 --layer 1 --dtype f32 --out %s 2>&1 | "
-			    "grep -q 'beyond the token map'", tool("engram-stat"), shard, out), 0);
-	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null", tool("engram-stat"),
+			    "grep -q 'beyond the token map'", tool_path("engram-stat"), shard, out), 0);
+	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null", tool_path("engram-stat"),
 			    shard, out), 2);
 	assert_int_equal(sh("%s gather /nonexistent.engram --tokens 1 --layer 1 --dtype f32 --out %s 2>&1 | "
-			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"", tool("engram-stat"), out), 0);
+			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"", tool_path("engram-stat"), out), 0);
 	assert_int_equal(stat(out, &st), -1);
 	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
-}
-
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
 }
 
 int main(void)
@@ -170,5 +137,5 @@ int main(void)
 		cmocka_unit_test(test_gathers_match_reference),
 		cmocka_unit_test(test_errors_leave_no_output),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

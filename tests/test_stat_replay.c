@@ -20,32 +20,6 @@
 
 #define COLUMNS 24 /* V4.1: (4 - 1) orders x 8 heads */
 
-static char cmd[8192];
-
-static const char *tool(const char *name)
-{
-	static char path[2][1024];
-	static int k;
-	const char *b = getenv("ENGRAM_BUILD");
-	char *p = path[k++ % 2];
-
-	snprintf(p, 1024, "%s/%s", b && *b ? b : "build", name);
-	return p;
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static char *slurp(const char *path)
 {
@@ -76,7 +50,7 @@ static const char *shard(void)
 		snprintf(map, sizeof(map), "%s", fixture("ref/v41/v41.token_map.npy"));
 		snprintf(path, sizeof(path), "%s/v41-syn.engram", tmpdir_create_once());
 		assert_int_equal(sh("%s --quiet --config %s --token-map %s --synthetic 16384 --out %s",
-				    tool("engram-pack"), cfg, map, path),
+				    tool_path("engram-pack"), cfg, map, path),
 				 0);
 	}
 	return path;
@@ -104,10 +78,10 @@ static json_t *replay_json(const char *fmt, ...)
 	vsnprintf(opts, sizeof(opts), fmt, ap);
 	va_end(ap);
 	snprintf(out, sizeof(out), "%s/replay.json", tmpdir_create_once());
-	assert_int_equal(sh("%s replay %s %s --json > %s", tool("engram-stat"), shard(), opts, out), 0);
+	assert_int_equal(sh("%s replay %s %s --json > %s", tool_path("engram-stat"), shard(), opts, out), 0);
 	doc = json_load_file(out, 0, &e);
 	if (!doc)
-		fail_msg("%s: not JSON: %s (line %d)", cmd, e.text, e.line);
+		fail_msg("replay %s --json: not JSON: %s (line %d)", opts, e.text, e.line);
 	return doc;
 }
 
@@ -396,7 +370,7 @@ static void test_sweep_json_svg(void **state)
 	snprintf(link, sizeof(link), "%s/a&b<c>.engram", tmpdir_create_once());
 	assert_int_equal(sh("ln -sf '%s' '%s'", shard(), link), 0);
 	assert_int_equal(
-		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool("engram-stat"), link, svg), 0);
+		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"), link, svg), 0);
 	text = slurp(svg);
 	assert_non_null(strstr(text, "a&amp;b&lt;c&gt;.engram"));
 	check_xml(text);
@@ -410,7 +384,7 @@ static void test_text_report(void **state)
 
 	(void)state;
 	snprintf(out, sizeof(out), "%s/replay.txt", tmpdir_create_once());
-	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 4 --no-wait > %s", tool("engram-stat"), shard(),
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 4 --no-wait > %s", tool_path("engram-stat"), shard(),
 			    tokens(), out),
 			 0);
 	text = slurp(out);
@@ -431,7 +405,7 @@ static void test_text_report(void **state)
 	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --batch 4 --no-wait --sweep depth=0,1 --sweep "
 			    "mode=pagecache,direct "
 			    "2>/dev/null | grep -c '^    [01] *\\(pagecache\\|direct\\)' | grep -qx 8",
-			    tool("engram-stat"), shard(), tokens()),
+			    tool_path("engram-stat"), shard(), tokens()),
 			 0);
 }
 
@@ -464,26 +438,19 @@ static void test_errors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool("engram-stat"), shard(), cases[i].opts),
+		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(), cases[i].opts),
 				 cases[i].status);
-		if (sh("%s replay %s %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool("engram-stat"), shard(),
+		if (sh("%s replay %s %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool_path("engram-stat"), shard(),
 		       cases[i].opts, cases[i].msg) != 0)
 			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
 	}
-	assert_int_equal(sh("%s replay --tokens 1 >/dev/null 2>&1", tool("engram-stat")), 2);
+	assert_int_equal(sh("%s replay --tokens 1 >/dev/null 2>&1", tool_path("engram-stat")), 2);
 	assert_int_equal(sh("%s replay /nonexistent.engram --tokens 1 2>&1 | grep -q \"engram-stat: cannot open "
 			    "'/nonexistent.engram'\"",
-			    tool("engram-stat")),
+			    tool_path("engram-stat")),
 			 0);
-	assert_int_equal(sh("%s replay --help | grep -q -- --sweep", tool("engram-stat")), 0);
-	assert_int_equal(sh("%s --help | grep -q replay", tool("engram-stat")), 0);
-}
-
-static int cleanup(void **state)
-{
-	(void)state;
-	tmpdir_cleanup();
-	return 0;
+	assert_int_equal(sh("%s replay --help | grep -q -- --sweep", tool_path("engram-stat")), 0);
+	assert_int_equal(sh("%s --help | grep -q replay", tool_path("engram-stat")), 0);
 }
 
 int main(void)
@@ -498,5 +465,5 @@ int main(void)
 		cmocka_unit_test(test_text_report),
 		cmocka_unit_test(test_errors),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

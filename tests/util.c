@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engram.h"
@@ -305,4 +306,35 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	if ((err = engram_pack(&o, NULL)) < 0)
 		fail_msg("packing '%s': %s", dst, engram_last_error());
 	return dst;
+}
+
+const char *tool_path(const char *name)
+{
+	static char path[4][1024];
+	static unsigned k;
+	const char *b = getenv("ENGRAM_BUILD");
+	char *p = path[k++ % 4];
+
+	snprintf(p, 1024, "%s/%s", b && *b ? b : "build", name);
+	return p;
+}
+
+int sh(const char *fmt, ...)
+{
+	static char cmd[65536];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int cleanup_tmpdir(void **state)
+{
+	(void)state;
+	tmpdir_cleanup();
+	return 0;
 }

@@ -50,6 +50,13 @@ const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int
  * 8 slots). Fails the test if packing fails. */
 const char *pack_ref(const char *dir, const char *config, const char *map, const char *weights, const char *codec);
 
+/* Path of a built program (engram-stat, engram-pack) under $ENGRAM_BUILD (default "build"); 4 slots. */
+const char *tool_path(const char *name);
+/* Run a shell command built from fmt; returns its exit status, or -1 if it did not exit. */
+int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A CMocka teardown that removes the scratch directory. */
+int cleanup_tmpdir(void **state);
+
 /* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
  * and the shape through shape[0..*ndim). Fails the test on any problem. */
 void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);

@@ -68,10 +68,6 @@ static void print_config(const engram_config *cfg, uint64_t row_scale)
 
 int stat_info(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	engram_store *s = NULL;
 	struct engram_table_info ti;
 	struct shard {
@@ -80,23 +76,13 @@ int stat_info(int argc, char **argv)
 	} *shards = NULL;
 	unsigned n_shards = 0, n;
 	uint64_t raw = 0, stored = 0;
-	int c, err, status = 1;
+	int err, status = 1;
 	char h1[24], h2[24], (*cells)[NCOL][CELL] = NULL;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (argc - optind != 1) {
-		tool_error("info needs one SHARD");
-		usage(stderr);
-		return 2;
-	}
+	int st = tool_open_one(argc, argv, "info", usage, &s);
+	if (st >= 0)
+		return st;
 	const char *path = argv[optind];
-	if ((err = engram_open(&s, path, 0)) < 0)
-		return tool_lib_error(err);
 	n = engram_store_num_tables(s);
 	shards = calloc(n ? n : 1, sizeof(*shards));
 	if (!shards) {

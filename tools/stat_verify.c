@@ -26,30 +26,16 @@ static int report(void *arg, const char *msg)
 
 int stat_verify(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	engram_store *s = NULL;
 	struct engram_table_info ti;
 	unsigned failures = 0, n, n_shards = 0, *shards = NULL;
 	uint64_t blocks = 0;
-	int c, err, status = 1;
+	int err, status = 1;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (argc - optind != 1) {
-		tool_error("verify needs one SHARD");
-		usage(stderr);
-		return 2;
-	}
+	int st = tool_open_one(argc, argv, "verify", usage, &s);
+	if (st >= 0)
+		return st;
 	const char *path = argv[optind];
-	if ((err = engram_open(&s, path, 0)) < 0)
-		return tool_lib_error(err);
 	n = engram_store_num_tables(s);
 	shards = calloc(n ? n : 1, sizeof(*shards));
 	if (!shards) {

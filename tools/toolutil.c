@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,4 +174,30 @@ int tool_npy_header(FILE *f, const char *descr, const uint64_t *shape, unsigned 
 	dict[n++] = '\n';
 	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8) };
 	return fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, n, f) == n ? 0 : -1;
+}
+
+int tool_open_one(int argc, char **argv, const char *cmd, void (*usage)(FILE *), engram_store **s)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, err;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		usage(stderr);
+		return 2;
+	}
+	if (argc - optind != 1) {
+		tool_error("%s needs one SHARD", cmd);
+		usage(stderr);
+		return 2;
+	}
+	if ((err = engram_open(s, argv[optind], 0)) < 0)
+		return tool_lib_error(err);
+	return -1;
 }

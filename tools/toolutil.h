@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engram.h"
+
 /* Program name used as the prefix of every message. */
 extern const char *tool_name;
 
@@ -32,6 +34,10 @@ struct tool_out {
 int tool_out_open(struct tool_out *o, const char *path);
 int tool_out_commit(struct tool_out *o);
 void tool_out_abort(struct tool_out *o);
+
+/* The common front of commands that take one SHARD and only --help: parse, open the store. Returns -1 with
+ * *s open, or the exit status (0 after --help, 2 for a usage error, 1 when the store does not open). */
+int tool_open_one(int argc, char **argv, const char *cmd, void (*usage)(FILE *), engram_store **s);
 
 /* numpy format 1.0 header for a C-order array of descr ("<f4", "<u2", "|u1") and shape. */
 int tool_npy_header(FILE *f, const char *descr, const uint64_t *shape, unsigned ndim);
