@@ -1,5 +1,6 @@
-/* Hashing throughput of engram_hasher_push on a real token stream: prefill (whole requests in chunks) and decode
- * (one token per push, slots served round-robin). Public API only. */
+/* Hashing throughput on a real token stream: prefill (whole requests in chunks, engram_hasher_push), decode (one
+ * token per slot per step, every step one engram_hasher_push_batch call) and decode1 (the same steps as one push
+ * per token). Public API only. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,6 +20,7 @@ struct opts {
 	int one_seq;
 	const char *dump_params, *dump_rows;
 	size_t dump_n;
+	const char *modes;
 };
 
 struct stream {
@@ -171,28 +173,100 @@ static void prime_lanes(engram_hasher *h, const struct stream *s, const struct l
 	}
 }
 
-/* One token per push, lanes served round-robin; a sequence start resets the lane's slot first. */
-static void run_decode(engram_hasher *h, const struct stream *s, struct lane *lanes, unsigned n_lanes,
-		       uint64_t *rows, unsigned layers, unsigned cols, uint64_t *d)
-{
-	unsigned active = n_lanes;
-	int err;
+/* The decode steps, laid out before the timer starts as a server has them at hand: each step takes the next token
+ * of every unfinished lane. Step q is entries [first[q], first[q + 1]): a slot, its token and the token's position
+ * in the stream. Entries [fresh_first[q], fresh_first[q + 1]) of fresh list the slots whose sequence starts at that
+ * step: they are reset first. */
+struct steps {
+	size_t n, *first, *at, *fresh_first;
+	unsigned *slot, *fresh;
+	int64_t *tok;
+};
 
-	while (active) {
-		active = 0;
+static void plan_steps(struct steps *st, const struct stream *s, const struct lane *init, unsigned n_lanes)
+{
+	struct lane *lanes = xcalloc(n_lanes, sizeof(*lanes));
+	size_t e = 0, f = 0, longest = 0;
+
+	memcpy(lanes, init, n_lanes * sizeof(*lanes));
+	for (unsigned l = 0; l < n_lanes; l++)
+		longest = lanes[l].end - lanes[l].cur > longest ? lanes[l].end - lanes[l].cur : longest;
+	st->first = xcalloc(longest + 1, sizeof(*st->first));
+	st->fresh_first = xcalloc(longest + 1, sizeof(*st->fresh_first));
+	st->at = xcalloc(s->n, sizeof(*st->at));
+	st->slot = xcalloc(s->n, sizeof(*st->slot));
+	st->tok = xcalloc(s->n, sizeof(*st->tok));
+	st->fresh = xcalloc(s->n, sizeof(*st->fresh));
+	for (st->n = 0; st->n < longest; st->n++) {
+		st->first[st->n] = e;
+		st->fresh_first[st->n] = f;
 		for (unsigned l = 0; l < n_lanes; l++) {
 			size_t i = lanes[l].cur;
 
 			if (i == lanes[l].end)
 				continue;
-			active++;
-			if (starts_seq(s, i) && (err = engram_hasher_reset(h, l)) < 0)
+			if (starts_seq(s, i))
+				st->fresh[f++] = l;
+			st->slot[e] = l;
+			st->tok[e] = s->tok[i];
+			st->at[e++] = i;
+			lanes[l].cur = i + 1;
+		}
+	}
+	st->first[st->n] = e;
+	st->fresh_first[st->n] = f;
+	free(lanes);
+}
+
+static void free_steps(struct steps *st)
+{
+	free(st->first);
+	free(st->fresh_first);
+	free(st->at);
+	free(st->slot);
+	free(st->tok);
+	free(st->fresh);
+}
+
+/* Every step in one engram_hasher_push_batch call. */
+static void run_decode(engram_hasher *h, const struct steps *st, uint64_t *rows, unsigned layers, unsigned cols,
+		       uint64_t *d)
+{
+	int err;
+
+	for (size_t q = 0; q < st->n; q++) {
+		const size_t e0 = st->first[q], nb = st->first[q + 1] - e0;
+
+		for (size_t f = st->fresh_first[q]; f < st->fresh_first[q + 1]; f++)
+			if ((err = engram_hasher_reset(h, st->fresh[f])) < 0)
 				die("reset", err);
-			if ((err = engram_hasher_push(h, l, s->tok + i, NULL, 1, rows)) < 0)
+		if ((err = engram_hasher_push_batch(h, st->slot + e0, st->tok + e0, NULL, nb, rows)) < 0)
+			die("push_batch", err);
+		for (size_t b = 0; d && b < nb; b++)
+			for (unsigned li = 0; li < layers; li++)
+				for (unsigned c = 0; c < cols; c++) {
+					uint64_t key = (st->at[e0 + b] * layers + li) * cols + c;
+
+					*d += mix64(rows[((size_t)li * nb + b) * cols + c] ^ mix64(key));
+				}
+	}
+}
+
+/* The same steps with one engram_hasher_push per token. */
+static void run_decode1(engram_hasher *h, const struct steps *st, uint64_t *rows, unsigned layers, unsigned cols,
+			uint64_t *d)
+{
+	int err;
+
+	for (size_t q = 0; q < st->n; q++) {
+		for (size_t f = st->fresh_first[q]; f < st->fresh_first[q + 1]; f++)
+			if ((err = engram_hasher_reset(h, st->fresh[f])) < 0)
+				die("reset", err);
+		for (size_t e = st->first[q]; e < st->first[q + 1]; e++) {
+			if ((err = engram_hasher_push(h, st->slot[e], st->tok + e, NULL, 1, rows)) < 0)
 				die("push", err);
 			if (d)
-				*d += digest(rows, i, 1, layers, cols);
-			lanes[l].cur = i + 1;
+				*d += digest(rows, st->at[e], 1, layers, cols);
 		}
 	}
 }
@@ -257,7 +331,8 @@ static void usage(FILE *f)
 		   "  -t, --tokens FILE       token stream .npy (fixtures/tokens/fortunes-en.npy)\n"
 		   "  -r, --repeats N         timed runs per mode, best reported (5)\n"
 		   "  -k, --chunk N           prefill tokens per push (4096)\n"
-		   "  -s, --slots N           decode slots served round-robin (64)\n"
+		   "  -s, --slots N           decode slots, one token each per step (64)\n"
+		   "  -M, --modes LIST        timed modes, comma-separated: prefill,decode,decode1 (all)\n"
 		   "  -1, --one-seq           the whole stream is one sequence (default: each BOS id 0 starts one)\n"
 		   "  -P, --dump-params FILE  write layers, multipliers, primes, pads as text and continue\n"
 		   "  -D, --dump-rows FILE    write the rows of the first --dump-n tokens as .npy uint64\n"
@@ -280,6 +355,17 @@ static size_t parse_size(const char *s, const char *what)
 	return (size_t)v;
 }
 
+/* Is name one of the comma-separated list's entries? */
+static int has_mode(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 static void report(const char *mode, const char *param, double best, unsigned repeats, size_t n, unsigned per_tok)
 {
 	printf("mode=%s %s runs=%u best_s=%.6f tokens_per_s=%.0f rows_per_s=%.0f\n", mode, param, repeats, best,
@@ -295,7 +381,7 @@ int main(int argc, char **argv)
 		{ "one-seq", no_argument, NULL, '1' },		 { "dump-params", required_argument, NULL, 'P' },
 		{ "dump-rows", required_argument, NULL, 'D' },	 { "dump-n", required_argument, NULL, 'n' },
 		{ "no-timing", no_argument, NULL, 'R' },	 { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "modes", required_argument, NULL, 'M' },	 { NULL, 0, NULL, 0 },
 	};
 	struct opts o = {
 		.config = "fixtures/ref/v41/v41.config.json",
@@ -305,6 +391,7 @@ int main(int argc, char **argv)
 		.slots = 64,
 		.chunk = 4096,
 		.dump_n = 10000,
+		.modes = "prefill,decode,decode1",
 	};
 	int timing = 1, c, err;
 	engram_config *cfg = NULL;
@@ -312,7 +399,7 @@ int main(int argc, char **argv)
 	int64_t *tok = NULL;
 	size_t n_tok = 0, n_seqs = 0;
 
-	while ((c = getopt_long(argc, argv, "c:m:t:r:k:s:1P:D:n:Rh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:m:t:r:k:s:1P:D:n:RhM:", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': o.config = optarg; break;
 		case 'm': o.map = optarg; break;
@@ -325,6 +412,7 @@ int main(int argc, char **argv)
 		case 'D': o.dump_rows = optarg; break;
 		case 'n': o.dump_n = parse_size(optarg, "dump count"); break;
 		case 'R': timing = 0; break;
+		case 'M': o.modes = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -346,13 +434,15 @@ int main(int argc, char **argv)
 	const unsigned per_tok = layers * cols, keep = engram_config_max_ngram(cfg) - 1;
 	const struct stream s = { tok, n_tok, o.one_seq };
 	size_t *starts = seq_starts(&s, &n_seqs);
-	struct lane *init = xcalloc(o.slots, sizeof(*init)), *lanes = xcalloc(o.slots, sizeof(*lanes));
-	uint64_t *rows = xcalloc(o.chunk * per_tok, sizeof(*rows));
-	uint64_t d_prefill = 0, d_decode = 0;
+	struct lane *init = xcalloc(o.slots, sizeof(*init));
+	struct steps st;
+	uint64_t *rows = xcalloc((o.chunk > o.slots ? o.chunk : o.slots) * per_tok, sizeof(*rows));
+	uint64_t d_prefill = 0, d_decode = 0, d_decode1 = 0;
 	unsigned n_lanes = make_lanes(n_tok, o.slots, init);
 
 	if ((err = engram_hasher_create(&h, cfg, n_lanes)) < 0)
 		die("hasher", err);
+	plan_steps(&st, &s, init, n_lanes);
 	printf("# bench_hash: libengram %s; %s: %u layers x %u columns = %u row ids per token\n", engram_version(),
 	       o.config, layers, cols, per_tok);
 	printf("# tokens: %s, %zu ids, %zu sequences (%s)\n", o.tokens, n_tok, n_seqs,
@@ -372,41 +462,45 @@ int main(int argc, char **argv)
 		free(all);
 	}
 
-	/* Untimed pass of each mode: both must address every position alike. */
+	/* Untimed pass of each mode: all must address every position alike. */
 	run_prefill(h, &s, starts, n_seqs, o.chunk, rows, layers, cols, &d_prefill, NULL, 0);
-	memcpy(lanes, init, n_lanes * sizeof(*lanes));
-	prime_lanes(h, &s, lanes, n_lanes, keep, rows);
-	run_decode(h, &s, lanes, n_lanes, rows, layers, cols, &d_decode);
-	printf("check=%s prefill_digest=%016" PRIx64 " decode_digest=%016" PRIx64 "\n",
-	       d_prefill == d_decode ? "ok" : "MISMATCH", d_prefill, d_decode);
-	if (d_prefill != d_decode)
+	prime_lanes(h, &s, init, n_lanes, keep, rows);
+	run_decode(h, &st, rows, layers, cols, &d_decode);
+	prime_lanes(h, &s, init, n_lanes, keep, rows);
+	run_decode1(h, &st, rows, layers, cols, &d_decode1);
+	printf("check=%s prefill_digest=%016" PRIx64 " decode_digest=%016" PRIx64 " decode1_digest=%016" PRIx64 "\n",
+	       d_prefill == d_decode && d_prefill == d_decode1 ? "ok" : "MISMATCH", d_prefill, d_decode, d_decode1);
+	if (d_prefill != d_decode || d_prefill != d_decode1)
 		return 1;
 
-	if (timing) {
-		double best_p = 1e300, best_d = 1e300;
+	for (unsigned mode = 0; timing && mode < 3; mode++) {
+		static const char *const names[] = { "prefill", "decode", "decode1" };
+		double best = 1e300;
 		char param[64];
 
-		for (unsigned r = 0; r < o.repeats; r++) {
-			double t0 = now();
-
-			run_prefill(h, &s, starts, n_seqs, o.chunk, rows, layers, cols, NULL, NULL, 0);
-			t0 = now() - t0;
-			best_p = t0 < best_p ? t0 : best_p;
-		}
+		if (!has_mode(o.modes, names[mode]))
+			continue;
 		for (unsigned r = 0; r < o.repeats; r++) {
 			double t0;
 
-			memcpy(lanes, init, n_lanes * sizeof(*lanes));
-			prime_lanes(h, &s, lanes, n_lanes, keep, rows);
+			if (mode)
+				prime_lanes(h, &s, init, n_lanes, keep, rows);
 			t0 = now();
-			run_decode(h, &s, lanes, n_lanes, rows, layers, cols, NULL);
+			if (mode == 0)
+				run_prefill(h, &s, starts, n_seqs, o.chunk, rows, layers, cols, NULL, NULL, 0);
+			else if (mode == 1)
+				run_decode(h, &st, rows, layers, cols, NULL);
+			else
+				run_decode1(h, &st, rows, layers, cols, NULL);
 			t0 = now() - t0;
-			best_d = t0 < best_d ? t0 : best_d;
+			best = t0 < best ? t0 : best;
 		}
-		snprintf(param, sizeof(param), "chunk=%zu", o.chunk);
-		report("prefill", param, best_p, o.repeats, n_tok, per_tok);
-		snprintf(param, sizeof(param), "slots=%u", n_lanes);
-		report("decode", param, best_d, o.repeats, n_tok, per_tok);
+		if (mode == 0)
+			snprintf(param, sizeof(param), "chunk=%zu", o.chunk);
+		else
+			snprintf(param, sizeof(param), "slots=%u tokens_per_call=%s", n_lanes,
+				 mode == 1 ? "slots" : "1");
+		report(names[mode], param, best, o.repeats, n_tok, per_tok);
 	}
 	engram_hasher_destroy(h);
 	engram_config_free(cfg);
@@ -414,6 +508,6 @@ int main(int argc, char **argv)
 	free(rows);
 	free(starts);
 	free(init);
-	free(lanes);
+	free_steps(&st);
 	return 0;
 }

@@ -1,38 +1,114 @@
 /* Addressing: token ids to table rows, bit-exact with the reference NgramHashMapping and V4.1's
- * NgramHashState, keeping each sequence's last N-1 tokens across calls. This is the hot loop. */
+ * NgramHashState, keeping each sequence's last N-1 tokens across calls. The kernels that do the hashing (the
+ * scalar one here, the vector one in hash_avx2.c) see blocks of positions with their look-back tokens laid out;
+ * this file keeps the slots and lays the tokens out, for a prefill chunk of one slot or a decode step of many. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "hash_simd.h"
 
-#define BLOCK 256
+#define BLOCK EG_HASH_BLOCK
 
 struct seq {
-	int64_t hist[EG_MAX_NGRAM - 1]; /* last N-1 compressed ids, oldest first */
+	int64_t hist[EG_MAX_NGRAM - 1]; /* last N-1 compressed ids, oldest first; later entries unused */
 	unsigned live;                  /* trailing live tokens in hist, at most N-1 */
 };
 
 struct engram_hasher {
 	const engram_config *cfg;
+	eg_hash_kernel *kernel;
+	double *vc;                     /* the kernel's constants */
 	unsigned n_seqs;
+	uint32_t stamp;                 /* batch calls so far: stamps[s] == stamp when this call named slot s */
+	uint32_t *stamps;
 	struct seq *seqs;
+	int64_t *bat;                   /* [N][BLOCK]: a decode step's look-backs, oldest first, then its tokens */
 	/* scratch for one block: history then tokens, and each position's valid look-back depth */
 	int64_t win[EG_MAX_NGRAM - 1 + BLOCK];
 	uint8_t depth[BLOCK];
 };
 
+/* Rows of positions [0, n) for one layer. N and H are compile-time constants in the common instantiations so
+ * the loops unroll. */
+static inline void hash_layer(const struct eg_layer *L, unsigned N, unsigned H, const int64_t *look,
+			      ptrdiff_t kstride, const uint8_t *depth, int64_t pad, size_t n, uint64_t *out)
+{
+	for (size_t t = 0; t < n; t++, look++) {
+		uint64_t *row = out + t * (N - 1) * H;
+		unsigned d = depth ? depth[t] : N;
+		int64_t mix = (int64_t)((uint64_t)(d > 0 ? look[0] : pad) * L->mult[0]);
+
+		for (unsigned k = 1, c = 0; k < N; k++) {
+			int64_t tok = k < d ? look[-(ptrdiff_t)k * kstride] : pad;
+
+			mix ^= (int64_t)((uint64_t)tok * L->mult[k]);
+#pragma GCC unroll 8
+			for (unsigned j = 0; j < H; j++, c++)
+				row[c] = eg_mod_floor(mix, &L->mod[c]) + L->offset[c];
+		}
+	}
+}
+
+static void hash_scalar(const engram_config *cfg, const double *vc, const int64_t *look, ptrdiff_t kstride,
+			const uint8_t *depth, size_t n, uint64_t *rows, size_t total)
+{
+	const unsigned N = cfg->max_ngram, H = cfg->n_heads, cols = cfg->columns;
+
+	(void)vc;
+	for (unsigned li = 0; li < cfg->n_layers; li++) {
+		uint64_t *out = rows + (size_t)li * total * cols;
+		const struct eg_layer *L = &cfg->layers[li];
+
+		/* Specialized for the shapes of the published configs; the generic call covers the rest. */
+		if (N == 4 && H == 8)
+			hash_layer(L, 4, 8, look, kstride, depth, cfg->cpad, n, out);
+		else if (N == 3 && H == 8)
+			hash_layer(L, 3, 8, look, kstride, depth, cfg->cpad, n, out);
+		else
+			hash_layer(L, N, H, look, kstride, depth, cfg->cpad, n, out);
+	}
+}
+
+#if EG_HASH_HAVE_AVX2
+/* ENGRAM_NO_SIMD set to anything but "" or "0" keeps the scalar kernel. */
+static int simd_allowed(void)
+{
+	const char *e = getenv("ENGRAM_NO_SIMD");
+
+	return !e || !*e || !strcmp(e, "0");
+}
+#endif
+
 ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cfg, unsigned max_seqs)
 {
 	int saved = errno;
 	engram_hasher *h;
+	unsigned N;
 
 	if (!out || !cfg || max_seqs == 0)
 		return eg_fail(-EINVAL, "engram_hasher_create: %s", max_seqs ? "NULL argument" : "max_seqs is 0");
+	N = cfg->max_ngram;
 	h = calloc(1, sizeof(*h));
-	if (h)
-		h->seqs = malloc((size_t)max_seqs * sizeof(*h->seqs));
-	if (!h || !h->seqs) {
+	if (h) {
+		h->seqs = calloc(max_seqs, sizeof(*h->seqs));
+		h->stamps = calloc(max_seqs, sizeof(*h->stamps));
+		h->bat = malloc((size_t)N * BLOCK * sizeof(*h->bat));
+		h->kernel = hash_scalar;
+#if EG_HASH_HAVE_AVX2
+		if (simd_allowed() && eg_hash_avx2_fits(cfg) && eg_hash_avx2_cpu()) {
+			h->vc = eg_hash_avx2_consts(cfg);
+			h->kernel = eg_hash_avx2;
+		}
+#endif
+	}
+	if (!h || !h->seqs || !h->stamps || !h->bat || (h->kernel != hash_scalar && !h->vc)) {
+		if (h) {
+			free(h->seqs);
+			free(h->stamps);
+			free(h->bat);
+			free(h->vc);
+		}
 		free(h);
 		errno = saved;
 		return eg_fail(-ENOMEM, "engram_hasher_create: out of memory for %u sequences", max_seqs);
@@ -50,6 +126,9 @@ ENGRAM_API void engram_hasher_destroy(engram_hasher *h)
 	if (!h)
 		return;
 	free(h->seqs);
+	free(h->stamps);
+	free(h->bat);
+	free(h->vc);
 	free(h);
 }
 
@@ -63,42 +142,22 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq)
 	return 0;
 }
 
-/* Rows of positions [0, n) of the window for one layer. N is a compile-time constant in the common
- * instantiations so the look-back loops unroll. */
-static inline void hash_layer(const struct eg_layer *L, unsigned N, unsigned H, const int64_t *win,
-			      const uint8_t *depth, int64_t pad, size_t n, uint64_t *out, size_t stride)
+static int bad_token(const engram_config *cfg, const int64_t *tokens, size_t i)
 {
-	for (size_t t = 0; t < n; t++) {
-		const int64_t *cur = win + (N - 1) + t;
-		uint64_t *row = out + t * stride;
-		int64_t mix = (depth[t] > 0 ? cur[0] : pad) * (int64_t)L->mult[0];
-
-		for (unsigned k = 1, c = 0; k < N; k++) {
-			int64_t tok = k < depth[t] ? cur[-(ptrdiff_t)k] : pad;
-			mix ^= (int64_t)((uint64_t)tok * L->mult[k]);
-			for (unsigned j = 0; j < H; j++, c++)
-				row[c] = eg_mod_floor(mix, &L->mod[c]) + L->offset[c];
-		}
-	}
+	return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
+		       (long long)tokens[i], i, (unsigned long long)cfg->raw_vocab);
 }
 
-static void hash_block(const engram_config *cfg, const int64_t *win, const uint8_t *depth, size_t n, size_t total,
-		       size_t pos, uint64_t *rows)
+/* Do the slot's history entries older than its live ones all hold the pad? Then look-backs past the live tokens
+ * read the pad from the window, as the reference has them do. */
+static int pad_beyond_live(const engram_hasher *h, const struct seq *s)
 {
-	const unsigned N = cfg->max_ngram, H = cfg->n_heads, cols = cfg->columns;
+	const unsigned keep = h->cfg->max_ngram - 1;
 
-	for (unsigned li = 0; li < cfg->n_layers; li++) {
-		uint64_t *out = rows + ((size_t)li * total + pos) * cols;
-		const struct eg_layer *L = &cfg->layers[li];
-
-		/* Specialized for the shapes of the published configs; the generic call covers the rest. */
-		if (N == 4 && H == 8)
-			hash_layer(L, 4, 8, win, depth, cfg->cpad, n, out, cols);
-		else if (N == 3 && H == 8)
-			hash_layer(L, 3, 8, win, depth, cfg->cpad, n, out, cols);
-		else
-			hash_layer(L, N, H, win, depth, cfg->cpad, n, out, cols);
-	}
+	for (unsigned i = 0; i + s->live < keep; i++)
+		if (s->hist[i] != h->cfg->cpad)
+			return 0;
+	return 1;
 }
 
 ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t *tokens, const uint8_t *mask,
@@ -106,31 +165,136 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 {
 	const engram_config *cfg = h->cfg;
 	const unsigned keep = cfg->max_ngram - 1;
+	const int64_t vocab = (int64_t)cfg->raw_vocab;
 	struct seq *s;
+	unsigned live;
+	int plain;
+	size_t m = 0;
 
 	if (seq >= h->n_seqs)
 		return eg_fail(-EINVAL, "sequence slot %u out of range (hasher has %u)", seq, h->n_seqs);
-	for (size_t i = 0; i < n; i++)
-		if (EG_UNLIKELY(tokens[i] >= (int64_t)cfg->raw_vocab))
-			return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
-				       (long long)tokens[i], i, (unsigned long long)cfg->raw_vocab);
 	s = &h->seqs[seq];
-	for (size_t pos = 0; pos < n; pos += BLOCK) {
-		size_t m = n - pos < BLOCK ? n - pos : BLOCK;
-		unsigned live = s->live;
+	live = s->live;
+	/* Without a mask, if look-backs past the live tokens read pads from the window, no depths are needed. */
+	plain = !mask && pad_beyond_live(h, s);
+	/* The slot changes only once every token has been checked: until then the window carries the history from
+	 * block to block. Whole arrays are copied in and out (entries from keep on are never read): a fixed size
+	 * compiles to a few moves. */
+	memcpy(h->win, s->hist, sizeof(s->hist));
+	for (size_t pos = 0; pos < n; pos += m) {
+		if (pos)
+			memmove(h->win, h->win + m, keep * sizeof(*h->win));
+		m = n - pos < BLOCK ? n - pos : BLOCK;
+		if (plain) {
+			for (size_t t = 0; t < m; t++) {
+				int64_t raw = tokens[pos + t];
 
-		memcpy(h->win, s->hist, keep * sizeof(*h->win));
-		for (size_t t = 0; t < m; t++) {
-			int64_t raw = tokens[pos + t];
-			int alive = !mask || mask[pos + t];
+				if (EG_UNLIKELY(raw >= vocab))
+					return bad_token(cfg, tokens, pos + t);
+				h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
+			}
+			live = live + m < keep ? live + (unsigned)m : keep;
+			h->kernel(cfg, h->vc, h->win + keep, 1, NULL, m, rows + pos * cfg->columns, n);
+		} else {
+			for (size_t t = 0; t < m; t++) {
+				int64_t raw = tokens[pos + t];
+				int alive = !mask || mask[pos + t];
 
-			h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
-			h->depth[t] = alive ? (uint8_t)(live + 1) : 0;
-			live = alive ? (live < keep ? live + 1 : keep) : 0;
+				if (EG_UNLIKELY(raw >= vocab))
+					return bad_token(cfg, tokens, pos + t);
+				h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
+				h->depth[t] = alive ? (uint8_t)(live + 1) : 0;
+				live = alive ? (live < keep ? live + 1 : keep) : 0;
+			}
+			h->kernel(cfg, h->vc, h->win + keep, 1, h->depth, m, rows + pos * cfg->columns, n);
 		}
-		hash_block(cfg, h->win, h->depth, m, n, pos, rows);
-		memcpy(s->hist, h->win + m, keep * sizeof(*h->win));
-		s->live = live;
+	}
+	memcpy(s->hist, h->win + m, sizeof(s->hist));
+	s->live = live;
+	return 0;
+}
+
+/* Check a decode step before anything changes: slots in range and named once, token ids inside the map. */
+static int batch_check(engram_hasher *h, const unsigned *seqs, const int64_t *tokens, size_t n)
+{
+	const int64_t vocab = (int64_t)h->cfg->raw_vocab;
+	const unsigned n_seqs = h->n_seqs;
+	uint32_t *const stamps = h->stamps, stamp = ++h->stamp;
+
+	if (stamp == 0) {
+		/* wrapped around: clear the stamps, which could otherwise match an old call's */
+		memset(stamps, 0, n_seqs * sizeof(*stamps));
+		stamp = h->stamp = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (EG_UNLIKELY(seqs[i] >= n_seqs))
+			return eg_fail(-EINVAL, "sequence slot %u at position %zu out of range (hasher has %u)",
+				       seqs[i], i, n_seqs);
+		if (EG_UNLIKELY(stamps[seqs[i]] == stamp))
+			return eg_fail(-EINVAL, "sequence slot %u appears twice in one batch (again at position %zu)",
+				       seqs[i], i);
+		stamps[seqs[i]] = stamp;
+		if (EG_UNLIKELY(tokens[i] >= vocab))
+			return bad_token(h->cfg, tokens, i);
 	}
 	return 0;
+}
+
+/* Lay out the look-backs of m tokens of a decode step in bat, the pad already in place of dead ones, and advance
+ * the slots. Row keep of bat holds the tokens' compressed ids on entry; row j gets history entry j. */
+static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs, const uint8_t *mask, size_t m)
+{
+	const int64_t pad = h->cfg->cpad;
+	int64_t *bat = h->bat;
+
+	for (size_t b = 0; b < m; b++) {
+		struct seq *s = &h->seqs[seqs[b]];
+		const int64_t tok = bat[keep * BLOCK + b];
+		const unsigned d = !mask || mask[b] ? s->live + 1 : 0;
+
+		if (EG_LIKELY(d > keep)) {
+#pragma GCC unroll 16
+			for (unsigned j = 0; j < keep; j++)
+				bat[j * BLOCK + b] = s->hist[j];
+		} else {
+			bat[keep * BLOCK + b] = d > 0 ? tok : pad;
+#pragma GCC unroll 16
+			for (unsigned j = 0; j < keep; j++)
+				bat[j * BLOCK + b] = keep - j < d ? s->hist[j] : pad;
+			s->live = d;
+		}
+#pragma GCC unroll 16
+		for (unsigned j = 0; j + 1 < keep; j++)
+			s->hist[j] = s->hist[j + 1];
+		s->hist[keep - 1] = tok;
+	}
+}
+
+ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
+					const uint8_t *mask, size_t n, uint64_t *rows)
+{
+	const engram_config *cfg = h->cfg;
+	const unsigned keep = cfg->max_ngram - 1;
+	int64_t *cur = h->bat + keep * BLOCK;
+	int err;
+
+	if ((err = batch_check(h, seqs, tokens, n)) < 0)
+		return err;
+	for (size_t pos = 0; pos < n; pos += BLOCK) {
+		size_t m = n - pos < BLOCK ? n - pos : BLOCK;
+
+		for (size_t b = 0; b < m; b++)
+			cur[b] = tokens[pos + b] >= 0 ? cfg->map[tokens[pos + b]] : tokens[pos + b];
+		if (keep == 3)
+			gather(h, 3, seqs + pos, mask ? mask + pos : NULL, m);
+		else
+			gather(h, keep, seqs + pos, mask ? mask + pos : NULL, m);
+		h->kernel(cfg, h->vc, cur, BLOCK, NULL, m, rows + pos * cfg->columns, n);
+	}
+	return 0;
+}
+
+int eg_hasher_simd(const engram_hasher *h)
+{
+	return h->kernel != hash_scalar;
 }
