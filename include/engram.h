@@ -197,7 +197,8 @@ struct engram_pack_options {
 	enum engram_split split;
 	uint64_t split_bytes;           /* ENGRAM_SPLIT_SIZE */
 	unsigned split_ranks;           /* ENGRAM_SPLIT_HEADS; must divide the head count */
-	uint64_t synthetic_scale;       /* 0: read weights. N >= 1: random rows, every vocab size divided by N */
+	uint64_t synthetic_scale;       /* 0: read weights. N >= 1: synthetic rows shaped like trained
+					   ones (Gaussian, sd ~0.02), every vocab size divided by N */
 	const char *synthetic_dtype;    /* "bf16" (NULL), "f32", "f16" or "e4m3" (with e8m0 scales) */
 	uint64_t synthetic_seed;
 	unsigned threads;               /* compression workers; 0: online CPUs */

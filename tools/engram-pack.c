@@ -1,4 +1,4 @@
-/* engram-pack: turn checkpoint tensors (or random rows) into engram shard files. */
+/* engram-pack: turn checkpoint tensors (or synthetic rows) into engram shard files. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -45,7 +45,7 @@ static void usage(FILE *f)
 		"  --split layer|size:BYTES|heads:K\n"
 		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes),\n"
 		"                           or K shards of whole heads\n"
-		"  --synthetic SCALE        random rows, every vocab size divided by SCALE, instead of --weights\n"
+		"  --synthetic SCALE        synthetic rows, every vocab size divided by SCALE, instead of --weights\n"
 		"  --synthetic-dtype bf16|f32|f16|e4m3   (default bf16)\n"
 		"  --seed N                 seed of the synthetic rows (default 0)\n"
 		"  --threads N              compression workers (default: online CPUs)\n"
