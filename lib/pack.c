@@ -309,6 +309,7 @@ static int write_shard(struct packer *pk, struct eg_outfile *f, const struct sha
 	struct eg_disk_table *tables = NULL;
 	int err;
 
+	memset(secs, 0, sizeof(secs));
 	po = calloc(sh->n_pieces, sizeof(*po));
 	if (!po)
 		return eg_fail(-ENOMEM, "out of memory");
@@ -567,8 +568,10 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pa
 	XXH3_128bits_update(st, hash.p, hash.len);
 	XXH3_128bits_update(st, pk.cfg->map, pk.cfg->raw_vocab * 4);
 	for (unsigned i = 0; i < n_shards; i++) {
-		XXH3_128bits_update(st, shards[i].pieces, shards[i].n_pieces * sizeof(*shards[i].pieces));
 		for (unsigned k = 0; k < shards[i].n_pieces; k++) {
+			const struct piece *pc = &shards[i].pieces[k];
+			uint64_t fields[3] = { pc->layer_index, pc->row_begin, pc->row_count };
+			XXH3_128bits_update(st, fields, sizeof(fields));
 			struct eg_disk_table t;
 			eg_layout_init(&t, pk.src[shards[i].pieces[k].layer_index].dtype, pk.cfg->head_dim,
 				       shards[i].pieces[k].row_count, pk.ppb);

@@ -21,6 +21,7 @@
 
 #define GATHER_CHUNK 256
 #define TRACK_MIN (1u << 18)
+#define SINK 64 /* one cache line per request, so concurrent reads never write the same bytes */
 
 struct request {
 	uint32_t unit;
@@ -61,7 +62,8 @@ struct engram_session {
 	uint32_t req_free;
 	struct pending *pend;             /* ring of reads waiting for a request slot */
 	size_t pend_head, pend_n, pend_cap;
-	uint8_t *sink;                    /* page-cache reads land here and are dropped */
+	uint8_t *sink;                    /* page-cache reads land here and are dropped: SINK bytes per request */
+	uint8_t **unit_sink;              /* per request, made on demand: dropped reads of multi-page units */
 	uint8_t **bounce;                 /* per request: zstd frames (aligned) */
 	size_t bounce_bytes;
 	uint8_t *scratch;                 /* unshuffle and overflow buffers, unit_max each */
@@ -266,9 +268,14 @@ static int start_read(engram_session *s, uint32_t tag, unsigned layer, uint32_t 
 	} else {
 		/* The page cache fills whole pages: reading one byte of a one-page unit brings it in without
 		 * copying 4 KiB to a buffer nobody reads. */
-		r->buf = s->sink;
-		if (len == EG_PAGE)
+		if (len == EG_PAGE) {
+			r->buf = s->sink + (size_t)tag * SINK;
 			r->len = 1;
+		} else {
+			if (!s->unit_sink[tag] && !(s->unit_sink[tag] = alloc_aligned(s->unit_max)))
+				return eg_fail(-ENOMEM, "out of memory for a read buffer");
+			r->buf = s->unit_sink[tag];
+		}
 	}
 	if ((err = s->io->ops->read(s->io, r->fd, r->buf, r->len, r->off, tag)) < 0)
 		return eg_fail(err, "queueing a read: %s", engram_strerror(err));
@@ -781,6 +788,9 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s->req);
 	free(s->pend);
 	free(s->sink);
+	for (unsigned i = 0; s->unit_sink && i < s->depth; i++)
+		free(s->unit_sink[i]);
+	free(s->unit_sink);
 	free(s->scratch);
 	free(s->overflow);
 	ZSTD_freeDCtx(s->dctx);
@@ -873,11 +883,13 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	s->total = calloc(s->cfg->n_layers, sizeof(*s->total));
 	s->rows = calloc(s->cfg->n_layers, sizeof(*s->rows));
 	s->req = calloc(depth, sizeof(*s->req));
-	s->sink = alloc_aligned(s->unit_max);
+	s->sink = alloc_aligned((size_t)depth * SINK);
+	s->unit_sink = calloc(depth, sizeof(*s->unit_sink));
 	s->scratch = malloc(s->unit_max);
 	s->overflow = alloc_aligned(s->unit_max + s->bounce_bytes);
 	s->dctx = ZSTD_createDCtx();
-	if (!s->step || !s->total || !s->rows || !s->req || !s->sink || !s->scratch || !s->overflow || !s->dctx) {
+	if (!s->step || !s->total || !s->rows || !s->req || !s->sink || !s->unit_sink || !s->scratch || !s->overflow ||
+	    !s->dctx) {
 		err = eg_fail(-ENOMEM, "out of memory");
 		goto fail;
 	}

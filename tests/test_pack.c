@@ -251,6 +251,52 @@ static void test_synthetic_scale_shrinks_rows(void **state)
 	engram_close(st);
 }
 
+static void *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	void *buf;
+	long n;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* The same inputs give byte-identical files (with the creation time fixed by SOURCE_DATE_EPOCH). */
+static void test_pack_is_reproducible(void **state)
+{
+	static const char *codecs[] = { "raw", "zstd" };
+
+	(void)state;
+	setenv("SOURCE_DATE_EPOCH", "1700000000", 1);
+	for (int c = 0; c < 2; c++) {
+		struct engram_pack_options o = options(&tiny_v41, out_path("again-1.json"));
+		size_t la, lb;
+		o.codec = codecs[c];
+		o.split = ENGRAM_SPLIT_LAYER;
+		must(engram_pack(&o, NULL), "first");
+		o.out_path = out_path("again-2.json");
+		must(engram_pack(&o, NULL), "second");
+		for (int k = 1; k <= 2; k++) {
+			char a[600], b[600];
+			snprintf(a, sizeof(a), "%s/again-1-%05d-of-00002.engram", tmpdir_create_once(), k);
+			snprintf(b, sizeof(b), "%s/again-2-%05d-of-00002.engram", tmpdir_create_once(), k);
+			uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+			assert_int_equal(la, lb);
+			assert_memory_equal(x, y, la);
+			free(x);
+			free(y);
+		}
+	}
+	unsetenv("SOURCE_DATE_EPOCH");
+}
+
 static int files_in_tmp(void)
 {
 	DIR *d = opendir(tmpdir_create_once());
@@ -468,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_splits_rows_equal_checkpoint),
 		cmocka_unit_test(test_head_split_shards_hold_whole_heads),
 		cmocka_unit_test(test_synthetic_scale_shrinks_rows),
+		cmocka_unit_test(test_pack_is_reproducible),
 		cmocka_unit_test(test_cancelled_pack_leaves_nothing),
 		cmocka_unit_test(test_shape_mismatch),
 		cmocka_unit_test(test_tensor_not_found),
