@@ -156,9 +156,15 @@ static void test_pread_pool_matches_reference(void **state)
 	run(&tiny_bf16, "raw", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_NO_URING, 0, 0);
 	run(&tiny_v41, "raw", ENGRAM_MODE_DIRECT, ENGRAM_SESSION_NO_URING, 1, 0);
 	run(&tiny_v41, "zstd", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_NO_URING, 0, 0);
+	char *env = getenv("ENGRAM_NO_URING");
+	char *saved = env ? strdup(env) : NULL;
 	setenv("ENGRAM_NO_URING", "1", 1);
 	run(&tiny_f32, "zstd", ENGRAM_MODE_DIRECT, 0, 1, 0);
-	unsetenv("ENGRAM_NO_URING");
+	if (saved)
+		setenv("ENGRAM_NO_URING", saved, 1);
+	else
+		unsetenv("ENGRAM_NO_URING");
+	free(saved);
 }
 
 /* A cache far smaller than a step: rows still come out right (read at gather), nothing in use is evicted. */
