@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <xxhash.h>
 
@@ -31,9 +32,17 @@ static void failure(struct report *r, const char *fmt, ...)
 		r->stop = 1;
 }
 
-static void verify_piece(const struct eg_piece *p, struct report *r)
+#define RELEASE_EVERY (64u << 20)
+
+struct cursor {
+	const uint8_t *data;
+	uint64_t released;
+};
+
+static void verify_piece(const struct eg_piece *piece, struct report *r)
 {
-	const struct eg_disk_table *t = p->t;
+	const struct eg_disk_table *t = piece->t;
+	struct cursor cur = { piece->data, 0 }, *p = &cur;
 	uint64_t bsize = (uint64_t)t->pages_per_block * EG_PAGE;
 
 	for (uint64_t b = 0; b < t->n_blocks && !r->stop; b++) {
@@ -42,18 +51,26 @@ static void verify_piece(const struct eg_piece *p, struct report *r)
 			start = b * bsize;
 			end = start + bsize < t->data_length ? start + bsize : t->data_length;
 		} else {
-			start = b ? p->frames[b - 1] : 0;
-			end = p->frames[b];
+			start = b ? piece->frames[b - 1] : 0;
+			end = piece->frames[b];
 			if (start > end || end > t->data_length) {
 				failure(r, "'%s': layer %d rows from %llu: frame %llu index [%llu, %llu) is out of order or "
-					   "past the data", p->shard->path, t->layer_id, (unsigned long long)t->row_begin,
+					   "past the data", piece->shard->path, t->layer_id, (unsigned long long)t->row_begin,
 					(unsigned long long)b, (unsigned long long)start, (unsigned long long)end);
 				continue;
 			}
 		}
-		if (XXH3_64bits(p->data + start, end - start) != p->sums[b])
+		/* hand back pages already checked, so verifying a table larger than RAM keeps a small footprint */
+		if (start - p->released >= RELEASE_EVERY) {
+			uintptr_t from = (uintptr_t)(p->data + p->released) & ~(uintptr_t)(EG_PAGE - 1);
+			uintptr_t to = (uintptr_t)(p->data + start) & ~(uintptr_t)(EG_PAGE - 1);
+			if (to > from)
+				madvise((void *)from, to - from, MADV_DONTNEED);
+			p->released = start;
+		}
+		if (XXH3_64bits(p->data + start, end - start) != piece->sums[b])
 			failure(r, "'%s': layer %d rows from %llu: block %llu (file bytes %llu-%llu) checksum mismatch",
-				p->shard->path, t->layer_id, (unsigned long long)t->row_begin, (unsigned long long)b,
+				piece->shard->path, t->layer_id, (unsigned long long)t->row_begin, (unsigned long long)b,
 				(unsigned long long)(t->data_offset + start), (unsigned long long)(t->data_offset + end));
 	}
 }
