@@ -1,0 +1,119 @@
+/* engram-pack, engram-stat info and engram-stat verify, run as a user would: what info reports, verify's
+ * verdict on a good shard and on one with a flipped data byte, and .npy checkpoints. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engram.h"
+#include "safetensors.h"
+#include "util.h"
+
+static char shard[600], out[700];
+
+static const char *pack_tiny_v41(void)
+{
+	snprintf(shard, sizeof(shard), "%s/v41.engram", tmpdir_create_once());
+	if (access(shard, F_OK) != 0)
+		assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd",
+				    tool_path("engram-pack"), "fixtures/ref/tiny-v41/tiny-v41.config.json",
+				    "fixtures/ref/tiny-v41/tiny-v41.token_map.npy", "fixtures/ref/tiny-v41/tiny-v41.safetensors",
+				    shard), 0);
+	return shard;
+}
+
+static void test_info_reports_config_and_tables(void **state)
+{
+	(void)state;
+	snprintf(out, sizeof(out), "%s/info.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s info %s > %s", tool_path("engram-stat"), pack_tiny_v41(), out), 0);
+	static const char *const want[] = {
+		"layers        2 (ids 1 3)", "orders        2..4", "heads         4 per order", "head dim      64",
+		"table rows    12458, 13416", "F8_E4M3", "zstd", "codec ratio",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+		if (sh("grep -qF -- '%s' %s", want[i], out) != 0)
+			fail_msg("engram-stat info lacks '%s'", want[i]);
+}
+
+static void test_verify_good_and_flipped(void **state)
+{
+	char bad[700];
+
+	(void)state;
+	assert_int_equal(sh("%s verify %s | grep -q 'ok, the metadata of 1 shard'", tool_path("engram-stat"),
+			    pack_tiny_v41()), 0);
+	snprintf(bad, sizeof(bad), "%s/bad.engram", tmpdir_create_once());
+	assert_int_equal(sh("cp %s %s", shard, bad), 0);
+	/* one bit of the first table's data, which starts at the second page */
+	int fd = open(bad, O_RDWR);
+	uint8_t byte;
+	assert_int_equal(pread(fd, &byte, 1, 4096 + 100), 1);
+	byte ^= 0x20;
+	assert_int_equal(pwrite(fd, &byte, 1, 4096 + 100), 1);
+	close(fd);
+	assert_int_equal(sh("%s verify %s 2>/dev/null", tool_path("engram-stat"), bad), 1);
+	assert_int_equal(sh("%s verify %s 2>&1 | grep -q \"bad.engram': layer 1 rows from 0: block 0 .* checksum "
+			    "mismatch\"", tool_path("engram-stat"), bad), 0);
+	assert_int_equal(sh("%s verify /nonexistent.engram 2>&1 | grep -q \"cannot open '/nonexistent.engram'\"",
+			    tool_path("engram-stat")), 0);
+}
+
+/* Tables given as .npy files, one per tensor, named as the checkpoint names them. */
+static void test_pack_from_npy_tensors(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	const char *paths[1];
+	char w[600], npy[2][700], packed[700];
+	struct eg_tensor_set *set = NULL;
+	static const char *const names[2] = { "layers.1.engram.multi_head_embedding.embedding.weight",
+					      "layers.3.engram.multi_head_embedding.embedding.weight" };
+
+	(void)state;
+	snprintf(w, sizeof(w), "%s", fixture("ref/tiny/tiny.f32.safetensors"));
+	paths[0] = w;
+	assert_int_equal(eg_tensors_open(&set, paths, 1), 0);
+	for (int i = 0; i < 2; i++) {
+		const struct eg_tensor *t = NULL;
+		char shape[64];
+		assert_int_equal(eg_tensors_find_unique(set, names[i], &t), 0);
+		uint8_t *data = malloc(t->nbytes);
+		int fd = open(t->path, O_RDONLY);
+		assert_int_equal(pread(fd, data, t->nbytes, (off_t)t->offset), (ssize_t)t->nbytes);
+		close(fd);
+		snprintf(shape, sizeof(shape), "(%llu, %llu)", (unsigned long long)t->shape[0],
+			 (unsigned long long)t->shape[1]);
+		char name[200];
+		snprintf(name, sizeof(name), "%s.npy", names[i]);
+		snprintf(npy[i], sizeof(npy[i]), "%s", write_tmp_npy(name, "<f4", shape, data, t->nbytes));
+		free(data);
+	}
+	eg_tensors_free(set);
+	snprintf(packed, sizeof(packed), "%s/from-npy.engram", dir);
+	/* the same bytes as packing the safetensors file */
+	snprintf(out, sizeof(out), "%s/from-st.engram", dir);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --config %s --token-map %s --weights %s %s --out %s",
+			    tool_path("engram-pack"), "fixtures/ref/tiny/tiny.config.json",
+			    "fixtures/ref/tiny/tiny.token_map.npy", npy[0], npy[1], packed), 0);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --config %s --token-map %s --weights %s --out %s",
+			    tool_path("engram-pack"), "fixtures/ref/tiny/tiny.config.json",
+			    "fixtures/ref/tiny/tiny.token_map.npy", w, out), 0);
+	assert_int_equal(sh("cmp -s %s %s", packed, out), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_info_reports_config_and_tables),
+		cmocka_unit_test(test_verify_good_and_flipped),
+		cmocka_unit_test(test_pack_from_npy_tensors),
+	};
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
+}
