@@ -182,7 +182,7 @@ UNROLL
 		mix = mul64(tok, mult[0], mult_hi[0]);
 UNROLL
 		for (unsigned k = 1; k < N; k++) {
-			tok = _mm256_loadu_si256((const __m256i *)(look + t - (ptrdiff_t)k * kstride));
+			tok = _mm256_loadu_si256((const __m256i *)(look + ((ptrdiff_t)t - (ptrdiff_t)k * kstride)));
 			if (depth)
 				tok = _mm256_blendv_epi8(vpad, tok, _mm256_cmpgt_epi64(dep, _mm256_set1_epi64x(k)));
 			mix = _mm256_xor_si256(mix, mul64(tok, mult[k], mult_hi[k]));
@@ -195,7 +195,7 @@ UNROLL
 
 UNROLL
 		for (unsigned k = 1; k < N; k++) {
-			mix ^= (uint64_t)(k < d ? look[t - (ptrdiff_t)k * kstride] : pad) * L->mult[k];
+			mix ^= (uint64_t)(k < d ? look[(ptrdiff_t)t - (ptrdiff_t)k * kstride] : pad) * L->mult[k];
 			limbs(mix, &lo[k - 1][t], &hi[k - 1][t]);
 		}
 	}

@@ -39,7 +39,7 @@ static int parse_descr(const char *v, struct eg_npy *h, const char *path)
 	unsigned long size;
 	char *end;
 
-	if (q != '\'' && q != '"')
+	if ((q != '\'' && q != '"') || strnlen(v, 4) < 4)
 		return eg_fail(ENGRAM_EPARSE, "'%s': .npy descr is not a simple type string", path);
 	order = v[1];
 	h->kind = v[2];
