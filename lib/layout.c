@@ -1,4 +1,5 @@
-/* Where rows live: page geometry of a table piece, shared by the packer and the reader. */
+/* Where rows live: page geometry of a table piece, and how its zstd blocks are filtered; shared by the packer
+ * and the readers. */
 #include "layout.h"
 
 int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
@@ -31,4 +32,22 @@ uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row)
 	if (t->rows_per_page)
 		return local_row / t->rows_per_page * EG_PAGE + local_row % t->rows_per_page * t->record_size;
 	return local_row * t->pages_per_row * (uint64_t)EG_PAGE;
+}
+
+void eg_shuffle(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem)
+{
+	size_t n = len / elem;
+
+	for (unsigned k = 0; k < elem; k++)
+		for (size_t i = 0; i < n; i++)
+			dst[k * n + i] = src[i * elem + k];
+}
+
+void eg_unshuffle(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem)
+{
+	size_t n = len / elem;
+
+	for (unsigned k = 0; k < elem; k++)
+		for (size_t i = 0; i < n; i++)
+			dst[i * elem + k] = src[k * n + i];
 }

@@ -1,6 +1,9 @@
-/* Page geometry of a table piece: rows never straddle a page; a row larger than a page starts one. */
+/* Page geometry of a table piece (rows never straddle a page; a row larger than a page starts one), and the
+ * byte-plane filter of its zstd blocks. */
 #ifndef ENGRAM_LAYOUT_H
 #define ENGRAM_LAYOUT_H
+
+#include <stddef.h>
 
 #include "format.h"
 
@@ -11,5 +14,9 @@ int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, u
 
 /* Byte offset of a row's record from the start of the piece's uncompressed pages. */
 uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row);
+
+/* zstd's byte-plane filter over len bytes of elem-byte elements: all first bytes, then all second bytes... */
+void eg_shuffle(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem);
+void eg_unshuffle(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem);
 
 #endif

@@ -64,15 +64,6 @@ struct zjob {
 	atomic_int err;
 };
 
-static void shuffle_bytes(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem)
-{
-	size_t n = len / elem;
-
-	for (unsigned k = 0; k < elem; k++)
-		for (size_t i = 0; i < n; i++)
-			dst[k * n + i] = src[i * elem + k];
-}
-
 static void compress_blocks(struct zjob *j, unsigned worker)
 {
 	struct packer *pk = j->pk;
@@ -84,7 +75,7 @@ static void compress_blocks(struct zjob *j, unsigned worker)
 		const uint8_t *in = j->src + b * bsize;
 		if (pk->filter == EG_FILTER_SHUFFLE) {
 			uint8_t *scratch = pk->shuffled + (size_t)worker * bsize;
-			shuffle_bytes(scratch, in, pages * EG_PAGE, pk->elem);
+			eg_shuffle(scratch, in, pages * EG_PAGE, pk->elem);
 			in = scratch;
 		}
 		size_t r = ZSTD_compressCCtx(pk->cctx[worker], pk->frames_buf + b * pk->frame_cap, pk->frame_cap, in,

@@ -138,13 +138,8 @@ static int decode_block(engram_session *s, const struct eg_piece *p, const uint8
 	if (ZSTD_isError(r) || r != want)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d frame %llu does not decode", p->shard->path, t->layer_id,
 			       (unsigned long long)b);
-	if (out != dst) {
-		unsigned e = eg_dtype_elem_size(t->dtype);
-		size_t n = want / e;
-		for (unsigned k = 0; k < e; k++)
-			for (size_t i = 0; i < n; i++)
-				dst[i * e + k] = out[k * n + i];
-	}
+	if (out != dst)
+		eg_unshuffle(dst, out, want, eg_dtype_elem_size(t->dtype));
 	return 0;
 }
 

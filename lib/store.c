@@ -468,15 +468,6 @@ const struct eg_piece *eg_store_find(const engram_store *s, unsigned li, uint64_
 	return NULL;
 }
 
-static void unshuffle_bytes(uint8_t *dst, const uint8_t *src, size_t len, unsigned elem)
-{
-	size_t n = len / elem;
-
-	for (unsigned k = 0; k < elem; k++)
-		for (size_t i = 0; i < n; i++)
-			dst[i * elem + k] = src[k * n + i];
-}
-
 int eg_piece_load_block(const struct eg_piece *p, uint64_t b, uint8_t *dst, size_t cap)
 {
 	const struct eg_disk_table *t = p->t;
@@ -499,7 +490,7 @@ int eg_piece_load_block(const struct eg_piece *p, uint64_t b, uint8_t *dst, size
 			       t->layer_id, (unsigned long long)b, ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
 	}
 	if (tmp) {
-		unshuffle_bytes(dst, tmp, want, eg_dtype_elem_size(t->dtype));
+		eg_unshuffle(dst, tmp, want, eg_dtype_elem_size(t->dtype));
 		free(tmp);
 	}
 	return (int)want;

@@ -251,23 +251,6 @@ static void test_synthetic_scale_shrinks_rows(void **state)
 	engram_close(st);
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	void *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 /* The same inputs give byte-identical files (with the creation time fixed by SOURCE_DATE_EPOCH). */
 static void test_pack_is_reproducible(void **state)
 {
@@ -287,7 +270,7 @@ static void test_pack_is_reproducible(void **state)
 			char a[600], b[600];
 			snprintf(a, sizeof(a), "%s/again-1-%05d-of-00002.engram", tmpdir_create_once(), k);
 			snprintf(b, sizeof(b), "%s/again-2-%05d-of-00002.engram", tmpdir_create_once(), k);
-			uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+			uint8_t *x = (uint8_t *)read_file(a, &la), *y = (uint8_t *)read_file(b, &lb);
 			assert_int_equal(la, lb);
 			assert_memory_equal(x, y, la);
 			free(x);

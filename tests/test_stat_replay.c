@@ -21,24 +21,6 @@
 #define COLUMNS 24 /* V4.1: (4 - 1) orders x 8 heads */
 
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = 0;
-	fclose(f);
-	return buf;
-}
-
 /* A V4.1-geometry table, every vocab size divided by 16384 (~27 MB), packed once. */
 static const char *shard(void)
 {
@@ -357,7 +339,7 @@ static void test_sweep_json_svg(void **state)
 	assert_string_equal(json_string_value(json_array_get(sw, 1)), "cache_mb");
 	json_decref(doc);
 
-	char *text = slurp(svg);
+	char *text = read_file(svg, NULL);
 	assert_non_null(strstr(text, "<svg"));
 	assert_non_null(strstr(text, "depth 2"));
 	assert_non_null(strstr(text, "cache 32 MB"));
@@ -371,7 +353,7 @@ static void test_sweep_json_svg(void **state)
 	assert_int_equal(sh("ln -sf '%s' '%s'", shard(), link), 0);
 	assert_int_equal(
 		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"), link, svg), 0);
-	text = slurp(svg);
+	text = read_file(svg, NULL);
 	assert_non_null(strstr(text, "a&amp;b&lt;c&gt;.engram"));
 	check_xml(text);
 	free(text);
@@ -387,7 +369,7 @@ static void test_text_report(void **state)
 	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 4 --no-wait > %s", tool_path("engram-stat"), shard(),
 			    tokens(), out),
 			 0);
-	text = slurp(out);
+	text = read_file(out, NULL);
 	static const char *const want[] = { "LAYER",
 					    "\n    1 ",
 					    "\n   14 ",

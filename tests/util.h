@@ -54,6 +54,8 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 const char *tool_path(const char *name);
 /* Run a shell command built from fmt; returns its exit status, or -1 if it did not exit. */
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A whole file in a malloc'd, NUL-terminated buffer; its length through len (may be NULL). */
+char *read_file(const char *path, size_t *len);
 /* A CMocka teardown that removes the scratch directory. */
 int cleanup_tmpdir(void **state);
 
