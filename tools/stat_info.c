@@ -153,10 +153,8 @@ int stat_info(int argc, char **argv)
 	printf("raw bytes     %" PRIu64 " (%s)\n", raw, h1);
 	printf("stored bytes  %" PRIu64 " (%s)\n", stored, h2);
 	printf("codec ratio   %.2f\n", ratio(raw, stored));
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		tool_error("cannot write the output: %s", strerror(errno));
+	if (tool_flush_stdout() < 0)
 		goto out;
-	}
 	status = 0;
 out:
 	free(shards);

@@ -1053,10 +1053,8 @@ int stat_replay(int argc, char **argv)
 	} else {
 		replay_print_text(stdout, &info, runs, n_runs);
 	}
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		tool_error("cannot write the output: %s", strerror(errno));
+	if (tool_flush_stdout() < 0)
 		goto done;
-	}
 	status = 0;
 done:
 	tool_out_abort(&svg);

@@ -100,10 +100,8 @@ int stat_rows(int argc, char **argv)
 				putchar('\n');
 			}
 	}
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		tool_error("cannot write the output: %s", strerror(errno));
+	if (tool_flush_stdout() < 0)
 		goto out;
-	}
 	status = 0;
 out:
 	engram_hasher_destroy(h);

@@ -66,9 +66,7 @@ int stat_verify(int argc, char **argv)
 		goto out;
 	printf("'%s': ok, the metadata of %u shard%s and all %" PRIu64 " data block checksums match\n", path,
 	       n_shards, n_shards == 1 ? "" : "s", blocks);
-	status = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
-	if (status)
-		tool_error("cannot write the output");
+	status = tool_flush_stdout() < 0;
 out:
 	free(shards);
 	engram_close(s);

@@ -201,3 +201,11 @@ int tool_open_one(int argc, char **argv, const char *cmd, void (*usage)(FILE *),
 		return tool_lib_error(err);
 	return -1;
 }
+
+int tool_flush_stdout(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	tool_error("cannot write the output: %s", strerror(errno));
+	return -1;
+}

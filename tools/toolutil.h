@@ -20,6 +20,9 @@ int tool_lib_error(int err);
  * Returns 0, or prints the error and returns -1. *values is freed with engram_free. */
 int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *count);
 
+/* Flush standard output; on failure print "cannot write the output: ..." and return -1. */
+int tool_flush_stdout(void);
+
 /* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
 void tool_put_u64(FILE *f, uint64_t v);
 
