@@ -352,6 +352,11 @@ ENGRAM_API int engram_session_begin(engram_session *s);
  * their rows for every layer. Returns 0, -EINVAL (bad slot or token id; nothing is appended), -errno. */
 ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				   size_t n);
+/* A decode step in one call: one token for each of n distinct slots seqs[i] (mask as in
+ * engram_hasher_push_batch), appended to the step in that order, their reads submitted. Returns 0, -EINVAL
+ * (a bad or repeated slot, a bad token id; nothing is appended), -errno. */
+ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs, const int64_t *tokens,
+					 const uint8_t *mask, size_t n);
 /* Forget slot seq's history: its next token starts a sequence. */
 ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq);
 /* Positions pushed in this step so far. */

@@ -666,37 +666,55 @@ static int grow_step(engram_session *s, size_t need)
 	return 0;
 }
 
-ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
-				   size_t n)
+/* Hash n positions (one slot and n tokens, or n slots and one token each) into the step and request their
+ * rows. */
+static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+		size_t n)
 {
-	int saved = errno, err = 0;
 	unsigned L = s->cfg->n_layers, cols = s->cfg->columns;
+	int err;
 
 	if ((err = grow_step(s, s->n_pos + n)) < 0)
-		goto out;
+		return err;
 	if (n > s->push_cap) {
 		uint64_t *v = realloc(s->push_rows, (size_t)L * n * cols * sizeof(*v));
-		if (!v) {
-			err = eg_fail(-ENOMEM, "out of memory for %zu tokens", n);
-			goto out;
-		}
+		if (!v)
+			return eg_fail(-ENOMEM, "out of memory for %zu tokens", n);
 		s->push_rows = v;
 		s->push_cap = n;
 	}
-	if ((err = engram_hasher_push(s->hasher, seq, tokens, mask, n, s->push_rows)) < 0)
-		goto out;
+	err = seqs ? engram_hasher_push_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)
+		   : engram_hasher_push(s->hasher, seq, tokens, mask, n, s->push_rows);
+	if (err < 0)
+		return err;
 	for (unsigned l = 0; l < L; l++) {
 		uint64_t *dst = s->rows[l] + s->n_pos * cols;
 		memcpy(dst, s->push_rows + (size_t)l * n * cols, n * cols * sizeof(*dst));
 	}
 	s->n_pos += n;
 	if (s->flags & ENGRAM_SESSION_NO_PREFETCH)
-		goto out;
+		return 0;
 	for (unsigned l = 0; l < L && !err; l++)
 		err = request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1);
 	if (!err && (err = s->io->ops->submit(s->io)) < 0)
 		err = eg_fail(err, "submitting reads: %s", engram_strerror(err));
-out:
+	return err;
+}
+
+ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+				   size_t n)
+{
+	int saved = errno, err = push(s, NULL, seq, tokens, mask, n);
+
+	errno = saved;
+	return err;
+}
+
+ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs, const int64_t *tokens,
+					 const uint8_t *mask, size_t n)
+{
+	int saved = errno, err = push(s, seqs, 0, tokens, mask, n);
+
 	errno = saved;
 	return err;
 }

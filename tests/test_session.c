@@ -232,6 +232,64 @@ static void test_no_prefetch_reads_at_gather(void **state)
 	engram_close(st);
 }
 
+/* Decode in lockstep: every step pushes the next token of every unfinished sequence with one
+ * engram_session_push_batch call; each position's rows equal the reference. */
+static void test_push_batch_decodes_in_lockstep(void **state)
+{
+	struct engram_session_options o = { .max_seqs = VEC_MAX_SEQS, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 16 };
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct vectors v;
+	size_t longest = 0, n_exp;
+	float *want[VEC_MAX_SEQS][2];
+
+	(void)state;
+	must(engram_open(&st, pack(&tiny_v41, "zstd"), 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	vectors_load(&v, "tiny-v41");
+	for (int q = 0; q < v.n_seqs; q++) {
+		longest = v.len[q] > longest ? v.len[q] : longest;
+		for (unsigned li = 0; li < 2; li++)
+			want[q][li] = expected(&tiny_v41, q, li ? 3 : 1, &n_exp);
+	}
+	const size_t row = 12 * 64; /* floats per position */
+	float *got = malloc(VEC_MAX_SEQS * row * sizeof(float));
+	for (size_t t = 0; t < longest; t++) {
+		unsigned seqs[VEC_MAX_SEQS];
+		int64_t tok[VEC_MAX_SEQS];
+		uint8_t mask[VEC_MAX_SEQS];
+		size_t n = 0;
+		for (int q = 0; q < v.n_seqs; q++)
+			if (t < v.len[q]) {
+				seqs[n] = (unsigned)q;
+				tok[n] = v.tokens[q][t];
+				mask[n++] = v.mask[q] ? v.mask[q][t] : 1;
+			}
+		engram_session_begin(s);
+		must(engram_session_push_batch(s, seqs, tok, mask, n), "push_batch");
+		assert_int_equal(engram_session_positions(s), n);
+		for (unsigned li = 0; li < 2; li++) {
+			must(engram_session_gather(s, li, ENGRAM_OUT_F32, got, n * row * sizeof(float)), "gather");
+			for (size_t k = 0; k < n; k++)
+				if (memcmp(got + k * row, want[seqs[k]][li] + t * row, row * sizeof(float)) != 0)
+					fail_msg("step %zu seq %u layer %u: rows differ from the reference", t, seqs[k], li);
+		}
+	}
+	/* a repeated slot is refused and appends nothing */
+	unsigned dup[2] = { 0, 0 };
+	int64_t two[2] = { 5, 6 };
+	engram_session_begin(s);
+	assert_int_equal(engram_session_push_batch(s, dup, two, NULL, 2), -EINVAL);
+	assert_int_equal(engram_session_positions(s), 0);
+	for (int q = 0; q < v.n_seqs; q++)
+		for (unsigned li = 0; li < 2; li++)
+			free(want[q][li]);
+	free(got);
+	vectors_free(&v);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
 static void test_bad_arguments(void **state)
 {
 	engram_store *st = NULL;
@@ -298,6 +356,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_cache_still_correct),
 		cmocka_unit_test(test_second_gather_hits),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
+		cmocka_unit_test(test_push_batch_decodes_in_lockstep),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_concurrent_sessions),
 	};
