@@ -68,8 +68,8 @@ ENGRAM_API const char *engram_last_error(void);
 /*
  * Read a 1-D integer or bool .npy file (numpy format 1.0-3.0, little-endian, C order; shape (n,) or (1, n))
  * into a new array of int64: token streams and masks. On success *values (free with engram_free) and *count
- * are set and 0 is returned; errors: -errno from open/read, ENGRAM_EPARSE (not .npy), ENGRAM_ETRUNC (data cut short),
- * ENGRAM_EDTYPE (not integers), ENGRAM_ESHAPE (not 1-D), -ENOMEM.
+ * are set and 0 is returned; errors: -errno from open/read, ENGRAM_EPARSE (not .npy), ENGRAM_ETRUNC (data cut
+ * short), ENGRAM_EDTYPE (not integers), ENGRAM_ESHAPE (not 1-D), -ENOMEM.
  */
 ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count);
 /* Release memory that the library allocated for the caller (free() of the library's C runtime). */
