@@ -368,7 +368,8 @@ ENGRAM_API const uint64_t *engram_session_rows(const engram_session *s, unsigned
  * Fill dst with the layer's rows for every position of the step, in push order: [positions, columns x
  * head_dim] (f32/bf16) or [positions, columns, record bytes] (native). Waits only for reads not yet
  * complete. Returns 0, -EINVAL (bad layer or type, dst too small), -EIO and other -errno of reads,
- * ENGRAM_ECORRUPT (a zstd frame whose checksum or decoding fails).
+ * ENGRAM_ETRUNC (a read found the file shorter than its header says), ENGRAM_ECORRUPT (a zstd frame whose
+ * checksum or decoding fails).
  */
 ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer_index, enum engram_out out, void *dst,
 				     size_t dst_size);

@@ -67,7 +67,5 @@ int eg_outfile_commit(struct eg_outfile *f);
 /* Close and unlink the temporary file; safe after a failed or successful commit. */
 void eg_outfile_abort(struct eg_outfile *f);
 
-/* Read exactly len bytes at off; a short file is ENGRAM_ETRUNC naming path. */
-int eg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path);
 
 #endif

@@ -12,6 +12,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "io.h"
 #include "pack.h"
 
 static const char *const default_templates[] = {
@@ -170,27 +171,6 @@ int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned 
 	s->layer_id = engram_config_layer_id(cfg, li);
 	s->synthetic = 1;
 	s->seed = seed;
-	return 0;
-}
-
-int eg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t got = pread(fd, p, len, (off_t)off);
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return eg_fail(-errno, "cannot read '%s': %s", path, strerror(errno));
-		}
-		if (got == 0)
-			return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: no data at byte %llu", path,
-				       (unsigned long long)off);
-		p += got;
-		off += (uint64_t)got;
-		len -= (size_t)got;
-	}
 	return 0;
 }
 
@@ -511,7 +491,7 @@ int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
 		return 0;
 	}
 	if (s->sfd < 0)
-		return eg_pread_full(s->wfd, dst, n * s->payload, s->woff + row * s->payload, s->wpath);
+		return eg_pread_full(s->wfd, dst, n * s->payload, n * s->payload, s->woff + row * s->payload, s->wpath);
 	/* F8_E4M3: weights straight into place, scales after them, then spread each row's scales out. */
 	nscale = s->record_size - s->payload;
 	if (s->scratch_cap < n * nscale) {
@@ -523,8 +503,8 @@ int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
 		}
 		s->scratch_cap = n * nscale;
 	}
-	if ((err = eg_pread_full(s->sfd, s->scratch, n * nscale, s->soff + row * nscale, s->spath)) < 0 ||
-	    (err = eg_pread_full(s->wfd, dst, n * s->payload, s->woff + row * s->payload, s->wpath)) < 0)
+	if ((err = eg_pread_full(s->sfd, s->scratch, n * nscale, n * nscale, s->soff + row * nscale, s->spath)) < 0 ||
+	    (err = eg_pread_full(s->wfd, dst, n * s->payload, n * s->payload, s->woff + row * s->payload, s->wpath)) < 0)
 		return err;
 	for (size_t i = n; i-- > 0;) {
 		memmove(dst + i * s->record_size, dst + i * s->payload, s->payload);

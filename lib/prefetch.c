@@ -95,22 +95,6 @@ static void uring_destroy(struct eg_io *io)
 
 static const struct eg_io_ops uring_ops = { uring_read, uring_submit, uring_reap, uring_destroy };
 
-struct eg_faults eg_faults;
-
-int eg_fault_read(int res, void *buf, size_t len)
-{
-	if (!eg_faults.eio_every && !eg_faults.short_every)
-		return res;
-	eg_faults.seq++;
-	if (eg_faults.eio_every && eg_faults.seq % eg_faults.eio_every == 0)
-		return -EIO;
-	if (eg_faults.short_every && eg_faults.seq % eg_faults.short_every == 0 && res > 1 && (size_t)res == len) {
-		memset((char *)buf + res / 2, 0xa5, (size_t)(res - res / 2));
-		return res / 2;
-	}
-	return res;
-}
-
 int eg_io_uring_create(struct eg_io **out, unsigned depth, int sqpoll)
 {
 	struct uring_io *u = calloc(1, sizeof(*u));

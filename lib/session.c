@@ -171,7 +171,7 @@ static void on_complete(void *arg, uint64_t tag, int res)
 		res = -EIO;
 	}
 	if (res == 0)
-		res = -EIO; /* end of file inside a unit: the file shrank */
+		res = ENGRAM_ETRUNC; /* end of file inside a unit: the file shrank */
 	if (res > 0 && r->frame_len) {
 		const struct eg_piece *p = &s->st->pieces[r->piece];
 		if (decode_block(s, p, r->buf + r->delta, r->frame_len, r->block, eg_units_data(t, r->unit)) < 0)
@@ -412,32 +412,6 @@ static int wait_unit(engram_session *s, struct eg_units *t, uint32_t i, unsigned
 	return err < 0 ? err : 0;
 }
 
-/* Read len bytes at off, of which at least need must arrive (an aligned span may run past the end). */
-static int pread_all(int fd, uint8_t *buf, size_t len, size_t need, uint64_t off, const char *path)
-{
-	size_t done = 0;
-
-	while (done < need) {
-		ssize_t r = pread(fd, buf + done, len - done, (off_t)(off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r >= 0) {
-			int f = eg_fault_read((int)r, buf + done, len - done);
-			if (f < 0) {
-				errno = -f;
-				r = -1;
-			} else {
-				r = f;
-			}
-		}
-		if (r <= 0)
-			return eg_fail(r < 0 ? -errno : -EIO, "cannot read '%s' at %llu: %s", path,
-				       (unsigned long long)(off + done), r < 0 ? strerror(errno) : "end of file");
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 /* Read a unit now, into dst (unit_max bytes, page-aligned). */
 static int load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst)
 {
@@ -454,13 +428,13 @@ static int load_unit(engram_session *s, unsigned layer, const struct eg_piece *p
 	COUNT(s, layer, ios, 1);
 	if (p->t->codec != EG_CODEC_ZSTD) {
 		COUNT(s, layer, bytes, len);
-		return pread_all(fd, dst, len, len, off, p->shard->path);
+		return eg_pread_full(fd, dst, len, len, off, p->shard->path);
 	}
 	uint64_t delta = s->fd_direct[shard] >= 0 ? off % EG_PAGE : 0;
 	size_t span = s->fd_direct[shard] >= 0 ? (delta + len + EG_PAGE - 1) / EG_PAGE * EG_PAGE : len;
 	COUNT(s, layer, bytes, span);
 	uint8_t *frame = s->overflow + s->unit_max; /* sized for the largest aligned frame span */
-	if ((err = pread_all(fd, frame, span, delta + len, off - delta, p->shard->path)) < 0)
+	if ((err = eg_pread_full(fd, frame, span, delta + len, off - delta, p->shard->path)) < 0)
 		return err;
 	return decode_block(s, p, frame + delta, len, unit, dst);
 }
@@ -471,7 +445,7 @@ static int unit_error(engram_session *s, const struct eg_piece *p, int err)
 	if (err == -EBADMSG)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': a block of layer %d failed its checksum or decoding",
 			       p->shard->path, p->t->layer_id);
-	return eg_fail(err, "reading '%s': %s", p->shard->path, strerror(-err));
+	return eg_fail(err, "reading '%s': %s", p->shard->path, engram_strerror(err));
 }
 
 static void release_held(engram_session *s, size_t n)

@@ -7,9 +7,11 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engram.h"
 #include "io.h"
@@ -139,9 +141,35 @@ static void test_eio_fails_the_gather_never_wrong_rows(void **state)
 	with_session("raw", ENGRAM_MODE_PAGECACHE, 0, 0, NULL);
 }
 
+/* The one synchronous read routine: the end of the file before what must arrive is ENGRAM_ETRUNC naming the
+ * file; an aligned span may run past the end; injected short reads are completed. */
+static void test_pread_full(void **state)
+{
+	const char *path = write_tmp("ten.bin", "0123456789", 10);
+	char buf[32];
+	int fd = open(path, O_RDONLY);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(eg_pread_full(fd, buf, 20, 20, 0, path), ENGRAM_ETRUNC);
+	assert_non_null(strstr(engram_last_error(), "ten.bin' is truncated: no data at byte 10"));
+	assert_int_equal(eg_pread_full(fd, buf, 20, 8, 2, path), 0);
+	assert_memory_equal(buf, "23456789", 8);
+	eg_faults.short_every = 1;
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(eg_pread_full(fd, buf, 10, 10, 0, path), 0);
+	assert_memory_equal(buf, "0123456789", 10);
+	eg_faults.short_every = 0;
+	eg_faults.eio_every = 1;
+	assert_int_equal(eg_pread_full(fd, buf, 10, 10, 0, path), -EIO);
+	eg_faults.eio_every = 0;
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pread_full),
 		cmocka_unit_test(test_uring_refused_falls_back),
 		cmocka_unit_test(test_short_reads_are_completed),
 		cmocka_unit_test(test_eio_fails_the_gather_never_wrong_rows),
