@@ -336,24 +336,6 @@ static const char *pack(const struct ckpt *c, const char *name, const char *code
 	return path;
 }
 
-/* A .npy of the expected kind ('f' 4 or 'u' 1); returns the data, count in *count. */
-static void *load_expect(const char *path, char kind, unsigned itemsize, size_t *count)
-{
-	struct eg_npy h;
-	int fd = open(path, O_RDONLY);
-	void *data;
-
-	if (fd < 0)
-		fail_msg("cannot open '%s'", path);
-	must(eg_npy_read_header(fd, path, &h), path);
-	assert_true(h.kind == kind && h.itemsize == itemsize && !h.fortran);
-	data = malloc(h.count * itemsize + 1);
-	assert_int_equal(pread(fd, data, h.count * itemsize, (off_t)h.data_offset), (ssize_t)(h.count * itemsize));
-	close(fd);
-	*count = h.count;
-	return data;
-}
-
 enum expect { EXPECT_F32, EXPECT_BF16_WIDENED, EXPECT_RAW, EXPECT_F32_ROUNDED };
 
 /*
@@ -387,10 +369,11 @@ static void check_gathers(const char *store_path, const char *ref, const char *k
 			must(engram_gather_rows(st, li, rows + li * nrows, nrows, out, got, nrows * ob), "gather");
 			snprintf(rel, sizeof(rel), "ref/%s/%s.expect.%s.seq%d.layer%d.npy", ref, ref, kind, s,
 				 engram_config_layer_id(cfg, li));
-			if (how == EXPECT_RAW)
-				want = load_expect(fixture(rel), 'u', 1, &count);
-			else
-				want = load_expect(fixture(rel), 'f', 4, &count);
+			uint64_t shape[4];
+			unsigned nd;
+			size_t bytes;
+			want = read_npy(fixture(rel), how == EXPECT_RAW ? "|u1" : "<f4", &bytes, shape, &nd);
+			count = bytes / (how == EXPECT_RAW ? 1 : 4);
 			if (how == EXPECT_RAW || how == EXPECT_F32) {
 				assert_int_equal(count * (how == EXPECT_RAW ? 1 : 4), nrows * ob);
 				if (memcmp(got, want, nrows * ob) != 0)
