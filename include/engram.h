@@ -245,7 +245,7 @@ ENGRAM_API const engram_config *engram_store_config(const engram_store *s);
 
 struct engram_table_info {
 	const char *path;        /* shard file holding it (owned by the store) */
-	unsigned shard_index;
+	unsigned shard_index;    /* i of engram_store_shard_path(s, i) */
 	unsigned layer_index;
 	int layer_id;
 	uint64_t row_begin;      /* rows [row_begin, row_begin + row_count) of the layer's table */
@@ -264,6 +264,10 @@ struct engram_table_info {
 /* Number of table pieces (one per contiguous row range per shard) and a description of piece i. */
 ENGRAM_API unsigned engram_store_num_tables(const engram_store *s);
 ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct engram_table_info *info);
+/* Shard files of the store (one, or every shard its manifest names) and the path of shard i (owned by the
+ * store; NULL for a bad index). */
+ENGRAM_API unsigned engram_store_num_shards(const engram_store *s);
+ENGRAM_API const char *engram_store_shard_path(const engram_store *s, unsigned i);
 /* Row scale of a synthetic table set (1 for real weights). */
 ENGRAM_API uint64_t engram_store_row_scale(const engram_store *s);
 

@@ -416,6 +416,16 @@ ENGRAM_API const engram_config *engram_store_config(const engram_store *s)
 	return s->cfg;
 }
 
+ENGRAM_API unsigned engram_store_num_shards(const engram_store *s)
+{
+	return s->n_shards;
+}
+
+ENGRAM_API const char *engram_store_shard_path(const engram_store *s, unsigned i)
+{
+	return i < s->n_shards ? s->shards[i].path : NULL;
+}
+
 ENGRAM_API uint64_t engram_store_row_scale(const engram_store *s)
 {
 	return s->row_scale;
@@ -434,7 +444,7 @@ ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct
 	const struct eg_disk_table *t = p->t;
 	memset(info, 0, sizeof(*info));
 	info->path = p->shard->path;
-	info->shard_index = p->shard->hdr->shard_index;
+	info->shard_index = (unsigned)(p->shard - s->shards);
 	info->layer_index = t->layer_index;
 	info->layer_id = t->layer_id;
 	info->row_begin = t->row_begin;

@@ -195,6 +195,11 @@ static void test_head_split_shards_hold_whole_heads(void **state)
 	const engram_config *cfg = engram_store_config(all);
 	snprintf(shard, sizeof(shard), "%s/heads-00002-of-00002.engram", tmpdir_create_once());
 	must(engram_open(&one, shard, 0), shard);
+	assert_int_equal(engram_store_num_shards(all), 2);
+	assert_non_null(strstr(engram_store_shard_path(all, 1), "heads-00002-of-00002.engram"));
+	assert_null(engram_store_shard_path(all, 2));
+	assert_int_equal(engram_store_num_shards(one), 1);
+	assert_string_equal(engram_store_shard_path(one, 0), shard);
 	/* second rank: heads 2..3 of each of 3 orders per layer, 2 layers */
 	assert_int_equal(engram_store_num_tables(one), 6);
 	for (unsigned i = 0; i < 6; i++) {

@@ -70,11 +70,7 @@ int stat_info(int argc, char **argv)
 {
 	engram_store *s = NULL;
 	struct engram_table_info ti;
-	struct shard {
-		unsigned index;
-		const char *path;
-	} *shards = NULL;
-	unsigned n_shards = 0, n;
+	unsigned n, n_shards;
 	uint64_t raw = 0, stored = 0;
 	int err, status = 1;
 	char h1[24], h2[24], (*cells)[NCOL][CELL] = NULL;
@@ -84,11 +80,7 @@ int stat_info(int argc, char **argv)
 		return st;
 	const char *path = argv[optind];
 	n = engram_store_num_tables(s);
-	shards = calloc(n ? n : 1, sizeof(*shards));
-	if (!shards) {
-		tool_error("out of memory");
-		goto out;
-	}
+	n_shards = engram_store_num_shards(s);
 
 	static const char *const heads[NCOL] = { "SHARD", "LAYER", "ROW_BEGIN", "ROW_COUNT", "DTYPE", "RECORD",
 						 "ROWS/PAGE", "CODEC", "SHUFFLE", "BLOCK", "RAW", "STORED", "RATIO" };
@@ -127,14 +119,9 @@ int stat_info(int argc, char **argv)
 		snprintf(r[12], CELL, "%.2f", ratio(ti.raw_bytes, ti.stored_bytes));
 		raw += ti.raw_bytes;
 		stored += ti.stored_bytes;
-		unsigned k = 0;
-		while (k < n_shards && shards[k].index != ti.shard_index)
-			k++;
-		if (k == n_shards)
-			shards[n_shards++] = (struct shard){ ti.shard_index, ti.path };
 	}
 	for (unsigned k = 0; k < n_shards; k++)
-		printf("shard %-7u '%s'\n", shards[k].index, shards[k].path);
+		printf("shard %-7u '%s'\n", k, engram_store_shard_path(s, k));
 	for (unsigned k = 0; k < NCOL; k++) {
 		width[k] = 0;
 		for (unsigned i = 0; i <= n; i++)
@@ -157,7 +144,6 @@ int stat_info(int argc, char **argv)
 		goto out;
 	status = 0;
 out:
-	free(shards);
 	free(cells);
 	engram_close(s);
 	return status;

@@ -28,7 +28,7 @@ int stat_verify(int argc, char **argv)
 {
 	engram_store *s = NULL;
 	struct engram_table_info ti;
-	unsigned failures = 0, n, n_shards = 0, *shards = NULL;
+	unsigned failures = 0, n;
 	uint64_t blocks = 0;
 	int err, status = 1;
 
@@ -37,11 +37,6 @@ int stat_verify(int argc, char **argv)
 		return st;
 	const char *path = argv[optind];
 	n = engram_store_num_tables(s);
-	shards = calloc(n ? n : 1, sizeof(*shards));
-	if (!shards) {
-		tool_error("out of memory");
-		goto out;
-	}
 	for (unsigned i = 0; i < n; i++) {
 		if ((err = engram_store_table_info(s, i, &ti)) < 0) {
 			tool_lib_error(err);
@@ -50,11 +45,6 @@ int stat_verify(int argc, char **argv)
 		uint64_t pages = ti.raw_bytes / 4096;
 		if (ti.block_pages)
 			blocks += (pages + ti.block_pages - 1) / ti.block_pages;
-		unsigned k = 0;
-		while (k < n_shards && shards[k] != ti.shard_index)
-			k++;
-		if (k == n_shards)
-			shards[n_shards++] = ti.shard_index;
 	}
 
 	err = engram_verify(s, report, &failures);
@@ -65,10 +55,9 @@ int stat_verify(int argc, char **argv)
 	if (err < 0 || failures)
 		goto out;
 	printf("'%s': ok, the metadata of %u shard%s and all %" PRIu64 " data block checksums match\n", path,
-	       n_shards, n_shards == 1 ? "" : "s", blocks);
+	       engram_store_num_shards(s), engram_store_num_shards(s) == 1 ? "" : "s", blocks);
 	status = tool_flush_stdout() < 0;
 out:
-	free(shards);
 	engram_close(s);
 	return status;
 }
