@@ -316,11 +316,14 @@ ENGRAM_API int engram_gather_rows(engram_store *s, unsigned layer_index, const u
  * rows whose reads have not completed. Reads are deduplicated within a step and against reads in flight.
  *
  * Modes: in page-cache mode, rows of raw tables are read (buffered, readahead off) into the shared page
- * cache and gathered through the mapping without a copy; in direct mode they are read with O_DIRECT into a
- * bounded private cache (CLOCK replacement: units in flight or requested by the current step are never
- * evicted; hot ones stay). zstd tables are always served through the private cache, decompressed when
- * their read completes. Without io_uring (ENOSYS, EPERM, ENOMEM at ring set-up) or with ENGRAM_NO_URING=1
- * in the environment, a pool of pread threads does the reads; results are the same.
+ * cache and gathered through the mapping without a copy; the session keeps two bits per page of those
+ * tables (1/16384 of their size) and does not read a page it brought in again until the page has gone
+ * unused while up to half of physical memory's worth of other pages came in. In direct mode they are read
+ * with O_DIRECT into a bounded private cache (CLOCK replacement: units in flight or requested by the
+ * current step are never evicted; hot ones stay). zstd tables are always served through the private
+ * cache, decompressed when their read completes. Without io_uring (ENOSYS, EPERM, ENOMEM at ring set-up)
+ * or with ENGRAM_NO_URING=1 in the environment, a pool of pread threads does the reads; results are the
+ * same.
  *
  * A session belongs to one thread at a time; many sessions (threads, processes) may share one store.
  */

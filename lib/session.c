@@ -1,7 +1,7 @@
 /* Sessions: push a step's tokens, read their rows ahead, gather them later. The reads go through an eg_io
  * backend (io_uring or the pread pool); what was read is tracked in unit tables (lib/cache.c): page-cache
- * mode tracks pages of raw tables it pulled into the page cache, the private cache holds direct-mode pages
- * and decoded zstd blocks. */
+ * mode tracks reads in flight of raw tables' pages and remembers the pages it brought in (lib/seen.c), the
+ * private cache holds direct-mode pages and decoded zstd blocks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "gather.h"
 #include "io.h"
 #include "layout.h"
+#include "seen.h"
 #include "store.h"
 
 #define GATHER_CHUNK 256
@@ -57,6 +58,8 @@ struct engram_session {
 	char backend[160];
 	int *fd_buf, *fd_direct;          /* per shard */
 	struct eg_units track, cache;
+	struct eg_seen seen;              /* page-cache mode: units of raw tables brought in, so not read again */
+	uint64_t *seen_base;              /* per piece: its first bit in seen (raw pieces in page-cache mode) */
 	size_t unit_max;                  /* bytes of the largest unit of any piece */
 	struct request *req;
 	uint32_t req_free;
@@ -106,6 +109,16 @@ static size_t unit_bytes(const struct eg_disk_table *t)
 	if (t->codec == EG_CODEC_ZSTD)
 		return (size_t)t->pages_per_block * EG_PAGE;
 	return (size_t)(t->pages_per_row ? t->pages_per_row : 1) * EG_PAGE;
+}
+
+static unsigned unit_pages(const struct eg_disk_table *t)
+{
+	return (unsigned)(unit_bytes(t) / EG_PAGE);
+}
+
+static uint64_t seen_bit(const engram_session *s, uint32_t pi, uint64_t unit)
+{
+	return s->seen_base[pi] + unit;
 }
 
 static void count(engram_session *s, unsigned layer, size_t field, uint64_t v)
@@ -181,6 +194,8 @@ static void on_complete(void *arg, uint64_t tag, int res)
 	if (res == ENGRAM_ECORRUPT)
 		u->err = -EBADMSG; /* fits int16; gather reports it as corruption */
 	u->state = EG_UNIT_READY;
+	if (!r->cached && !u->err)
+		eg_seen_mark(&s->seen, seen_bit(s, r->piece, r->block), unit_pages(s->st->pieces[r->piece].t));
 	release_request(s, (uint32_t)tag);
 	drain_pending(s);
 }
@@ -338,9 +353,12 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	struct eg_units *t = cached ? &s->cache : &s->track;
 	uint32_t pi = piece_index(s, p);
 	uint64_t key = eg_unit_key(pi, unit);
-	uint32_t i = eg_units_find(t, key);
+	uint32_t i;
 	int err;
 
+	if (!cached && eg_seen_test(&s->seen, seen_bit(s, pi, unit), unit_pages(p->t)))
+		return 0;
+	i = eg_units_find(t, key);
 	if (i != EG_NO_UNIT && t->u[i].err == 0) {
 		t->u[i].ref = 1;
 	} else {
@@ -482,7 +500,10 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 		size_t ub = unit_bytes(p->t);
 		uint64_t unit = off / ub, key = eg_unit_key(piece_index(s, p), unit);
 		s->held[k] = EG_NO_UNIT;
-		if (!is_cached(s, p)) {
+		if (!is_cached(s, p) && eg_seen_test(&s->seen, seen_bit(s, piece_index(s, p), unit), unit_pages(p->t))) {
+			COUNT(s, layer, hits, 1);
+			s->srcs[k] = p->data + off;
+		} else if (!is_cached(s, p)) {
 			uint32_t u = eg_units_find(&s->track, key);
 			if (u != EG_NO_UNIT && s->track.u[u].state == EG_UNIT_INFLIGHT) {
 				if ((err = wait_unit(s, &s->track, u, layer)) < 0)
@@ -493,8 +514,8 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 			} else {
 				COUNT(s, layer, misses, 1);
 				/* the fault below brings the page in: later rows of it are hits */
-				if (u == EG_NO_UNIT && (u = eg_units_alloc(&s->track, key)) != EG_NO_UNIT)
-					s->track.u[u].state = EG_UNIT_READY;
+				if (u == EG_NO_UNIT)
+					eg_seen_mark(&s->seen, seen_bit(s, piece_index(s, p), unit), unit_pages(p->t));
 			}
 			if (u != EG_NO_UNIT && s->track.u[u].err) {
 				/* the read failed: report it, and let a later request try again */
@@ -767,6 +788,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s->fd_direct);
 	eg_units_destroy(&s->track);
 	eg_units_destroy(&s->cache);
+	eg_seen_destroy(&s->seen);
+	free(s->seen_base);
 	if (s->bounce) {
 		for (unsigned i = 0; i < s->depth; i++)
 			free(s->bounce[i]);
@@ -790,6 +813,24 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s->step);
 	free(s->total);
 	free(s);
+}
+
+/* Bits for every unit of the tables this session reads into the page cache. */
+static int init_seen(engram_session *s)
+{
+	uint64_t bits = 0;
+
+	if (!(s->seen_base = calloc(s->st->n_pieces ? s->st->n_pieces : 1, sizeof(*s->seen_base))))
+		return eg_fail(-ENOMEM, "out of memory");
+	for (unsigned i = 0; i < s->st->n_pieces; i++) {
+		const struct eg_piece *p = &s->st->pieces[i];
+		s->seen_base[i] = bits;
+		if (!is_cached(s, p))
+			bits += (p->t->data_length + unit_bytes(p->t) - 1) / unit_bytes(p->t);
+	}
+	if (eg_seen_init(&s->seen, bits, 0) < 0)
+		return eg_fail(-ENOMEM, "out of memory for the page map of %llu units", (unsigned long long)bits);
+	return 0;
 }
 
 static int open_fds(engram_session *s)
@@ -892,6 +933,8 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 		err = eg_fail(err, "out of memory for the session cache (%llu slots)", (unsigned long long)slots);
 		goto fail;
 	}
+	if ((err = init_seen(s)) < 0)
+		goto fail;
 	if ((err = open_fds(s)) < 0)
 		goto fail;
 	if ((err = engram_hasher_create(&s->hasher, s->cfg, o->max_seqs ? o->max_seqs : 1)) < 0)

@@ -176,6 +176,17 @@ static void test_tiny_cache_still_correct(void **state)
 	run(&tiny_bf16, "zstd", ENGRAM_MODE_PAGECACHE, ENGRAM_SESSION_NO_URING, 0, 1);
 }
 
+/* Push n tokens of sequence 0, gather layer 0 (f32), return the step's counters of layer 0. */
+static void push_gather(engram_session *s, const int64_t *tok, unsigned n, struct engram_io_stats *a)
+{
+	float buf[8 * 12 * 64];
+
+	assert_true(n <= 8);
+	must(engram_session_push(s, 0, tok, NULL, n), "push");
+	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
+	must(engram_session_stats(s, 0, 1, a), "stats");
+}
+
 /* The same step gathered twice: the second time every row is a hit and no read is issued. */
 static void test_second_gather_hits(void **state)
 {
@@ -189,9 +200,7 @@ static void test_second_gather_hits(void **state)
 	(void)state;
 	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
 	must(engram_session_create(&s, st, &o), "session");
-	must(engram_session_push(s, 0, tok, NULL, 8), "push");
-	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
-	must(engram_session_stats(s, 0, 1, &a), "stats");
+	push_gather(s, tok, 8, &a);
 	assert_int_equal(a.misses, 0);
 	assert_true(a.units > 0 && a.ios == a.units);
 	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
@@ -199,6 +208,31 @@ static void test_second_gather_hits(void **state)
 	assert_int_equal(b.rows, 2 * a.rows);
 	assert_int_equal(b.hits - a.hits, a.rows);
 	assert_int_equal(b.ios, a.ios);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
+/* Page-cache mode reads a page once: a later step over the same rows issues no read, every row a hit. */
+static void test_page_cache_reads_a_page_once(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .mode = ENGRAM_MODE_PAGECACHE };
+	int64_t tok[8] = { 31, 32, 33, 34, 35, 36, 37, 38 };
+	struct engram_io_stats a;
+
+	(void)state;
+	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	push_gather(s, tok, 8, &a);
+	assert_true(a.ios > 0);
+	must(engram_session_begin(s), "begin");
+	must(engram_session_reset(s, 0), "reset");
+	push_gather(s, tok, 8, &a);
+	assert_int_equal(a.ios, 0);
+	assert_int_equal(a.units, 0);
+	assert_int_equal(a.hits, a.rows);
+	assert_true(a.rows > 0);
 	engram_session_destroy(s);
 	engram_close(st);
 }
@@ -355,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_pread_pool_matches_reference),
 		cmocka_unit_test(test_tiny_cache_still_correct),
 		cmocka_unit_test(test_second_gather_hits),
+		cmocka_unit_test(test_page_cache_reads_a_page_once),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_push_batch_decodes_in_lockstep),
 		cmocka_unit_test(test_bad_arguments),
