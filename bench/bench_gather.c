@@ -34,6 +34,7 @@ struct opts {
 	unsigned seqs, steps, qd, repeats, threads;
 	unsigned gap_us;
 	uint64_t cache_mb;
+	int fill_random;
 };
 
 static struct opts o = {
@@ -285,24 +286,61 @@ static uint64_t drop_cache(const char *path)
 	return resident_pages(path);
 }
 
-/* Read the whole file once so that every page is cached. */
-static void pretouch(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t bs = 8u << 20;
-	uint8_t *buf = xmalloc(bs);
-	ssize_t r;
-	off_t off = 0;
+struct fill_arg {
+	int fd;
+	uint64_t pages, first, step;
+};
 
-	if (fd < 0)
+/* Every step-th page from first, in a scattered order (a multiplicative permutation), 4 KiB each. */
+static void *fill_random_thread(void *arg)
+{
+	struct fill_arg *a = arg;
+	uint8_t buf[4096];
+
+	for (uint64_t i = a->first; i < a->pages; i += a->step) {
+		uint64_t page = (i * 2654435761u) % a->pages; /* a prime multiplier: a permutation for pages < it */
+		if (pread(a->fd, buf, 1, (off_t)(page * 4096)) < 0)
+			die_errno("random fill read");
+	}
+	return NULL;
+}
+
+/* Bring the file into a cold page cache, so that every way of gathering finds the same cache, one of two
+ * ways. o.fill_random 0: engram_preload() reads the tables in order, so readahead builds large folios, which
+ * the kernel maps with 2 MiB entries where it can (ext4 on Linux 6.16 and later). 1: every page read alone
+ * at a random offset with readahead off, as a page-cache session or demand paging leaves it: a folio per
+ * page. Returns the store. */
+static engram_store *fill_cache(const char *path)
+{
+	engram_store *st;
+	int err;
+
+	drop_cache(path);
+	if (!o.fill_random) {
+		if ((err = engram_open(&st, path, 0)) < 0 || (err = engram_preload(st, -1)) < 0)
+			die(path, err);
+		return st;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	enum { T = 32 };
+	pthread_t th[T];
+	struct fill_arg a[T];
+
+	if (fd < 0 || fstat(fd, &sb) < 0)
 		die_errno(path);
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	while ((r = pread(fd, buf, bs, off)) > 0)
-		off += r;
-	if (r < 0)
-		die_errno("pre-touch read");
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+	for (unsigned i = 0; i < T; i++) {
+		a[i] = (struct fill_arg){ .fd = fd, .pages = ((uint64_t)sb.st_size + 4095) / 4096, .first = i, .step = T };
+		if (pthread_create(&th[i], NULL, fill_random_thread, &a[i]))
+			die_errno("pthread_create");
+	}
+	for (unsigned i = 0; i < T; i++)
+		pthread_join(th[i], NULL);
 	close(fd);
-	free(buf);
+	if ((err = engram_open(&st, path, 0)) < 0)
+		die(path, err);
+	return st;
 }
 
 /* ---- digests: every way of gathering must give the same bytes ---- */
@@ -507,11 +545,10 @@ static void warm(const struct plan *p)
 	size_t ob_max = p->out_bytes[ENGRAM_OUT_F32] > p->rec ? p->out_bytes[ENGRAM_OUT_F32] : p->rec;
 	uint8_t *dst = xmalloc(p->per_layer * ob_max);
 
-	pretouch(o.shard);
-	printf("# warm: '%s' read once; %" PRIu64 " of %" PRIu64 " pages resident\n", o.shard, resident_pages(o.shard),
+	st = fill_cache(o.shard);
+	printf("# warm: '%s' dropped, then read %s; %" PRIu64 " of %" PRIu64 " pages resident\n", o.shard,
+	       o.fill_random ? "a page at a time at random offsets" : "by engram_preload", resident_pages(o.shard),
 	       (p->file_size + 4095) / 4096);
-	if ((err = engram_open(&st, o.shard, 0)) < 0)
-		die(o.shard, err);
 
 	struct warm_ctx c = { .st = st, .out = ENGRAM_OUT_NATIVE };
 	run_warm("warm-lib", p, ENGRAM_OUT_NATIVE, warm_lib, &c, dst);
@@ -574,12 +611,8 @@ static void warm(const struct plan *p)
 /* The page-cache session alone, for profiling. */
 static void warm_session_only(const struct plan *p)
 {
-	engram_store *st;
-	int err;
+	engram_store *st = fill_cache(o.shard);
 
-	pretouch(o.shard);
-	if ((err = engram_open(&st, o.shard, 0)) < 0)
-		die(o.shard, err);
 	run_warm_session(p, st, ENGRAM_OUT_NATIVE);
 	engram_close(st);
 }
@@ -807,6 +840,8 @@ static void usage(FILE *f)
 		"  -T, --threads N       threads of cold-pread-threads (0: queue depth)\n"
 		"  -r, --repeats N       timed warm passes, best reported (5)\n"
 		"  -D, --dump-dir DIR    with warm: write offsets.npy, layout.txt, expected.npy for gather_numpy.py\n"
+		"  -F, --fill HOW        with warm: fill the dropped page cache 'seq' (in order: large folios) or\n"
+		"                        'random' (4 KiB reads at random offsets: a folio per page) (seq)\n"
 		"modes:\n"
 		"  warm                  page cache full: engram_gather_rows native/f32/bf16, plain memcpy loop,\n"
 		"                        page-cache session (push + gather, and gather alone)\n"
@@ -842,11 +877,12 @@ int main(int argc, char **argv)
 		{ "qd", required_argument, NULL, 'q' },      { "gap-us", required_argument, NULL, 'g' },
 		{ "cache-mb", required_argument, NULL, 'c' }, { "threads", required_argument, NULL, 'T' },
 		{ "repeats", required_argument, NULL, 'r' }, { "dump-dir", required_argument, NULL, 'D' },
-		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
+		{ "fill", required_argument, NULL, 'F' },    { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c, err;
 
-	while ((c = getopt_long(argc, argv, "s:t:S:n:q:g:c:T:r:D:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:S:n:q:g:c:T:r:D:F:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 's': o.shard = optarg; break;
 		case 't': o.tokens = optarg; break;
@@ -858,6 +894,13 @@ int main(int argc, char **argv)
 		case 'T': o.threads = parse_u(optarg, "thread count", 1); break;
 		case 'r': o.repeats = parse_u(optarg, "repeat count", 0); break;
 		case 'D': o.dump_dir = optarg; break;
+		case 'F':
+			if (strcmp(optarg, "seq") && strcmp(optarg, "random")) {
+				fprintf(stderr, "bench_gather: --fill is 'seq' or 'random', not '%s'\n", optarg);
+				return 2;
+			}
+			o.fill_random = !strcmp(optarg, "random");
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -279,6 +279,18 @@ ENGRAM_API uint64_t engram_store_row_scale(const engram_store *s);
 ENGRAM_API int engram_read_row(engram_store *s, unsigned layer_index, uint64_t row, void *dst, size_t dst_size);
 
 /*
+ * Bring the tables of one layer (layer_index >= 0) or of all (-1) into memory ahead of use, as engines that
+ * keep tables in RAM do, but in the shared page cache: each table is read in file order, then mapped into
+ * the store. Read in order, the kernel keeps the file in large folios where the filesystem supports them
+ * (ext4 from Linux 6.16) and maps them with 2 MiB entries, so random gathers take far fewer TLB misses than
+ * from pages brought in one at a time. Pages already cached stay as they are. Costs a sequential read of the
+ * tables (blocking, in the calling thread) and the page cache to hold them; it can be called while other
+ * threads gather from the same store. Returns 0, -EINVAL (bad layer), -ENOMEM, or -errno from open or
+ * read. A shard truncated while open is fatal here as anywhere a mapping is read (engram(5)).
+ */
+ENGRAM_API int engram_preload(engram_store *s, int layer_index);
+
+/*
  * Check every checksum: metadata sections and each data block of each shard. report (may be NULL) is
  * called once per failure with a message naming the file, table and block; a non-zero return stops early.
  * Returns 0 when everything matches, ENGRAM_ECORRUPT when anything did not (engram_last_error() names the

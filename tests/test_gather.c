@@ -21,12 +21,6 @@
 #include "internal.h"
 #include "util.h"
 
-static void must(int err, const char *what)
-{
-	if (err < 0)
-		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
-}
-
 static uint32_t fbits(float f)
 {
 	uint32_t b;

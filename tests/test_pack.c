@@ -57,12 +57,6 @@ static struct engram_pack_options options(const struct ckpt *c, const char *out)
 	return o;
 }
 
-static void must(int err, const char *what)
-{
-	if (err < 0)
-		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
-}
-
 /* The checkpoint record of a row: weight bytes, then scale bytes for F8 tables. */
 static void ckpt_row(const struct eg_tensor *w, const struct eg_tensor *s, uint64_t row, uint8_t *dst, size_t *len)
 {

@@ -28,12 +28,6 @@ static const struct fx tiny_bf16 = { "tiny", "ref/tiny", "tiny.config.json", "ti
 static const struct fx tiny_v41 = { "tiny-v41", "ref/tiny-v41", "tiny-v41.config.json", "tiny-v41.token_map.npy",
 				    "tiny-v41.safetensors", "f32" };
 
-static void must(int err, const char *what)
-{
-	if (err < 0)
-		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
-}
-
 static const char *pack(const struct fx *f, const char *codec)
 {
 	return pack_ref(f->dir, f->config, f->map, f->weights, codec);

@@ -359,3 +359,9 @@ char *read_file(const char *path, size_t *len)
 		*len = (size_t)n;
 	return buf;
 }
+
+void must(int err, const char *what)
+{
+	if (err < 0)
+		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
+}

@@ -56,6 +56,8 @@ const char *tool_path(const char *name);
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A whole file in a malloc'd, NUL-terminated buffer; its length through len (may be NULL). */
 char *read_file(const char *path, size_t *len);
+/* Fail the test with what, the error's name and engram_last_error() when err < 0. */
+void must(int err, const char *what);
 /* A CMocka teardown that removes the scratch directory. */
 int cleanup_tmpdir(void **state);
 
