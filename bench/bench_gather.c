@@ -35,6 +35,8 @@ struct opts {
 	unsigned gap_us;
 	uint64_t cache_mb;
 	int fill_random;
+	unsigned session_flags; /* ENGRAM_SESSION_* added to every cold session */
+	int push_batch;         /* a step is one engram_session_push_batch instead of a push per lane */
 };
 
 static struct opts o = {
@@ -55,6 +57,7 @@ struct plan {
 	size_t per_layer, per_step;  /* rows of one layer in one step; of all layers */
 	int64_t *tok;                /* [N][S] */
 	uint8_t *reset;              /* [N][S] */
+	unsigned *lanes;             /* 0 .. S-1: the slots of one engram_session_push_batch */
 	uint64_t *rows;
 	uint64_t *off;               /* absolute file offsets of the rows' records */
 	unsigned rec;                /* record bytes (every layer alike) */
@@ -148,6 +151,9 @@ static struct plan make_plan(engram_store *st, const int64_t *tok, size_t n_tok,
 	}
 	p.tok = xmalloc((size_t)N * S * sizeof(*p.tok));
 	p.reset = xmalloc((size_t)N * S);
+	p.lanes = xmalloc((size_t)S * sizeof(*p.lanes));
+	for (unsigned l = 0; l < S; l++)
+		p.lanes[l] = l;
 	p.rows = xmalloc((size_t)N * p.per_step * sizeof(*p.rows));
 	p.off = xmalloc((size_t)N * p.per_step * sizeof(*p.off));
 	for (unsigned l = 0; l < S; l++) {
@@ -393,9 +399,11 @@ static int session_step(engram_session *ses, const struct plan *p, unsigned t, e
 	for (unsigned l = 0; l < p->S; l++) {
 		if (p->reset[(size_t)t * p->S + l] && (err = engram_session_reset(ses, l)) < 0)
 			return err;
-		if ((err = engram_session_push(ses, l, p->tok + (size_t)t * p->S + l, NULL, 1)) < 0)
+		if (!o.push_batch && (err = engram_session_push(ses, l, p->tok + (size_t)t * p->S + l, NULL, 1)) < 0)
 			return err;
 	}
+	if (o.push_batch && (err = engram_session_push_batch(ses, p->lanes, p->tok + (size_t)t * p->S, NULL, p->S)) < 0)
+		return err;
 	*push_ns += now_ns() - p0;
 	for (unsigned li = 0; li < p->L; li++) {
 		if (gap_ns) {
@@ -694,7 +702,8 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 	/* set up before dropping: nothing of the file may be mapped by this process while its pages go */
 	if (kind == COLD_SESSION) {
 		struct engram_session_options so = { .max_seqs = p->S, .mode = mode, .queue_depth = o.qd,
-						     .cache_bytes = o.cache_mb << 20, .flags = flags };
+						     .cache_bytes = o.cache_mb << 20,
+						     .flags = flags | o.session_flags };
 		if (p->L > 2) {
 			fprintf(stderr, "bench_gather: at most 2 layers\n");
 			exit(2);
@@ -840,6 +849,8 @@ static void usage(FILE *f)
 		"  -T, --threads N       threads of cold-pread-threads (0: queue depth)\n"
 		"  -r, --repeats N       timed warm passes, best reported (5)\n"
 		"  -D, --dump-dir DIR    with warm: write offsets.npy, layout.txt, expected.npy for gather_numpy.py\n"
+		"  -b, --push-batch      cold steps push all lanes with one engram_session_push_batch\n"
+		"  -P, --sqpoll          cold sessions submit through an io_uring SQPOLL kernel thread\n"
 		"  -F, --fill HOW        with warm: fill the dropped page cache 'seq' (in order: large folios) or\n"
 		"                        'random' (4 KiB reads at random offsets: a folio per page) (seq)\n"
 		"modes:\n"
@@ -877,12 +888,13 @@ int main(int argc, char **argv)
 		{ "qd", required_argument, NULL, 'q' },      { "gap-us", required_argument, NULL, 'g' },
 		{ "cache-mb", required_argument, NULL, 'c' }, { "threads", required_argument, NULL, 'T' },
 		{ "repeats", required_argument, NULL, 'r' }, { "dump-dir", required_argument, NULL, 'D' },
-		{ "fill", required_argument, NULL, 'F' },    { "help", no_argument, NULL, 'h' },
+		{ "fill", required_argument, NULL, 'F' },    { "sqpoll", no_argument, NULL, 'P' },
+		{ "push-batch", no_argument, NULL, 'b' },    { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, err;
 
-	while ((c = getopt_long(argc, argv, "s:t:S:n:q:g:c:T:r:D:F:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:S:n:q:g:c:T:r:D:F:Pbh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 's': o.shard = optarg; break;
 		case 't': o.tokens = optarg; break;
@@ -894,6 +906,8 @@ int main(int argc, char **argv)
 		case 'T': o.threads = parse_u(optarg, "thread count", 1); break;
 		case 'r': o.repeats = parse_u(optarg, "repeat count", 0); break;
 		case 'D': o.dump_dir = optarg; break;
+		case 'P': o.session_flags |= ENGRAM_SESSION_SQPOLL; break;
+		case 'b': o.push_batch = 1; break;
 		case 'F':
 			if (strcmp(optarg, "seq") && strcmp(optarg, "random")) {
 				fprintf(stderr, "bench_gather: --fill is 'seq' or 'random', not '%s'\n", optarg);

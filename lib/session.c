@@ -48,6 +48,12 @@ struct pending {
 	uint8_t cached;
 };
 
+/* The reads of one layer waiting for a slot, in request order. */
+struct pend_queue {
+	struct pending *v;
+	size_t head, n, cap;
+};
+
 struct engram_session {
 	engram_store *st;
 	const engram_config *cfg;
@@ -63,8 +69,9 @@ struct engram_session {
 	size_t unit_max;                  /* bytes of the largest unit of any piece */
 	struct request *req;
 	uint32_t req_free;
-	struct pending *pend;             /* ring of reads waiting for a request slot */
-	size_t pend_head, pend_n, pend_cap;
+	struct pend_queue *pend;          /* per layer: reads waiting for a request slot; earlier layers, which
+					     are gathered first, start first */
+	size_t pend_n;                    /* in all layers */
 	uint8_t *sink;                    /* page-cache reads land here and are dropped: SINK bytes per request */
 	uint8_t **unit_sink;              /* per request, made on demand: dropped reads of multi-page units */
 	uint8_t **bounce;                 /* per request: zstd frames (aligned) */
@@ -304,10 +311,16 @@ static void fail_unit(engram_session *s, int cached, uint32_t ui, int err)
 /* Start queued reads while request slots are free (after completions). */
 static void drain_pending(engram_session *s)
 {
+	unsigned l = 0;
+
 	while (s->pend_n && s->req_free != EG_NO_UNIT) {
-		struct pending q = s->pend[s->pend_head];
+		while (!s->pend[l].n)
+			l++;
+		struct pend_queue *pq = &s->pend[l];
+		struct pending q = pq->v[pq->head];
 		uint32_t tag = s->req_free;
-		s->pend_head = (s->pend_head + 1) % s->pend_cap;
+		pq->head = (pq->head + 1) % pq->cap;
+		pq->n--;
 		s->pend_n--;
 		s->req_free = s->req[tag].next_free;
 		int err = start_read(s, tag, q.layer, q.piece, q.no, q.cached, q.unit);
@@ -322,20 +335,22 @@ static void drain_pending(engram_session *s)
 static int issue(engram_session *s, unsigned layer, uint32_t pi, uint64_t unit, int cached, uint32_t ui)
 {
 	if (s->req_free == EG_NO_UNIT || s->pend_n) {
-		if (s->pend_n == s->pend_cap) {
-			size_t cap = s->pend_cap ? 2 * s->pend_cap : 1024;
+		struct pend_queue *pq = &s->pend[layer];
+		if (pq->n == pq->cap) {
+			size_t cap = pq->cap ? 2 * pq->cap : 1024;
 			struct pending *v = malloc(cap * sizeof(*v));
 			if (!v)
 				return eg_fail(-ENOMEM, "out of memory for queued reads");
-			for (size_t i = 0; i < s->pend_n; i++)
-				v[i] = s->pend[(s->pend_head + i) % s->pend_cap];
-			free(s->pend);
-			s->pend = v;
-			s->pend_head = 0;
-			s->pend_cap = cap;
+			for (size_t i = 0; i < pq->n; i++)
+				v[i] = pq->v[(pq->head + i) % pq->cap];
+			free(pq->v);
+			pq->v = v;
+			pq->head = 0;
+			pq->cap = cap;
 		}
-		s->pend[(s->pend_head + s->pend_n++) % s->pend_cap] =
+		pq->v[(pq->head + pq->n++) % pq->cap] =
 			(struct pending){ .unit = ui, .piece = pi, .no = unit, .layer = (uint16_t)layer, .cached = (uint8_t)cached };
+		s->pend_n++;
 		return 0;
 	}
 	uint32_t tag = s->req_free;
@@ -796,6 +811,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 		free(s->bounce);
 	}
 	free(s->req);
+	for (unsigned l = 0; s->pend && l < s->cfg->n_layers; l++)
+		free(s->pend[l].v);
 	free(s->pend);
 	free(s->sink);
 	for (unsigned i = 0; s->unit_sink && i < s->depth; i++)
@@ -910,13 +927,14 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	s->step = calloc(s->cfg->n_layers, sizeof(*s->step));
 	s->total = calloc(s->cfg->n_layers, sizeof(*s->total));
 	s->rows = calloc(s->cfg->n_layers, sizeof(*s->rows));
+	s->pend = calloc(s->cfg->n_layers, sizeof(*s->pend));
 	s->req = calloc(depth, sizeof(*s->req));
 	s->sink = alloc_aligned((size_t)depth * SINK);
 	s->unit_sink = calloc(depth, sizeof(*s->unit_sink));
 	s->scratch = malloc(s->unit_max);
 	s->overflow = alloc_aligned(s->unit_max + s->bounce_bytes);
 	s->dctx = ZSTD_createDCtx();
-	if (!s->step || !s->total || !s->rows || !s->req || !s->sink || !s->unit_sink || !s->scratch || !s->overflow ||
+	if (!s->step || !s->total || !s->rows || !s->pend || !s->req || !s->sink || !s->unit_sink || !s->scratch || !s->overflow ||
 	    !s->dctx) {
 		err = eg_fail(-ENOMEM, "out of memory");
 		goto fail;

@@ -24,23 +24,8 @@ static char shard[700];
 /* V4.1 geometry at 1/8192: two layers of ~12 MiB each, more than the readahead window. */
 static int setup(void **state)
 {
-	char cfg[600], map[600];
-	struct engram_pack_options o = { 0 };
-
 	(void)state;
-	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/v41/v41.config.json"));
-	snprintf(map, sizeof(map), "%s", fixture("ref/v41/v41.token_map.npy"));
-	snprintf(shard, sizeof(shard), "%s/preload.engram", tmpdir_create_once());
-	o.config_path = cfg;
-	o.token_map_path = map;
-	o.out_path = shard;
-	o.synthetic_scale = 8192;
-	o.synthetic_dtype = "e4m3";
-	o.synthetic_seed = 3;
-	if (engram_pack(&o, NULL) < 0) {
-		fprintf(stderr, "pack: %s\n", engram_last_error());
-		return -1;
-	}
+	snprintf(shard, sizeof(shard), "%s", pack_v41_synthetic(8192));
 	return 0;
 }
 

@@ -231,6 +231,42 @@ static void test_page_cache_reads_a_page_once(void **state)
 	engram_close(st);
 }
 
+/* Reads beyond the queue depth start layer by layer, since layers are gathered in order. Each push requests
+ * both layers' rows of its positions; in request order, gathering layer 0 would have read nearly all of
+ * layer 1 by the time it reaches layer 0's last rows. Layer first, layer 1 has had only the slots that
+ * layer 0's last reads freed (about the queue depth; exactly how many depends on completion timing). */
+static void test_waiting_reads_start_by_layer(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .max_seqs = 8, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 4 };
+	struct engram_io_stats a, b;
+	static uint8_t buf[16 * 24 * 264];
+
+	(void)state;
+	must(engram_open(&st, pack_v41_synthetic(8192), 0), "open");
+	for (int k = 0; k < 2; k++) {
+		o.flags = k ? ENGRAM_SESSION_NO_URING : 0;
+		must(engram_session_create(&s, st, &o), "session");
+		for (unsigned q = 0; q < 8; q++) {
+			int64_t tok[2] = { 1000 + q, 2000 + 7 * q };
+			must(engram_session_push(s, q, tok, NULL, 2), "push");
+		}
+		must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
+		must(engram_session_stats(s, 0, 1, &a), "stats");
+		must(engram_session_stats(s, 1, 1, &b), "stats");
+		assert_true(a.units > 100);
+		assert_true(b.units > 100);
+		assert_int_equal(a.ios, a.units);
+		assert_true(b.ios < b.units / 4);
+		must(engram_session_gather(s, 1, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
+		must(engram_session_stats(s, 1, 1, &b), "stats");
+		assert_int_equal(b.ios, b.units);
+		engram_session_destroy(s);
+	}
+	engram_close(st);
+}
+
 /* Without prefetch, push issues no read: each unit is read at gather (its first row a miss, rows sharing
  * it hits). */
 static void test_no_prefetch_reads_at_gather(void **state)
@@ -384,6 +420,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_cache_still_correct),
 		cmocka_unit_test(test_second_gather_hits),
 		cmocka_unit_test(test_page_cache_reads_a_page_once),
+		cmocka_unit_test(test_waiting_reads_start_by_layer),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_push_batch_decodes_in_lockstep),
 		cmocka_unit_test(test_bad_arguments),

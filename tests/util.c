@@ -308,6 +308,29 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	return dst;
 }
 
+const char *pack_v41_synthetic(uint64_t scale)
+{
+	static char out[600];
+	char cfg[4096], map[4096];
+	struct engram_pack_options o;
+
+	snprintf(out, sizeof(out), "%s/v41-s%llu.engram", tmpdir_create_once(), (unsigned long long)scale);
+	if (access(out, F_OK) == 0)
+		return out;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/v41/v41.config.json"));
+	snprintf(map, sizeof(map), "%s", fixture("ref/v41/v41.token_map.npy"));
+	memset(&o, 0, sizeof(o));
+	o.config_path = cfg;
+	o.token_map_path = map;
+	o.out_path = out;
+	o.synthetic_scale = scale;
+	o.synthetic_dtype = "e4m3";
+	o.synthetic_seed = 3;
+	if (engram_pack(&o, NULL) < 0)
+		fail_msg("packing '%s': %s", out, engram_last_error());
+	return out;
+}
+
 const char *tool_path(const char *name)
 {
 	static char path[4][1024];

@@ -50,6 +50,10 @@ const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int
  * 8 slots). Fails the test if packing fails. */
 const char *pack_ref(const char *dir, const char *config, const char *map, const char *weights, const char *codec);
 
+/* A raw shard of the DeepSeek-V4.1 geometry with synthetic F8_E4M3 rows, vocabularies divided by scale (8192:
+ * two layers of ~12 MiB), packed once into the scratch directory; returns its path (a static buffer). */
+const char *pack_v41_synthetic(uint64_t scale);
+
 /* Path of a built program (engram-stat, engram-pack) under $ENGRAM_BUILD (default "build"); 4 slots. */
 const char *tool_path(const char *name);
 /* Run a shell command built from fmt; returns its exit status, or -1 if it did not exit. */
