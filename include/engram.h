@@ -284,9 +284,10 @@ ENGRAM_API int engram_read_row(engram_store *s, unsigned layer_index, uint64_t r
  * the store. Read in order, the kernel keeps the file in large folios where the filesystem supports them
  * (ext4 from Linux 6.16) and maps them with 2 MiB entries, so random gathers take far fewer TLB misses than
  * from pages brought in one at a time. Pages already cached stay as they are. Costs a sequential read of the
- * tables (blocking, in the calling thread) and the page cache to hold them; it can be called while other
- * threads gather from the same store. Returns 0, -EINVAL (bad layer), -ENOMEM, or -errno from open or
- * read. A shard truncated while open is fatal here as anywhere a mapping is read (engram(5)).
+ * tables (blocking, in the calling thread), the page cache to hold them, and page tables (8 bytes per 4 KiB
+ * page not in a large folio); it can be called while other threads gather from the same store. Returns 0,
+ * -EINVAL (bad layer), -ENOMEM, or -errno from open or read. A shard truncated while open is fatal here as
+ * anywhere a mapping is read (engram(5)).
  */
 ENGRAM_API int engram_preload(engram_store *s, int layer_index);
 
