@@ -513,9 +513,10 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 		}
 		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
 		size_t ub = unit_bytes(p->t);
-		uint64_t unit = off / ub, key = eg_unit_key(piece_index(s, p), unit);
+		uint32_t pi = piece_index(s, p);
+		uint64_t unit = off / ub, key = eg_unit_key(pi, unit);
 		s->held[k] = EG_NO_UNIT;
-		if (!is_cached(s, p) && eg_seen_test(&s->seen, seen_bit(s, piece_index(s, p), unit), unit_pages(p->t))) {
+		if (!is_cached(s, p) && eg_seen_test(&s->seen, seen_bit(s, pi, unit), unit_pages(p->t))) {
 			COUNT(s, layer, hits, 1);
 			s->srcs[k] = p->data + off;
 		} else if (!is_cached(s, p)) {
@@ -530,7 +531,7 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 				COUNT(s, layer, misses, 1);
 				/* the fault below brings the page in: later rows of it are hits */
 				if (u == EG_NO_UNIT)
-					eg_seen_mark(&s->seen, seen_bit(s, piece_index(s, p), unit), unit_pages(p->t));
+					eg_seen_mark(&s->seen, seen_bit(s, pi, unit), unit_pages(p->t));
 			}
 			if (u != EG_NO_UNIT && s->track.u[u].err) {
 				/* the read failed: report it, and let a later request try again */
@@ -934,8 +935,8 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 	s->scratch = malloc(s->unit_max);
 	s->overflow = alloc_aligned(s->unit_max + s->bounce_bytes);
 	s->dctx = ZSTD_createDCtx();
-	if (!s->step || !s->total || !s->rows || !s->pend || !s->req || !s->sink || !s->unit_sink || !s->scratch || !s->overflow ||
-	    !s->dctx) {
+	if (!s->step || !s->total || !s->rows || !s->pend || !s->req || !s->sink || !s->unit_sink || !s->scratch ||
+	    !s->overflow || !s->dctx) {
 		err = eg_fail(-ENOMEM, "out of memory");
 		goto fail;
 	}
