@@ -827,7 +827,7 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 	if (ses)
 		printf(" units=%" PRIu64 " hits=%" PRIu64 " late=%" PRIu64 " misses=%" PRIu64 " push_s=%.4f wait_s=%.4f "
 		       "mb_read=%.1f",
-		       ios.units, ios.hits, ios.late, ios.misses, (double)res.push_ns * 1e-9, (double)ios.wait_ns * 1e-9,
+		       ios.units, ios.ready, ios.not_ready, ios.misses, (double)res.push_ns * 1e-9, (double)ios.wait_ns * 1e-9,
 		       (double)ios.bytes / 1048576.0);
 	printf(" digest=%016" PRIx64 "\n", res.digest);
 	fflush(stdout);

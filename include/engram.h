@@ -401,16 +401,25 @@ ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer_in
 ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_index, const uint64_t *rows, size_t n,
 					  enum engram_out out, void *dst, size_t dst_size);
 
+/* Buckets of engram_io_stats.lead_hist: bucket 0 counts leads below 1 us; bucket b >= 1 counts leads in
+ * [2^e x (1 + q/4), 2^e x (1 + (q+1)/4)) us with e = (b - 1) / 4 and q = (b - 1) % 4; the last bucket also
+ * holds everything longer. */
+#define ENGRAM_LEAD_BUCKETS 96
+
 struct engram_io_stats {
-	uint64_t rows;      /* rows gathered */
-	uint64_t hits;      /* rows whose data was ready when gathered */
-	uint64_t late;      /* rows whose read was still in flight when gathered (gather waited) */
-	uint64_t misses;    /* rows never requested before gather: read then (page faults in page-cache mode) */
+	uint64_t rows;      /* rows gathered: ready + not_ready + misses */
+	uint64_t ready;     /* rows whose bytes were in memory when the gather call began (after collecting the
+			       reads completed by then, before any waiting) */
+	uint64_t not_ready; /* rows requested before the gather whose read had not completed when it began */
+	uint64_t misses;    /* rows never requested before the gather: read then (page faults in page-cache mode) */
 	uint64_t requested; /* rows requested by push or prefetch */
 	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
 	uint64_t ios;       /* reads issued, gather's own included */
 	uint64_t bytes;     /* bytes those reads bring in (a page-cache read of one byte brings its page) */
 	uint64_t wait_ns;   /* time gather spent waiting for reads */
+	/* The lead each gathered row's read needed: from the request of its unit (push or prefetch) to the
+	 * completion of the read, for rows whose read completed in the current step (or was awaited by it). */
+	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
 };
 
 /* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (step = 1,

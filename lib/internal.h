@@ -11,6 +11,14 @@
 #define EG_MAX_HEADS 4096
 #define EG_MAX_LAYERS 1024
 
+/* Internal functions that libengram-pack (the packer, a library of its own: lib/pack/) calls in libengram. They
+ * are exported under the version node ENGRAM_PRIVATE (lib/libengram.map), which is not part of the API. */
+#if defined(__GNUC__)
+#define EG_PRIVATE __attribute__((visibility("default")))
+#else
+#define EG_PRIVATE
+#endif
+
 #if defined(__GNUC__)
 #define EG_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define EG_LIKELY(x) __builtin_expect(!!(x), 1)

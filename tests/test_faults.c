@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "engram.h"
-#include "io.h"
+#include "file.h"
 #include "util.h"
 
 static const char *shard(const char *codec)

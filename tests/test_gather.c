@@ -17,7 +17,7 @@
 
 #include "engram.h"
 #include "format.h"
-#include "gather.h"
+#include "dtype.h"
 #include "internal.h"
 #include "util.h"
 

@@ -656,7 +656,7 @@ static int run_one(const struct replay_ctx *c, struct replay_result *r)
 		struct engram_io_stats ss;
 		engram_session_stats(s, -1, 1, &ss);
 		if (ss.rows)
-			hit[n_hit++] = (double)ss.hits / (double)ss.rows;
+			hit[n_hit++] = (double)ss.ready / (double)ss.rows;
 	}
 	uint64_t wall = now_ns() - start;
 	long flt1 = major_faults();
