@@ -7,11 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "internal.h"
+
 /* Open path read-only (close-on-exec) if it is a regular file: opened without blocking, checked with fstat,
  * then switched back to blocking reads. Returns the descriptor, or a negative code with engram_last_error()
  * naming the path: -errno of open ("cannot open 'PATH': ..."), -EINVAL for a FIFO, directory, device or socket
  * ("WHAT 'PATH' is a FIFO, not a regular file"; what says what the file should have been: "config"...). */
-int eg_open_regular(const char *path, const char *what);
+EG_PRIVATE int eg_open_regular(const char *path, const char *what);
 
 /* A new open file description of the file fd has open (through /proc/self/fd, or by path where there is no
  * /proc and path still names the same inode), with flags (O_DIRECT...) added to O_RDONLY: a file renamed over
@@ -22,7 +24,7 @@ int eg_reopen(int fd, int flags, const char *path);
 /* Read len bytes at off into buf, of which at least need must arrive (an aligned span may run past the end
  * of the file). Retries short reads and EINTR; the end of the file before need bytes is ENGRAM_ETRUNC, and
  * both name path. Reads pass through the fault hook below. */
-int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_t off, const char *path);
+EG_PRIVATE int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_t off, const char *path);
 
 /* Fault injection for tests (not exported): a non-zero uring_err makes ring set-up fail with it; a read
  * whose sequence number (counted from 1 across reads and completions) is a multiple of eio_every fails

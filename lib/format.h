@@ -174,7 +174,7 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 /* Header from the first `have` bytes of a file of file_size bytes. */
 int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
 /* A complete header: magic, versions, sizes, set, shard index/count, section table and the checksums. */
-void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index, uint32_t shard_count,
+EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index, uint32_t shard_count,
 		      uint64_t section_table_offset, const struct eg_disk_section *secs, uint32_t n_sections,
 		      uint64_t created_unix);
 
@@ -187,7 +187,7 @@ struct eg_sections {
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* A section entry for len bytes of data at off, with its checksum. */
-void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data, uint64_t len);
+EG_PRIVATE void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data, uint64_t len);
 const char *eg_section_name(uint32_t type);
 /* A section's bytes against its checksum: ENGRAM_ECORRUPT naming the section when they differ. */
 int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path);
@@ -200,8 +200,8 @@ struct eg_hash_decoded {
 	uint64_t raw_vocab, row_scale;
 	int64_t compressed_pad;
 };
-size_t eg_hash_section_size(const engram_config *c);
-void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_scale);
+EG_PRIVATE size_t eg_hash_section_size(const engram_config *c);
+EG_PRIVATE void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_scale);
 /* tokmap_len: bytes of the token map section, which must hold raw_vocab int32 entries. */
 int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
 			   const char *path);
@@ -217,7 +217,7 @@ struct eg_manifest {
 	char **paths;        /* shard paths, resolved against the manifest's directory */
 };
 /* The manifest's text for shard file names (base names); malloc'd, NULL when out of memory. */
-char *eg_manifest_encode(const uint8_t set_id[16], const char *const *names, unsigned n);
+EG_PRIVATE char *eg_manifest_encode(const uint8_t set_id[16], const char *const *names, unsigned n);
 /* ENGRAM_EMAGIC when the JSON is not a manifest, ENGRAM_EVERSION, ENGRAM_EPARSE, -errno. */
 int eg_manifest_decode(struct eg_manifest *m, const char *path);
 void eg_manifest_free(struct eg_manifest *m);

@@ -64,9 +64,15 @@ static int add_zstd(struct gather *g, const struct eg_piece *p, uint64_t off)
 
 ENGRAM_API size_t engram_out_row_bytes(const engram_store *s, unsigned layer_index, enum engram_out out)
 {
+	EG_KEEP_ERRNO;
 	const struct eg_disk_table *t = s ? eg_store_layer_table(s, layer_index) : NULL;
+	size_t ob = t ? eg_out_row_bytes(t->dtype, t->head_dim, out) : 0;
 
-	return t ? eg_out_row_bytes(t->dtype, t->head_dim, out) : 0;
+	if (!t)
+		eg_fail(-EINVAL, "layer index %u has no table in this store", layer_index);
+	else if (!ob)
+		eg_fail(-EINVAL, "output type %d is not native, bf16 or f32", (int)out);
+	return ob;
 }
 
 static int not_in_store(const engram_store *s, unsigned li, uint64_t row)
@@ -75,7 +81,7 @@ static int not_in_store(const engram_store *s, unsigned li, uint64_t row)
 		       s->cfg->layers[li].id);
 }
 
-static int gather(engram_store *s, unsigned li, const uint64_t *rows, size_t n, enum engram_out out, void *dst,
+static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size_t n, enum engram_out out, void *dst,
 		  size_t dst_size)
 {
 	const struct eg_disk_table *t0;
@@ -125,12 +131,11 @@ static int gather(engram_store *s, unsigned li, const uint64_t *rows, size_t n, 
 	return err;
 }
 
-ENGRAM_API int engram_gather_rows(engram_store *s, unsigned layer_index, const uint64_t *rows, size_t n,
+ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, const uint64_t *rows, size_t n,
 				  enum engram_out out, void *dst, size_t dst_size)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	int err = gather(s, layer_index, rows, n, out, dst, dst_size);
 
-	errno = saved;
 	return err;
 }

@@ -213,10 +213,12 @@ out:
 
 ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count)
 {
+	EG_KEEP_ERRNO;
 	return eg_npy_load_ints(npy_path, values, count);
 }
 
 ENGRAM_API void engram_free(void *p)
 {
+	EG_KEEP_ERRNO;
 	free(p);
 }

@@ -54,9 +54,10 @@ static int preload_piece(const struct eg_piece *p, uint8_t *buf)
 	return 0;
 }
 
-ENGRAM_API int engram_preload(engram_store *s, int layer_index)
+ENGRAM_API int engram_preload(const engram_store *s, int layer_index)
 {
-	int saved = errno, err = 0;
+	EG_KEEP_ERRNO;
+	int err = 0;
 	unsigned first = 0, end;
 	uint8_t *buf;
 
@@ -81,6 +82,5 @@ ENGRAM_API int engram_preload(engram_store *s, int layer_index)
 		err = preload_piece(&s->pieces[i], buf);
 	free(buf);
 out:
-	errno = saved;
 	return err;
 }

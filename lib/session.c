@@ -40,35 +40,35 @@ static int check_out(const engram_session *s, unsigned layer, enum engram_out ou
 ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n,
 					  enum engram_out out, void *dst, size_t dst_size)
 {
-	int saved = errno, err;
+	EG_KEEP_ERRNO;
+	int err;
 
 	if ((err = check_out(s, layer, out, n, dst_size)) == 0)
 		err = eg_sess_gather(s, layer, rows, n, out, dst);
-	errno = saved;
 	return err;
 }
 
 ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer, enum engram_out out, void *dst,
 				     size_t dst_size)
 {
+	EG_KEEP_ERRNO;
 	size_t n = s->n_pos * s->cfg->columns;
-	int saved = errno, err;
+	int err;
 
 	if ((err = check_out(s, layer, out, n, dst_size)) == 0)
 		err = eg_sess_gather(s, layer, s->rows[layer], n, out, dst);
-	errno = saved;
 	return err;
 }
 
 ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
 {
-	int saved = errno, err;
+	EG_KEEP_ERRNO;
+	int err;
 
 	if (layer >= s->cfg->n_layers)
 		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", layer, s->cfg->n_layers);
 	if (!(err = eg_sess_request_rows(s, layer, rows, n, 0)))
 		err = eg_sess_submit(s);
-	errno = saved;
 	return err;
 }
 
@@ -130,23 +130,24 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				   size_t n)
 {
-	int saved = errno, err = push(s, NULL, seq, tokens, mask, n);
+	EG_KEEP_ERRNO;
+	int err = push(s, NULL, seq, tokens, mask, n);
 
-	errno = saved;
 	return err;
 }
 
 ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs, const int64_t *tokens,
 					 const uint8_t *mask, size_t n)
 {
-	int saved = errno, err = push(s, seqs, 0, tokens, mask, n);
+	EG_KEEP_ERRNO;
+	int err = push(s, seqs, 0, tokens, mask, n);
 
-	errno = saved;
 	return err;
 }
 
 ENGRAM_API int engram_session_begin(engram_session *s)
 {
+	EG_KEEP_ERRNO;
 	for (size_t i = 0; i < s->n_pinned; i++)
 		s->cache.u[s->pinned[i]].pins--;
 	s->n_pinned = 0;
@@ -158,53 +159,72 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 
 ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq)
 {
+	EG_KEEP_ERRNO;
 	return engram_hasher_reset(s->hasher, seq);
 }
 
 ENGRAM_API size_t engram_session_positions(const engram_session *s)
 {
+	EG_KEEP_ERRNO;
 	return s->n_pos;
 }
 
 ENGRAM_API const uint64_t *engram_session_rows(const engram_session *s, unsigned layer)
 {
-	return layer < s->cfg->n_layers ? s->rows[layer] : NULL;
+	EG_KEEP_ERRNO;
+	if (layer >= s->cfg->n_layers) {
+		eg_fail(-EINVAL, "layer index %u out of range (%u layers)", layer, s->cfg->n_layers);
+		return NULL;
+	}
+	return s->rows[layer];
+}
+
+ENGRAM_API size_t engram_session_gather_bytes(const engram_session *s, unsigned layer, enum engram_out out)
+{
+	EG_KEEP_ERRNO;
+	size_t ob = engram_out_row_bytes(s->st, layer, out);
+
+	return ob ? s->n_pos * s->cfg->columns * ob : 0;
 }
 
 ENGRAM_API const char *engram_session_backend(const engram_session *s)
 {
+	EG_KEEP_ERRNO;
 	return s->backend;
 }
 
 ENGRAM_API int engram_session_stats(const engram_session *s, int layer, int step, struct engram_io_stats *out)
 {
+	EG_KEEP_ERRNO;
 	const struct engram_io_stats *v = step ? s->step : s->total;
+	struct engram_io_stats sum;
 
 	if (layer >= (int)s->cfg->n_layers)
 		return eg_fail(-EINVAL, "layer index %d out of range (%u layers)", layer, s->cfg->n_layers);
-	if (layer >= 0) {
-		*out = v[layer];
-		return 0;
-	}
-	memset(out, 0, sizeof(*out));
+	if (layer >= 0)
+		return eg_struct_out(out, &v[layer], sizeof(sum), EG_SIZE_THROUGH(struct engram_io_stats, lead_hist),
+				     "engram_io_stats");
+	memset(&sum, 0, sizeof(sum));
 	for (unsigned l = 0; l < s->cfg->n_layers; l++) {
-		out->rows += v[l].rows;
-		out->ready += v[l].ready;
-		out->not_ready += v[l].not_ready;
-		out->misses += v[l].misses;
-		out->requested += v[l].requested;
-		out->units += v[l].units;
-		out->ios += v[l].ios;
-		out->bytes += v[l].bytes;
-		out->wait_ns += v[l].wait_ns;
+		sum.rows += v[l].rows;
+		sum.ready += v[l].ready;
+		sum.not_ready += v[l].not_ready;
+		sum.misses += v[l].misses;
+		sum.requested += v[l].requested;
+		sum.units += v[l].units;
+		sum.ios += v[l].ios;
+		sum.bytes += v[l].bytes;
+		sum.wait_ns += v[l].wait_ns;
 		for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++)
-			out->lead_hist[b] += v[l].lead_hist[b];
+			sum.lead_hist[b] += v[l].lead_hist[b];
 	}
-	return 0;
+	return eg_struct_out(out, &sum, sizeof(sum), EG_SIZE_THROUGH(struct engram_io_stats, lead_hist),
+			     "engram_io_stats");
 }
 
 ENGRAM_API void engram_session_destroy(engram_session *s)
 {
+	EG_KEEP_ERRNO;
 	if (!s)
 		return;
 	if (s->io) {
@@ -303,21 +323,22 @@ static int open_fds(engram_session *s)
 }
 
 
-ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, const struct engram_session_options *o)
+ENGRAM_API int engram_session_create(engram_session **out, const engram_store *st,
+				     const struct engram_session_options *opts)
 {
-	int saved = errno, err;
-	struct engram_session_options def = { 0 };
+	EG_KEEP_ERRNO;
+	int err;
+	struct engram_session_options opt = ENGRAM_INIT(struct engram_session_options), *o = &opt;
 	engram_session *s;
 	size_t max_frame = 0;
 	int any_cached = 0;
 
-	if (!out || !st) {
-		errno = saved;
+	if (!out || !st)
 		return eg_fail(-EINVAL, "engram_session_create: NULL argument");
-	}
 	*out = NULL;
-	if (!o)
-		o = &def;
+	if (opts && (err = eg_struct_in(&opt, sizeof(opt), opts, EG_SIZE_THROUGH(struct engram_session_options, flags),
+					"session options")) < 0)
+		return err;
 	if (o->mode != ENGRAM_MODE_PAGECACHE && o->mode != ENGRAM_MODE_DIRECT)
 		return eg_fail(-EINVAL, "session mode %d is neither page-cache nor direct", (int)o->mode);
 	s = calloc(1, sizeof(*s));
@@ -348,7 +369,6 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 		err = eg_fail(-EINVAL, "cache of %llu bytes needs %llu slots of %zu bytes; at most %u are possible",
 			      (unsigned long long)cache_bytes, (unsigned long long)slots, s->unit_max, EG_UNITS_MAX);
 		free(s);
-		errno = saved;
 		return err;
 	}
 	s->step = calloc(s->cfg->n_layers, sizeof(*s->step));
@@ -408,10 +428,8 @@ ENGRAM_API int engram_session_create(engram_session **out, engram_store *st, con
 		goto fail;
 	}
 	*out = s;
-	errno = saved;
 	return 0;
 fail:
 	engram_session_destroy(s);
-	errno = saved;
 	return err;
 }

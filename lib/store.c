@@ -86,6 +86,10 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': stored compressed pad %lld is not the map's %lld", sh->path,
 			       (long long)d.compressed_pad, (long long)s->cfg->cpad);
 	s->row_scale = d.row_scale;
+	memcpy(s->writer, sh->hdr->writer, sizeof(sh->hdr->writer));
+	for (size_t i = 0; i < sizeof(sh->hdr->writer); i++) /* shown to users: printable ASCII only */
+		if (s->writer[i] && (s->writer[i] < 0x20 || s->writer[i] > 0x7e))
+			s->writer[i] = '?';
 	return 0;
 }
 
@@ -195,7 +199,7 @@ static int looks_like_json(const char *path)
 
 ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	struct eg_manifest m = { 0 };
 	engram_store *s = NULL;
 	int err = 0, whole_set = 0;
@@ -240,12 +244,12 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 out:
 	eg_manifest_free(&m);
 	engram_close(s);
-	errno = saved;
 	return err;
 }
 
 ENGRAM_API void engram_close(engram_store *s)
 {
+	EG_KEEP_ERRNO;
 	if (!s)
 		return;
 	for (unsigned i = 0; s->shards && i < s->n_shards; i++)
@@ -259,52 +263,79 @@ ENGRAM_API void engram_close(engram_store *s)
 
 ENGRAM_API const engram_config *engram_store_config(const engram_store *s)
 {
+	EG_KEEP_ERRNO;
 	return s->cfg;
 }
 
 ENGRAM_API unsigned engram_store_num_shards(const engram_store *s)
 {
+	EG_KEEP_ERRNO;
 	return s->n_shards;
 }
 
 ENGRAM_API const char *engram_store_shard_path(const engram_store *s, unsigned i)
 {
-	return i < s->n_shards ? s->shards[i].path : NULL;
+	EG_KEEP_ERRNO;
+	if (i >= s->n_shards) {
+		eg_fail(-EINVAL, "shard %u out of range (the store has %u)", i, s->n_shards);
+		return NULL;
+	}
+	return s->shards[i].path;
 }
 
-ENGRAM_API uint64_t engram_store_row_scale(const engram_store *s)
+ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info *info)
 {
-	return s->row_scale;
+	EG_KEEP_ERRNO;
+	struct engram_store_info v = { .size = sizeof(v) };
+
+	v.n_shards = s->n_shards;
+	v.n_tables = s->n_pieces;
+	v.n_layers = s->cfg->n_layers;
+	memcpy(v.set_id, s->shards[0].hdr->set_id, 16);
+	v.row_scale = s->row_scale;
+	v.created_unix = s->shards[0].hdr->created_unix;
+	v.writer = s->writer;
+	for (unsigned i = 0; i < s->n_pieces; i++) {
+		v.raw_bytes += s->pieces[i].t->n_pages * EG_PAGE;
+		v.stored_bytes += s->pieces[i].t->data_length;
+	}
+	for (unsigned i = 0; i < s->n_shards; i++)
+		v.file_bytes += s->shards[i].size;
+	return eg_struct_out(info, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_store_info, writer), "engram_store_info");
 }
 
 ENGRAM_API unsigned engram_store_num_tables(const engram_store *s)
 {
+	EG_KEEP_ERRNO;
 	return s->n_pieces;
 }
 
 ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct engram_table_info *info)
 {
+	EG_KEEP_ERRNO;
+	struct engram_table_info v = { .size = sizeof(v) };
+
 	if (i >= s->n_pieces)
 		return eg_fail(-EINVAL, "table %u out of range (the store has %u)", i, s->n_pieces);
 	const struct eg_piece *p = &s->pieces[i];
 	const struct eg_disk_table *t = p->t;
-	memset(info, 0, sizeof(*info));
-	info->path = p->shard->path;
-	info->shard_index = (unsigned)(p->shard - s->shards);
-	info->layer_index = t->layer_index;
-	info->layer_id = t->layer_id;
-	info->row_begin = t->row_begin;
-	info->row_count = t->row_count;
-	info->dtype = eg_dtype_name(t->dtype);
-	info->head_dim = t->head_dim;
-	info->record_size = t->record_size;
-	info->rows_per_page = t->rows_per_page;
-	info->codec = t->codec == EG_CODEC_ZSTD ? "zstd" : "raw";
-	info->shuffled = t->filter == EG_FILTER_SHUFFLE;
-	info->block_pages = t->pages_per_block;
-	info->raw_bytes = t->n_pages * EG_PAGE;
-	info->stored_bytes = t->data_length;
-	return 0;
+	v.path = p->shard->path;
+	v.shard_index = (unsigned)(p->shard - s->shards);
+	v.layer_index = t->layer_index;
+	v.layer_id = t->layer_id;
+	v.row_begin = t->row_begin;
+	v.row_count = t->row_count;
+	v.dtype = eg_dtype_name(t->dtype);
+	v.head_dim = t->head_dim;
+	v.record_size = t->record_size;
+	v.rows_per_page = t->rows_per_page;
+	v.codec = t->codec == EG_CODEC_ZSTD ? "zstd" : "raw";
+	v.shuffled = t->filter == EG_FILTER_SHUFFLE;
+	v.block_pages = t->pages_per_block;
+	v.raw_bytes = t->n_pages * EG_PAGE;
+	v.stored_bytes = t->data_length;
+	return eg_struct_out(info, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_table_info, stored_bytes),
+			     "engram_table_info");
 }
 
 const struct eg_piece *eg_store_find(const engram_store *s, unsigned li, uint64_t row)
@@ -331,9 +362,9 @@ const struct eg_disk_table *eg_store_layer_table(const engram_store *s, unsigned
 	return s->pieces[s->layer_first[li]].t;
 }
 
-ENGRAM_API int engram_read_row(engram_store *s, unsigned li, uint64_t row, void *dst, size_t dst_size)
+ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row, void *dst, size_t dst_size)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	const struct eg_piece *p;
 	uint64_t off;
 	int err;
@@ -363,6 +394,5 @@ ENGRAM_API int engram_read_row(engram_store *s, unsigned li, uint64_t row, void 
 	}
 	eg_block_ctx_free(&ctx);
 	free(block);
-	errno = saved;
 	return err;
 }

@@ -28,6 +28,7 @@ struct eg_piece {
 struct engram_store {
 	engram_config *cfg;
 	uint64_t row_scale;
+	char writer[sizeof(((struct eg_disk_header *)0)->writer) + 1]; /* NUL-terminated copy of the header's */
 	unsigned n_shards;
 	struct eg_shard *shards;
 	unsigned n_pieces;

@@ -64,9 +64,9 @@ static void verify_piece(const struct eg_piece *piece, struct report *r)
 	}
 }
 
-ENGRAM_API int engram_verify(engram_store *s, int (*fn)(void *arg, const char *msg), void *arg)
+ENGRAM_API int engram_verify(const engram_store *s, int (*fn)(void *arg, const char *msg), void *arg)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	struct report r = { fn, arg, 0, 0 };
 
 	for (unsigned i = 0; i < s->n_shards && !r.stop; i++) {
@@ -79,6 +79,5 @@ ENGRAM_API int engram_verify(engram_store *s, int (*fn)(void *arg, const char *m
 	}
 	for (unsigned i = 0; i < s->n_pieces && !r.stop; i++)
 		verify_piece(&s->pieces[i], &r);
-	errno = saved;
 	return r.failures ? ENGRAM_ECORRUPT : 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -193,7 +194,7 @@ static int files_in(const char *dir)
 static int pack(void *arg)
 {
 	const char *w[1] = { weights };
-	struct engram_pack_options o = { .config_path = cfg, .token_map_path = map, .weights = w, .n_weights = 1,
+	struct engram_pack_options o = { .size = sizeof(struct engram_pack_options), .config_path = cfg, .token_map_path = map, .weights = w, .n_weights = 1,
 					 .out_path = out, .codec = arg, .threads = 1 };
 	int before = files_in(tmpdir_create_once());
 	int err = engram_pack(&o, NULL);
@@ -223,7 +224,7 @@ static engram_store *shared_store;
 
 static int open_session(void *arg)
 {
-	struct engram_session_options o = { .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_URING,
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_URING,
 					    .queue_depth = 4, .cache_bytes = 1 << 20 };
 	engram_session **s = arg;
 	int64_t tok[3] = { 5, 6, 7 };

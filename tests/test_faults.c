@@ -69,7 +69,7 @@ static void with_session(const char *codec, enum engram_mode mode, unsigned flag
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .mode = mode, .flags = flags, .queue_depth = 4 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = mode, .flags = flags, .queue_depth = 4 };
 
 	assert_int_equal(engram_open(&st, shard(codec), 0), 0);
 	if (engram_session_create(&s, st, &o) < 0)

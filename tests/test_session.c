@@ -51,7 +51,7 @@ static float *expected(const struct fx *f, int seq, int layer_id, size_t *n)
 static void run_path(const struct fx *f, const char *path, const char *codec, enum engram_mode mode,
 		     unsigned flags, size_t chunk, uint64_t cache_bytes)
 {
-	struct engram_session_options o = { .max_seqs = 2, .mode = mode, .flags = flags, .cache_bytes = cache_bytes,
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 2, .mode = mode, .flags = flags, .cache_bytes = cache_bytes,
 					    .queue_depth = 8 };
 	engram_store *st = NULL;
 	engram_session *s = NULL;
@@ -86,7 +86,7 @@ static void run_path(const struct fx *f, const char *path, const char *codec, en
 						 f->weights, codec, engram_session_backend(s), (int)mode, flags, chunk, seq, li, pos);
 					fail_msg("%s: gathered rows differ from the reference", what);
 				}
-				struct engram_io_stats ls;
+				struct engram_io_stats ls = ENGRAM_INIT(struct engram_io_stats);
 				must(engram_session_stats(s, (int)li, 1, &ls), "stats");
 				assert_int_equal(ls.rows, m * cols);
 				assert_int_equal(ls.ready + ls.not_ready + ls.misses, ls.rows);
@@ -96,7 +96,7 @@ static void run_path(const struct fx *f, const char *path, const char *codec, en
 			}
 		}
 	}
-	struct engram_io_stats all, l0, l1;
+	struct engram_io_stats all = ENGRAM_INIT(struct engram_io_stats), l0 = ENGRAM_INIT(struct engram_io_stats), l1 = ENGRAM_INIT(struct engram_io_stats);
 	must(engram_session_stats(s, -1, 0, &all), "stats");
 	must(engram_session_stats(s, 0, 0, &l0), "stats");
 	must(engram_session_stats(s, 1, 0, &l1), "stats");
@@ -187,9 +187,9 @@ static void test_second_gather_hits(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .mode = ENGRAM_MODE_DIRECT };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_DIRECT };
 	int64_t tok[8] = { 11, 12, 13, 14, 15, 16, 17, 18 };
-	struct engram_io_stats a, b;
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats), b = ENGRAM_INIT(struct engram_io_stats);
 	float buf[8 * 12 * 64];
 
 	(void)state;
@@ -212,9 +212,9 @@ static void test_page_cache_reads_a_page_once(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .mode = ENGRAM_MODE_PAGECACHE };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_PAGECACHE };
 	int64_t tok[8] = { 31, 32, 33, 34, 35, 36, 37, 38 };
-	struct engram_io_stats a;
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
 
 	(void)state;
 	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
@@ -242,8 +242,8 @@ static void test_waiting_reads_start_by_layer(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .max_seqs = 8, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 4 };
-	struct engram_io_stats a, b;
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 8, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 4 };
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats), b = ENGRAM_INIT(struct engram_io_stats);
 	static uint8_t buf[16 * 24 * 264];
 
 	(void)state;
@@ -279,7 +279,7 @@ static void test_rows_completing_during_a_wait_are_not_ready(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_io_stats a;
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
 	static uint8_t buf[4 * 24 * 264];
 
 	(void)state;
@@ -287,7 +287,7 @@ static void test_rows_completing_during_a_wait_are_not_ready(void **state)
 	eg_faults.slow_disk = 1;
 	for (int mode = 0; mode < 2; mode++)
 		for (int k = 0; k < 2; k++) {
-			struct engram_session_options o = { .max_seqs = 1, .mode = (enum engram_mode)mode,
+			struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 1, .mode = (enum engram_mode)mode,
 							    .flags = k ? ENGRAM_SESSION_NO_URING : 0 };
 			int64_t tok[4] = { 5000, 5001, 5002, 5003 };
 			must(engram_session_create(&s, st, &o), "session");
@@ -315,9 +315,9 @@ static void test_no_prefetch_reads_at_gather(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_PREFETCH };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_PREFETCH };
 	int64_t tok[4] = { 21, 22, 23, 24 };
-	struct engram_io_stats a;
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
 	float buf[4 * 12 * 64];
 
 	(void)state;
@@ -342,7 +342,7 @@ static void test_no_prefetch_reads_at_gather(void **state)
  * engram_session_push_batch call; each position's rows equal the reference. */
 static void test_push_batch_decodes_in_lockstep(void **state)
 {
-	struct engram_session_options o = { .max_seqs = VEC_MAX_SEQS, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 16 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = VEC_MAX_SEQS, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 16 };
 	engram_store *st = NULL;
 	engram_session *s = NULL;
 	struct vectors v;
@@ -400,10 +400,10 @@ static void test_bad_arguments(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .mode = (enum engram_mode)7 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = (enum engram_mode)7 };
 	int64_t tok[2] = { 1, 999999 };
 	float buf[64];
-	struct engram_io_stats x;
+	struct engram_io_stats x = ENGRAM_INIT(struct engram_io_stats);
 
 	(void)state;
 	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "format.h"
 #include "util.h"
 
@@ -27,7 +28,7 @@ static int build(void **state)
 {
 	static char cfg[4096], map[4096], w[4096], out[4096];
 	const char *wp[1] = { w };
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	struct stat st;
 
 	(void)state;
@@ -35,7 +36,7 @@ static int build(void **state)
 	snprintf(map, sizeof(map), "%s", fixture("ref/tiny-v41/tiny-v41.token_map.npy"));
 	snprintf(w, sizeof(w), "%s", fixture("ref/tiny-v41/tiny-v41.safetensors"));
 	snprintf(out, sizeof(out), "%s/orig.engram", tmpdir_create_once());
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = wp;
@@ -413,7 +414,7 @@ static void test_layer_of_two_dtypes_is_refused(void **state)
 {
 	static const char *w[1];
 	char dir_a[600], dir_b[600], path[700];
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	engram_store *s = NULL;
 	static char cfg[4096], map[4096], wa[4096], wb[4096];
 	size_t len;
@@ -427,7 +428,7 @@ static void test_layer_of_two_dtypes_is_refused(void **state)
 	snprintf(dir_b, sizeof(dir_b), "%s/mix-b", tmpdir_create_once());
 	assert_int_equal(sh("mkdir -p %s %s", dir_a, dir_b), 0);
 	for (int k = 0; k < 2; k++) {
-		memset(&o, 0, sizeof(o));
+		o = ENGRAM_INIT(struct engram_pack_options);
 		w[0] = k ? wb : wa;
 		o.config_path = cfg;
 		o.token_map_path = map;

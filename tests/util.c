@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "util.h"
 
 const char *fixture(const char *rel)
@@ -282,7 +283,7 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	static unsigned k;
 	char cfg[4096], mp[4096], w[4096], rel[300];
 	const char *wp[1] = { w };
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	char *dst = out[k++ % 8];
 	int err;
 
@@ -295,7 +296,7 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	snprintf(dst, 600, "%s/%s-%s.engram", tmpdir_create_once(), weights, codec);
 	if (access(dst, F_OK) == 0)
 		return dst;
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = mp;
 	o.weights = wp;
@@ -312,14 +313,14 @@ const char *pack_v41_synthetic(uint64_t scale)
 {
 	static char out[600];
 	char cfg[4096], map[4096];
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 
 	snprintf(out, sizeof(out), "%s/v41-s%llu.engram", tmpdir_create_once(), (unsigned long long)scale);
 	if (access(out, F_OK) == 0)
 		return out;
 	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/v41/v41.config.json"));
 	snprintf(map, sizeof(map), "%s", fixture("ref/v41/v41.token_map.npy"));
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.out_path = out;

@@ -227,7 +227,7 @@ static int files_collect(struct shard_files *f, const engram_store *st)
 		return -1;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		struct engram_table_info ti;
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 		unsigned k;
 		int err = engram_store_table_info(st, i, &ti);
 		if (err < 0) {
@@ -561,6 +561,7 @@ static int run_one(const struct replay_ctx *c, struct replay_result *r)
 	const engram_config *cfg = engram_store_config(st);
 	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
 	struct engram_session_options so = {
+		.size = sizeof(struct engram_session_options),
 		.max_seqs = in->batch,
 		.mode = r->set.mode,
 		.cache_bytes = r->set.cache_mb << 20,
@@ -653,7 +654,7 @@ static int run_one(const struct replay_ctx *c, struct replay_result *r)
 		compute_ns += step_ns;
 		stall_total += gather_ns;
 		stall[step] = (double)gather_ns / 1e3;
-		struct engram_io_stats ss;
+		struct engram_io_stats ss = ENGRAM_INIT(struct engram_io_stats);
 		engram_session_stats(s, -1, 1, &ss);
 		if (ss.rows)
 			hit[n_hit++] = (double)ss.ready / (double)ss.rows;
@@ -668,6 +669,7 @@ static int run_one(const struct replay_ctx *c, struct replay_result *r)
 	r->stall_s = (double)stall_total / 1e9;
 	r->major_faults = flt1 - flt0;
 	r->kernel_read_bytes = io0 >= 0 && io1 >= 0 ? io1 - io0 : -1;
+	r->all = ENGRAM_INIT(struct engram_io_stats);
 	engram_session_stats(s, -1, 0, &r->all);
 	r->distinct_rows = r->distinct_bytes = 0;
 	for (unsigned l = 0; l < L; l++) {
@@ -675,6 +677,7 @@ static int run_one(const struct replay_ctx *c, struct replay_result *r)
 		ly->layer_id = engram_config_layer_id(cfg, l);
 		ly->record_size = c->record_size[l];
 		ly->distinct_rows = c->distinct[l];
+		ly->st = ENGRAM_INIT(struct engram_io_stats);
 		engram_session_stats(s, (int)l, 0, &ly->st);
 		r->distinct_rows += ly->distinct_rows;
 		r->distinct_bytes += ly->distinct_rows * ly->record_size;
@@ -980,7 +983,7 @@ int stat_replay(int argc, char **argv)
 		info.lead_ms[l] = lead_frac[l] * info.step_ms;
 	}
 	for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
-		struct engram_table_info ti;
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 		if ((err = engram_store_table_info(st, i, &ti)) < 0) {
 			tool_lib_error(err);
 			goto done;

@@ -496,9 +496,10 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 	return 0;
 }
 
-ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pack_result *result)
+ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram_pack_result *result)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
+	struct engram_pack_options opt, *o = &opt;
 	struct packer pk;
 	struct shard *shards = NULL;
 	struct eg_outfile *files = NULL;
@@ -508,7 +509,13 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pa
 	int err;
 
 	memset(&pk, 0, sizeof(pk));
+	if (!opts)
+		return eg_fail(-EINVAL, "engram_pack: NULL options");
+	if ((err = eg_struct_in(&opt, sizeof(opt), opts, EG_SIZE_THROUGH(struct engram_pack_options, progress_arg),
+				"pack options")) < 0)
+		return err;
 	pk.o = o;
+	pk.res.size = sizeof(pk.res);
 	if ((err = check_options(o, &pk)) < 0 || (err = setup(&pk, o)) < 0 || (err = open_sources(&pk, o)) < 0)
 		goto out;
 	for (unsigned l = 0; l < pk.cfg->n_layers; l++) {
@@ -575,7 +582,8 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pa
 		pk.res.n_files++;
 	}
 	if (result)
-		*result = pk.res;
+		err = eg_struct_out(result, &pk.res, sizeof(pk.res), EG_SIZE_THROUGH(struct engram_pack_result, n_files),
+				    "engram_pack_result");
 out:
 	for (unsigned i = 0; i < created; i++)
 		eg_outfile_abort(&files[i]);
@@ -583,6 +591,5 @@ out:
 	free(hash.p);
 	eg_plan_free(shards, n_shards);
 	packer_free(&pk);
-	errno = saved;
 	return err;
 }

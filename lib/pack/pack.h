@@ -1,10 +1,11 @@
 /* Internal interfaces of the packer: where rows come from (checkpoint or synthetic) and how files land. */
-#ifndef ENGRAM_PACK_H
-#define ENGRAM_PACK_H
+#ifndef ENGRAM_PACK_INTERNAL_H
+#define ENGRAM_PACK_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engram_pack.h"
 #include "format.h"
 #include "internal.h"
 #include "safetensors.h"
