@@ -478,7 +478,8 @@ static void run_warm(const char *name, const struct plan *p, enum engram_out out
 
 static void run_warm_session(const struct plan *p, engram_store *st, enum engram_out out)
 {
-	struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = p->S, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = o.qd };
+	struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = p->S,
+					     .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = o.qd };
 	engram_session *ses;
 	size_t ob = p->out_bytes[out];
 	uint8_t *dst[2] = { NULL, NULL };
@@ -703,8 +704,8 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 	res.step_ns = xmalloc(p->N * sizeof(*res.step_ns));
 	/* set up before dropping: nothing of the file may be mapped by this process while its pages go */
 	if (kind == COLD_SESSION) {
-		struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = p->S, .mode = mode, .queue_depth = o.qd,
-						     .cache_bytes = o.cache_mb << 20,
+		struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = p->S,
+						     .mode = mode, .queue_depth = o.qd, .cache_bytes = o.cache_mb << 20,
 						     .flags = flags | o.session_flags };
 		if (p->L > 2) {
 			fprintf(stderr, "bench_gather: at most 2 layers\n");

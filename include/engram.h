@@ -308,9 +308,9 @@ ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, c
  * unused while up to half of physical memory's worth of other pages came in. In direct mode they are read
  * with O_DIRECT into a bounded private cache (CLOCK replacement: units in flight or requested by the
  * current step are never evicted; hot ones stay). zstd tables are always served through the private
- * cache, decompressed when their read completes. Without io_uring (ENOSYS, EPERM, ENOMEM at ring set-up)
- * or with ENGRAM_NO_URING=1 in the environment, a pool of pread threads does the reads; results are the
- * same.
+ * cache, decompressed when their read completes. Where io_uring is refused (ring set-up fails with ENOSYS,
+ * EPERM, EACCES, ENOMEM or EINVAL; any other error fails engram_session_create), or with ENGRAM_NO_URING=1 in
+ * the environment, a pool of pread threads does the reads; results are the same.
  *
  * A session belongs to one thread at a time; many sessions (threads, processes) may share one store.
  */

@@ -174,9 +174,9 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 /* Header from the first `have` bytes of a file of file_size bytes. */
 int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
 /* A complete header: magic, versions, sizes, set, shard index/count, section table and the checksums. */
-EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index, uint32_t shard_count,
-		      uint64_t section_table_offset, const struct eg_disk_section *secs, uint32_t n_sections,
-		      uint64_t created_unix);
+EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index,
+				 uint32_t shard_count, uint64_t section_table_offset, const struct eg_disk_section *secs,
+				 uint32_t n_sections, uint64_t created_unix);
 
 /* The section table of a mapped file: every entry inside the file, one of each known type, metadata checksums. */
 struct eg_sections {
@@ -187,7 +187,8 @@ struct eg_sections {
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* A section entry for len bytes of data at off, with its checksum. */
-EG_PRIVATE void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data, uint64_t len);
+EG_PRIVATE void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data,
+				  uint64_t len);
 const char *eg_section_name(uint32_t type);
 /* A section's bytes against its checksum: ENGRAM_ECORRUPT naming the section when they differ. */
 int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path);

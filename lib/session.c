@@ -289,6 +289,14 @@ static int init_seen(engram_session *s)
 	return 0;
 }
 
+/* io_uring set-up errors that mean "no io_uring here", not a failure: the kernel lacks it (ENOSYS), a seccomp
+ * filter or io_uring_disabled forbids it (EPERM, EACCES), the memlock limit is too small (ENOMEM), or the kernel
+ * does not know a flag asked for (EINVAL). Documented in engram.h and libengram(3); tested in test_faults. */
+static int uring_refused(int err)
+{
+	return err == -ENOSYS || err == -EPERM || err == -EACCES || err == -ENOMEM || err == -EINVAL;
+}
+
 static int open_fds(engram_session *s)
 {
 	unsigned n = s->st->n_shards;
@@ -417,7 +425,7 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 		snprintf(s->backend, sizeof(s->backend), "pread pool (io_uring not requested)");
 	} else if ((err = eg_io_uring_create(&s->io, depth, !!(o->flags & ENGRAM_SESSION_SQPOLL))) == 0) {
 		snprintf(s->backend, sizeof(s->backend), "%s", s->io->name);
-	} else if (err == -ENOSYS || err == -EPERM || err == -ENOMEM || err == -EACCES || err == -EINVAL) {
+	} else if (uring_refused(err)) {
 		snprintf(s->backend, sizeof(s->backend), "pread pool (io_uring: %s)", strerror(-err));
 	} else {
 		err = eg_fail(err, "cannot set up io_uring: %s", strerror(-err));

@@ -51,8 +51,8 @@ static float *expected(const struct fx *f, int seq, int layer_id, size_t *n)
 static void run_path(const struct fx *f, const char *path, const char *codec, enum engram_mode mode,
 		     unsigned flags, size_t chunk, uint64_t cache_bytes)
 {
-	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 2, .mode = mode, .flags = flags, .cache_bytes = cache_bytes,
-					    .queue_depth = 8 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 2, .mode = mode,
+					    .flags = flags, .cache_bytes = cache_bytes, .queue_depth = 8 };
 	engram_store *st = NULL;
 	engram_session *s = NULL;
 	struct vectors v;
@@ -96,7 +96,7 @@ static void run_path(const struct fx *f, const char *path, const char *codec, en
 			}
 		}
 	}
-	struct engram_io_stats all = ENGRAM_INIT(struct engram_io_stats), l0 = ENGRAM_INIT(struct engram_io_stats), l1 = ENGRAM_INIT(struct engram_io_stats);
+	struct engram_io_stats all = ENGRAM_INIT(struct engram_io_stats), l0 = all, l1 = all;
 	must(engram_session_stats(s, -1, 0, &all), "stats");
 	must(engram_session_stats(s, 0, 0, &l0), "stats");
 	must(engram_session_stats(s, 1, 0, &l1), "stats");
@@ -212,7 +212,8 @@ static void test_page_cache_reads_a_page_once(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_PAGECACHE };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+					    .mode = ENGRAM_MODE_PAGECACHE };
 	int64_t tok[8] = { 31, 32, 33, 34, 35, 36, 37, 38 };
 	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
 
@@ -242,7 +243,8 @@ static void test_waiting_reads_start_by_layer(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 8, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 4 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 8,
+					    .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 4 };
 	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats), b = ENGRAM_INIT(struct engram_io_stats);
 	static uint8_t buf[16 * 24 * 264];
 
@@ -287,7 +289,8 @@ static void test_rows_completing_during_a_wait_are_not_ready(void **state)
 	eg_faults.slow_disk = 1;
 	for (int mode = 0; mode < 2; mode++)
 		for (int k = 0; k < 2; k++) {
-			struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 1, .mode = (enum engram_mode)mode,
+			struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+							    .max_seqs = 1, .mode = (enum engram_mode)mode,
 							    .flags = k ? ENGRAM_SESSION_NO_URING : 0 };
 			int64_t tok[4] = { 5000, 5001, 5002, 5003 };
 			must(engram_session_create(&s, st, &o), "session");
@@ -315,7 +318,8 @@ static void test_no_prefetch_reads_at_gather(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_PREFETCH };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_DIRECT,
+					    .flags = ENGRAM_SESSION_NO_PREFETCH };
 	int64_t tok[4] = { 21, 22, 23, 24 };
 	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
 	float buf[4 * 12 * 64];
@@ -342,7 +346,8 @@ static void test_no_prefetch_reads_at_gather(void **state)
  * engram_session_push_batch call; each position's rows equal the reference. */
 static void test_push_batch_decodes_in_lockstep(void **state)
 {
-	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = VEC_MAX_SEQS, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 16 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = VEC_MAX_SEQS,
+					    .mode = ENGRAM_MODE_DIRECT, .queue_depth = 16 };
 	engram_store *st = NULL;
 	engram_session *s = NULL;
 	struct vectors v;
@@ -400,7 +405,8 @@ static void test_bad_arguments(void **state)
 {
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = (enum engram_mode)7 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+					    .mode = (enum engram_mode)7 };
 	int64_t tok[2] = { 1, 999999 };
 	float buf[64];
 	struct engram_io_stats x = ENGRAM_INIT(struct engram_io_stats);
