@@ -22,7 +22,7 @@ SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover
 endif
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(WARN) $(SANFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
-LIBS := -luring -ljansson -lzstd -lxxhash -lpthread -lm
+LIBS := -luring -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
 LIB_SRC := $(wildcard lib/*.c)
@@ -69,7 +69,7 @@ $(B)/libengram.so: $(SHARED)
 
 # Generated at install time so that it carries the PREFIX and LIBDIR of that install.
 PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|liburing libzstd libxxhash jansson|' \
+		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|liburing libzstd libxxhash jansson libutf8proc|' \
 		-e 's|@LIBS_PRIVATE@|-lpthread -lm|' engram.pc.in
 
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
