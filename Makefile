@@ -36,7 +36,7 @@ PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard safetensors npy config
+FUZZ_TARGETS := shard safetensors npy config tokenizer
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
