@@ -183,15 +183,10 @@ static int get_char(const struct load *l, const json_t *obj, const char *key, co
 
 	if ((err = get_str(l, obj, key, where, &s, &n)) < 0)
 		return err;
-	unsigned c = n ? (unsigned char)s[0] : 0;
-	size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-	if (n != len)
+	int32_t c = 0;
+	if (!n || eg_utf8_decode(s, &c) != n)
 		return bad(l, "%s: '%s' is not one character", where, key);
-	*out = c < 0x80	   ? c
-	       : len == 2 ? (c & 0x1Fu) << 6 | ((unsigned char)s[1] & 0x3Fu)
-	       : len == 3 ? (c & 0x0Fu) << 12 | ((unsigned char)s[1] & 0x3Fu) << 6 | ((unsigned char)s[2] & 0x3Fu)
-			  : (c & 0x07u) << 18 | ((unsigned char)s[1] & 0x3Fu) << 12 |
-				    ((unsigned char)s[2] & 0x3Fu) << 6 | ((unsigned char)s[3] & 0x3Fu);
+	*out = (uint32_t)c;
 	return 0;
 }
 
@@ -682,31 +677,20 @@ static int byte_of(uint32_t c)
 	return -1;
 }
 
-static size_t next_char(const char *s, uint32_t *c)
-{
-	unsigned b = (unsigned char)s[0];
-	size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-
-	*c = len == 1 ? b : len == 2 ? (b & 0x1Fu) : len == 3 ? (b & 0x0Fu) : (b & 0x07u);
-	for (size_t k = 1; k < len; k++)
-		*c = *c << 6 | ((unsigned char)s[k] & 0x3Fu);
-	return len;
-}
-
 static int byte_level(struct eg_text *t)
 {
 	size_t w = 0;
 
 	for (size_t i = 0; i < t->n;) {
-		uint32_t c;
-		i += next_char(t->s + i, &c);
-		if (byte_of(c) < 0)
+		int32_t c;
+		i += eg_utf8_decode(t->s + i, &c);
+		if (byte_of((uint32_t)c) < 0)
 			return eg_utf8_lossy(t); /* a character outside the table: the token's own bytes */
 	}
 	for (size_t i = 0; i < t->n;) {
-		uint32_t c;
-		i += next_char(t->s + i, &c);
-		t->s[w++] = (char)byte_of(c); /* one byte per character: never longer than the input */
+		int32_t c;
+		i += eg_utf8_decode(t->s + i, &c);
+		t->s[w++] = (char)byte_of((uint32_t)c); /* one byte per character: never longer than the input */
 	}
 	t->n = w;
 	t->s[w] = 0;
@@ -731,14 +715,14 @@ static int fallback_byte(const struct eg_text *t)
 static int strip_chars(const struct eg_tokenizer *tk, const struct step *s, uint64_t id, struct eg_text *t)
 {
 	size_t nchars = 0, start_cut = 0, stop_cut, i, b = 0, e;
-	uint32_t c;
+	int32_t c;
 
 	for (i = 0; i < t->n; nchars++)
-		i += next_char(t->s + i, &c);
+		i += eg_utf8_decode(t->s + i, &c);
 	/* leading: up to start characters equal to content */
 	for (i = 0; i < s->start && b < t->n; i++) {
-		size_t len = next_char(t->s + b, &c);
-		if (c != s->ch)
+		size_t len = eg_utf8_decode(t->s + b, &c);
+		if ((uint32_t)c != s->ch)
 			break;
 		b += len;
 		start_cut++;
@@ -753,8 +737,8 @@ static int strip_chars(const struct eg_tokenizer *tk, const struct step *s, uint
 		size_t k = e - 1;
 		while (k > 0 && ((unsigned char)t->s[k] & 0xC0) == 0x80)
 			k--;
-		next_char(t->s + k, &c);
-		if (c != s->ch)
+		eg_utf8_decode(t->s + k, &c);
+		if ((uint32_t)c != s->ch)
 			break;
 		e = k;
 		stop_cut--;
@@ -771,9 +755,9 @@ static int metaspace(const struct step *s, struct eg_text *t)
 	int err = eg_text_set(&o, "", 0);
 
 	for (size_t i = 0; i < t->n && !err;) {
-		uint32_t c;
-		size_t len = next_char(t->s + i, &c);
-		if (c != s->ch)
+		int32_t c;
+		size_t len = eg_utf8_decode(t->s + i, &c);
+		if ((uint32_t)c != s->ch)
 			err = eg_text_append(&o, t->s + i, len);
 		else if (s->flag) /* prepend_scheme never: a space; otherwise the first token loses them all */
 			err = eg_text_append(&o, " ", 1);

@@ -198,8 +198,7 @@ int eg_utf8_lossy(struct eg_text *t)
 	return err;
 }
 
-/* Decode one code point of valid UTF-8 at s; returns its length. */
-static size_t decode(const char *str, int32_t *cp)
+size_t eg_utf8_decode(const char *str, int32_t *cp)
 {
 	const unsigned char *s = (const unsigned char *)str;
 
@@ -263,7 +262,7 @@ int eg_u_normalize(struct eg_text *t, enum eg_nf form)
 	 * compose with nothing: normalise the text between them on its own and keep them as they are. */
 	for (i = 0; i < t->n && !err;) {
 		int32_t c;
-		size_t len = decode(t->s + i, &c);
+		size_t len = eg_utf8_decode(t->s + i, &c);
 		if (is_post_unicode9(c)) {
 			err = map_segment(&out, t->s + seg, i - seg, opts[form]);
 			if (!err)
@@ -288,7 +287,7 @@ int eg_u_strip_accents(struct eg_text *t)
 
 	for (size_t i = 0; i < t->n;) {
 		int32_t c;
-		size_t len = decode(t->s + i, &c);
+		size_t len = eg_utf8_decode(t->s + i, &c);
 		if (!is_mark(c)) {
 			memmove(t->s + w, t->s + i, len);
 			w += len;
@@ -316,7 +315,7 @@ int eg_u_lowercase(struct eg_text *t)
 
 	for (size_t i = 0; i < t->n && !err;) {
 		int32_t c;
-		size_t len = decode(t->s + i, &c);
+		size_t len = eg_utf8_decode(t->s + i, &c);
 		const struct range *r;
 		if (c < 0x80) {
 			char b = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
@@ -346,7 +345,7 @@ int eg_u_strip(struct eg_text *t, int left, int right)
 
 	while (left && b < e) {
 		int32_t c;
-		size_t len = decode(t->s + b, &c);
+		size_t len = eg_utf8_decode(t->s + b, &c);
 		if (!is_white(c))
 			break;
 		b += len;
@@ -356,7 +355,7 @@ int eg_u_strip(struct eg_text *t, int left, int right)
 		int32_t c;
 		while (k > b && ((unsigned char)t->s[k] & 0xC0) == 0x80)
 			k--;
-		decode(t->s + k, &c);
+		eg_utf8_decode(t->s + k, &c);
 		if (!is_white(c))
 			break;
 		e = k;

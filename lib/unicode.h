@@ -5,6 +5,7 @@
 #define ENGRAM_UNICODE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* A growable UTF-8 string; s[n] is always 0 (the text may hold U+0000 itself). Zero-initialise, free with
  * eg_text_free. */
@@ -20,6 +21,9 @@ int eg_text_append(struct eg_text *t, const char *s, size_t n);
 
 /* 1 when s[0..n) is well-formed UTF-8 (no surrogates, nothing above U+10FFFF, shortest forms). */
 int eg_utf8_valid(const char *s, size_t n);
+
+/* The code point at s, in well-formed UTF-8; returns its length in bytes. */
+size_t eg_utf8_decode(const char *s, int32_t *cp);
 
 /* Make t well-formed as Rust's String::from_utf8_lossy does: each maximal ill-formed subpart becomes U+FFFD.
  * Returns 0 or -ENOMEM. */
