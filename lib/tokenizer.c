@@ -74,7 +74,7 @@ static int pool_add(struct eg_tokenizer *tk, const char *s, size_t n, struct spa
 {
 	if (n > UINT32_MAX)
 		return -E2BIG;
-	if (tk->pool_n + n > tk->pool_cap) {
+	if (!tk->pool || tk->pool_n + n > tk->pool_cap) {
 		size_t cap = tk->pool_cap ? tk->pool_cap : 1 << 16;
 		while (cap < tk->pool_n + n)
 			cap *= 2;
