@@ -26,7 +26,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 # libengram (serving) and libengram-pack (the packer; its own library so that serving loads none of it)
 LIBS := -luring -ljansson -lzstd -lxxhash -lpthread -lm
-PACK_LIBS := -ljansson -lzstd -lxxhash -lpthread -lm
+PACK_LIBS := -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
 LIB_SRC := $(wildcard lib/*.c)
@@ -45,7 +45,7 @@ PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard safetensors npy config
+FUZZ_TARGETS := shard safetensors npy config tokenizer
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
@@ -95,7 +95,7 @@ $(B)/libengram-pack.so: $(PSHARED)
 PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|'
 PC_REQUIRES := liburing libzstd libxxhash jansson
-PC_PACK_REQUIRES := libzstd libxxhash jansson
+PC_PACK_REQUIRES := libzstd libxxhash jansson libutf8proc
 
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)

@@ -72,6 +72,25 @@ struct engram_pack_result {
  */
 ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram_pack_result *result);
 
+/* ---------------------------------------------------------------------------------------------------
+ * The compressed-token map, from the tokenizer every Hugging Face checkpoint ships.
+ */
+/*
+ * Build the compressed-token map from a Hugging Face tokenizer.json, as DeepSeek-V4.1's CompressedTokenizer
+ * builds it with tokenizers 0.23: for each token id in order, its decoding (special tokens kept), or the token
+ * itself when that decoding holds U+FFFD, normalized (NFKC, NFD, accents removed, lowercase, white space
+ * collapsed and stripped) is the key; equal keys share one compressed id, numbered from 0 in order of first
+ * appearance. Models BPE, Unigram, WordPiece and WordLevel; decoders ByteLevel, Replace, ByteFallback, Fuse,
+ * Strip, Metaspace, BPEDecoder, WordPiece and Sequences of them. Ids are those the library assigns, and an added
+ * token declaring another id is an error.
+ * On success *map (free with engram_free) holds *n_ids compressed ids, *n_compressed is the number of distinct
+ * ones, digest (may be NULL) receives the SHA-256 of the file's bytes, and 0 is returned. Errors: -ENOENT etc.
+ * from opening the file, -EINVAL (not a regular file, or a NULL argument), -EFBIG (over 1 GiB), ENGRAM_EPARSE
+ * (malformed JSON, missing or inconsistent vocabulary, unsupported model, decoder or normalizer), -ENOMEM.
+ */
+ENGRAM_API int engram_tokenmap_build(const char *tokenizer_json, int32_t **map, size_t *n_ids, size_t *n_compressed,
+				     uint8_t digest[32]);
+
 #ifdef __cplusplus
 }
 #endif

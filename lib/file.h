@@ -12,7 +12,7 @@
 /* Open path read-only (close-on-exec) if it is a regular file: opened without blocking, checked with fstat,
  * then switched back to blocking reads. Returns the descriptor, or a negative code with engram_last_error()
  * naming the path: -errno of open ("cannot open 'PATH': ..."), -EINVAL for a FIFO, directory, device or socket
- * ("WHAT 'PATH' is a FIFO, not a regular file"; what says what the file should have been: "config"...). */
+ * ("WHAT 'PATH' is not a regular file: a FIFO"; what says what the file should have been: "config"...). */
 EG_PRIVATE int eg_open_regular(const char *path, const char *what);
 
 /* A new open file description of the file fd has open (through /proc/self/fd, or by path where there is no

@@ -123,6 +123,13 @@ static void test_every_function_keeps_errno(void **state)
 	po.size = 2;
 	CALL(engram_pack, 1, engram_pack(&po, NULL));
 
+	int32_t *tmap = NULL;
+	size_t n_ids = 0, n_comp = 0;
+	const char *tok_json = fixture("tokenizers/edge/bytelevel.json");
+	CALL(engram_tokenmap_build, 1, engram_tokenmap_build("/nonexistent/tokenizer.json", &tmap, &n_ids, &n_comp, NULL));
+	CALL(engram_tokenmap_build, 0, engram_tokenmap_build(tok_json, &tmap, &n_ids, &n_comp, NULL));
+	engram_free(tmap);
+
 	CALL(engram_open, 1, engram_open(&st, "/nonexistent.engram", 0));
 	CALL(engram_open, 1, engram_open(&st, fixture("ref/tiny-v41/tiny-v41.config.json"), 0));
 	const char *shard = pack_ref("ref/tiny-v41", "tiny-v41.config.json", "tiny-v41.token_map.npy",

@@ -14,6 +14,7 @@
 
 #include "engram.h"
 #include "engram_pack.h"
+#include <zstd.h>
 #include "util.h"
 
 const char *fixture(const char *rel)
@@ -388,4 +389,35 @@ void must(int err, const char *what)
 {
 	if (err < 0)
 		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
+}
+
+char *read_zst(const char *path, size_t *len)
+{
+	size_t n;
+	char *z = read_file(path, &n);
+	unsigned long long size = ZSTD_getFrameContentSize(z, n);
+	char *buf;
+
+	if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > ((size_t)1 << 31))
+		fail_msg("'%s' is not a zstd frame with a content size", path);
+	buf = malloc((size_t)size + 1);
+	assert_non_null(buf);
+	size_t got = ZSTD_decompress(buf, (size_t)size, z, n);
+	if (ZSTD_isError(got) || got != size)
+		fail_msg("cannot decompress '%s'", path);
+	free(z);
+	buf[size] = 0;
+	if (len)
+		*len = (size_t)size;
+	return buf;
+}
+
+const char *unzst_fixture(const char *rel, const char *name)
+{
+	size_t n;
+	char *buf = read_zst(fixture(rel), &n);
+	const char *path = write_tmp(name, buf, n);
+
+	free(buf);
+	return path;
 }
