@@ -91,6 +91,10 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 ENGRAM_API int engram_tokenmap_build(const char *tokenizer_json, int32_t **map, size_t *n_ids, size_t *n_compressed,
 				     uint8_t digest[32]);
 
+/* engram_config_load() with the token map built from a tokenizer.json instead of read from a .npy: the same
+ * config, and the same errors, plus those of engram_tokenmap_build(). */
+ENGRAM_API int engram_config_load_tokenizer(engram_config **out, const char *config_json, const char *tokenizer_json);
+
 #ifdef __cplusplus
 }
 #endif

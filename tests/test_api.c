@@ -129,6 +129,7 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_tokenmap_build, 1, engram_tokenmap_build("/nonexistent/tokenizer.json", &tmap, &n_ids, &n_comp, NULL));
 	CALL(engram_tokenmap_build, 0, engram_tokenmap_build(tok_json, &tmap, &n_ids, &n_comp, NULL));
 	engram_free(tmap);
+	CALL(engram_config_load_tokenizer, 1, engram_config_load_tokenizer(&c, cfg, "/nonexistent/tokenizer.json"));
 
 	CALL(engram_open, 1, engram_open(&st, "/nonexistent.engram", 0));
 	CALL(engram_open, 1, engram_open(&st, fixture("ref/tiny-v41/tiny-v41.config.json"), 0));

@@ -100,6 +100,29 @@ static void deepseek_v3(void **state)
 	free(file);
 }
 
+/* A config loaded with a tokenizer's map: the config's compressed vocabulary must be the map's, and a mismatch
+ * names both numbers (a wrong map with the right ids addresses wrong rows); with no declared size it loads. */
+static void config_with_tokenizer(void **state)
+{
+	const char *path = unzst_fixture("tokenizers/deepseek_v3/tokenizer.json.zst", "deepseek_v3.json");
+	engram_config *cfg = NULL;
+	char dir[600];
+
+	(void)state;
+	assert_int_equal(engram_config_load_tokenizer(&cfg, fixture("ref/v41/v41.config.json"), path), ENGRAM_ETOKMAP);
+	assert_non_null(strstr(engram_last_error(), "98627"));
+	assert_non_null(strstr(engram_last_error(), "99092"));
+	assert_null(cfg);
+	static const char json[] = "{\"text_config\": {\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 3, "
+				   "\"engram_vocab_size\": 1000, \"engram_n_heads\": 2, \"engram_head_dim\": 8, "
+				   "\"engram_pad_token_id\": 2, \"engram_compressed_vocab_size\": 98627}}";
+	snprintf(dir, sizeof(dir), "%s", write_tmp("v3.config.json", json, strlen(json)));
+	must(engram_config_load_tokenizer(&cfg, dir, path), "config with the DeepSeek-V3 tokenizer");
+	assert_int_equal(engram_config_raw_vocab(cfg), 128815);
+	assert_int_equal(engram_config_compressed_vocab(cfg), 98627);
+	engram_config_free(cfg);
+}
+
 static void llama2(void **state)
 {
 	struct eg_tokenmap m;
@@ -431,6 +454,7 @@ int main(void)
 		cmocka_unit_test(added_token_normalizer),
 		cmocka_unit_test(not_a_regular_file),
 		cmocka_unit_test(public_api),
+		cmocka_unit_test(config_with_tokenizer),
 		cmocka_unit_test(sha256_vectors),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);

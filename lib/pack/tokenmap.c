@@ -1,5 +1,6 @@
 /* The compressed-token map of a tokenizer.json: DeepSeek-V4.1's CompressedTokenizer lookup table. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,8 +74,9 @@ void eg_tokenmap_free(struct eg_tokenmap *m)
 ENGRAM_API int engram_tokenmap_build(const char *tokenizer_json, int32_t **map, size_t *n_ids, size_t *n_compressed,
 				     uint8_t digest[32])
 {
+	EG_KEEP_ERRNO;
 	struct eg_tokenmap m;
-	int saved = errno, err;
+	int err;
 
 	if (!tokenizer_json || !map || !n_ids || !n_compressed)
 		return eg_fail(-EINVAL, "engram_tokenmap_build: NULL argument");
@@ -85,6 +87,22 @@ ENGRAM_API int engram_tokenmap_build(const char *tokenizer_json, int32_t **map, 
 		if (digest)
 			memcpy(digest, m.digest, 32);
 	}
-	errno = saved;
 	return err;
+}
+
+ENGRAM_API int engram_config_load_tokenizer(engram_config **out, const char *config_json, const char *tokenizer_json)
+{
+	EG_KEEP_ERRNO;
+	struct eg_hash_params p;
+	struct eg_tokenmap m;
+	char what[512];
+	int err;
+
+	if (!out || !config_json || !tokenizer_json)
+		return eg_fail(-EINVAL, "engram_config_load_tokenizer: NULL argument");
+	*out = NULL;
+	if ((err = eg_params_from_json(&p, config_json)) < 0 || (err = eg_tokenmap_build(tokenizer_json, &m)) < 0)
+		return err;
+	snprintf(what, sizeof(what), "'%s' with the map of '%s'", config_json, tokenizer_json);
+	return eg_config_build(out, &p, m.map, m.n_ids, NULL, NULL, what);
 }
