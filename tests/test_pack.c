@@ -415,6 +415,36 @@ static void test_shape_mismatch(void **state)
 	expect_pack_error(&o, ENGRAM_ESHAPE, "has shape [12458, 64]; the config needs [10170, 8]");
 }
 
+/* Weights holding both the V4.1 and the demo name for one layer's table: packing either is a guess. */
+static void test_two_tables_for_one_layer(void **state)
+{
+	struct engram_pack_options o = options(&tiny_f32, out_path("two.engram"));
+	static char paths[3][700];
+	static const char *wp[3] = { paths[0], paths[1], paths[2] };
+	engram_config *cfg = NULL;
+
+	(void)state;
+	must(engram_config_load(&cfg, cfg_path, map_path), "config");
+	static const char *const names[3] = { "layers.1.engram.multi_head_embedding.embedding.weight.npy",
+					      "layers.1.engram.embed.weight.npy",
+					      "layers.3.engram.multi_head_embedding.embedding.weight.npy" };
+	for (int i = 0; i < 3; i++) {
+		uint64_t rows = engram_config_table_rows(cfg, i < 2 ? 0 : 1);
+		size_t bytes = rows * 8 * 4;
+		char shape[64];
+		void *zero = calloc(1, bytes);
+		snprintf(shape, sizeof(shape), "(%llu, 8)", (unsigned long long)rows);
+		snprintf(paths[i], sizeof(paths[i]), "%s", write_tmp_npy(names[i], "<f4", shape, zero, bytes));
+		free(zero);
+	}
+	engram_config_free(cfg);
+	o.weights = wp;
+	o.n_weights = 3;
+	expect_pack_error(&o, -EEXIST, "two Engram tables for layer 1");
+	o.weight_template = "layers.{L}.engram.multi_head_embedding.embedding.weight";
+	must(engram_pack(&o, NULL), "with a template");
+}
+
 static void test_tensor_not_found(void **state)
 {
 	struct engram_pack_options o = options(&tiny_bf16, out_path("missing.engram"));
@@ -422,6 +452,8 @@ static void test_tensor_not_found(void **state)
 	(void)state;
 	o.weight_template = "layers.{L}.nope.weight";
 	expect_pack_error(&o, -ENOENT, "no tensor named 'layers.1.nope.weight'");
+	o.weight_template = "layers.{L}.nope{L}.weight"; /* every {L} stands for the layer id */
+	expect_pack_error(&o, -ENOENT, "no tensor named 'layers.1.nope1.weight'");
 	o.weight_template = NULL;
 	o.config_path = cfg_path;
 	static char cfg41[4096], map41[4096];
@@ -578,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_cancelled_pack_leaves_nothing),
 		cmocka_unit_test(test_shape_mismatch),
 		cmocka_unit_test(test_tensor_not_found),
+		cmocka_unit_test(test_two_tables_for_one_layer),
 		cmocka_unit_test(test_f8_without_scales_is_edtype),
 		cmocka_unit_test(test_truncated_checkpoint_is_etrunc),
 		cmocka_unit_test(test_bad_options),

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "internal.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -308,6 +309,48 @@ static void test_npy_fortran_rejected(void **state)
 	(void)state;
 	write_npy(p, sizeof(p), "f.npy", "<f4", 1, "(3, 4)", 48);
 	expect_fail(p, ENGRAM_ESHAPE, "fortran_order");
+}
+
+/* The .npy header dict is parsed key by key: a missing key, a key spelled inside another value, a NUL, or a
+ * fortran_order that is neither True nor False is an error (each used to read as something). */
+static void test_npy_header_is_parsed_strictly(void **state)
+{
+	static const struct {
+		const char *dict;
+		size_t len;
+		const char *fragment;
+	} cases[] = {
+		{ "{'fortran_order': False, 'shape': (3,), }", 0, "lacks descr" },
+		{ "{'descr': '<i4', 'fortran_order': False, }", 0, "lacks shape" },
+		{ "{'descr': '<i4', 'shape': (3,), }", 0, "lacks fortran_order" },
+		{ "{'descr': '<i4', 'fortran_order': Maybe, 'shape': (3,), }", 0, "neither True nor False" },
+		{ "{'descr': '<i4', 'fortran_order': False, 'x': \"'shape': (3,)\"}", 0, "unexpected or repeated key" },
+		{ "{'descr': \"'shape': (3,)\", 'fortran_order': False, 'shape': (3,), }", 0, "descr" },
+		{ "{'descr': '<i4', 'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", 0, "repeated key" },
+		{ "{'descr': '<i4'\0, 'fortran_order': False, 'shape': (3,), }", 56, "NUL byte" },
+		{ "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), } trailing", 0, "after its dict" },
+	};
+	uint8_t buf[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		size_t hl = cases[i].len ? cases[i].len : strlen(cases[i].dict);
+		int64_t *v = NULL;
+		size_t n = 0;
+		memcpy(buf, "\x93NUMPY\x01\x00", 8);
+		memcpy(buf + 10, cases[i].dict, hl);
+		while ((10 + hl + 1) % 64)
+			buf[10 + hl++] = ' ';
+		buf[10 + hl++] = '\n';
+		buf[8] = (uint8_t)hl;
+		buf[9] = 0;
+		memset(buf + 10 + hl, 0, 12);
+		const char *path = write_tmp("strict.npy", buf, 10 + hl + 12);
+		int err = eg_npy_load_ints(path, &v, &n);
+		if (err != ENGRAM_EPARSE || !strstr(engram_last_error(), cases[i].fragment))
+			fail_msg("header %zu: got %d '%s', expected '%s'", i, err, engram_last_error(), cases[i].fragment);
+		free(v);
+	}
 }
 
 static void test_npy_with_safetensors(void **state)
@@ -684,6 +727,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_index_missing_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_paths_stay_in_its_directory, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_npy_header_is_parsed_strictly, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_duplicate_across_shards, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_tensor_beyond_4gib, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_truncation_loop, cleanup_tmpdir),

@@ -154,7 +154,7 @@ static void test_fifos_are_refused_not_waited_for(void **state)
 }
 
 /* engram-pack dies on the first SIGTERM, at once, and leaves nothing behind (its files are unnamed until
- * complete). The pack writes a V4.1-geometry table of ~100 MB, so it is mid-way when the signal comes. */
+ * complete). The pack writes a V4.1-geometry table of ~400 MB (~3 s), so it is mid-way when the signal comes. */
 static void test_pack_dies_on_first_signal(void **state)
 {
 	char dir[600];
@@ -163,7 +163,7 @@ static void test_pack_dies_on_first_signal(void **state)
 	snprintf(dir, sizeof(dir), "%s/sig", tmpdir_create_once());
 	assert_int_equal(mkdir(dir, 0755), 0);
 	int st = sh("%s --quiet --config fixtures/ref/v41/v41.config.json --token-map fixtures/ref/v41/v41.token_map.npy "
-		    "--synthetic 2048 --synthetic-dtype e4m3 --out %s/v41.engram & pid=$!; sleep 0.3; kill -TERM $pid; "
+		    "--synthetic 512 --synthetic-dtype e4m3 --out %s/v41.engram & pid=$!; sleep 0.3; kill -TERM $pid; "
 		    "t=0; while kill -0 $pid 2>/dev/null; do sleep 0.1; t=$((t+1)); [ $t -lt 20 ] || exit 99; done; "
 		    "wait $pid", tool_path("engram-pack"), dir);
 	assert_int_not_equal(st, 99); /* still running 2 s after the signal */
