@@ -31,10 +31,13 @@ STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
 SONAME := libengram.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
-STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c
+STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
+	tools/residency.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
+# helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
+TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 FUZZ_TARGETS := shard safetensors npy config
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
@@ -78,7 +81,13 @@ $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(STATIC)
+$(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/tests/%.o $(B)/bench/%.o: ALL_CFLAGS += -Itools
+
+$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(TOOL_HELP) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
 
 # Fuzz targets: replayed over their corpus (fixtures/fuzz/NAME) by make check; fuzzed by make fuzz.
@@ -102,7 +111,7 @@ fuzz:
 	done
 	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZ_TARGETS)
 
-$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(STATIC)
+$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 check:

@@ -4,13 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "replay_files.h"
 #include "replay_report.h"
+#include "residency.h"
 #include "toolutil.h"
 
 void replay_files_free(struct replay_files *f)
@@ -83,42 +83,16 @@ int replay_files_prepare(const struct replay_files *f, int cold)
 
 double replay_files_resident(const struct replay_files *f)
 {
-	const size_t chunk = (size_t)1 << 30;
-	long psz = sysconf(_SC_PAGESIZE);
-	unsigned char *vec = malloc(chunk / (size_t)psz);
 	uint64_t in = 0, total = 0;
-	int ok = vec != NULL;
 
-	for (unsigned i = 0; ok && i < f->n; i++) {
-		int fd = open(f->paths[i], O_RDONLY | O_CLOEXEC);
-		struct stat sb;
-		if (fd < 0 || fstat(fd, &sb) < 0) {
-			ok = 0;
-		} else if (sb.st_size > 0) {
-			void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-			if (m == MAP_FAILED) {
-				ok = 0;
-			} else {
-				for (size_t off = 0; ok && off < (size_t)sb.st_size; off += chunk) {
-					size_t len =
-						(size_t)sb.st_size - off < chunk ? (size_t)sb.st_size - off : chunk;
-					size_t pages = (len + (size_t)psz - 1) / (size_t)psz;
-					if (mincore((char *)m + off, len, vec) < 0) {
-						ok = 0;
-						break;
-					}
-					for (size_t p = 0; p < pages; p++)
-						in += vec[p] & 1;
-					total += pages;
-				}
-				munmap(m, (size_t)sb.st_size);
-			}
-		}
-		if (fd >= 0)
-			close(fd);
+	for (unsigned i = 0; i < f->n; i++) {
+		uint64_t r, p;
+		if (residency_pages(f->paths[i], 0, UINT64_MAX, &r, &p) < 0)
+			return -1;
+		in += r;
+		total += p;
 	}
-	free(vec);
-	return ok ? replay_ratio((double)in, (double)total) : -1;
+	return replay_ratio((double)in, (double)total);
 }
 
 int64_t replay_kernel_read_bytes(void)
