@@ -131,11 +131,46 @@ static void test_errors_leave_no_output(void **state)
 	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
 }
 
+/* Option values are checked whole and bounded: a negative cache size does not wrap. */
+static void test_bad_option_values(void **state)
+{
+	static const struct {
+		const char *opts, *msg;
+	} cases[] = {
+		{ "--cache-mb -5", "engram-stat: --cache-mb '-5' is not a number" },
+		{ "--cache-mb 0", "engram-stat: --cache-mb '0' must be at least 1" },
+		{ "--cache-mb 12x", "engram-stat: --cache-mb '12x' is not a number" },
+		{ "--cache-mb ''", "engram-stat: --cache-mb '' is not a number" },
+		{ "--cache-mb 17592186044416",
+		  "engram-stat: --cache-mb '17592186044416' must be at most 17592186044415" },
+		{ "--queue-depth -1", "engram-stat: --queue-depth '-1' is not a number" },
+		{ "--queue-depth 4294967297", "engram-stat: --queue-depth '4294967297' must be at most 32768" },
+		{ "--layer 1x", "engram-stat: --layer '1x' is not a number" },
+		{ "--layer -1", "engram-stat: --layer '-1' must be at least 0" },
+	};
+	const char *dir = tmpdir_create_once();
+	char shard[600], out[600];
+	struct stat st;
+
+	(void)state;
+	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
+	snprintf(out, sizeof(out), "%s/never.npy", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s %s >/dev/null 2>&1",
+				    tool_path("engram-stat"), shard, out, cases[i].opts), 2);
+		if (sh("%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s %s 2>&1 | grep -qF -- \"%s\"",
+		       tool_path("engram-stat"), shard, out, cases[i].opts, cases[i].msg) != 0)
+			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
+	}
+	assert_int_equal(stat(out, &st), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gathers_match_reference),
 		cmocka_unit_test(test_errors_leave_no_output),
+		cmocka_unit_test(test_bad_option_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engram.h"
@@ -108,12 +109,48 @@ static void test_pack_from_npy_tensors(void **state)
 	assert_int_equal(sh("cmp -s %s %s", packed, out), 0);
 }
 
+/* engram-pack's option values go through the tools' one parser: checked whole and bounded; nothing written. */
+static void test_pack_bad_option_values(void **state)
+{
+	static const struct {
+		const char *opts, *msg;
+	} cases[] = {
+		{ "--codec zstd --level 23", "engram-pack: --level '23' must be at most 22" },
+		{ "--codec zstd --level -131073", "engram-pack: --level '-131073' must be at least -131072" },
+		{ "--codec zstd --level 3x", "engram-pack: --level '3x' is not a number" },
+		{ "--block-pages 0", "engram-pack: --block-pages '0' must be at least 1" },
+		{ "--block-pages ''", "engram-pack: --block-pages '' is not a number" },
+		{ "--threads 4097", "engram-pack: --threads '4097' must be at most 4096" },
+		{ "--threads -1", "engram-pack: --threads '-1' is not a number" },
+		{ "--split size:1K", "engram-pack: --split size: '1K' must be at least 4096" },
+		{ "--split size:12x", "engram-pack: --split size: '12x' is not a size" },
+		{ "--split size:16777216T", "engram-pack: --split size: '16777216T' must be at most" },
+		{ "--split heads:0", "engram-pack: --split heads: '0' must be at least 1" },
+		{ "--split heads:-2", "engram-pack: --split heads: '-2' is not a number" },
+		{ "--seed 1e3", "engram-pack: --seed '1e3' is not a number" },
+	};
+	char packed[700], pack[1600];
+	struct stat st;
+
+	(void)state;
+	snprintf(packed, sizeof(packed), "%s/never.engram", tmpdir_create_once());
+	snprintf(pack, sizeof(pack), "%s --quiet --config fixtures/ref/tiny/tiny.config.json --token-map "
+		 "fixtures/ref/tiny/tiny.token_map.npy --synthetic 1 --out %s", tool_path("engram-pack"), packed);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(sh("%s %s >/dev/null 2>&1", pack, cases[i].opts), 2);
+		if (sh("%s %s 2>&1 | grep -qF -- \"%s\"", pack, cases[i].opts, cases[i].msg) != 0)
+			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
+	}
+	assert_int_equal(stat(packed, &st), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_info_reports_config_and_tables),
 		cmocka_unit_test(test_verify_good_and_flipped),
 		cmocka_unit_test(test_pack_from_npy_tensors),
+		cmocka_unit_test(test_pack_bad_option_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -18,6 +18,9 @@
 
 #define MAX_RUNS 256
 #define MAX_DEPTH 1024
+#define MAX_STEP_MS 60000.0  /* a decode step's compute time: a minute */
+#define MAX_PREFILL_MS 1000.0 /* per prefill token: a second */
+#define MAX_ZIPF 100.0        /* beyond, all but the first ranks have a weight of about 0 anyway */
 
 static void usage(FILE *f)
 {
@@ -25,7 +28,8 @@ static void usage(FILE *f)
 		"usage: engram-stat replay SHARD (--tokens T | --zipf ALPHA) [OPTIONS]\n"
 		"stream:\n"
 		"  --tokens T               token ids: an .npy file or a comma-separated list\n"
-		"  --zipf ALPHA             synthesize the stream: ids drawn from Zipf(ALPHA) over the raw vocabulary\n"
+		"  --zipf ALPHA             synthesize the stream: ids drawn from Zipf(ALPHA) over the raw vocabulary,\n"
+		"                           ALPHA from 0 to 100\n"
 		"  --zipf-tokens N          tokens of the synthetic stream (default 200000)\n"
 		"  --seed N                 seed of the synthetic stream (default 0)\n"
 		"  --bos ID                 a sequence starts at each BOS id (default 0)\n"
@@ -34,8 +38,8 @@ static void usage(FILE *f)
 		"  --batch B                concurrent sequence slots (default 16)\n"
 		"  --prefill N              tokens of a sequence's first step (default 32)\n"
 		"  --max-steps N            stop after N steps (default: the whole stream)\n"
-		"  --step-ms MS             compute time of a decode step (default 20)\n"
-		"  --prefill-ms-per-token MS   added per prefill token of a step (default 0.05)\n"
+		"  --step-ms MS             compute time of a decode step, 0 to 60000 (default 20)\n"
+		"  --prefill-ms-per-token MS   added per prefill token of a step, 0 to 1000 (default 0.05)\n"
 		"  --layers-total N         model layers; layer L is gathered L/N into the step (default 61)\n"
 		"  --no-wait                never sleep: replay as fast as possible\n"
 		"reading:\n"
@@ -45,7 +49,7 @@ static void usage(FILE *f)
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default pagecache)\n"
 		"  --cache-mb N             private cache of direct mode and zstd tables (default 256)\n"
-		"  --queue-depth N          reads in flight at most (default 1024)\n"
+		"  --queue-depth N          reads in flight at most, 1 to 32768 (default 1024)\n"
 		"  --no-uring               read with the pread thread pool\n"
 		"  --dtype native|bf16|f32  gathered output (default native)\n"
 		"report:\n"
@@ -53,82 +57,6 @@ static void usage(FILE *f)
 		"                           cross product\n"
 		"  --json                   one JSON document on standard output\n"
 		"  --svg FILE               chart of hit rate and p99 stall per run\n");
-}
-
-/* ---- option values ---- */
-
-static int parse_u64(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *v)
-{
-	uint64_t x = 0;
-	const char *p = arg;
-
-	if (*p < '0' || *p > '9') {
-		tool_error("%s '%s' is not a number", opt, arg);
-		return -1;
-	}
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
-			tool_error("%s '%s' is too large", opt, arg);
-			return -1;
-		}
-		x = x * 10 + (uint64_t)(*p - '0');
-	}
-	if (*p) {
-		tool_error("%s '%s' is not a number", opt, arg);
-		return -1;
-	}
-	if (x < min) {
-		tool_error("%s '%s' must be at least %llu", opt, arg, (unsigned long long)min);
-		return -1;
-	}
-	if (x > max) {
-		tool_error("%s '%s' must be at most %llu", opt, arg, (unsigned long long)max);
-		return -1;
-	}
-	*v = x;
-	return 0;
-}
-
-static int parse_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *v)
-{
-	uint64_t x;
-
-	if (parse_u64(opt, arg, min, max, &x) < 0)
-		return -1;
-	*v = (unsigned)x;
-	return 0;
-}
-
-static int parse_double(const char *opt, const char *arg, double min, double *v)
-{
-	char *end;
-	double x;
-
-	errno = 0;
-	x = strtod(arg, &end);
-	if (end == arg || *end || errno || !isfinite(x)) {
-		tool_error("%s '%s' is not a number", opt, arg);
-		return -1;
-	}
-	if (x < min) {
-		tool_error("%s '%s' must be at least %g", opt, arg, min);
-		return -1;
-	}
-	*v = x;
-	return 0;
-}
-
-static int parse_mode(const char *opt, const char *arg, enum engram_mode *m)
-{
-	if (!strcmp(arg, "pagecache"))
-		*m = ENGRAM_MODE_PAGECACHE;
-	else if (!strcmp(arg, "direct"))
-		*m = ENGRAM_MODE_DIRECT;
-	else {
-		tool_error("%s '%s' is not pagecache or direct", opt, arg);
-		return -1;
-	}
-	return 0;
 }
 
 /* ---- sweeps ---- */
@@ -147,9 +75,9 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 		uint64_t min, max;
 	} names[] = {
 		{ "depth", SWEEP_DEPTH, 0, MAX_DEPTH },
-		{ "cache", SWEEP_CACHE, 1, UINT64_MAX >> 20 },
+		{ "cache", SWEEP_CACHE, 1, TOOL_CACHE_MB_MAX },
 		{ "mode", SWEEP_MODE, 0, 1 },
-		{ "queue-depth", SWEEP_QUEUE, 1, 32768 },
+		{ "queue-depth", SWEEP_QUEUE, 1, TOOL_QUEUE_DEPTH_MAX },
 	};
 	const char *eq = strchr(arg, '=');
 	size_t i;
@@ -186,10 +114,10 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 			status = -1;
 		} else if (a->key == SWEEP_MODE) {
 			enum engram_mode m = ENGRAM_MODE_PAGECACHE;
-			if (parse_mode(opt, tok, &m) < 0)
+			if (tool_parse_mode(opt, tok, &m) < 0)
 				status = -1;
 			a->v[a->n++] = (uint64_t)m;
-		} else if (parse_u64(opt, tok, names[i].min, names[i].max, &a->v[a->n++]) < 0) {
+		} else if (tool_parse_u64(opt, tok, names[i].min, names[i].max, &a->v[a->n++]) < 0) {
 			status = -1;
 		}
 	}
@@ -289,84 +217,78 @@ int stat_replay(int argc, char **argv)
 		case OPT_TOKENS: tokens_arg = optarg; break;
 		case OPT_ZIPF:
 			zipf_arg = optarg;
-			if (parse_double("--zipf", optarg, 0, &info.zipf_alpha) < 0)
+			if (tool_parse_double("--zipf", optarg, 0, MAX_ZIPF, &info.zipf_alpha) < 0)
 				return 2;
 			break;
 		case OPT_ZIPF_TOKENS:
-			if (parse_u64("--zipf-tokens", optarg, 1, (uint64_t)1 << 40, &v) < 0)
+			if (tool_parse_u64("--zipf-tokens", optarg, 1, (uint64_t)1 << 40, &v) < 0)
 				return 2;
 			info.zipf_tokens = (size_t)v;
 			break;
 		case OPT_SEED:
-			if (parse_u64("--seed", optarg, 0, UINT64_MAX, &info.seed) < 0)
+			if (tool_parse_u64("--seed", optarg, 0, UINT64_MAX, &info.seed) < 0)
 				return 2;
 			break;
 		case OPT_BOS:
-			if (parse_u64("--bos", optarg, 0, INT64_MAX, &v) < 0)
+			if (tool_parse_u64("--bos", optarg, 0, INT64_MAX, &v) < 0)
 				return 2;
 			info.bos = (int64_t)v;
 			break;
 		case OPT_SEQ_LEN:
-			if (parse_u64("--seq-len", optarg, 1, (uint64_t)1 << 40, &v) < 0)
+			if (tool_parse_u64("--seq-len", optarg, 1, (uint64_t)1 << 40, &v) < 0)
 				return 2;
 			info.seq_len = (size_t)v;
 			seq_len_given = 1;
 			break;
 		case OPT_BATCH:
-			if (parse_unsigned("--batch", optarg, 1, 65536, &info.batch) < 0)
+			if (tool_parse_unsigned("--batch", optarg, 1, 65536, &info.batch) < 0)
 				return 2;
 			break;
 		case OPT_PREFILL:
-			if (parse_unsigned("--prefill", optarg, 1, 1u << 20, &info.prefill) < 0)
+			if (tool_parse_unsigned("--prefill", optarg, 1, 1u << 20, &info.prefill) < 0)
 				return 2;
 			break;
 		case OPT_MAX_STEPS:
-			if (parse_u64("--max-steps", optarg, 1, (uint64_t)1 << 40, &v) < 0)
+			if (tool_parse_u64("--max-steps", optarg, 1, (uint64_t)1 << 40, &v) < 0)
 				return 2;
 			info.max_steps = (size_t)v;
 			break;
 		case OPT_STEP_MS:
-			if (parse_double("--step-ms", optarg, 0, &info.step_ms) < 0)
+			if (tool_parse_double("--step-ms", optarg, 0, MAX_STEP_MS, &info.step_ms) < 0)
 				return 2;
 			break;
 		case OPT_PREFILL_MS:
-			if (parse_double("--prefill-ms-per-token", optarg, 0, &info.prefill_ms_per_token) < 0)
+			if (tool_parse_double("--prefill-ms-per-token", optarg, 0, MAX_PREFILL_MS,
+					      &info.prefill_ms_per_token) < 0)
 				return 2;
 			break;
 		case OPT_LAYERS_TOTAL:
-			if (parse_unsigned("--layers-total", optarg, 1, 1u << 20, &info.layers_total) < 0)
+			if (tool_parse_unsigned("--layers-total", optarg, 1, 1u << 20, &info.layers_total) < 0)
 				return 2;
 			break;
 		case OPT_NO_WAIT: info.no_wait = 1; break;
 		case OPT_DEPTH:
-			if (parse_unsigned("--depth", optarg, 0, MAX_DEPTH, &base.depth) < 0)
+			if (tool_parse_unsigned("--depth", optarg, 0, MAX_DEPTH, &base.depth) < 0)
 				return 2;
 			break;
 		case OPT_COLD: info.cold = 1; break;
 		case OPT_MODE:
-			if (parse_mode("--mode", optarg, &base.mode) < 0)
+			if (tool_parse_mode("--mode", optarg, &base.mode) < 0)
 				return 2;
 			break;
 		case OPT_CACHE_MB:
-			if (parse_u64("--cache-mb", optarg, 1, UINT64_MAX >> 20, &base.cache_mb) < 0)
+			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &base.cache_mb) < 0)
 				return 2;
 			break;
 		case OPT_QUEUE_DEPTH:
-			if (parse_unsigned("--queue-depth", optarg, 1, 32768, &base.queue_depth) < 0)
+			if (tool_parse_unsigned("--queue-depth", optarg, 1, TOOL_QUEUE_DEPTH_MAX,
+						&base.queue_depth) < 0)
 				return 2;
 			break;
 		case OPT_NO_URING: info.no_uring = 1; break;
 		case OPT_DTYPE:
-			if (!strcmp(optarg, "native"))
-				out = ENGRAM_OUT_NATIVE;
-			else if (!strcmp(optarg, "bf16"))
-				out = ENGRAM_OUT_BF16;
-			else if (!strcmp(optarg, "f32"))
-				out = ENGRAM_OUT_F32;
-			else {
-				tool_error("--dtype '%s' is not native, bf16 or f32", optarg);
+			if (tool_parse_dtype("--dtype", optarg, &out) < 0)
 				return 2;
-			}
 			info.dtype = optarg;
 			break;
 		case OPT_SWEEP:
