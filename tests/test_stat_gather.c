@@ -165,12 +165,39 @@ static void test_bad_option_values(void **state)
 	assert_int_equal(stat(out, &st), -1);
 }
 
+/* A mask holds 0 or 1 per token, as a list or as an .npy file; anything else is an error and writes nothing. */
+static void test_mask_is_0_or_1(void **state)
+{
+	static const int64_t two[2] = { 1, 2 };
+	const char *dir = tmpdir_create_once();
+	char shard[600], out[600], npy[600];
+	struct stat st;
+
+	(void)state;
+	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
+	snprintf(out, sizeof(out), "%s/never.npy", dir);
+	snprintf(npy, sizeof(npy), "%s", write_tmp_npy_ints("mask2.npy", two, 2, 8));
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 2,0 --layer 1 --dtype f32 --out %s 2>&1 | "
+			    "grep -q \"engram-stat: --mask value 2 at position 0 is not 0 or 1\"",
+			    tool_path("engram-stat"), shard, out), 0);
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 2,0 --layer 1 --dtype f32 --out %s 2>/dev/null",
+			    tool_path("engram-stat"), shard, out), 1);
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask %s --layer 1 --dtype f32 --out %s 2>&1 | "
+			    "grep -q \"engram-stat: --mask value 2 at position 1 is not 0 or 1\"",
+			    tool_path("engram-stat"), shard, npy, out), 0);
+	assert_int_equal(stat(out, &st), -1);
+	/* 0 and 1 are fine */
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 1,0 --layer 1 --dtype f32 --out %s",
+			    tool_path("engram-stat"), shard, out), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gathers_match_reference),
 		cmocka_unit_test(test_errors_leave_no_output),
 		cmocka_unit_test(test_bad_option_values),
+		cmocka_unit_test(test_mask_is_0_or_1),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

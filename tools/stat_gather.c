@@ -36,8 +36,8 @@ int stat_gather(int argc, char **argv)
 	const char *tokens_arg = NULL, *mask_arg = NULL, *out_path = NULL, *layer_arg = NULL, *dtype_arg = NULL;
 	struct engram_session_options so = { .max_seqs = 1 };
 	enum engram_out out = ENGRAM_OUT_F32;
-	int64_t *tokens = NULL, *mask_vals = NULL;
-	size_t n = 0, n_mask = 0;
+	int64_t *tokens = NULL;
+	size_t n = 0;
 	uint8_t *mask = NULL, *buf = NULL;
 	engram_store *st = NULL;
 	engram_session *s = NULL;
@@ -92,21 +92,12 @@ int stat_gather(int argc, char **argv)
 	}
 	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)
 		goto done;
-	if (mask_arg) {
-		if (tool_load_ints(mask_arg, "--mask", &mask_vals, &n_mask) < 0)
-			goto done;
-		if (n_mask != n) {
-			tool_error("--mask has %zu values for %zu tokens", n_mask, n);
-			goto done;
-		}
-		mask = malloc(n ? n : 1);
-		for (size_t i = 0; mask && i < n; i++)
-			mask[i] = mask_vals[i] != 0;
-	}
+	if (mask_arg && tool_load_mask(mask_arg, n, &mask) < 0)
+		goto done;
 	unsigned cols = engram_config_columns(cfg);
 	size_t rb = engram_out_row_bytes(st, (unsigned)li, out);
 	buf = malloc((size_t)CHUNK * cols * rb);
-	if (!buf || (mask_arg && !mask)) {
+	if (!buf) {
 		tool_error("out of memory");
 		goto done;
 	}
@@ -147,7 +138,6 @@ done:
 	engram_session_destroy(s);
 	engram_close(st);
 	engram_free(tokens);
-	engram_free(mask_vals);
 	free(mask);
 	free(buf);
 	return status;

@@ -264,6 +264,39 @@ int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *
 	return 0;
 }
 
+int tool_load_mask(const char *arg, size_t n, uint8_t **mask)
+{
+	int64_t *v = NULL;
+	size_t n_v = 0;
+	uint8_t *m = NULL;
+	int status = -1;
+
+	if (tool_load_ints(arg, "--mask", &v, &n_v) < 0)
+		return -1;
+	if (n_v != n) {
+		tool_error("--mask has %zu values for %zu tokens", n_v, n);
+		goto out;
+	}
+	if (!(m = malloc(n ? n : 1))) {
+		tool_error("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] != 0 && v[i] != 1) {
+			tool_error("--mask value %lld at position %zu is not 0 or 1", (long long)v[i], i);
+			goto out;
+		}
+		m[i] = (uint8_t)v[i];
+	}
+	*mask = m;
+	m = NULL;
+	status = 0;
+out:
+	engram_free(v);
+	free(m);
+	return status;
+}
+
 void tool_put_u64(FILE *f, uint64_t v)
 {
 	char buf[24], *p = buf + sizeof(buf);

@@ -39,6 +39,10 @@ int tool_parse_dtype(const char *opt, const char *arg, enum engram_out *out);
  * Returns 0, or prints the error and returns -1. *values is freed with engram_free. */
 int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *count);
 
+/* The --mask of n tokens, loaded as tool_load_ints does: one 0 or 1 (0: a dead token) per token. Returns 0
+ * with *mask malloc'd (free()), or prints the error and returns -1. */
+int tool_load_mask(const char *arg, size_t n, uint8_t **mask);
+
 /* Flush standard output; on failure print "cannot write the output: ..." and return -1. */
 int tool_flush_stdout(void);
 
