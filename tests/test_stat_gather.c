@@ -191,6 +191,40 @@ static void test_mask_is_0_or_1(void **state)
 			    tool_path("engram-stat"), shard, out), 0);
 }
 
+/* --out naming an input (the shard, the tokens, the mask), by any path, is refused and leaves it as it was. */
+static void test_out_over_input(void **state)
+{
+	static const int64_t toks[2] = { 1, 2 }, mask[2] = { 1, 0 };
+	const char *dir = tmpdir_create_once();
+	char shard[600], copy[600], link[600], dotted[700], tok[600], msk[600];
+	const char *stat_tool = tool_path("engram-stat");
+
+	(void)state;
+	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
+	snprintf(copy, sizeof(copy), "%s/v41.copy", dir);
+	snprintf(link, sizeof(link), "%s/link.npy", dir);
+	snprintf(dotted, sizeof(dotted), "%s/./v41.engram", dir);
+	snprintf(tok, sizeof(tok), "%s", write_tmp_npy_ints("toks.npy", toks, 2, 8));
+	snprintf(msk, sizeof(msk), "%s", write_tmp_npy_ints("msk.npy", mask, 2, 8));
+	assert_int_equal(sh("cp %s %s && ln -s %s %s", shard, copy, shard, link), 0);
+	static const char *const msg = "engram-stat: --out '%s' is the same file as the input '%s'";
+	const struct {
+		const char *out, *named;
+	} cases[] = { { shard, shard }, { link, shard }, { dotted, shard }, { tok, tok }, { msk, msk } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[2000];
+		snprintf(want, sizeof(want), msg, cases[i].out, cases[i].named);
+		assert_int_equal(sh("%s gather %s --tokens %s --mask %s --layer 1 --dtype f32 --out %s >/dev/null 2>&1",
+				    stat_tool, shard, tok, msk, cases[i].out), 1);
+		if (sh("%s gather %s --tokens %s --mask %s --layer 1 --dtype f32 --out %s 2>&1 | grep -qF -- \"%s\"",
+		       stat_tool, shard, tok, msk, cases[i].out, want) != 0)
+			fail_msg("--out %s: no message '%s'", cases[i].out, want);
+	}
+	assert_int_equal(sh("cmp -s %s %s", shard, copy), 0);
+	assert_int_equal(sh("%s verify %s >/dev/null", stat_tool, shard), 0);
+	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +232,7 @@ int main(void)
 		cmocka_unit_test(test_errors_leave_no_output),
 		cmocka_unit_test(test_bad_option_values),
 		cmocka_unit_test(test_mask_is_0_or_1),
+		cmocka_unit_test(test_out_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

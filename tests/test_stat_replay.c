@@ -473,6 +473,29 @@ static void test_bad_numbers(void **state)
 	}
 }
 
+/* --svg naming an input (the shard, by a symlink, or the tokens file) is refused before any run. */
+static void test_svg_over_input(void **state)
+{
+	char link[700], tok[700], copy[700], want[2000];
+	static const int64_t toks[3] = { 1, 2, 3 };
+
+	(void)state;
+	snprintf(link, sizeof(link), "%s/shard-link.svg", tmpdir_create_once());
+	snprintf(copy, sizeof(copy), "%s/shard-copy", tmpdir_create_once());
+	snprintf(tok, sizeof(tok), "%s", write_tmp_npy_ints("toks.npy", toks, 3, 8));
+	assert_int_equal(sh("cp '%s' '%s' && ln -sf '%s' '%s'", shard(), copy, shard(), link), 0);
+	snprintf(want, sizeof(want), "engram-stat: --svg '%s' is the same file as the input '%s'", link, shard());
+	assert_int_equal(sh("%s replay %s --tokens %s --no-wait --svg %s >/dev/null 2>&1", tool_path("engram-stat"),
+			    shard(), tok, link), 1);
+	assert_int_equal(sh("%s replay %s --tokens %s --no-wait --svg %s 2>&1 >/dev/null | grep -qF -- \"%s\"",
+			    tool_path("engram-stat"), shard(), tok, link, want), 0);
+	snprintf(want, sizeof(want), "engram-stat: --svg '%s' is the same file as the input '%s'", tok, tok);
+	assert_int_equal(sh("%s replay %s --tokens %s --no-wait --svg %s 2>&1 >/dev/null | grep -qF -- \"%s\"",
+			    tool_path("engram-stat"), shard(), tok, tok, want), 0);
+	assert_int_equal(sh("cmp -s '%s' '%s'", shard(), copy), 0);
+	assert_int_equal(remove(copy), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -485,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_text_report),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_bad_numbers),
+		cmocka_unit_test(test_svg_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

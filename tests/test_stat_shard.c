@@ -144,6 +144,37 @@ static void test_pack_bad_option_values(void **state)
 	assert_int_equal(stat(packed, &st), -1);
 }
 
+/* --out naming an input (the config, the token map, a weights file), by any path, is refused: the input is
+ * left as it was. */
+static void test_pack_out_over_input(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char cfg[600], map[600], w[600], link[600], pack[3000], want[2000];
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s/c.json", dir);
+	snprintf(map, sizeof(map), "%s/m.npy", dir);
+	snprintf(w, sizeof(w), "%s/w.safetensors", dir);
+	snprintf(link, sizeof(link), "%s/w-link.engram", dir);
+	assert_int_equal(sh("cp fixtures/ref/tiny/tiny.config.json %s && cp fixtures/ref/tiny/tiny.token_map.npy %s && "
+			    "cp fixtures/ref/tiny/tiny.bf16.safetensors %s && ln -s %s %s", cfg, map, w, w, link), 0);
+	snprintf(pack, sizeof(pack), "%s --quiet --config %s --token-map %s --weights %s", tool_path("engram-pack"),
+		 cfg, map, w);
+	const struct {
+		const char *out, *named;
+	} cases[] = { { cfg, cfg }, { map, map }, { w, w }, { link, w } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(want, sizeof(want), "engram-pack: --out '%s' is the same file as the input '%s'", cases[i].out,
+			 cases[i].named);
+		assert_int_equal(sh("%s --out %s >/dev/null 2>&1", pack, cases[i].out), 1);
+		if (sh("%s --out %s 2>&1 | grep -qF -- \"%s\"", pack, cases[i].out, want) != 0)
+			fail_msg("--out %s: no message '%s'", cases[i].out, want);
+	}
+	assert_int_equal(sh("cmp -s fixtures/ref/tiny/tiny.config.json %s && "
+			    "cmp -s fixtures/ref/tiny/tiny.token_map.npy %s && "
+			    "cmp -s fixtures/ref/tiny/tiny.bf16.safetensors %s", cfg, map, w), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -151,6 +182,7 @@ int main(void)
 		cmocka_unit_test(test_verify_good_and_flipped),
 		cmocka_unit_test(test_pack_from_npy_tensors),
 		cmocka_unit_test(test_pack_bad_option_values),
+		cmocka_unit_test(test_pack_out_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

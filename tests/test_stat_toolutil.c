@@ -1,5 +1,6 @@
 /* The tools' shared helpers (tools/toolutil.c), called directly: the number parsers every option goes
- * through, table-driven, each value with its verdict and message; integer lists. */
+ * through, table-driven, each value with its verdict and message; integer lists; the refusal to write an
+ * output over an input. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -274,6 +275,100 @@ static void test_integer_lists(void **state)
 	}
 }
 
+/* ---- an output over an input ---- */
+
+static void expect_refused(const char *out, const engram_store *st, const char *const *in, size_t n,
+			   const char *named)
+{
+	char want[2000];
+
+	capture();
+	int r = tool_out_distinct("--out", out, st, in, n);
+	const char *text = captured_text();
+	snprintf(want, sizeof(want), "test: --out '%s' is the same file as the input '%s': refusing to write over it\n",
+		 out, named);
+	if (r != -1 || strcmp(text, want))
+		fail_msg("--out '%s': returned %d, printed '%s'; expected '%s'", out, r, text, want);
+}
+
+static void expect_allowed(const char *out, const engram_store *st, const char *const *in, size_t n)
+{
+	capture();
+	int r = tool_out_distinct("--out", out, st, in, n);
+	const char *text = captured_text();
+	if (r != 0 || *text)
+		fail_msg("--out '%s': returned %d, printed '%s'", out, r, text);
+}
+
+/* The same file by any path: itself, another spelling, a symlink, a hard link. */
+static void test_out_same_as_an_input(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char a[600], b[600], dotted[700], sym[600], hard[600], fresh[600];
+
+	(void)state;
+	snprintf(a, sizeof(a), "%s", write_tmp("a.npy", "a", 1));
+	snprintf(b, sizeof(b), "%s", write_tmp("b.npy", "b", 1));
+	snprintf(dotted, sizeof(dotted), "%s/./a.npy", dir);
+	snprintf(sym, sizeof(sym), "%s/sym.npy", dir);
+	snprintf(hard, sizeof(hard), "%s/hard.npy", dir);
+	snprintf(fresh, sizeof(fresh), "%s/fresh.npy", dir);
+	assert_int_equal(symlink(a, sym), 0);
+	assert_int_equal(link(a, hard), 0);
+	const char *in[] = { b, NULL, "1,2,3", a };
+
+	expect_refused(a, NULL, in, 4, a);
+	expect_refused(dotted, NULL, in, 4, a);
+	expect_refused(sym, NULL, in, 4, a);
+	expect_refused(hard, NULL, in, 4, a);
+	expect_refused(b, NULL, in, 4, b);
+	const char *via_link[] = { sym };
+	expect_refused(a, NULL, via_link, 1, sym);
+	/* other files, a file not written yet, and no inputs at all */
+	expect_allowed(fresh, NULL, in, 4);
+	expect_allowed(a, NULL, in, 2);
+	expect_allowed(a, NULL, NULL, 0);
+}
+
+/* A store's shard files are inputs too: those of a split set, behind its manifest. */
+static void test_out_same_as_a_shard(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char cfg[600], map[600], w[600], manifest[600], sym[600], other[600];
+	const char *wp[1] = { w };
+	struct engram_pack_options o;
+	engram_store *st = NULL;
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/tiny/tiny.config.json"));
+	snprintf(map, sizeof(map), "%s", fixture("ref/tiny/tiny.token_map.npy"));
+	snprintf(w, sizeof(w), "%s", fixture("ref/tiny/tiny.bf16.safetensors"));
+	snprintf(manifest, sizeof(manifest), "%s/set.json", dir);
+	memset(&o, 0, sizeof(o));
+	o.config_path = cfg;
+	o.token_map_path = map;
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = manifest;
+	o.split = ENGRAM_SPLIT_LAYER;
+	must(engram_pack(&o, NULL), "pack");
+	must(engram_open(&st, manifest, 0), "open");
+	assert_int_equal(engram_store_num_shards(st), 2);
+	const char *shard1 = engram_store_shard_path(st, 1);
+	snprintf(sym, sizeof(sym), "%s/shard1-link", dir);
+	assert_int_equal(symlink(shard1, sym), 0);
+	snprintf(other, sizeof(other), "%s", write_tmp("other.npy", "x", 1));
+	const char *in[] = { manifest };
+
+	expect_refused(sym, st, in, 1, shard1);
+	expect_refused(shard1, st, NULL, 0, shard1);
+	expect_refused(engram_store_shard_path(st, 0), st, NULL, 0, engram_store_shard_path(st, 0));
+	expect_refused(manifest, st, in, 1, manifest);
+	expect_allowed(manifest, st, NULL, 0); /* the manifest is not a shard file: the caller names it */
+	expect_allowed(other, st, in, 1);
+	engram_close(st);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -291,6 +386,8 @@ int main(void)
 		cmocka_unit_test(test_doubles),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_integer_lists),
+		cmocka_unit_test(test_out_same_as_an_input),
+		cmocka_unit_test(test_out_same_as_a_shard),
 	};
 	return cmocka_run_group_tests(tests, setup, cleanup_tmpdir);
 }

@@ -254,6 +254,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.weights = weights;
+	const char *inputs[] = { o.config_path, o.token_map_path };
+	if (tool_out_distinct("--out", o.out_path, NULL, inputs, 2) < 0 ||
+	    tool_out_distinct("--out", o.out_path, NULL, weights, o.n_weights) < 0) {
+		status = 1;
+		goto out;
+	}
 
 	pack_progress_init(&bar, quiet ? NULL : stderr);
 	o.progress = pack_progress_update;

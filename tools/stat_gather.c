@@ -105,7 +105,8 @@ int stat_gather(int argc, char **argv)
 		tool_lib_error(err);
 		goto done;
 	}
-	if (tool_out_open(&o, out_path) < 0)
+	const char *inputs[] = { argv[optind], tokens_arg, mask_arg };
+	if (tool_out_distinct("--out", out_path, st, inputs, 3) < 0 || tool_out_open(&o, out_path) < 0)
 		goto done;
 	uint64_t shape[3] = { n, (uint64_t)cols * engram_config_head_dim(cfg), 0 };
 	if (out == ENGRAM_OUT_NATIVE) {

@@ -333,6 +333,9 @@ int stat_replay(int argc, char **argv)
 	/* the store once: the config, the files, the distinct rows of the schedule */
 	if ((err = engram_open(&st, info.shard, 0)) < 0)
 		return tool_lib_error(err);
+	const char *inputs[] = { info.shard, tokens_arg };
+	if (svg_path && tool_out_distinct("--svg", svg_path, st, inputs, 2) < 0)
+		goto done;
 	const engram_config *cfg = engram_store_config(st);
 	uint64_t vocab = engram_config_raw_vocab(cfg);
 	unsigned L = engram_config_num_layers(cfg);

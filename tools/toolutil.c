@@ -340,6 +340,35 @@ int tool_out_open(struct tool_out *o, const char *path)
 	return 0;
 }
 
+/* in names an existing file that is the file of *o. */
+static int same_file(const struct stat *o, const char *in)
+{
+	struct stat sb;
+
+	return in && stat(in, &sb) == 0 && sb.st_dev == o->st_dev && sb.st_ino == o->st_ino;
+}
+
+int tool_out_distinct(const char *opt, const char *out, const engram_store *st, const char *const *inputs,
+		      size_t n)
+{
+	unsigned n_shards = st ? engram_store_num_shards(st) : 0;
+	const char *in = NULL;
+	struct stat o;
+
+	if (stat(out, &o) < 0)
+		return 0; /* not there yet: no input */
+	for (size_t i = 0; i < n && !in; i++)
+		if (same_file(&o, inputs[i]))
+			in = inputs[i];
+	for (unsigned k = 0; k < n_shards && !in; k++)
+		if (same_file(&o, engram_store_shard_path(st, k)))
+			in = engram_store_shard_path(st, k);
+	if (!in)
+		return 0;
+	tool_error("%s '%s' is the same file as the input '%s': refusing to write over it", opt, out, in);
+	return -1;
+}
+
 int tool_out_commit(struct tool_out *o)
 {
 	int bad = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0 || fchmod(fileno(o->f), 0644) != 0;

@@ -56,6 +56,12 @@ struct tool_out {
 	char *path, *tmp;
 };
 int tool_out_open(struct tool_out *o, const char *path);
+/* Before writing the output of option opt (e.g. "--out") to path out: refuse when out is the same file (same
+ * st_dev and st_ino, by whatever path or symlink) as one of the n inputs (NULL entries and paths that do not
+ * exist are skipped) or, when st is not NULL, as one of its shard files. Returns 0, or prints "OPT 'OUT' is
+ * the same file as the input 'IN'" and returns -1. */
+int tool_out_distinct(const char *opt, const char *out, const engram_store *st, const char *const *inputs,
+		      size_t n);
 int tool_out_commit(struct tool_out *o);
 void tool_out_abort(struct tool_out *o);
 
