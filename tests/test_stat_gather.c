@@ -69,27 +69,30 @@ static void compare(const char *got_path, const char *descr, const char *want_re
 static void test_gathers_match_reference(void **state)
 {
 	const char *dir = tmpdir_create_once();
-	char shard[600], out[600], want[300];
+	char shard[600], out[600], want[300], stat_tool[600];
 	struct vectors v;
 
 	(void)state;
+	snprintf(stat_tool, sizeof(stat_tool), "%s", tool_path("engram-stat"));
 	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd", tool_path("engram-pack"),
-			    "fixtures/ref/tiny-v41/tiny-v41.config.json", "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd",
+			    tool_path("engram-pack"), "fixtures/ref/tiny-v41/tiny-v41.config.json",
+			    "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
 			    "fixtures/ref/tiny-v41/tiny-v41.safetensors", shard), 0);
 	vectors_load(&v, "tiny-v41");
 	snprintf(out, sizeof(out), "%s/g.npy", dir);
 	for (int s = 0; s < v.n_seqs; s++)
 		for (int li = 0; li < v.n_layers; li++) {
 			char toks[16384];
+			int id = v.layer_ids[li];
 			snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
-			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", tool_path("engram-stat"),
-					    shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
-			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", s, v.layer_ids[li]);
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", stat_tool,
+					    shard, toks, mask_of(&v, s), id, out), 0);
+			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", s, id);
 			compare(out, "<f4", want, 0);
-			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype native --mode direct --out %s",
-					    tool_path("engram-stat"), shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
-			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.raw.seq%d.layer%d.npy", s, v.layer_ids[li]);
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype native --mode direct "
+					    "--out %s", stat_tool, shard, toks, mask_of(&v, s), id, out), 0);
+			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.raw.seq%d.layer%d.npy", s, id);
 			compare(out, "|u1", want, 0);
 		}
 	vectors_free(&v);
@@ -102,8 +105,8 @@ static void test_gathers_match_reference(void **state)
 	for (int s = 0; s < v.n_seqs; s++) {
 		char toks[16384];
 		snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
-		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", tool_path("engram-stat"), shard,
-				    toks, out), 0);
+		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", stat_tool, shard, toks,
+				    out), 0);
 		snprintf(want, sizeof(want), "ref/tiny/tiny.expect.bf16.seq%d.layer3.npy", s);
 		compare(out, "<u2", want, 1);
 	}
@@ -119,14 +122,15 @@ static void test_errors_leave_no_output(void **state)
 	(void)state;
 	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
 	snprintf(out, sizeof(out), "%s/never.npy", dir);
-	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null", tool_path("engram-stat"),
-			    shard, out), 1);
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null",
+			    tool_path("engram-stat"), shard, out), 1);
 	assert_int_equal(sh("%s gather %s --tokens 1,99999 --layer 1 --dtype f32 --out %s 2>&1 | "
 			    "grep -q 'beyond the token map'", tool_path("engram-stat"), shard, out), 0);
-	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null", tool_path("engram-stat"),
-			    shard, out), 2);
+	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null",
+			    tool_path("engram-stat"), shard, out), 2);
 	assert_int_equal(sh("%s gather /nonexistent.engram --tokens 1 --layer 1 --dtype f32 --out %s 2>&1 | "
-			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"", tool_path("engram-stat"), out), 0);
+			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"",
+			    tool_path("engram-stat"), out), 0);
 	assert_int_equal(stat(out, &st), -1);
 	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
 }

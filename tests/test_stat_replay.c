@@ -351,8 +351,8 @@ static void test_sweep_json_svg(void **state)
 	char link[700];
 	snprintf(link, sizeof(link), "%s/a&b<c>.engram", tmpdir_create_once());
 	assert_int_equal(sh("ln -sf '%s' '%s'", shard(), link), 0);
-	assert_int_equal(
-		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"), link, svg), 0);
+	assert_int_equal(sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"),
+			    link, svg), 0);
 	text = read_file(svg, NULL);
 	assert_non_null(strstr(text, "a&amp;b&lt;c&gt;.engram"));
 	check_xml(text);
@@ -420,8 +420,8 @@ static void test_errors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(), cases[i].opts),
-				 cases[i].status);
+		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(),
+				    cases[i].opts), cases[i].status);
 		if (sh("%s replay %s %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool_path("engram-stat"), shard(),
 		       cases[i].opts, cases[i].msg) != 0)
 			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);

@@ -84,7 +84,8 @@ static int config_args(char *dst, size_t cap)
 	char c[2048];
 
 	snprintf(c, sizeof(c), "%s", fixture("ref/v41/v41.config.json"));
-	return snprintf(dst, cap, "%s rows --config %s --token-map %s", tool(), c, fixture("ref/v41/v41.token_map.npy"));
+	return snprintf(dst, cap, "%s rows --config %s --token-map %s", tool(), c,
+			fixture("ref/v41/v41.token_map.npy"));
 }
 
 static void test_lists_with_mask_match_reference(void **state)

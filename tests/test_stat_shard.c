@@ -25,8 +25,8 @@ static const char *pack_tiny_v41(void)
 	if (access(shard, F_OK) != 0)
 		assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd",
 				    tool_path("engram-pack"), "fixtures/ref/tiny-v41/tiny-v41.config.json",
-				    "fixtures/ref/tiny-v41/tiny-v41.token_map.npy", "fixtures/ref/tiny-v41/tiny-v41.safetensors",
-				    shard), 0);
+				    "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
+				    "fixtures/ref/tiny-v41/tiny-v41.safetensors", shard), 0);
 	return shard;
 }
 

@@ -28,8 +28,8 @@ static void usage(FILE *f)
 		"usage: engram-stat replay SHARD (--tokens T | --zipf ALPHA) [OPTIONS]\n"
 		"stream:\n"
 		"  --tokens T               token ids: an .npy file or a comma-separated list\n"
-		"  --zipf ALPHA             synthesize the stream: ids drawn from Zipf(ALPHA) over the raw vocabulary,\n"
-		"                           ALPHA from 0 to 100\n"
+		"  --zipf ALPHA             synthesize the stream: ids drawn from Zipf(ALPHA) over the raw\n"
+		"                           vocabulary, ALPHA from 0 to 100\n"
 		"  --zipf-tokens N          tokens of the synthetic stream (default 200000)\n"
 		"  --seed N                 seed of the synthetic stream (default 0)\n"
 		"  --bos ID                 a sequence starts at each BOS id (default 0)\n"
@@ -191,7 +191,9 @@ int stat_replay(int argc, char **argv)
 				    .zipf_tokens = 200000,
 				    .dtype = "native",
 				    .cut_bos = 1 };
-	struct replay_setting base = { .depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024 };
+	struct replay_setting base = {
+		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024
+	};
 	struct sweep_axis axes[4];
 	unsigned n_axes = 0;
 	const char *tokens_arg = NULL, *svg_path = NULL, *zipf_arg = NULL;

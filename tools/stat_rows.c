@@ -42,7 +42,8 @@ int stat_rows(int argc, char **argv)
 		}
 	}
 	if (!config || !map || !tokens_arg || optind != argc) {
-		tool_error("rows needs --config, --token-map and --tokens%s", optind != argc ? " and no other arguments" : "");
+		tool_error("rows needs --config, --token-map and --tokens%s",
+			   optind != argc ? " and no other arguments" : "");
 		usage(stderr);
 		return 2;
 	}

@@ -409,7 +409,8 @@ int tool_npy_header(FILE *f, const char *descr, const uint64_t *shape, unsigned 
 	while ((10 + n + 1) % 64)
 		dict[n++] = ' ';
 	dict[n++] = '\n';
-	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8) };
+	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff),
+				  (unsigned char)(n >> 8) };
 	return fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, n, f) == n ? 0 : -1;
 }
 
