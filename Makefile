@@ -1,5 +1,6 @@
-# libengram: make [all] | check | demo | bench | install | uninstall | clean
-# Variables: CC, CFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, WERROR=1, SANITIZE=address,undefined
+# libengram: make [all] | check | demo | bench | fuzz | install | uninstall | clean
+# Variables: CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, B (build directory),
+# WERROR=1, SANITIZE=address,undefined
 
 VERSION := $(shell sed -n 's/^\#define ENGRAM_VERSION_STRING "\(.*\)"/\1/p' include/engram.h)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
@@ -20,9 +21,12 @@ endif
 ifneq ($(SANITIZE),)
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(WARN) $(SANFLAGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(EXTRA_INC) $(WARN) $(SANFLAGS) \
+	$(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
+# libengram (serving) and libengram-pack (the packer; its own library so that serving loads none of it)
 LIBS := -luring -ljansson -lzstd -lxxhash -lpthread -lm
+PACK_LIBS := -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
 LIB_SRC := $(wildcard lib/*.c)
@@ -30,6 +34,11 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
 SONAME := libengram.so.$(SOVERSION)
+PLIB_SRC := $(wildcard lib/pack/*.c)
+PLIB_OBJ := $(PLIB_SRC:%.c=$(B)/%.o)
+PSTATIC := $(B)/libengram-pack.a
+PSHARED := $(B)/libengram-pack.so.$(VERSION)
+PSONAME := libengram-pack.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
 STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
 	tools/residency.c
@@ -39,7 +48,7 @@ TEST_UTIL := $(B)/tests/util.o
 # helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
 TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard safetensors npy config
+FUZZ_TARGETS := shard safetensors npy config tokenizer
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
@@ -49,10 +58,15 @@ MAN := $(wildcard man/*.[135])
 .PHONY: all lib tools tests benches check demo bench fuzz install uninstall clean
 all: lib tools
 
-lib: $(STATIC) $(B)/libengram.so
+lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
 tools: $(TOOLS)
 tests: $(TESTS) $(FUZZ_REPLAY)
 benches: $(BENCHES)
+
+# the packer's headers are for the packer and the tests and benchmarks that reach into it; these also use
+# helpers of the tools (tools/residency.h, tools/toolutil.h)
+$(B)/lib/pack/%.o: EXTRA_INC = -Ilib/pack
+$(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = -Ilib/pack -Itools
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -70,49 +84,61 @@ $(B)/libengram.so: $(SHARED)
 	ln -sf libengram.so.$(VERSION) $(B)/$(SONAME)
 	ln -sf $(SONAME) $@
 
+$(PSTATIC): $(PLIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(PSHARED): $(PLIB_OBJ) lib/pack/libengram-pack.map $(B)/libengram.so
+	$(CC) -shared -Wl,-soname,$(PSONAME) -Wl,--version-script,lib/pack/libengram-pack.map -Wl,--no-undefined \
+		$(ALL_LDFLAGS) -o $@ $(PLIB_OBJ) -L$(B) -lengram $(PACK_LIBS)
+
+$(B)/libengram-pack.so: $(PSHARED)
+	ln -sf libengram-pack.so.$(VERSION) $(B)/$(PSONAME)
+	ln -sf $(PSONAME) $@
+
 # Generated at install time so that it carries the PREFIX and LIBDIR of that install.
 PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|liburing libzstd libxxhash jansson|' \
-		-e 's|@LIBS_PRIVATE@|-lpthread -lm|' engram.pc.in
+		-e 's|@VERSION@|$(VERSION)|'
+PC_REQUIRES := liburing libzstd libxxhash jansson
+PC_PACK_REQUIRES := libzstd libxxhash jansson libutf8proc
 
-$(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
-$(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
 $(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(B)/tests/%.o $(B)/bench/%.o: ALL_CFLAGS += -Itools
-
-$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(TOOL_HELP) $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
+$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(TOOL_HELP) $(PSTATIC) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS) -lcmocka
 
 # Fuzz targets: replayed over their corpus (fixtures/fuzz/NAME) by make check; fuzzed by make fuzz.
 $(B)/tests/fuzz/replay_%.o: tests/fuzz/replay.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/fuzz -DFUZZ_CORPUS='"fixtures/fuzz/$*"' -MMD -MP -c $< -o $@
 
-$(FUZZ_REPLAY): $(B)/tests/fuzz_replay_%: $(B)/tests/fuzz/fuzz_%.o $(B)/tests/fuzz/fuzz_file.o $(B)/tests/fuzz/replay_%.o $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(FUZZ_REPLAY): $(B)/tests/fuzz_replay_%: $(B)/tests/fuzz/fuzz_%.o $(B)/tests/fuzz/fuzz_file.o $(B)/tests/fuzz/replay_%.o \
+		$(PSTATIC) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
 FUZZ_SECONDS ?= 60
 FB := build-fuzz
 fuzz:
-	@scripts/install-deps build test
+	@scripts/install-deps build test fuzz
 	$(MAKE) --no-print-directory B=$(FB) CC=clang SANITIZE=address,undefined \
-		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link" $(FB)/libengram.a
+		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link" $(FB)/libengram.a $(FB)/libengram-pack.a
 	@for t in $(FUZZ_TARGETS); do \
-		clang -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -Itests/fuzz -O1 -g \
+		clang -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -Ilib/pack -Itests/fuzz -O1 -g \
 			-fsanitize=fuzzer,address,undefined tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_file.c \
-			$(FB)/libengram.a $(LIBS) -o $(FB)/fuzz_$$t || exit 1; \
+			$(FB)/libengram-pack.a $(FB)/libengram.a $(LIBS) $(PACK_LIBS) -o $(FB)/fuzz_$$t || exit 1; \
 	done
 	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZ_TARGETS)
 
-$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
 check:
 	@scripts/install-deps build test
@@ -132,25 +158,31 @@ bench:
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
-	install -m 644 include/engram.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/engram.h include/engram_pack.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(STATIC) $(PSTATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED) $(PSHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libengram.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libengram.so
-	$(PC_SED) > $(DESTDIR)$(PKGCONFIGDIR)/engram.pc
+	ln -sf libengram-pack.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(PSONAME)
+	ln -sf $(PSONAME) $(DESTDIR)$(LIBDIR)/libengram-pack.so
+	$(PC_SED) -e 's|@REQUIRES@|$(PC_REQUIRES)|' -e 's|@LIBS_PRIVATE@|-lpthread -lm|' engram.pc.in \
+		> $(DESTDIR)$(PKGCONFIGDIR)/engram.pc
+	$(PC_SED) -e 's|@REQUIRES@|$(PC_PACK_REQUIRES)|' -e 's|@LIBS_PRIVATE@|-lpthread -lm|' engram-pack.pc.in \
+		> $(DESTDIR)$(PKGCONFIGDIR)/engram-pack.pc
 	for m in $(MAN); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
-	rm -f $(DESTDIR)$(INCLUDEDIR)/engram.h $(DESTDIR)$(PKGCONFIGDIR)/engram.pc
-	rm -f $(DESTDIR)$(LIBDIR)/libengram.a $(DESTDIR)$(LIBDIR)/libengram.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
-		$(DESTDIR)$(LIBDIR)/libengram.so.$(VERSION)
+	rm -f $(DESTDIR)$(INCLUDEDIR)/engram.h $(DESTDIR)$(INCLUDEDIR)/engram_pack.h
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/engram.pc $(DESTDIR)$(PKGCONFIGDIR)/engram-pack.pc
+	for l in libengram libengram-pack; do rm -f $(DESTDIR)$(LIBDIR)/$$l.a $(DESTDIR)$(LIBDIR)/$$l.so \
+		$(DESTDIR)$(LIBDIR)/$$l.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$$l.so.$(VERSION); done
 	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
 
 clean:
 	rm -rf $(B) $(FB)
 
 -include $(wildcard $(B)/tests/fuzz/*.d)
--include $(LIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(PACK_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) \
+-include $(LIB_OBJ:.o=.d) $(PLIB_OBJ:.o=.d) $(STAT_SRC:%.c=$(B)/%.d) $(PACK_SRC:%.c=$(B)/%.d) $(TEST_SRC:%.c=$(B)/%.d) \
 	$(TEST_UTIL:.o=.d) $(BENCH_SRC:%.c=$(B)/%.d)

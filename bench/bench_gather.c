@@ -23,7 +23,9 @@
 
 #include <xxhash.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_load_ints: the tools link the static library */
 #include "engram.h"
+#include "engram_pack.h"
 #include "layout.h"
 #include "residency.h"
 #include "store.h"
@@ -466,7 +468,8 @@ static void run_warm(const char *name, const struct plan *p, enum engram_out out
 
 static void run_warm_session(const struct plan *p, engram_store *st, enum engram_out out)
 {
-	struct engram_session_options so = { .max_seqs = p->S, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = o.qd };
+	struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = p->S,
+					     .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = o.qd };
 	engram_session *ses;
 	size_t ob = p->out_bytes[out];
 	uint8_t *dst[2] = { NULL, NULL };
@@ -517,7 +520,7 @@ static void run_warm_session(const struct plan *p, engram_store *st, enum engram
 		best_g += (double)gmin[t] * 1e-9;
 	}
 	free(smin);
-	struct engram_io_stats ios;
+	struct engram_io_stats ios = ENGRAM_INIT(struct engram_io_stats);
 	engram_session_stats(ses, -1, 0, &ios);
 	size_t rows = (size_t)p->N * p->per_step;
 	const char *on = out == ENGRAM_OUT_NATIVE ? "native" : out == ENGRAM_OUT_F32 ? "f32" : "bf16";
@@ -682,7 +685,7 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 	uint8_t *ldst[2] = { dst, dst + p->per_layer * p->rec };
 	engram_store *st = NULL;
 	engram_session *ses = NULL;
-	struct engram_io_stats ios = { 0 };
+	struct engram_io_stats ios = ENGRAM_INIT(struct engram_io_stats);
 	struct pread_pool pp = { 0 };
 	const uint8_t *map = NULL;
 	int fd = -1, err;
@@ -691,8 +694,8 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 	res.step_ns = xmalloc(p->N * sizeof(*res.step_ns));
 	/* set up before dropping: nothing of the file may be mapped by this process while its pages go */
 	if (kind == COLD_SESSION) {
-		struct engram_session_options so = { .max_seqs = p->S, .mode = mode, .queue_depth = o.qd,
-						     .cache_bytes = o.cache_mb << 20,
+		struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = p->S,
+						     .mode = mode, .queue_depth = o.qd, .cache_bytes = o.cache_mb << 20,
 						     .flags = flags | o.session_flags };
 		if (p->L > 2) {
 			fprintf(stderr, "bench_gather: at most 2 layers\n");
@@ -765,7 +768,7 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 		res.exposed_ns += e - gap;
 		res.gap_ns += gap;
 		if (kind == COLD_SESSION) {
-			struct engram_io_stats s1;
+			struct engram_io_stats s1 = ENGRAM_INIT(struct engram_io_stats);
 			check_rows(ses, p, t);
 			engram_session_stats(ses, -1, 1, &s1);
 			if (s1.rows != p->per_step) {
@@ -817,7 +820,7 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 	if (ses)
 		printf(" units=%" PRIu64 " hits=%" PRIu64 " late=%" PRIu64 " misses=%" PRIu64 " push_s=%.4f wait_s=%.4f "
 		       "mb_read=%.1f",
-		       ios.units, ios.hits, ios.late, ios.misses, (double)res.push_ns * 1e-9, (double)ios.wait_ns * 1e-9,
+		       ios.units, ios.ready, ios.not_ready, ios.misses, (double)res.push_ns * 1e-9, (double)ios.wait_ns * 1e-9,
 		       (double)ios.bytes / 1048576.0);
 	printf(" digest=%016" PRIx64 "\n", res.digest);
 	fflush(stdout);
@@ -922,7 +925,7 @@ int main(int argc, char **argv)
 	if ((err = engram_load_ints(o.tokens, &tok, &n_tok)) < 0)
 		die(o.tokens, err);
 	struct plan p = make_plan(st, tok, n_tok, o.seqs, o.steps);
-	struct engram_table_info ti;
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 	engram_store_table_info(st, 0, &ti);
 	engram_close(st);
 	engram_free(tok);

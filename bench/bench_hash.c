@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_load_ints: the tools link the static library */
 #include "engram.h"
 
 #define BOS 0

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "pack.h"
 
 #define BATCH_BYTES (4u << 20)

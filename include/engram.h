@@ -7,11 +7,22 @@
  *    failure: -errno values (-ENOMEM, -EINVAL, ...) or one of the ENGRAM_E* codes below. errno is never
  *    changed. engram_strerror() names any code; engram_last_error() gives the detail of the calling
  *    thread's most recent failure (which file, which field).
+ *    Accessors that return a value rather than a code (counts, sizes, pointers) return 0, NULL or -EINVAL
+ *    for a bad index, as each says, and set engram_last_error() as a failure does.
  *  - Handles are opaque. An object returned through an out pointer belongs to the caller, who releases it
- *    with the matching _free/_destroy function; passing NULL to those is a no-op. Pointers returned by
+ *    with the matching _free/_destroy/_close function; passing NULL to those is a no-op. Pointers returned by
  *    accessors stay valid while the handle that returned them lives.
- *  - Thread safety: a const handle (engram_config) may be used from any number of threads at once. A
- *    mutable handle (engram_hasher) may be used by one thread at a time; distinct handles are independent.
+ *  - Thread safety: a const handle (engram_config, engram_store) may be used from any number of threads at
+ *    once. A mutable handle (engram_hasher, engram_session) may be used by one thread at a time; distinct
+ *    handles are independent.
+ *  - Structs the caller allocates (options in, descriptions out) begin with `size_t size`, which the caller
+ *    sets to sizeof the struct as its header declares it: ENGRAM_INIT(struct engram_session_options) does it.
+ *    The library reads or writes only that many bytes, so a program built against an older header keeps
+ *    working with a newer library; fields a newer header adds are zero (defaults) to an older caller. An input
+ *    struct larger than the library knows is accepted when the bytes it does not know are zero (-E2BIG
+ *    otherwise: the caller asked for something this library cannot do).
+ *  - Functions fenced by ENGRAM_STATIC_LINKING_ONLY at the end are for the project's tools: not exported by
+ *    the shared library, and free to change.
  */
 #ifndef ENGRAM_H
 #define ENGRAM_H
@@ -34,6 +45,9 @@ extern "C" {
 #else
 #define ENGRAM_API
 #endif
+
+/* A zeroed caller-allocated struct with its size set: struct engram_session_options o = ENGRAM_INIT(...). */
+#define ENGRAM_INIT(type) ((type){ .size = sizeof(type) })
 
 /* Library version of the code actually linked: ENGRAM_VERSION_NUMBER of the build. */
 ENGRAM_API unsigned engram_version_number(void);
@@ -65,13 +79,6 @@ ENGRAM_API const char *engram_strerror(int err);
  */
 ENGRAM_API const char *engram_last_error(void);
 
-/*
- * Read a 1-D integer or bool .npy file (numpy format 1.0-3.0, little-endian, C order; shape (n,) or (1, n))
- * into a new array of int64: token streams and masks. On success *values (free with engram_free) and *count
- * are set and 0 is returned; errors: -errno from open/read, ENGRAM_EPARSE (not .npy), ENGRAM_ETRUNC (data cut
- * short), ENGRAM_EDTYPE (not integers), ENGRAM_ESHAPE (not 1-D), -ENOMEM.
- */
-ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count);
 /* Release memory that the library allocated for the caller (free() of the library's C runtime). */
 ENGRAM_API void engram_free(void *p);
 
@@ -99,7 +106,7 @@ typedef struct engram_config engram_config;
 ENGRAM_API int engram_config_load(engram_config **out, const char *config_json_path, const char *token_map_npy_path);
 ENGRAM_API void engram_config_free(engram_config *cfg);
 
-/* Number of Engram layers, and the model layer id of the i-th (in config order). */
+/* Number of Engram layers, and the model layer id of the i-th (in config order; -EINVAL for a bad index). */
 ENGRAM_API unsigned engram_config_num_layers(const engram_config *cfg);
 ENGRAM_API int engram_config_layer_id(const engram_config *cfg, unsigned layer_index);
 /* Index of model layer id, or -EINVAL if that layer has no Engram table. */
@@ -172,60 +179,6 @@ ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, 
 					const uint8_t *mask, size_t n, uint64_t *rows);
 
 /* ---------------------------------------------------------------------------------------------------
- * Packing: checkpoint tensors to shard files (format in engram(5)).
- */
-enum engram_split {
-	ENGRAM_SPLIT_NONE = 0,  /* one shard file */
-	ENGRAM_SPLIT_LAYER = 1, /* one shard per Engram layer */
-	ENGRAM_SPLIT_SIZE = 2,  /* shards of at most split_bytes of table data (whole pages) */
-	ENGRAM_SPLIT_HEADS = 3, /* split_ranks shards, each holding a contiguous range of whole heads of every
-				   order and layer, as tensor-parallel ranks split DeepSeek-V4.1's tables */
-};
-
-struct engram_pack_options {
-	const char *config_path;        /* hash config JSON (either form) */
-	const char *token_map_path;     /* compressed-token map .npy */
-	const char *const *weights;     /* .safetensors, *.safetensors.index.json or .npy files */
-	size_t n_weights;
-	const char *out_path;           /* the shard, or the manifest when split != NONE */
-	const char *codec;              /* "raw" (NULL) or "zstd" */
-	int zstd_level;                 /* 0: 3 */
-	unsigned block_pages;           /* pages per checksum block and zstd frame; 0: 16 raw, 4 zstd */
-	int shuffle;                    /* zstd byte-plane shuffle of 16/32-bit types: 0 auto (on), 1 on, -1 off */
-	const char *weight_template;    /* tensor name with {L} for the layer id; NULL: the V4.1 and demo names */
-	const char *scale_template;     /* F8_E4M3 scales; NULL: weight name with .weight -> .scale */
-	enum engram_split split;
-	uint64_t split_bytes;           /* ENGRAM_SPLIT_SIZE */
-	unsigned split_ranks;           /* ENGRAM_SPLIT_HEADS; must divide the head count */
-	uint64_t synthetic_scale;       /* 0: read weights. N >= 1: synthetic rows shaped like trained
-					   ones (Gaussian, sd ~0.02), every vocab size divided by N */
-	const char *synthetic_dtype;    /* "bf16" (NULL), "f32", "f16" or "e4m3" (with e8m0 scales) */
-	uint64_t synthetic_seed;
-	unsigned threads;               /* compression workers; 0: online CPUs */
-	/* Called as bytes are written; a non-zero return stops the pack with -ECANCELED. May be NULL. */
-	int (*progress)(void *arg, uint64_t done, uint64_t total);
-	void *progress_arg;
-};
-
-struct engram_pack_result {
-	uint64_t raw_bytes;     /* table bytes before compression (pages, padding included) */
-	uint64_t stored_bytes;  /* table bytes as stored */
-	uint64_t file_bytes;    /* all files written */
-	unsigned n_files;       /* shards, plus the manifest when split */
-};
-
-/*
- * Build shard files. Tensors are found by name (any prefix such as "model."), their shapes checked against
- * the config (rows = the layer's prime sum, columns = head dim), and streamed with bounded memory. Each
- * file is written under a temporary name in the destination directory, fsynced and renamed, so an
- * interrupted pack leaves nothing at out_path; a split pack writes its manifest last.
- * Returns 0 (and fills *result when not NULL), or: errors of engram_config_load, -errno of the files,
- * ENGRAM_EPARSE / ENGRAM_ETRUNC (bad checkpoint files), ENGRAM_ESHAPE, ENGRAM_EDTYPE (tensor missing a
- * scale, unsupported dtype), -ENOENT (tensor not found), -EINVAL (bad options), -ECANCELED.
- */
-ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram_pack_result *result);
-
-/* ---------------------------------------------------------------------------------------------------
  * Reading shards.
  *
  * A store maps one shard file, or every shard a manifest names, read-only and shared (MAP_SHARED): many
@@ -235,15 +188,35 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
  */
 typedef struct engram_store engram_store;
 
-/* flags: 0 for now. Errors: -errno, ENGRAM_EMAGIC, ENGRAM_EENDIAN, ENGRAM_EVERSION, ENGRAM_ETRUNC,
- * ENGRAM_ECORRUPT (with the detail naming the structure), ENGRAM_EPARSE (bad manifest), -ENOMEM. */
+/* Open a shard file, or the manifest of a split set (every shard it names, which must belong to that set).
+ * flags: 0 for now. Errors: -errno (-EINVAL for a FIFO, directory or device), ENGRAM_EMAGIC, ENGRAM_EENDIAN,
+ * ENGRAM_EVERSION, ENGRAM_ETRUNC, ENGRAM_ECORRUPT (with the detail naming the structure), ENGRAM_EPARSE (bad
+ * manifest), -ENOMEM. */
 ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags);
 ENGRAM_API void engram_close(engram_store *s);
 
 /* The hash config stored in the shards (owned by the store). */
 ENGRAM_API const engram_config *engram_store_config(const engram_store *s);
 
+/* What a store holds as a whole. */
+struct engram_store_info {
+	size_t size;             /* sizeof(struct engram_store_info), set by the caller */
+	unsigned n_shards;
+	unsigned n_tables;       /* pieces: contiguous row ranges of a layer in one shard */
+	unsigned n_layers;
+	uint8_t set_id[16];      /* shared by every shard of the set */
+	uint64_t row_scale;      /* 1 for real weights; N for a synthetic set whose vocab sizes were divided by N */
+	uint64_t raw_bytes;      /* table pages x 4096, all tables */
+	uint64_t stored_bytes;   /* as stored (smaller when zstd) */
+	uint64_t file_bytes;     /* all shard files */
+	uint64_t created_unix;   /* when the set was packed (SOURCE_DATE_EPOCH when set then) */
+	const char *writer;      /* "libengram 0.1.0" (owned by the store) */
+};
+/* Fill *info (as far as info->size allows). Returns 0 or -EINVAL (size below the first version's). */
+ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info *info);
+
 struct engram_table_info {
+	size_t size;             /* sizeof(struct engram_table_info), set by the caller */
 	const char *path;        /* shard file holding it (owned by the store) */
 	unsigned shard_index;    /* i of engram_store_shard_path(s, i) */
 	unsigned layer_index;
@@ -261,22 +234,22 @@ struct engram_table_info {
 	uint64_t stored_bytes;
 };
 
-/* Number of table pieces (one per contiguous row range per shard) and a description of piece i. */
+/* Number of table pieces (one per contiguous row range per shard) and a description of piece i (as far as
+ * info->size allows). Returns 0 or -EINVAL (bad index, size below the first version's). */
 ENGRAM_API unsigned engram_store_num_tables(const engram_store *s);
 ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct engram_table_info *info);
 /* Shard files of the store (one, or every shard its manifest names) and the path of shard i (owned by the
  * store; NULL for a bad index). */
 ENGRAM_API unsigned engram_store_num_shards(const engram_store *s);
 ENGRAM_API const char *engram_store_shard_path(const engram_store *s, unsigned i);
-/* Row scale of a synthetic table set (1 for real weights). */
-ENGRAM_API uint64_t engram_store_row_scale(const engram_store *s);
 
 /*
  * Copy one row's stored record (native bytes: payload, then scales for F8_E4M3) to dst, which holds at
  * least the record size. Synchronous: a miss reads the disk. Returns the record size, -EINVAL (bad layer or
  * row, dst too small), ENGRAM_ECORRUPT (a zstd frame that does not decode), -ENOMEM.
  */
-ENGRAM_API int engram_read_row(engram_store *s, unsigned layer_index, uint64_t row, void *dst, size_t dst_size);
+ENGRAM_API int engram_read_row(const engram_store *s, unsigned layer_index, uint64_t row, void *dst,
+			       size_t dst_size);
 
 /*
  * Bring the tables of one layer (layer_index >= 0) or of all (-1) into memory ahead of use, as engines that
@@ -289,7 +262,7 @@ ENGRAM_API int engram_read_row(engram_store *s, unsigned layer_index, uint64_t r
  * -EINVAL (bad layer), -ENOMEM, or -errno from open or read. A shard truncated while open is fatal here as
  * anywhere a mapping is read (engram(5)).
  */
-ENGRAM_API int engram_preload(engram_store *s, int layer_index);
+ENGRAM_API int engram_preload(const engram_store *s, int layer_index);
 
 /*
  * Check every checksum: metadata sections and each data block of each shard. report (may be NULL) is
@@ -297,7 +270,7 @@ ENGRAM_API int engram_preload(engram_store *s, int layer_index);
  * Returns 0 when everything matches, ENGRAM_ECORRUPT when anything did not (engram_last_error() names the
  * first), or -errno.
  */
-ENGRAM_API int engram_verify(engram_store *s, int (*report)(void *arg, const char *msg), void *arg);
+ENGRAM_API int engram_verify(const engram_store *s, int (*report)(void *arg, const char *msg), void *arg);
 
 /* ---------------------------------------------------------------------------------------------------
  * Gathering rows into the caller's buffer.
@@ -308,7 +281,8 @@ enum engram_out {
 	ENGRAM_OUT_F32 = 2,    /* float32 per element; F8_E4M3 dequantized as e4m3 x 2^(e8m0 - 127) */
 };
 
-/* Bytes one gathered row of the layer takes in the given output type; 0 for a bad layer or type. */
+/* Bytes one gathered row of the layer takes in the given output type (columns of a position are rows: a
+ * position takes columns x this); 0 for a bad layer or type. */
 ENGRAM_API size_t engram_out_row_bytes(const engram_store *s, unsigned layer_index, enum engram_out out);
 
 /*
@@ -317,7 +291,7 @@ ENGRAM_API size_t engram_out_row_bytes(const engram_store *s, unsigned layer_ind
  * the page cache block. Thread-safe on a shared store. Returns 0, -EINVAL (bad layer, type, row, or dst
  * smaller than n rows), ENGRAM_ECORRUPT (a zstd frame that does not decode), -ENOMEM.
  */
-ENGRAM_API int engram_gather_rows(engram_store *s, unsigned layer_index, const uint64_t *rows, size_t n,
+ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, const uint64_t *rows, size_t n,
 				  enum engram_out out, void *dst, size_t dst_size);
 
 /* ---------------------------------------------------------------------------------------------------
@@ -334,9 +308,9 @@ ENGRAM_API int engram_gather_rows(engram_store *s, unsigned layer_index, const u
  * unused while up to half of physical memory's worth of other pages came in. In direct mode they are read
  * with O_DIRECT into a bounded private cache (CLOCK replacement: units in flight or requested by the
  * current step are never evicted; hot ones stay). zstd tables are always served through the private
- * cache, decompressed when their read completes. Without io_uring (ENOSYS, EPERM, ENOMEM at ring set-up)
- * or with ENGRAM_NO_URING=1 in the environment, a pool of pread threads does the reads; results are the
- * same.
+ * cache, decompressed when their read completes. Where io_uring is refused (ring set-up fails with ENOSYS,
+ * EPERM, EACCES, ENOMEM or EINVAL; any other error fails engram_session_create), or with ENGRAM_NO_URING=1 in
+ * the environment, a pool of pread threads does the reads; results are the same.
  *
  * A session belongs to one thread at a time; many sessions (threads, processes) may share one store.
  */
@@ -352,6 +326,7 @@ enum engram_mode {
 #define ENGRAM_SESSION_SQPOLL 4u      /* io_uring submission by a kernel thread (costs a core while busy) */
 
 struct engram_session_options {
+	size_t size;            /* sizeof(struct engram_session_options), set by the caller (ENGRAM_INIT) */
 	unsigned max_seqs;      /* sequence slots; 0: 1 */
 	enum engram_mode mode;
 	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
@@ -359,8 +334,9 @@ struct engram_session_options {
 	unsigned flags;         /* ENGRAM_SESSION_* */
 };
 
-/* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL, -ENOMEM, -errno. */
-ENGRAM_API int engram_session_create(engram_session **out, engram_store *store,
+/* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL (bad mode, a cache too
+ * large to index), -E2BIG (options this library does not know), -ENOMEM, -errno. */
+ENGRAM_API int engram_session_create(engram_session **out, const engram_store *store,
 				     const struct engram_session_options *opts);
 ENGRAM_API void engram_session_destroy(engram_session *s);
 /* "io_uring" or "pread pool (<why>)"; static or session-owned storage. */
@@ -384,6 +360,9 @@ ENGRAM_API size_t engram_session_positions(const engram_session *s);
 /* Rows of the step's positions for one layer, layer-major as engram_hasher_push writes them; valid until
  * the next push or begin. NULL for a bad layer. */
 ENGRAM_API const uint64_t *engram_session_rows(const engram_session *s, unsigned layer_index);
+/* Bytes engram_session_gather() writes for the layer in the given output type at this point of the step:
+ * positions x columns x engram_out_row_bytes(). 0 for a bad layer or type. */
+ENGRAM_API size_t engram_session_gather_bytes(const engram_session *s, unsigned layer_index, enum engram_out out);
 /*
  * Fill dst with the layer's rows for every position of the step, in push order: [positions, columns x
  * head_dim] (f32/bf16) or [positions, columns, record bytes] (native). Waits only for reads not yet
@@ -401,20 +380,31 @@ ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer_in
 ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_index, const uint64_t *rows, size_t n,
 					  enum engram_out out, void *dst, size_t dst_size);
 
+/* Buckets of engram_io_stats.lead_hist: bucket 0 counts leads below 1 us; bucket b >= 1 counts leads in
+ * [2^e x (1 + q/4), 2^e x (1 + (q+1)/4)) us with e = (b - 1) / 4 and q = (b - 1) % 4; the last bucket also
+ * holds everything longer. */
+#define ENGRAM_LEAD_BUCKETS 96
+
 struct engram_io_stats {
-	uint64_t rows;      /* rows gathered */
-	uint64_t hits;      /* rows whose data was ready when gathered */
-	uint64_t late;      /* rows whose read was still in flight when gathered (gather waited) */
-	uint64_t misses;    /* rows never requested before gather: read then (page faults in page-cache mode) */
+	size_t size;        /* sizeof(struct engram_io_stats), set by the caller */
+	uint64_t rows;      /* rows gathered: ready + not_ready + misses */
+	uint64_t ready;     /* rows whose bytes were in memory when the gather call began (after collecting the
+			       reads completed by then, before any waiting) */
+	uint64_t not_ready; /* rows requested before the gather whose read had not completed when it began */
+	uint64_t misses;    /* rows never requested before the gather: read then (page faults in page-cache mode) */
 	uint64_t requested; /* rows requested by push or prefetch */
 	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
 	uint64_t ios;       /* reads issued, gather's own included */
 	uint64_t bytes;     /* bytes those reads bring in (a page-cache read of one byte brings its page) */
 	uint64_t wait_ns;   /* time gather spent waiting for reads */
+	/* The lead each gathered row's read needed: from the request of its unit (push or prefetch) to the
+	 * completion of the read, for rows whose read completed in the current step (or was awaited by it). */
+	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
 };
 
 /* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (step = 1,
- * reset by engram_session_begin) or since the session started (step = 0). Returns 0 or -EINVAL. */
+ * reset by engram_session_begin) or since the session started (step = 0), as far as out->size allows.
+ * Returns 0 or -EINVAL (bad layer, size below the first version's). */
 ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, int step, struct engram_io_stats *out);
 
 #ifdef __cplusplus
@@ -422,3 +412,25 @@ ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, in
 #endif
 
 #endif /* ENGRAM_H */
+
+/* ---------------------------------------------------------------------------------------------------
+ * For the project's own tools, which link the static library: not exported by libengram.so, and not part of
+ * the stable API (zstd's ZSTD_STATIC_LINKING_ONLY convention).
+ */
+#if defined(ENGRAM_STATIC_LINKING_ONLY) && !defined(ENGRAM_H_STATIC)
+#define ENGRAM_H_STATIC
+#ifdef __cplusplus
+extern "C" {
+#endif
+/*
+ * Read a 1-D integer or bool .npy file (numpy format 1.0-3.0, little-endian, C order; shape (n,) or (1, n))
+ * into a new array of int64: token streams and masks. On success *values (free with engram_free) and *count
+ * are set and 0 is returned; errors: -errno from open/read, ENGRAM_EPARSE (not .npy), ENGRAM_ETRUNC (data cut
+ * short), ENGRAM_EDTYPE (not integers), ENGRAM_ESHAPE (not 1-D), -ENOMEM.
+ */
+ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count);
+#ifdef __cplusplus
+}
+#endif
+#endif /* ENGRAM_STATIC_LINKING_ONLY */
+

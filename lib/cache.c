@@ -17,10 +17,12 @@ static uint32_t bucket_of(const struct eg_units *t, uint64_t key)
 
 int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes)
 {
-	uint32_t nb = 1;
+	uint64_t nb = 1;
 
 	memset(t, 0, sizeof(*t));
-	while (nb < 2 * n)
+	if (n > EG_UNITS_MAX || (slot_bytes && n > SIZE_MAX / slot_bytes))
+		return -EINVAL;
+	while (nb < 2 * (uint64_t)n)
 		nb <<= 1;
 	t->u = calloc(n, sizeof(*t->u));
 	t->bucket = malloc(nb * sizeof(*t->bucket));
@@ -38,7 +40,7 @@ int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes)
 		t->slot_bytes = slot_bytes;
 	}
 	t->n = n;
-	t->mask = nb - 1;
+	t->mask = (uint32_t)(nb - 1);
 	memset(t->bucket, 0xff, nb * sizeof(*t->bucket));
 	for (uint32_t i = 0; i < n; i++)
 		t->u[i].next = i + 1 < n ? i + 1 : EG_NO_UNIT;

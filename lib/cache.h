@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #define EG_NO_UNIT UINT32_MAX
+#define EG_UNITS_MAX (1u << 30) /* slots of one table at most: buckets and indexes stay within 32 bits */
 
 enum { EG_UNIT_FREE = 0, EG_UNIT_INFLIGHT = 1, EG_UNIT_READY = 2 };
 
@@ -19,6 +20,8 @@ struct eg_unit {
 	uint8_t state;
 	uint8_t ref;      /* CLOCK: used since the hand last passed */
 	int16_t err;      /* -errno of a failed read, kept until the unit is reused */
+	uint64_t t_req;   /* CLOCK_MONOTONIC ns when its read was requested, and when it completed */
+	uint64_t t_done;
 };
 
 struct eg_units {
@@ -37,6 +40,7 @@ static inline uint64_t eg_unit_key(uint32_t piece, uint64_t unit)
 	return (uint64_t)(piece + 1) << 40 | unit;
 }
 
+/* n slots (of slot_bytes each when slot_bytes is not 0); -ENOMEM, or -EINVAL when n x slot_bytes overflows. */
 int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes);
 void eg_units_destroy(struct eg_units *t);
 uint32_t eg_units_find(const struct eg_units *t, uint64_t key);

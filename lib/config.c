@@ -205,7 +205,7 @@ int eg_token_map_load(const char *path, int32_t **map_out, uint64_t *n_out)
 
 ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, const char *map_path)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	struct eg_hash_params p;
 	int32_t *map = NULL;
 	uint64_t n = 0;
@@ -222,79 +222,103 @@ ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, 
 	snprintf(what, sizeof(what), "'%s' with '%s'", config_path, map_path);
 	err = eg_config_build(out, &p, map, n, NULL, NULL, what);
 out:
-	errno = saved;
 	return err;
+}
+
+static int bad_layer(const engram_config *c, unsigned li)
+{
+	return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, c->n_layers);
 }
 
 ENGRAM_API unsigned engram_config_num_layers(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->n_layers;
 }
 
 ENGRAM_API int engram_config_layer_id(const engram_config *c, unsigned li)
 {
-	return li < c->n_layers ? c->layers[li].id : -EINVAL;
+	EG_KEEP_ERRNO;
+	return li < c->n_layers ? c->layers[li].id : bad_layer(c, li);
 }
 
 ENGRAM_API int engram_config_layer_index(const engram_config *c, int layer_id)
 {
+	EG_KEEP_ERRNO;
 	for (unsigned i = 0; i < c->n_layers; i++)
 		if (c->layers[i].id == layer_id)
 			return (int)i;
-	return -EINVAL;
+	return eg_fail(-EINVAL, "layer %d has no Engram table in this config", layer_id);
 }
 
 ENGRAM_API unsigned engram_config_max_ngram(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->max_ngram;
 }
 
 ENGRAM_API unsigned engram_config_num_heads(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->n_heads;
 }
 
 ENGRAM_API unsigned engram_config_head_dim(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->head_dim;
 }
 
 ENGRAM_API unsigned engram_config_columns(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->columns;
 }
 
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *c, unsigned li)
 {
-	return li < c->n_layers ? c->layers[li].rows : 0;
+	EG_KEEP_ERRNO;
+	return li < c->n_layers ? c->layers[li].rows : (uint64_t)(bad_layer(c, li) & 0);
 }
 
 ENGRAM_API uint64_t engram_config_prime(const engram_config *c, unsigned li, unsigned col)
 {
-	return li < c->n_layers && col < c->columns ? c->layers[li].mod[col].p : 0;
+	EG_KEEP_ERRNO;
+	if (li >= c->n_layers || col >= c->columns)
+		return (uint64_t)(eg_fail(-EINVAL, "layer index %u / column %u out of range (%u layers, %u columns)", li,
+					  col, c->n_layers, c->columns) & 0);
+	return c->layers[li].mod[col].p;
 }
 
 ENGRAM_API uint64_t engram_config_multiplier(const engram_config *c, unsigned li, unsigned k)
 {
-	return li < c->n_layers && k < c->max_ngram ? c->layers[li].mult[k] : 0;
+	EG_KEEP_ERRNO;
+	if (li >= c->n_layers || k >= c->max_ngram)
+		return (uint64_t)(eg_fail(-EINVAL, "layer index %u / multiplier %u out of range (%u layers, %u multipliers)",
+					  li, k, c->n_layers, c->max_ngram) & 0);
+	return c->layers[li].mult[k];
 }
 
 ENGRAM_API uint64_t engram_config_raw_vocab(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->raw_vocab;
 }
 
 ENGRAM_API uint64_t engram_config_compressed_vocab(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->cvocab;
 }
 
 ENGRAM_API int64_t engram_config_pad_id(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->pad_id;
 }
 
 ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *c)
 {
+	EG_KEEP_ERRNO;
 	return c->cpad;
 }

@@ -9,6 +9,7 @@
 
 #include "jsonerr.h"
 
+#include "file.h"
 #include "internal.h"
 
 struct ctx {
@@ -181,9 +182,9 @@ int eg_params_from_json(struct eg_hash_params *p, const char *path)
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = eg_open_regular(path, "config");
 	if (fd < 0)
-		return eg_fail(-errno, "cannot open '%s': %s", path, strerror(errno));
+		return fd;
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
 	close(fd);
 	if (!root)

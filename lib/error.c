@@ -10,16 +10,19 @@ static _Thread_local char last_error[512];
 
 ENGRAM_API unsigned engram_version_number(void)
 {
+	EG_KEEP_ERRNO;
 	return ENGRAM_VERSION_NUMBER;
 }
 
 ENGRAM_API const char *engram_version(void)
 {
+	EG_KEEP_ERRNO;
 	return ENGRAM_VERSION_STRING;
 }
 
 ENGRAM_API const char *engram_strerror(int err)
 {
+	EG_KEEP_ERRNO;
 	switch (err) {
 	case 0:
 		return "success";
@@ -54,24 +57,22 @@ ENGRAM_API const char *engram_strerror(int err)
 
 ENGRAM_API const char *engram_last_error(void)
 {
+	EG_KEEP_ERRNO;
 	return last_error;
 }
 
 int eg_fail(int err, const char *fmt, ...)
 {
-	int saved = errno;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
-	errno = saved;
 	return err;
 }
 
 int eg_fail_prefix(int err, const char *fmt, ...)
 {
-	int saved = errno;
 	char buf[sizeof(last_error)];
 	size_t k, rest;
 	int w;
@@ -89,6 +90,5 @@ int eg_fail_prefix(int err, const char *fmt, ...)
 	memcpy(buf + k, last_error, rest);
 	buf[k + rest] = 0;
 	memcpy(last_error, buf, sizeof(buf));
-	errno = saved;
 	return err;
 }

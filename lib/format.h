@@ -18,12 +18,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "internal.h"
+
 #define EG_MAGIC "\x89" "ENGRAM\n"     /* 8 bytes; 0x89 catches 7-bit transfers, '\n' CRLF damage */
 #define EG_BYTE_ORDER 0x0A0B0C0Du     /* reads as 0x0D0C0B0A on a machine of the other byte order */
 #define EG_FORMAT_MAJOR 1             /* incompatible changes */
 #define EG_FORMAT_MINOR 0             /* compatible additions: readers accept any minor of their major */
 #define EG_PAGE 4096u
 #define EG_HEADER_SIZE 256u
+#define EG_MAX_BLOCK_PAGES 4096u      /* pages per block at most (16 MiB) */
 
 enum eg_section_type {
 	EG_SEC_HASH = 1,      /* struct eg_disk_hash + layer ids, multipliers, primes */
@@ -32,6 +35,7 @@ enum eg_section_type {
 	EG_SEC_FRAMES = 4,    /* zstd tables: uint64 frame end offsets, per table (see eg_disk_table) */
 	EG_SEC_BLOCKSUMS = 5, /* uint64 XXH3 checksum per data block, per table */
 };
+#define EG_SEC_LAST EG_SEC_BLOCKSUMS /* highest type this version knows; later minor versions may add more */
 
 enum eg_dtype {
 	EG_DT_F32 = 1,
@@ -160,5 +164,63 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;
 	return e * head_dim;
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Encoding and decoding (lib/format.c): the one owner of these structures. Decoders check every field against
+ * the file before anything uses it, in LMDB's order (magic, byte order, version, checksum, sizes, bounds), and
+ * fail with eg_fail() naming the file (path) and the structure; encoders fill the fixed fields and checksums.
+ */
+
+/* Header from the first `have` bytes of a file of file_size bytes. */
+int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
+/* A complete header: magic, versions, sizes, set, shard index/count, section table and the checksums. */
+EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index,
+				 uint32_t shard_count, uint64_t section_table_offset, const struct eg_disk_section *secs,
+				 uint32_t n_sections, uint64_t created_unix);
+
+/* The section table of a mapped file: every entry inside the file, one of each known type, metadata checksums. */
+struct eg_sections {
+	const struct eg_disk_section *table;
+	const struct eg_disk_section *by_type[EG_SEC_LAST + 1]; /* NULL where absent (only unknown types may be) */
+	const struct eg_disk_table *tables;                     /* the table directory */
+	unsigned n_tables;
+};
+int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
+/* A section entry for len bytes of data at off, with its checksum. */
+EG_PRIVATE void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data,
+				  uint64_t len);
+const char *eg_section_name(uint32_t type);
+/* A section's bytes against its checksum: ENGRAM_ECORRUPT naming the section when they differ. */
+int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path);
+
+/* EG_SEC_HASH: what a config states and derives, as stored (multipliers and primes included). */
+struct eg_hash_decoded {
+	struct eg_hash_params p;
+	const uint64_t *mult;    /* [n_layers][max_ngram], pointing into the section */
+	const uint64_t *primes;  /* [n_layers][columns] */
+	uint64_t raw_vocab, row_scale;
+	int64_t compressed_pad;
+};
+EG_PRIVATE size_t eg_hash_section_size(const engram_config *c);
+EG_PRIVATE void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_scale);
+/* tokmap_len: bytes of the token map section, which must hold raw_vocab int32 entries. */
+int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
+			   const char *path);
+
+/* Table directory entry i of a file against the config and the file's sections (data before data_end). */
+int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
+		   uint64_t data_end, const char *path);
+
+/* The manifest of a split set: a JSON file naming its shards, which sit beside it. */
+struct eg_manifest {
+	uint8_t set_id[16];
+	unsigned n;
+	char **paths;        /* shard paths, resolved against the manifest's directory */
+};
+/* The manifest's text for shard file names (base names); malloc'd, NULL when out of memory. */
+EG_PRIVATE char *eg_manifest_encode(const uint8_t set_id[16], const char *const *names, unsigned n);
+/* ENGRAM_EMAGIC when the JSON is not a manifest, ENGRAM_EVERSION, ENGRAM_EPARSE, -errno. */
+int eg_manifest_decode(struct eg_manifest *m, const char *path);
+void eg_manifest_free(struct eg_manifest *m);
 
 #endif

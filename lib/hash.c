@@ -82,7 +82,7 @@ static int simd_allowed(void)
 
 ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cfg, unsigned max_seqs)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	engram_hasher *h;
 	unsigned N;
 
@@ -110,7 +110,6 @@ ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cf
 			free(h->vc);
 		}
 		free(h);
-		errno = saved;
 		return eg_fail(-ENOMEM, "engram_hasher_create: out of memory for %u sequences", max_seqs);
 	}
 	h->cfg = cfg;
@@ -123,6 +122,7 @@ ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cf
 
 ENGRAM_API void engram_hasher_destroy(engram_hasher *h)
 {
+	EG_KEEP_ERRNO;
 	if (!h)
 		return;
 	free(h->seqs);
@@ -134,6 +134,7 @@ ENGRAM_API void engram_hasher_destroy(engram_hasher *h)
 
 ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq)
 {
+	EG_KEEP_ERRNO;
 	if (seq >= h->n_seqs)
 		return eg_fail(-EINVAL, "sequence slot %u out of range (hasher has %u)", seq, h->n_seqs);
 	for (unsigned i = 0; i < EG_MAX_NGRAM - 1; i++)
@@ -163,6 +164,7 @@ static int pad_beyond_live(const engram_hasher *h, const struct seq *s)
 ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				  size_t n, uint64_t *rows)
 {
+	EG_KEEP_ERRNO;
 	const engram_config *cfg = h->cfg;
 	const unsigned keep = cfg->max_ngram - 1;
 	const int64_t vocab = (int64_t)cfg->raw_vocab;
@@ -273,6 +275,7 @@ static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs,
 ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
 					const uint8_t *mask, size_t n, uint64_t *rows)
 {
+	EG_KEEP_ERRNO;
 	const engram_config *cfg = h->cfg;
 	const unsigned keep = cfg->max_ngram - 1;
 	int64_t *cur = h->bat + keep * BLOCK;

@@ -2,14 +2,29 @@
 #ifndef ENGRAM_INTERNAL_H
 #define ENGRAM_INTERNAL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY
 #include "engram.h"
+
+/* Shard files are read in place through their mapping (little-endian integers, 64-bit offsets and sizes). */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ || !defined(__LP64__)
+#error "libengram reads its files in place: it needs a 64-bit little-endian target (x86-64, aarch64, ...)"
+#endif
 
 #define EG_MAX_NGRAM 16
 #define EG_MAX_HEADS 4096
 #define EG_MAX_LAYERS 1024
+
+/* Internal functions that libengram-pack (the packer, a library of its own: lib/pack/) calls in libengram. They
+ * are exported under the version node ENGRAM_PRIVATE (lib/libengram.map), which is not part of the API. */
+#if defined(__GNUC__)
+#define EG_PRIVATE __attribute__((visibility("default")))
+#else
+#define EG_PRIVATE
+#endif
 
 #if defined(__GNUC__)
 #define EG_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -21,12 +36,31 @@
 #define EG_UNLIKELY(x) (x)
 #endif
 
+/* The first statement of every exported function: whatever the function does, errno is what the caller had
+ * when it returns (the cleanup runs on every return path). */
+static inline void eg_errno_restore(const int *saved)
+{
+	errno = *saved;
+}
+#define EG_KEEP_ERRNO int eg_saved_errno_ __attribute__((cleanup(eg_errno_restore))) = errno
+
+/* Bytes of a struct up to and including field: the size of a struct's first version is that through its
+ * first version's last field. */
+#define EG_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* Caller-allocated structs that begin with their size (engram.h's conventions). min is the size of the
+ * struct's first version: smaller is -EINVAL. An input struct larger than known must be zero beyond it
+ * (-E2BIG otherwise); the result is a copy of known bytes (zero where the caller's struct is shorter). */
+EG_PRIVATE int eg_struct_in(void *dst, size_t known, const void *src, size_t min, const char *what);
+/* Copy the known bytes of an output struct to the caller's, as far as its size allows (-EINVAL below min). */
+EG_PRIVATE int eg_struct_out(void *dst, const void *src, size_t known, size_t min, const char *what);
+
 /* Record the detail for engram_last_error() and return err (a negative code), so callers write
  * `return eg_fail(-EINVAL, "...")`. errno is preserved. */
-int eg_fail(int err, const char *fmt, ...) EG_PRINTF(2, 3);
+EG_PRIVATE int eg_fail(int err, const char *fmt, ...) EG_PRINTF(2, 3);
 
 /* Append ": <engram_strerror(err)>" style context: prefix the current detail with fmt. Returns err. */
-int eg_fail_prefix(int err, const char *fmt, ...) EG_PRINTF(2, 3);
+EG_PRIVATE int eg_fail_prefix(int err, const char *fmt, ...) EG_PRINTF(2, 3);
 
 /* Deterministic primality for all 64-bit n. */
 int eg_is_prime(uint64_t n);
@@ -82,16 +116,16 @@ struct engram_config {
 };
 
 /* Parse either JSON form into params; path names the file in errors. */
-int eg_params_from_json(struct eg_hash_params *p, const char *path);
+EG_PRIVATE int eg_params_from_json(struct eg_hash_params *p, const char *path);
 
 /* Build a config from params and a token map (taken over on success and on failure). When mult/primes are
  * given (layer-major: [n_layers][max_ngram] and [n_layers][columns]) they are used as stored instead of
  * derived. what names the source in errors. */
-int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
+EG_PRIVATE int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
 		    const uint64_t *mult, const uint64_t *primes, const char *what);
 
 /* Load a compressed-token map (.npy of int32/int64) as int32. */
-int eg_token_map_load(const char *path, int32_t **map, uint64_t *n);
+EG_PRIVATE int eg_token_map_load(const char *path, int32_t **map, uint64_t *n);
 
 /* .npy header: numpy format 1.0/2.0/3.0. */
 struct eg_npy {
@@ -105,7 +139,7 @@ struct eg_npy {
 };
 
 /* Read and validate the header of an open .npy file against its size; path names it in errors. */
-int eg_npy_read_header(int fd, const char *path, struct eg_npy *h);
+EG_PRIVATE int eg_npy_read_header(int fd, const char *path, struct eg_npy *h);
 
 /* Load a 1-D little-endian integer (or bool) .npy into a new int64 array. */
 int eg_npy_load_ints(const char *path, int64_t **values, size_t *count);

@@ -34,24 +34,4 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth, int sqpoll);
 int eg_io_pool_create(struct eg_io **out, unsigned depth, unsigned threads);
 
 
-/* Read len bytes at off into buf, of which at least need must arrive (an aligned span may run past the end
- * of the file). Retries short reads and EINTR; the end of the file before need bytes is ENGRAM_ETRUNC, and
- * both name path. Reads pass through the fault hook below. */
-int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_t off, const char *path);
-
-/* Fault injection for tests (not exported): a non-zero uring_err makes ring set-up fail with it; a read
- * whose sequence number (counted from 1 across reads and completions) is a multiple of eio_every fails
- * with -EIO, and one that is a multiple of short_every returns half of what it asked for. */
-struct eg_faults {
-	int uring_err;
-	unsigned eio_every;
-	unsigned short_every;
-	unsigned long seq;
-};
-extern struct eg_faults eg_faults;
-
-/* Apply the injected faults to a read of len bytes into buf that returned res. A shortened read also
- * scrambles the bytes it no longer returns, as a real short read would leave them unwritten. */
-int eg_fault_read(int res, void *buf, size_t len);
-
 #endif

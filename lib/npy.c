@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "internal.h"
 
 #define NPY_MAX_HEADER 65536
@@ -167,9 +168,8 @@ int eg_npy_load_ints(const char *path, int64_t **values, size_t *count)
 	int64_t *out = NULL;
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return eg_fail(-errno, "cannot open '%s': %s", path, strerror(errno));
+	if ((fd = eg_open_regular(path, ".npy file")) < 0)
+		return fd;
 	err = eg_npy_read_header(fd, path, &h);
 	if (err < 0)
 		goto out;
@@ -213,10 +213,12 @@ out:
 
 ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count)
 {
+	EG_KEEP_ERRNO;
 	return eg_npy_load_ints(npy_path, values, count);
 }
 
 ENGRAM_API void engram_free(void *p)
 {
+	EG_KEEP_ERRNO;
 	free(p);
 }

@@ -7,6 +7,7 @@
 #include <liburing.h>
 
 #include "internal.h"
+#include "file.h"
 #include "io.h"
 
 struct uring_io {

@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "file.h"
 #include "store.h"
 
 #ifndef MADV_POPULATE_READ
@@ -33,11 +33,11 @@ static int read_in_order(int fd, uint8_t *buf, uint64_t off, uint64_t len, const
 static int preload_piece(const struct eg_piece *p, uint8_t *buf)
 {
 	const struct eg_shard *sh = p->shard;
-	int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+	int fd = eg_reopen(sh->fd, 0, sh->path);
 	int err;
 
 	if (fd < 0)
-		return eg_fail(-errno, "cannot open '%s': %s", sh->path, strerror(errno));
+		return eg_fail(fd, "cannot open '%s': %s", sh->path, engram_strerror(fd));
 	err = read_in_order(fd, buf, p->t->data_offset, p->t->data_length, sh->path);
 	close(fd);
 	if (err < 0)
@@ -54,9 +54,10 @@ static int preload_piece(const struct eg_piece *p, uint8_t *buf)
 	return 0;
 }
 
-ENGRAM_API int engram_preload(engram_store *s, int layer_index)
+ENGRAM_API int engram_preload(const engram_store *s, int layer_index)
 {
-	int saved = errno, err = 0;
+	EG_KEEP_ERRNO;
+	int err = 0;
 	unsigned first = 0, end;
 	uint8_t *buf;
 
@@ -81,6 +82,5 @@ ENGRAM_API int engram_preload(engram_store *s, int layer_index)
 		err = preload_piece(&s->pieces[i], buf);
 	free(buf);
 out:
-	errno = saved;
 	return err;
 }

@@ -13,10 +13,7 @@ struct eg_shard {
 	const uint8_t *map;           /* the whole file, PROT_READ, MAP_SHARED */
 	uint64_t size;
 	const struct eg_disk_header *hdr;
-	const struct eg_disk_section *secs;
-	const struct eg_disk_table *tables;
-	unsigned n_tables;
-	const struct eg_disk_section *sec[6]; /* by type; NULL when absent */
+	struct eg_sections secs;
 };
 
 /* One contiguous row range of a layer, in one shard. */
@@ -31,6 +28,7 @@ struct eg_piece {
 struct engram_store {
 	engram_config *cfg;
 	uint64_t row_scale;
+	char writer[sizeof(((struct eg_disk_header *)0)->writer) + 1]; /* NUL-terminated copy of the header's */
 	unsigned n_shards;
 	struct eg_shard *shards;
 	unsigned n_pieces;
@@ -41,7 +39,7 @@ struct engram_store {
 /* The piece holding a row of a layer, or NULL. */
 const struct eg_piece *eg_store_find(const engram_store *s, unsigned layer_index, uint64_t row);
 
-/* Decompress block b of a zstd piece into dst (pages_per_block pages); returns the bytes produced. */
-int eg_piece_load_block(const struct eg_piece *p, uint64_t b, uint8_t *dst, size_t cap);
+/* The first piece of a layer (every piece of a layer has its dtype and head dim), or NULL. */
+const struct eg_disk_table *eg_store_layer_table(const engram_store *s, unsigned layer_index);
 
 #endif

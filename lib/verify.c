@@ -5,8 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include <xxhash.h>
-
+#include "block.h"
 #include "store.h"
 
 struct report {
@@ -43,22 +42,12 @@ static void verify_piece(const struct eg_piece *piece, struct report *r)
 {
 	const struct eg_disk_table *t = piece->t;
 	struct cursor cur = { piece->data, 0 }, *p = &cur;
-	uint64_t bsize = (uint64_t)t->pages_per_block * EG_PAGE;
 
 	for (uint64_t b = 0; b < t->n_blocks && !r->stop; b++) {
 		uint64_t start, end;
-		if (t->codec == EG_CODEC_RAW) {
-			start = b * bsize;
-			end = start + bsize < t->data_length ? start + bsize : t->data_length;
-		} else {
-			start = b ? piece->frames[b - 1] : 0;
-			end = piece->frames[b];
-			if (start > end || end > t->data_length) {
-				failure(r, "'%s': layer %d rows from %llu: frame %llu index [%llu, %llu) is out of order or "
-					   "past the data", piece->shard->path, t->layer_id, (unsigned long long)t->row_begin,
-					(unsigned long long)b, (unsigned long long)start, (unsigned long long)end);
-				continue;
-			}
+		if (eg_block_range(piece, b, &start, &end) < 0) {
+			failure(r, "%s", engram_last_error());
+			continue;
 		}
 		/* hand back pages already checked, so verifying a table larger than RAM keeps a small footprint */
 		if (start - p->released >= RELEASE_EVERY) {
@@ -68,29 +57,27 @@ static void verify_piece(const struct eg_piece *piece, struct report *r)
 				madvise((void *)from, to - from, MADV_DONTNEED);
 			p->released = start;
 		}
-		if (XXH3_64bits(p->data + start, end - start) != piece->sums[b])
+		if (eg_block_check(piece, b, p->data + start, (size_t)(end - start)) < 0)
 			failure(r, "'%s': layer %d rows from %llu: block %llu (file bytes %llu-%llu) checksum mismatch",
 				piece->shard->path, t->layer_id, (unsigned long long)t->row_begin, (unsigned long long)b,
 				(unsigned long long)(t->data_offset + start), (unsigned long long)(t->data_offset + end));
 	}
 }
 
-ENGRAM_API int engram_verify(engram_store *s, int (*fn)(void *arg, const char *msg), void *arg)
+ENGRAM_API int engram_verify(const engram_store *s, int (*fn)(void *arg, const char *msg), void *arg)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
 	struct report r = { fn, arg, 0, 0 };
 
 	for (unsigned i = 0; i < s->n_shards && !r.stop; i++) {
 		const struct eg_shard *sh = &s->shards[i];
 		for (unsigned k = 0; k < sh->hdr->n_sections && !r.stop; k++) {
-			const struct eg_disk_section *sec = &sh->secs[k];
-			if (XXH3_64bits(sh->map + sec->offset, sec->length) != sec->checksum)
-				failure(&r, "'%s': section %u (type %u, %llu bytes at %llu) checksum mismatch", sh->path, k,
-					sec->type, (unsigned long long)sec->length, (unsigned long long)sec->offset);
+			const struct eg_disk_section *sec = &sh->secs.table[k];
+			if (eg_section_check(sh->map, sec, sh->path) < 0)
+				failure(&r, "%s", engram_last_error());
 		}
 	}
 	for (unsigned i = 0; i < s->n_pieces && !r.stop; i++)
 		verify_piece(&s->pieces[i], &r);
-	errno = saved;
 	return r.failures ? ENGRAM_ECORRUPT : 0;
 }

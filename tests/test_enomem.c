@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -167,9 +168,18 @@ static void every_failure(const char *what, int (*op)(void *), void (*undo)(void
 
 static char cfg[4096], map[4096], weights[4096], out[4096];
 
+/* A library call, which must leave errno as it was whether it succeeds or fails on an allocation. */
+static int keeps_errno(int err, const char *what)
+{
+	if (errno != 4242)
+		fail_msg("%s changed errno to %d (%s)", what, errno, strerror(errno));
+	return err;
+}
+#define KEEP(call) (errno = 4242, keeps_errno((call), #call))
+
 static int load_config(void *arg)
 {
-	return engram_config_load((engram_config **)arg, cfg, map);
+	return KEEP(engram_config_load((engram_config **)arg, cfg, map));
 }
 
 static void free_config(void *arg)
@@ -193,10 +203,11 @@ static int files_in(const char *dir)
 static int pack(void *arg)
 {
 	const char *w[1] = { weights };
-	struct engram_pack_options o = { .config_path = cfg, .token_map_path = map, .weights = w, .n_weights = 1,
-					 .out_path = out, .codec = arg, .threads = 1 };
+	struct engram_pack_options o = { .size = sizeof(struct engram_pack_options), .config_path = cfg,
+					 .token_map_path = map, .weights = w, .n_weights = 1, .out_path = out,
+					 .codec = arg, .threads = 1 };
 	int before = files_in(tmpdir_create_once());
-	int err = engram_pack(&o, NULL);
+	int err = KEEP(engram_pack(&o, NULL));
 
 	if (err < 0 && (access(out, F_OK) == 0 || files_in(tmpdir_create_once()) != before))
 		fail_msg("a failed pack left a file behind");
@@ -211,7 +222,7 @@ static void remove_out(void *arg)
 
 static int open_store(void *arg)
 {
-	return engram_open((engram_store **)arg, out, 0);
+	return KEEP(engram_open((engram_store **)arg, out, 0));
 }
 
 static void close_store(void *arg)
@@ -223,15 +234,16 @@ static engram_store *shared_store;
 
 static int open_session(void *arg)
 {
-	struct engram_session_options o = { .mode = ENGRAM_MODE_DIRECT, .flags = ENGRAM_SESSION_NO_URING,
-					    .queue_depth = 4, .cache_bytes = 1 << 20 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .mode = ENGRAM_MODE_DIRECT,
+					    .flags = ENGRAM_SESSION_NO_URING, .queue_depth = 4,
+					    .cache_bytes = 1 << 20 };
 	engram_session **s = arg;
 	int64_t tok[3] = { 5, 6, 7 };
 	static float buf[3 * 12 * 64];
-	int err = engram_session_create(s, shared_store, &o);
+	int err = KEEP(engram_session_create(s, shared_store, &o));
 
-	if (err == 0 && ((err = engram_session_push(*s, 0, tok, NULL, 3)) < 0 ||
-			 (err = engram_session_gather(*s, 1, ENGRAM_OUT_F32, buf, sizeof(buf))) < 0)) {
+	if (err == 0 && ((err = KEEP(engram_session_push(*s, 0, tok, NULL, 3))) < 0 ||
+			 (err = KEEP(engram_session_gather(*s, 1, ENGRAM_OUT_F32, buf, sizeof(buf)))) < 0)) {
 		engram_session_destroy(*s);
 		*s = NULL;
 	}

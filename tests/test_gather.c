@@ -16,8 +16,9 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "format.h"
-#include "gather.h"
+#include "dtype.h"
 #include "internal.h"
 #include "util.h"
 
@@ -307,7 +308,7 @@ static const char *pack(const struct ckpt *c, const char *name, const char *code
 	static unsigned k;
 	char cfg[600], map[600], w[600], *path = out[k++ % 16];
 	const char *weights[1] = { w };
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 
 	snprintf(path, 512, "%s/%s", tmpdir_create_once(), name);
 	if (access(path, F_OK) == 0)
@@ -315,7 +316,7 @@ static const char *pack(const struct ckpt *c, const char *name, const char *code
 	snprintf(cfg, sizeof(cfg), "%s", fixture(c->config));
 	snprintf(map, sizeof(map), "%s", fixture(c->map));
 	snprintf(w, sizeof(w), "%s", fixture(c->weights));
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = weights;
@@ -499,7 +500,7 @@ static void test_zstd_record_spanning_blocks(void **state)
 		" \"engram_pad_token_id\": 2, \"engram_compressed_vocab_size\": 3829}}";
 	static const enum engram_out outs[] = { ENGRAM_OUT_NATIVE, ENGRAM_OUT_BF16, ENGRAM_OUT_F32 };
 	char cfg_path[600], map[600], raw[600], zst[600];
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	engram_store *a = NULL, *b = NULL;
 
 	(void)state;
@@ -507,7 +508,7 @@ static void test_zstd_record_spanning_blocks(void **state)
 	snprintf(map, sizeof(map), "%s", fixture("ref/tiny-v41/tiny-v41.token_map.npy"));
 	snprintf(raw, sizeof(raw), "%s/wide-raw.engram", tmpdir_create_once());
 	snprintf(zst, sizeof(zst), "%s/wide-zstd.engram", tmpdir_create_once());
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg_path;
 	o.token_map_path = map;
 	o.synthetic_scale = 64;
@@ -521,7 +522,7 @@ static void test_zstd_record_spanning_blocks(void **state)
 	must(engram_pack(&o, NULL), zst);
 	must(engram_open(&a, raw, 0), raw);
 	must(engram_open(&b, zst, 0), zst);
-	struct engram_table_info ti;
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 	must(engram_store_table_info(b, 0, &ti), "info");
 	assert_int_equal(ti.block_pages, 4); /* 3 pages asked, rows of 2 pages */
 	for (uint64_t r = 0; r < 8; r++) {

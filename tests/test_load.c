@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "util.h"
 
 #define PROCS 2
@@ -49,8 +50,10 @@ static void *work(void *arg)
 	struct worker *w = arg;
 	engram_store *st = NULL;
 	engram_session *s = NULL;
-	struct engram_session_options o = { .mode = (enum engram_mode)(w->seed % 2), .queue_depth = 16,
-					    .cache_bytes = 64 << 10, .flags = (w->seed / 2) % 2 ? ENGRAM_SESSION_NO_URING : 0 };
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+					    .mode = (enum engram_mode)(w->seed % 2), .queue_depth = 16,
+					    .cache_bytes = 64 << 10,
+					    .flags = (w->seed / 2) % 2 ? ENGRAM_SESSION_NO_URING : 0 };
 	const char *path = (w->seed / 4) % 2 ? zstd_path : raw_path;
 	double end = now() + SECONDS;
 	float *got = malloc(64 * 12 * 64 * sizeof(float));
@@ -172,8 +175,9 @@ static void test_killed_pack_leaves_nothing_valid(void **state)
 		pid_t pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0) {
-			struct engram_pack_options o = { .config_path = cfg, .token_map_path = map, .weights = wp,
-							 .n_weights = 1, .out_path = out, .codec = round % 2 ? "zstd" : "raw",
+			struct engram_pack_options o = { .size = sizeof(struct engram_pack_options), .config_path = cfg,
+							 .token_map_path = map, .weights = wp, .n_weights = 1,
+							 .out_path = out, .codec = round % 2 ? "zstd" : "raw",
 							 .block_pages = 1, .threads = 1 };
 			_exit(engram_pack(&o, NULL) == 0 ? 0 : 1);
 		}

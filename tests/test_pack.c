@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -44,11 +45,11 @@ static void paths(const struct ckpt *c)
 static struct engram_pack_options options(const struct ckpt *c, const char *out)
 {
 	static const char *w[1];
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 
 	paths(c);
 	w[0] = w_path;
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg_path;
 	o.token_map_path = map_path;
 	o.weights = w;
@@ -126,8 +127,8 @@ static void pack_and_check(const struct ckpt *c, const char *codec, int shuffle,
 			   uint64_t bytes, unsigned ranks)
 {
 	char name[128];
-	struct engram_pack_options o;
-	struct engram_pack_result res;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
 	engram_store *st = NULL;
 
 	snprintf(name, sizeof(name), "%s-%s-%d-%d.%s", c->name, codec, shuffle, (int)split,
@@ -197,7 +198,7 @@ static void test_head_split_shards_hold_whole_heads(void **state)
 	/* second rank: heads 2..3 of each of 3 orders per layer, 2 layers */
 	assert_int_equal(engram_store_num_tables(one), 6);
 	for (unsigned i = 0; i < 6; i++) {
-		struct engram_table_info ti;
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 		must(engram_store_table_info(one, i, &ti), "info");
 		unsigned order = i % 3, li = ti.layer_index;
 		uint64_t begin = 0, count = 0;
@@ -232,7 +233,9 @@ static void test_synthetic_scale_shrinks_rows(void **state)
 	must(engram_pack(&o, NULL), "pack");
 	must(engram_open(&st, o.out_path, 0), o.out_path);
 	const engram_config *cfg = engram_store_config(st);
-	assert_int_equal(engram_store_row_scale(st), 4);
+	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+	must(engram_store_info(st, &si), "info");
+	assert_int_equal(si.row_scale, 4);
 	assert_int_equal(engram_config_num_layers(cfg), 2);
 	assert_int_equal(engram_config_columns(cfg), 12);
 	assert_int_equal(engram_config_head_dim(cfg), 64);

@@ -13,14 +13,16 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "util.h"
 
 static char cfg[4096], map[4096], out[700];
 
 static void pack_synthetic(const char *path, uint64_t seed)
 {
-	struct engram_pack_options o = { .config_path = cfg, .token_map_path = map, .out_path = path,
-					 .synthetic_scale = 1, .synthetic_dtype = "bf16", .synthetic_seed = seed };
+	struct engram_pack_options o = { .size = sizeof(struct engram_pack_options), .config_path = cfg,
+					 .token_map_path = map, .out_path = path, .synthetic_scale = 1,
+					 .synthetic_dtype = "bf16", .synthetic_seed = seed };
 
 	if (engram_pack(&o, NULL) < 0)
 		fail_msg("pack: %s", engram_last_error());

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "format.h"
 #include "util.h"
 
@@ -27,7 +28,7 @@ static int build(void **state)
 {
 	static char cfg[4096], map[4096], w[4096], out[4096];
 	const char *wp[1] = { w };
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	struct stat st;
 
 	(void)state;
@@ -35,7 +36,7 @@ static int build(void **state)
 	snprintf(map, sizeof(map), "%s", fixture("ref/tiny-v41/tiny-v41.token_map.npy"));
 	snprintf(w, sizeof(w), "%s", fixture("ref/tiny-v41/tiny-v41.safetensors"));
 	snprintf(out, sizeof(out), "%s/orig.engram", tmpdir_create_once());
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = wp;
@@ -372,6 +373,96 @@ static void test_verify_finds_single_bit_flips(void **state)
 	free(b);
 }
 
+/* Every path that reads a zstd block checks its checksum, not only sessions and verify: a byte flipped inside
+ * a frame is a corruption error from engram_gather_rows and engram_read_row (some flips still decode, to
+ * other bytes, which these paths used to return with rc 0). */
+static void test_zstd_flip_fails_every_read_path(void **state)
+{
+	uint8_t *b = copy();
+	const struct eg_disk_table *t = (const struct eg_disk_table *)(orig + section(orig, EG_SEC_TABLES)->offset);
+	const uint64_t *frames = (const uint64_t *)(orig + t[0].frames_offset);
+	engram_store *s = NULL;
+	uint64_t rows[64];
+	static uint8_t out[64 * 4096], rec[4096];
+	unsigned flips = 0;
+
+	(void)state;
+	assert_int_equal(t[0].codec, EG_CODEC_ZSTD);
+	/* rows of the first block of layer index t[0].layer_index */
+	uint64_t per_block = (uint64_t)t[0].pages_per_block * (EG_PAGE / t[0].record_size);
+	for (unsigned i = 0; i < 64; i++)
+		rows[i] = t[0].row_begin + i % per_block;
+	for (uint64_t off = 0; off < frames[0]; off += 1 + frames[0] / 23, flips++) {
+		b[t[0].data_offset + off] ^= 0x01;
+		must(engram_open(&s, write_copy(b, orig_len), 0), "open");
+		int err = engram_gather_rows(s, t[0].layer_index, rows, 64, ENGRAM_OUT_NATIVE, out, sizeof(out));
+		if (err != ENGRAM_ECORRUPT)
+			fail_msg("frame byte %llu flipped: engram_gather_rows gave %d (%s)", (unsigned long long)off, err,
+				 engram_last_error());
+		assert_non_null(strstr(engram_last_error(), "bad.engram"));
+		assert_int_equal(engram_read_row(s, t[0].layer_index, rows[0], rec, sizeof(rec)), ENGRAM_ECORRUPT);
+		engram_close(s);
+		b[t[0].data_offset + off] ^= 0x01;
+	}
+	assert_true(flips > 10);
+	free(b);
+}
+
+/* One layer in pieces of different dtypes (two packs of one config mixed under one set id) is refused at open:
+ * a gather sizes and converts a layer's rows by its first piece. */
+static void test_layer_of_two_dtypes_is_refused(void **state)
+{
+	static const char *w[1];
+	char dir_a[600], dir_b[600], path[700];
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	engram_store *s = NULL;
+	static char cfg[4096], map[4096], wa[4096], wb[4096];
+	size_t len;
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/tiny/tiny.config.json"));
+	snprintf(map, sizeof(map), "%s", fixture("ref/tiny/tiny.token_map.npy"));
+	snprintf(wa, sizeof(wa), "%s", fixture("ref/tiny/tiny.bf16.safetensors"));
+	snprintf(wb, sizeof(wb), "%s", fixture("ref/tiny/tiny.f32.safetensors"));
+	snprintf(dir_a, sizeof(dir_a), "%s/mix-a", tmpdir_create_once());
+	snprintf(dir_b, sizeof(dir_b), "%s/mix-b", tmpdir_create_once());
+	assert_int_equal(sh("mkdir -p %s %s", dir_a, dir_b), 0);
+	for (int k = 0; k < 2; k++) {
+		o = ENGRAM_INIT(struct engram_pack_options);
+		w[0] = k ? wb : wa;
+		o.config_path = cfg;
+		o.token_map_path = map;
+		o.weights = w;
+		o.n_weights = 1;
+		o.split = ENGRAM_SPLIT_HEADS;
+		o.split_ranks = 2;
+		snprintf(path, sizeof(path), "%s/t.json", k ? dir_b : dir_a);
+		o.out_path = path;
+		must(engram_pack(&o, NULL), path);
+	}
+	/* the second shard of set A replaced by set B's, given A's set id */
+	snprintf(path, sizeof(path), "%s/t-00002-of-00002.engram", dir_b);
+	uint8_t *b = (uint8_t *)read_file(path, &len), *a;
+	snprintf(path, sizeof(path), "%s/t-00001-of-00002.engram", dir_a);
+	a = (uint8_t *)read_file(path, NULL);
+	memcpy(hdr(b)->set_id, hdr(a)->set_id, 16);
+	reseal(b, 0);
+	snprintf(path, sizeof(path), "%s/t-00002-of-00002.engram", dir_a);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, len, f), len);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/t.json", dir_a);
+	int err = engram_open(&s, path, 0);
+	if (err != ENGRAM_ECORRUPT)
+		fail_msg("mixed dtypes: open gave %d (%s)", err, engram_last_error());
+	assert_non_null(strstr(engram_last_error(), "BF16"));
+	assert_non_null(strstr(engram_last_error(), "F32"));
+	assert_null(s);
+	free(a);
+	free(b);
+}
+
 static void test_not_a_shard(void **state)
 {
 	engram_store *s = NULL;
@@ -401,6 +492,8 @@ int main(void)
 		cmocka_unit_test(test_metadata_section_flips),
 		cmocka_unit_test(test_inconsistent_content),
 		cmocka_unit_test(test_verify_finds_single_bit_flips),
+		cmocka_unit_test(test_zstd_flip_fails_every_read_path),
+		cmocka_unit_test(test_layer_of_two_dtypes_is_refused),
 		cmocka_unit_test(test_not_a_shard),
 	};
 	return cmocka_run_group_tests(tests, build, teardown);

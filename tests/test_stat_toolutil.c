@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "toolutil.h"
 #include "util.h"
 
@@ -336,7 +337,7 @@ static void test_out_same_as_a_shard(void **state)
 	const char *dir = tmpdir_create_once();
 	char cfg[600], map[600], w[600], manifest[600], sym[600], other[600];
 	const char *wp[1] = { w };
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	engram_store *st = NULL;
 
 	(void)state;
@@ -344,7 +345,6 @@ static void test_out_same_as_a_shard(void **state)
 	snprintf(map, sizeof(map), "%s", fixture("ref/tiny/tiny.token_map.npy"));
 	snprintf(w, sizeof(w), "%s", fixture("ref/tiny/tiny.bf16.safetensors"));
 	snprintf(manifest, sizeof(manifest), "%s/set.json", dir);
-	memset(&o, 0, sizeof(o));
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = wp;

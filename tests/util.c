@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "engram_pack.h"
+#include <zstd.h>
 #include "util.h"
 
 const char *fixture(const char *rel)
@@ -282,7 +284,7 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	static unsigned k;
 	char cfg[4096], mp[4096], w[4096], rel[300];
 	const char *wp[1] = { w };
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	char *dst = out[k++ % 8];
 	int err;
 
@@ -295,7 +297,7 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	snprintf(dst, 600, "%s/%s-%s.engram", tmpdir_create_once(), weights, codec);
 	if (access(dst, F_OK) == 0)
 		return dst;
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = mp;
 	o.weights = wp;
@@ -312,14 +314,14 @@ const char *pack_v41_synthetic(uint64_t scale)
 {
 	static char out[600];
 	char cfg[4096], map[4096];
-	struct engram_pack_options o;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 
 	snprintf(out, sizeof(out), "%s/v41-s%llu.engram", tmpdir_create_once(), (unsigned long long)scale);
 	if (access(out, F_OK) == 0)
 		return out;
 	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/v41/v41.config.json"));
 	snprintf(map, sizeof(map), "%s", fixture("ref/v41/v41.token_map.npy"));
-	memset(&o, 0, sizeof(o));
+	o = ENGRAM_INIT(struct engram_pack_options);
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.out_path = out;
@@ -387,4 +389,35 @@ void must(int err, const char *what)
 {
 	if (err < 0)
 		fail_msg("%s: %s (%s)", what, engram_strerror(err), engram_last_error());
+}
+
+char *read_zst(const char *path, size_t *len)
+{
+	size_t n;
+	char *z = read_file(path, &n);
+	unsigned long long size = ZSTD_getFrameContentSize(z, n);
+	char *buf;
+
+	if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > ((size_t)1 << 31))
+		fail_msg("'%s' is not a zstd frame with a content size", path);
+	buf = malloc((size_t)size + 1);
+	assert_non_null(buf);
+	size_t got = ZSTD_decompress(buf, (size_t)size, z, n);
+	if (ZSTD_isError(got) || got != size)
+		fail_msg("cannot decompress '%s'", path);
+	free(z);
+	buf[size] = 0;
+	if (len)
+		*len = (size_t)size;
+	return buf;
+}
+
+const char *unzst_fixture(const char *rel, const char *name)
+{
+	size_t n;
+	char *buf = read_zst(fixture(rel), &n);
+	const char *path = write_tmp(name, buf, n);
+
+	free(buf);
+	return path;
 }

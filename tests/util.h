@@ -65,6 +65,11 @@ void must(int err, const char *what);
 /* A CMocka teardown that removes the scratch directory. */
 int cleanup_tmpdir(void **state);
 
+/* A whole zstd-compressed file, decompressed into a malloc'd, NUL-terminated buffer; its length through len. */
+char *read_zst(const char *path, size_t *len);
+/* Decompress fixtures/<rel> (a .zst file) into <tmpdir>/name; returns the path (write_tmp's slots). */
+const char *unzst_fixture(const char *rel, const char *name);
+
 /* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
  * and the shape through shape[0..*ndim). Fails the test on any problem. */
 void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);

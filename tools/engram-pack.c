@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "pack_progress.h"
 #include "toolutil.h"
 
@@ -124,8 +125,8 @@ int main(int argc, char **argv)
 	};
 	static const char *const codecs[] = { "raw", "zstd", NULL };
 	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", NULL };
-	struct engram_pack_options o;
-	struct engram_pack_result res;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
 	struct pack_progress bar;
 	const char **weights;
 	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL;
@@ -133,8 +134,8 @@ int main(int argc, char **argv)
 
 	tool_name = "engram-pack";
 	argv[0] = (char *)tool_name; /* getopt's own messages */
-	memset(&o, 0, sizeof(o));
-	memset(&res, 0, sizeof(res));
+	o = ENGRAM_INIT(struct engram_pack_options);
+	res = ENGRAM_INIT(struct engram_pack_result);
 	weights = calloc((size_t)argc, sizeof(*weights));
 	if (!weights) {
 		tool_error("out of memory");

@@ -16,6 +16,7 @@ static const struct {
 	{ "verify", stat_verify, "check every checksum of a shard" },
 	{ "gather", stat_gather, "write the rows a token stream gathers from one layer as .npy" },
 	{ "replay", stat_replay, "replay a token stream as an engine would: prefetch hit rates, stalls, I/O" },
+	{ "tokenmap", stat_tokenmap, "build the compressed-token map of a tokenizer.json as .npy" },
 };
 
 static void usage(FILE *f)

@@ -130,9 +130,9 @@ static void print_layers(FILE *f, const struct replay_result *r)
 			fprintf(f, "%5d", r->layers[l].layer_id);
 		else
 			fprintf(f, "  all");
-		fprintf(f, " %11llu %11llu %9llu %9llu", (unsigned long long)s->rows, (unsigned long long)s->hits,
-			(unsigned long long)s->late, (unsigned long long)s->misses);
-		put_num(f, 9, 4, replay_ratio((double)s->hits, (double)s->rows));
+		fprintf(f, " %11llu %11llu %9llu %9llu", (unsigned long long)s->rows, (unsigned long long)s->ready,
+			(unsigned long long)s->not_ready, (unsigned long long)s->misses);
+		put_num(f, 9, 4, replay_ratio((double)s->ready, (double)s->rows));
 		put_num(f, 9, 1, (double)s->wait_ns / 1e6);
 		mib(b, sizeof(b), (double)s->bytes);
 		fprintf(f, " %9llu %10s %11llu\n", (unsigned long long)s->units, b,
@@ -225,12 +225,12 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 	for (size_t i = 0; i < n; i++) {
 		const struct replay_result *x = &r[i];
 		print_settings(f, sw, &x->set);
-		fprintf(f, "%8s", num(a, sizeof(a), 4, replay_ratio((double)x->all.hits, (double)x->all.rows)));
+		fprintf(f, "%8s", num(a, sizeof(a), 4, replay_ratio((double)x->all.ready, (double)x->all.rows)));
 		for (unsigned l = 0; l < x->n_layers; l++)
 			fprintf(f, " %7s",
 				num(a, sizeof(a), 4,
-				    replay_ratio((double)x->layers[l].st.hits, (double)x->layers[l].st.rows)));
-		fprintf(f, " %8llu %8llu %12s %9s %8s %8s %8s\n", (unsigned long long)x->all.late,
+				    replay_ratio((double)x->layers[l].st.ready, (double)x->layers[l].st.rows)));
+		fprintf(f, " %8llu %8llu %12s %9s %8s %8s %8s\n", (unsigned long long)x->all.not_ready,
 			(unsigned long long)x->all.misses, num(a, sizeof(a), 4, x->hit_p95),
 			num(b, sizeof(b), 1, x->stall_us.mean), num(c, sizeof(c), 1, x->stall_us.p50),
 			num(d, sizeof(d), 1, x->stall_us.p95), num(e, sizeof(e), 1, x->stall_us.p99));
@@ -287,9 +287,9 @@ static json_t *jdist(const struct replay_dist *d)
 
 static json_t *jstats(const struct engram_io_stats *s)
 {
-	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "rows", jint(s->rows), "hits", jint(s->hits),
-			 "late", jint(s->late), "misses", jint(s->misses), "hit_rate",
-			 jreal(replay_ratio((double)s->hits, (double)s->rows)), "requested", jint(s->requested),
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "rows", jint(s->rows), "hits", jint(s->ready),
+			 "late", jint(s->not_ready), "misses", jint(s->misses), "hit_rate",
+			 jreal(replay_ratio((double)s->ready, (double)s->rows)), "requested", jint(s->requested),
 			 "units", jint(s->units), "ios", jint(s->ios), "bytes_read", jint(s->bytes), "wait_ms",
 			 jreal((double)s->wait_ns / 1e6));
 }
@@ -494,7 +494,7 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 			slot = 140;
 	}
 	for (size_t i = 0; i < n; i++) {
-		hit[i] = 100 * replay_ratio((double)r[i].all.hits, (double)r[i].all.rows);
+		hit[i] = 100 * replay_ratio((double)r[i].all.ready, (double)r[i].all.rows);
 		p99[i] = r[i].stall_us.p99;
 		if (!isnan(p99[i]) && p99[i] > top)
 			top = p99[i];

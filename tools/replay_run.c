@@ -72,6 +72,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	const engram_config *cfg = engram_store_config(st);
 	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
 	struct engram_session_options so = {
+		.size = sizeof(struct engram_session_options),
 		.max_seqs = in->batch,
 		.mode = r->set.mode,
 		.cache_bytes = r->set.cache_mb << 20,
@@ -162,7 +163,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			sleep_until(t0 + step_ns + shift);
 		compute_ns += step_ns;
 		stall_total += gather_ns;
-		struct engram_io_stats ss;
+		struct engram_io_stats ss = ENGRAM_INIT(struct engram_io_stats);
 		engram_session_stats(s, -1, 1, &ss);
 		replay_samples_add(&smp, step, push_us, (double)gather_ns / 1e3, &ss);
 	}
@@ -176,6 +177,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	r->stall_s = (double)stall_total / 1e9;
 	r->major_faults = flt1 - flt0;
 	r->kernel_read_bytes = io0 >= 0 && io1 >= 0 ? io1 - io0 : -1;
+	r->all = ENGRAM_INIT(struct engram_io_stats);
 	engram_session_stats(s, -1, 0, &r->all);
 	r->distinct_rows = r->distinct_bytes = 0;
 	for (unsigned l = 0; l < L; l++) {
@@ -183,6 +185,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		ly->layer_id = engram_config_layer_id(cfg, l);
 		ly->record_size = c->record_size[l];
 		ly->distinct_rows = c->distinct[l];
+		ly->st = ENGRAM_INIT(struct engram_io_stats);
 		engram_session_stats(s, (int)l, 0, &ly->st);
 		r->distinct_rows += ly->distinct_rows;
 		r->distinct_bytes += ly->distinct_rows * ly->record_size;

@@ -75,7 +75,7 @@ void replay_samples_add(struct replay_samples *s, size_t step, double push_us, d
 	s->push_us[step] = push_us;
 	s->stall_us[step] = stall_us;
 	if (st->rows)
-		s->hit[s->n_hit++] = (double)st->hits / (double)st->rows;
+		s->hit[s->n_hit++] = (double)st->ready / (double)st->rows;
 }
 
 void replay_samples_summarize(struct replay_samples *s, size_t steps, struct replay_result *r)

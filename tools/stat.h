@@ -7,5 +7,6 @@ int stat_info(int argc, char **argv);
 int stat_verify(int argc, char **argv);
 int stat_gather(int argc, char **argv);
 int stat_replay(int argc, char **argv);
+int stat_tokenmap(int argc, char **argv);
 
 #endif

@@ -34,7 +34,7 @@ int stat_gather(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },		 { NULL, 0, NULL, 0 },
 	};
 	const char *tokens_arg = NULL, *mask_arg = NULL, *out_path = NULL, *layer_arg = NULL, *dtype_arg = NULL;
-	struct engram_session_options so = { .max_seqs = 1 };
+	struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = 1 };
 	enum engram_out out = ENGRAM_OUT_F32;
 	int64_t *tokens = NULL;
 	size_t n = 0;

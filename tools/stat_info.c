@@ -69,7 +69,7 @@ static void print_config(const engram_config *cfg, uint64_t row_scale)
 int stat_info(int argc, char **argv)
 {
 	engram_store *s = NULL;
-	struct engram_table_info ti;
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 	unsigned n, n_shards;
 	uint64_t raw = 0, stored = 0;
 	int err, status = 1;
@@ -92,7 +92,12 @@ int stat_info(int argc, char **argv)
 		goto out;
 	}
 	printf("store         '%s'\n", path);
-	print_config(engram_store_config(s), engram_store_row_scale(s));
+	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+	if ((err = engram_store_info(s, &si)) < 0) {
+		tool_lib_error(err);
+		goto out;
+	}
+	print_config(engram_store_config(s), si.row_scale);
 	for (unsigned k = 0; k < NCOL; k++)
 		snprintf(cells[0][k], CELL, "%s", heads[k]);
 	for (unsigned i = 0; i < n; i++) {

@@ -399,7 +399,7 @@ int stat_replay(int argc, char **argv)
 		info.lead_ms[l] = lead_frac[l] * info.step_ms;
 	}
 	for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
-		struct engram_table_info ti;
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 		if ((err = engram_store_table_info(st, i, &ti)) < 0) {
 			tool_lib_error(err);
 			goto done;

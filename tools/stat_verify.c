@@ -27,7 +27,7 @@ static int report(void *arg, const char *msg)
 int stat_verify(int argc, char **argv)
 {
 	engram_store *s = NULL;
-	struct engram_table_info ti;
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 	unsigned failures = 0, n;
 	uint64_t blocks = 0;
 	int err, status = 1;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_load_ints: the tools link the static library */
 #include "engram.h"
 #include "toolutil.h"
 

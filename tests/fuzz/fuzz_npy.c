@@ -1,4 +1,5 @@
 /* Fuzz target: .npy token streams, masks and token maps. */
+#define ENGRAM_STATIC_LINKING_ONLY
 #include "engram.h"
 #include "fuzz.h"
 

@@ -15,7 +15,6 @@
 #include <zstd_errors.h>
 
 #include "layout.h"
-#include "manifest.h"
 #include "pack.h"
 
 #define BATCH_PAGES 1024 /* 4 MiB of pages per read, compression round and write */
@@ -236,38 +235,10 @@ struct buf {
 
 static int hash_section(const struct packer *pk, struct buf *b)
 {
-	const engram_config *c = pk->cfg;
-	size_t ids = align_up((size_t)c->n_layers * 4, 8);
-	size_t len = sizeof(struct eg_disk_hash) + ids + (size_t)c->n_layers * c->max_ngram * 8 +
-		     (size_t)c->n_layers * c->columns * 8;
-	struct eg_disk_hash *h;
-	uint8_t *p;
-
-	b->p = calloc(1, len);
-	if (!b->p)
+	b->len = eg_hash_section_size(pk->cfg);
+	if (!(b->p = malloc(b->len)))
 		return eg_fail(-ENOMEM, "out of memory");
-	b->len = len;
-	h = (struct eg_disk_hash *)b->p;
-	h->n_layers = c->n_layers;
-	h->max_ngram = c->max_ngram;
-	h->n_heads = c->n_heads;
-	h->head_dim = c->head_dim;
-	h->pad_id = c->pad_id;
-	h->compressed_pad = c->cpad;
-	h->seed = c->seed;
-	h->compressed_vocab = c->cvocab;
-	h->raw_vocab = c->raw_vocab;
-	memcpy(h->vocab_size, c->vocab_size, sizeof(h->vocab_size));
-	h->row_scale = pk->row_scale;
-	p = b->p + sizeof(*h);
-	for (unsigned l = 0; l < c->n_layers; l++)
-		memcpy(p + 4 * l, &c->layers[l].id, 4);
-	p += ids;
-	for (unsigned l = 0; l < c->n_layers; l++, p += c->max_ngram * 8)
-		memcpy(p, c->layers[l].mult, c->max_ngram * 8);
-	for (unsigned l = 0; l < c->n_layers; l++)
-		for (unsigned k = 0; k < c->columns; k++, p += 8)
-			memcpy(p, &c->layers[l].mod[k].p, 8);
+	eg_hash_section_encode(b->p, pk->cfg, pk->row_scale);
 	return 0;
 }
 
@@ -277,10 +248,7 @@ static int add_section(struct eg_outfile *f, struct eg_disk_section *sec, uint32
 	int err;
 
 	*off = align_up(*off, 8);
-	sec->type = type;
-	sec->offset = *off;
-	sec->length = len;
-	sec->checksum = XXH3_64bits(data, len);
+	eg_section_encode(sec, type, *off, data, len);
 	if (len && (err = eg_outfile_pwrite(f, data, len, *off)) < 0)
 		return err;
 	*off += len;
@@ -349,25 +317,9 @@ static int write_shard(struct packer *pk, struct eg_outfile *f, const struct sha
 		goto out;
 	}
 	off = align_up(off, 8);
-	memset(&hdr, 0, sizeof(hdr));
-	memcpy(hdr.magic, EG_MAGIC, 8);
-	hdr.byte_order = EG_BYTE_ORDER;
-	hdr.format_major = EG_FORMAT_MAJOR;
-	hdr.format_minor = EG_FORMAT_MINOR;
-	hdr.header_size = EG_HEADER_SIZE;
-	hdr.page_size = EG_PAGE;
-	hdr.section_table_offset = off;
-	hdr.n_sections = 5;
-	hdr.section_entry_size = sizeof(struct eg_disk_section);
-	memcpy(hdr.set_id, pk->set_id, 16);
-	hdr.shard_index = index;
-	hdr.shard_count = count;
 	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	hdr.created_unix = sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL);
-	snprintf(hdr.writer, sizeof(hdr.writer), "libengram %s", ENGRAM_VERSION_STRING);
-	hdr.section_table_checksum = XXH3_64bits(secs, sizeof(secs));
-	hdr.file_size = off + sizeof(secs);
-	hdr.header_checksum = XXH3_64bits(&hdr, offsetof(struct eg_disk_header, header_checksum));
+	eg_header_encode(&hdr, pk->set_id, index, count, off, secs, 5,
+			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL));
 	if ((err = eg_outfile_pwrite(f, secs, sizeof(secs), off)) < 0 ||
 	    (err = eg_outfile_pwrite(f, &hdr, sizeof(hdr), 0)) < 0)
 		goto out;
@@ -383,6 +335,31 @@ out:
 	free(sums);
 	free(frames);
 	free(hash.p);
+	return err;
+}
+
+/* The manifest naming the shards (by base name) of one set, written atomically. */
+static int write_manifest(const char *path, const uint8_t set_id[16], const struct shard *shards, unsigned n)
+{
+	const char **names = calloc(n, sizeof(*names));
+	struct eg_outfile f;
+	char *text;
+	int err;
+
+	if (!names)
+		return eg_fail(-ENOMEM, "out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		const char *slash = strrchr(shards[i].path, '/');
+		names[i] = slash ? slash + 1 : shards[i].path;
+	}
+	text = eg_manifest_encode(set_id, names, n);
+	free(names);
+	if (!text)
+		return eg_fail(-ENOMEM, "out of memory");
+	if ((err = eg_outfile_create(&f, path)) == 0 && (err = eg_outfile_pwrite(&f, text, strlen(text), 0)) == 0)
+		err = eg_outfile_commit(&f);
+	eg_outfile_abort(&f);
+	free(text);
 	return err;
 }
 
@@ -519,9 +496,10 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 	return 0;
 }
 
-ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pack_result *result)
+ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram_pack_result *result)
 {
-	int saved = errno;
+	EG_KEEP_ERRNO;
+	struct engram_pack_options opt, *o = &opt;
 	struct packer pk;
 	struct shard *shards = NULL;
 	struct eg_outfile *files = NULL;
@@ -531,7 +509,13 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pa
 	int err;
 
 	memset(&pk, 0, sizeof(pk));
+	if (!opts)
+		return eg_fail(-EINVAL, "engram_pack: NULL options");
+	if ((err = eg_struct_in(&opt, sizeof(opt), opts, EG_SIZE_THROUGH(struct engram_pack_options, progress_arg),
+				"pack options")) < 0)
+		return err;
 	pk.o = o;
+	pk.res.size = sizeof(pk.res);
 	if ((err = check_options(o, &pk)) < 0 || (err = setup(&pk, o)) < 0 || (err = open_sources(&pk, o)) < 0)
 		goto out;
 	for (unsigned l = 0; l < pk.cfg->n_layers; l++) {
@@ -593,12 +577,13 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *o, struct engram_pa
 		if ((err = eg_outfile_commit(&files[i])) < 0)
 			goto out;
 	if (o->split != ENGRAM_SPLIT_NONE) {
-		if ((err = eg_manifest_write(o->out_path, pk.set_id, shards, n_shards)) < 0)
+		if ((err = write_manifest(o->out_path, pk.set_id, shards, n_shards)) < 0)
 			goto out;
 		pk.res.n_files++;
 	}
 	if (result)
-		*result = pk.res;
+		err = eg_struct_out(result, &pk.res, sizeof(pk.res), EG_SIZE_THROUGH(struct engram_pack_result, n_files),
+				    "engram_pack_result");
 out:
 	for (unsigned i = 0; i < created; i++)
 		eg_outfile_abort(&files[i]);
@@ -606,6 +591,5 @@ out:
 	free(hash.p);
 	eg_plan_free(shards, n_shards);
 	packer_free(&pk);
-	errno = saved;
 	return err;
 }

@@ -1,20 +1,22 @@
 /* Internal interfaces of the packer: where rows come from (checkpoint or synthetic) and how files land. */
-#ifndef ENGRAM_PACK_H
-#define ENGRAM_PACK_H
+#ifndef ENGRAM_PACK_INTERNAL_H
+#define ENGRAM_PACK_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engram_pack.h"
 #include "format.h"
 #include "internal.h"
 #include "safetensors.h"
+#include "synth.h"
 
 /* Rows of one layer table, as records (payload then scales), from a checkpoint or generated. */
 struct eg_source {
 	uint32_t dtype, head_dim, record_size, payload;
 	uint64_t rows;
 	int synthetic;
-	uint64_t seed;
+	struct eg_synth synth;
 	int layer_id;
 	int wfd, sfd;                   /* checkpoint: weight and scale files (sfd -1 without scales) */
 	uint64_t woff, soff;
@@ -51,8 +53,6 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *record_size, const 
 		   struct shard **out, unsigned *n_out);
 void eg_plan_free(struct shard *s, unsigned n);
 
-/* Write the JSON manifest naming the shards (by base name) of one set, atomically. */
-int eg_manifest_write(const char *path, const uint8_t set_id[16], struct shard *shards, unsigned n);
 
 /* A file written under a temporary name in its destination's directory and renamed into place. */
 struct eg_outfile {

@@ -13,6 +13,7 @@
 #include "jsonerr.h"
 
 #include "internal.h"
+#include "file.h"
 #include "safetensors.h"
 
 #define ST_MAX_HEADER (100u << 20)
@@ -378,18 +379,10 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 	struct stat st;
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (index)
-			return eg_fail(-errno, "'%s': cannot open shard '%s': %s", index, path, strerror(errno));
-		return eg_fail(-errno, "cannot open '%s': %s", path, strerror(errno));
-	}
+	if ((fd = eg_open_regular(path, index ? "checkpoint shard" : "checkpoint")) < 0)
+		return index ? eg_fail_prefix(fd, "'%s': cannot open shard", index) : fd;
 	if (fstat(fd, &st) < 0) {
 		err = eg_fail(-errno, "cannot stat '%s': %s", path, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = eg_fail(-EINVAL, "'%s' is not a regular file", path);
 		goto out;
 	}
 	for (size_t i = 0; i < s->n_files; i++)

@@ -1,13 +1,14 @@
-/* Row conversion for gathers: stored records (F32, BF16, F16, F8_E4M3 with E8M0 scales) to the output types of
- * enum engram_out, with software prefetch of the records still to come. Shared by the synchronous gather and
- * the prefetching session. */
-#ifndef ENGRAM_GATHER_H
-#define ENGRAM_GATHER_H
+/* Element types of stored rows (F32, BF16, F16, F8_E4M3 with E8M0 scales; enum eg_dtype in format.h): decoding
+ * records to the output types of enum engram_out for every gather path, and encoding float32 the way checkpoints
+ * are quantized (for synthetic tables). */
+#ifndef ENGRAM_DTYPE_H
+#define ENGRAM_DTYPE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "engram.h"
+#include "format.h"
 
 /* Bytes of one output row; 0 for a dtype / head_dim without a valid record or an unknown output type. */
 size_t eg_out_row_bytes(uint32_t dtype, uint32_t head_dim, enum engram_out out);
@@ -27,5 +28,12 @@ void eg_convert_rows(uint32_t dtype, uint32_t head_dim, enum engram_out out, con
 
 /* Non-zero: use only the portable conversions, not those for the CPU's vector extensions (for tests). */
 void eg_convert_portable(int on);
+
+/* float32 to BF16 and F16, rounding to nearest even (finite inputs; F16 overflows to infinity). */
+EG_PRIVATE void eg_encode_bf16(const float *f, uint16_t *h, unsigned n);
+EG_PRIVATE void eg_encode_f16(const float *f, uint16_t *h, unsigned n);
+/* One block of EG_SCALE_BLOCK float32 values to F8_E4M3 codes in q (DeepSeek's recipe: scale
+ * 2^ceil(log2(amax / 448)), round to nearest even, saturate at +-448); returns the E8M0 scale byte. */
+EG_PRIVATE uint8_t eg_encode_e4m3_block(const float *f, uint8_t *q);
 
 #endif

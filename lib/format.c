@@ -1,0 +1,409 @@
+/* The on-disk structures of format 1 (lib/format.h, man/engram.5): the one place that encodes and decodes the
+ * header, the section table, the hash section, the table directory and the manifest of a split set. Decoders
+ * check in LMDB's order: magic, byte order, version, checksum, declared sizes, then bounds against the file. */
+#include <byteswap.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "format.h"
+#include "jsonerr.h"
+#include "layout.h"
+#include "file.h"
+
+#define MAX_SECTIONS 64
+#define MANIFEST_MAX_SHARDS 100000
+
+static int in_range(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+/* ---- header ---- */
+
+int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path)
+{
+	if (memcmp(buf, EG_MAGIC, have < 8 ? have : 8) != 0)
+		return eg_fail(ENGRAM_EMAGIC, "'%s' is not an engram shard (bad magic)", path);
+	if (have < sizeof(*h))
+		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: %zu bytes, shorter than the %u-byte header", path, have,
+			       EG_HEADER_SIZE);
+	memcpy(h, buf, sizeof(*h));
+	if (h->byte_order == bswap_32(EG_BYTE_ORDER))
+		return eg_fail(ENGRAM_EENDIAN, "'%s' was written on a machine of the other byte order", path);
+	if (h->byte_order != EG_BYTE_ORDER)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': byte-order mark 0x%08x is neither order's", path, h->byte_order);
+	if (h->format_major != EG_FORMAT_MAJOR)
+		return eg_fail(ENGRAM_EVERSION, "'%s': format version %u.%u, this library reads %u.x", path,
+			       h->format_major, h->format_minor, EG_FORMAT_MAJOR);
+	if (XXH3_64bits(h, offsetof(struct eg_disk_header, header_checksum)) != h->header_checksum)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': header checksum mismatch", path);
+	if (h->header_size != EG_HEADER_SIZE || h->page_size != EG_PAGE ||
+	    h->section_entry_size != sizeof(struct eg_disk_section))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': header declares sizes this format does not have", path);
+	if (file_size < h->file_size)
+		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: %llu bytes, its header says %llu", path,
+			       (unsigned long long)file_size, (unsigned long long)h->file_size);
+	if (file_size > h->file_size)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s' has %llu bytes after its end", path,
+			       (unsigned long long)(file_size - h->file_size));
+	if (h->shard_count == 0 || h->shard_index >= h->shard_count)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': shard %u of %u", path, h->shard_index, h->shard_count);
+	if (h->n_sections == 0 || h->n_sections > MAX_SECTIONS || h->section_table_offset % 8 ||
+	    !in_range(h->section_table_offset, (uint64_t)h->n_sections * sizeof(struct eg_disk_section), file_size))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table (%u entries at %llu) is outside the file", path,
+			       h->n_sections, (unsigned long long)h->section_table_offset);
+	return 0;
+}
+
+void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index, uint32_t shard_count,
+		      uint64_t section_table_offset, const struct eg_disk_section *secs, uint32_t n_sections,
+		      uint64_t created_unix)
+{
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, EG_MAGIC, 8);
+	h->byte_order = EG_BYTE_ORDER;
+	h->format_major = EG_FORMAT_MAJOR;
+	h->format_minor = EG_FORMAT_MINOR;
+	h->header_size = EG_HEADER_SIZE;
+	h->page_size = EG_PAGE;
+	h->section_table_offset = section_table_offset;
+	h->n_sections = n_sections;
+	h->section_entry_size = sizeof(struct eg_disk_section);
+	memcpy(h->set_id, set_id, 16);
+	h->shard_index = shard_index;
+	h->shard_count = shard_count;
+	h->created_unix = created_unix;
+	snprintf(h->writer, sizeof(h->writer), "libengram %s", ENGRAM_VERSION_STRING);
+	h->section_table_checksum = XXH3_64bits(secs, (size_t)n_sections * sizeof(*secs));
+	h->file_size = section_table_offset + (uint64_t)n_sections * sizeof(*secs);
+	h->header_checksum = XXH3_64bits(h, offsetof(struct eg_disk_header, header_checksum));
+}
+
+/* ---- section table ---- */
+
+const char *eg_section_name(uint32_t type)
+{
+	static const char *const names[] = { "?", "hash", "token map", "table directory", "frame index",
+					     "block checksum" };
+	return type < sizeof(names) / sizeof(*names) ? names[type] : "unknown";
+}
+
+void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data, uint64_t len)
+{
+	memset(sec, 0, sizeof(*sec));
+	sec->type = type;
+	sec->offset = off;
+	sec->length = len;
+	sec->checksum = XXH3_64bits(data, (size_t)len);
+}
+
+int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path)
+{
+	if (XXH3_64bits(map + sec->offset, (size_t)sec->length) != sec->checksum)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': %s section checksum mismatch (%llu bytes at %llu)", path,
+			       eg_section_name(sec->type), (unsigned long long)sec->length, (unsigned long long)sec->offset);
+	return 0;
+}
+
+int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path)
+{
+	memset(s, 0, sizeof(*s));
+	s->table = (const struct eg_disk_section *)(map + h->section_table_offset);
+	if (XXH3_64bits(s->table, (size_t)h->n_sections * sizeof(*s->table)) != h->section_table_checksum)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table checksum mismatch", path);
+	for (unsigned i = 0; i < h->n_sections; i++) {
+		const struct eg_disk_section *e = &s->table[i];
+		if (!in_range(e->offset, e->length, h->section_table_offset) || e->offset % 8 || e->offset < EG_HEADER_SIZE)
+			return eg_fail(ENGRAM_ECORRUPT, "'%s': %s section (%llu bytes at %llu) is outside the file", path,
+				       eg_section_name(e->type), (unsigned long long)e->length,
+				       (unsigned long long)e->offset);
+		if (e->type == 0 || e->type > EG_SEC_LAST)
+			continue; /* a later minor version's section */
+		if (s->by_type[e->type])
+			return eg_fail(ENGRAM_ECORRUPT, "'%s': two %s sections", path, eg_section_name(e->type));
+		s->by_type[e->type] = e;
+	}
+	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_LAST; t++)
+		if (!s->by_type[t])
+			return eg_fail(ENGRAM_ECORRUPT, "'%s': no %s section", path, eg_section_name(t));
+	/* The frame index and block checksums are per-block data, checked where blocks are read and by verify. */
+	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_TABLES; t++) {
+		int err = eg_section_check(map, s->by_type[t], path);
+		if (err < 0)
+			return err;
+	}
+	const struct eg_disk_section *td = s->by_type[EG_SEC_TABLES];
+	if (td->length == 0 || td->length % sizeof(struct eg_disk_table))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': table directory of %llu bytes", path,
+			       (unsigned long long)td->length);
+	s->tables = (const struct eg_disk_table *)(map + td->offset);
+	s->n_tables = (unsigned)(td->length / sizeof(struct eg_disk_table));
+	return 0;
+}
+
+/* ---- hash section: struct eg_disk_hash, int32 layer ids padded to 8, multipliers, primes ---- */
+
+static size_t ids_bytes(unsigned n_layers)
+{
+	return ((size_t)n_layers * 4 + 7) / 8 * 8;
+}
+
+size_t eg_hash_section_size(const engram_config *c)
+{
+	return sizeof(struct eg_disk_hash) + ids_bytes(c->n_layers) + (size_t)c->n_layers * c->max_ngram * 8 +
+	       (size_t)c->n_layers * c->columns * 8;
+}
+
+void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_scale)
+{
+	struct eg_disk_hash *h = (struct eg_disk_hash *)dst;
+	uint8_t *p;
+
+	memset(dst, 0, eg_hash_section_size(c));
+	h->n_layers = c->n_layers;
+	h->max_ngram = c->max_ngram;
+	h->n_heads = c->n_heads;
+	h->head_dim = c->head_dim;
+	h->pad_id = c->pad_id;
+	h->compressed_pad = c->cpad;
+	h->seed = c->seed;
+	h->compressed_vocab = c->cvocab;
+	h->raw_vocab = c->raw_vocab;
+	memcpy(h->vocab_size, c->vocab_size, sizeof(h->vocab_size));
+	h->row_scale = row_scale;
+	p = dst + sizeof(*h);
+	for (unsigned l = 0; l < c->n_layers; l++)
+		memcpy(p + 4 * l, &c->layers[l].id, 4);
+	p += ids_bytes(c->n_layers);
+	for (unsigned l = 0; l < c->n_layers; l++, p += c->max_ngram * 8)
+		memcpy(p, c->layers[l].mult, c->max_ngram * 8);
+	for (unsigned l = 0; l < c->n_layers; l++)
+		for (unsigned k = 0; k < c->columns; k++, p += 8)
+			memcpy(p, &c->layers[l].mod[k].p, 8);
+}
+
+int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
+			   const char *path)
+{
+	const struct eg_disk_hash *h = (const void *)sec;
+	struct eg_hash_params *p = &d->p;
+
+	memset(d, 0, sizeof(*d));
+	if (len < sizeof(*h) || h->n_layers == 0 || h->n_layers > EG_MAX_LAYERS || h->max_ngram < 2 ||
+	    h->max_ngram > EG_MAX_NGRAM || h->n_heads == 0 || h->n_heads > EG_MAX_HEADS || h->head_dim == 0 ||
+	    h->row_scale == 0)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': hash section has impossible dimensions", path);
+	unsigned L = h->n_layers, N = h->max_ngram, cols = (N - 1) * h->n_heads;
+	uint64_t need = sizeof(*h) + ids_bytes(L) + (uint64_t)L * N * 8 + (uint64_t)L * cols * 8;
+	if (len != need)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': hash section is %llu bytes, its dimensions need %llu", path,
+			       (unsigned long long)len, (unsigned long long)need);
+	if (h->raw_vocab == 0 || h->raw_vocab > UINT64_MAX / 4 || tokmap_len != h->raw_vocab * 4)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': token map section is %llu bytes for %llu tokens", path,
+			       (unsigned long long)tokmap_len, (unsigned long long)h->raw_vocab);
+	if (h->pad_id < 0 || (uint64_t)h->pad_id >= h->raw_vocab)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': pad id %lld is outside the token map", path, (long long)h->pad_id);
+	p->n_layers = L;
+	p->max_ngram = N;
+	p->n_heads = h->n_heads;
+	p->head_dim = h->head_dim;
+	p->pad_id = h->pad_id;
+	p->seed = h->seed;
+	p->compressed_vocab = (int64_t)h->compressed_vocab;
+	memcpy(p->vocab_size, h->vocab_size, sizeof(p->vocab_size));
+	const uint8_t *q = (const uint8_t *)(h + 1);
+	for (unsigned l = 0; l < L; l++)
+		memcpy(&p->layer_ids[l], q + 4 * l, 4);
+	d->mult = (const uint64_t *)(q + ids_bytes(L));
+	d->primes = d->mult + (size_t)L * N;
+	for (size_t k = 0; k < (size_t)L * N; k++)
+		if (!(d->mult[k] & 1))
+			return eg_fail(ENGRAM_ECORRUPT, "'%s': hash multiplier %zu is even", path, k);
+	d->raw_vocab = h->raw_vocab;
+	d->row_scale = h->row_scale;
+	d->compressed_pad = h->compressed_pad;
+	return 0;
+}
+
+/* ---- table directory ---- */
+
+int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
+		   uint64_t data_end, const char *path)
+{
+	const struct eg_disk_section *fr = s->by_type[EG_SEC_FRAMES], *bs = s->by_type[EG_SEC_BLOCKSUMS];
+	struct eg_disk_table want;
+
+#define BAD(...) eg_fail(ENGRAM_ECORRUPT, __VA_ARGS__)
+	if (t->layer_index >= c->n_layers || t->layer_id != c->layers[t->layer_index].id)
+		return BAD("'%s': table %u names layer %d (index %u), not in the config", path, i, t->layer_id,
+			   t->layer_index);
+	if (t->table_rows != c->layers[t->layer_index].rows || t->row_count == 0 || t->row_begin > t->table_rows ||
+	    t->row_count > t->table_rows - t->row_begin)
+		return BAD("'%s': table %u rows [%llu, +%llu) do not fit layer %d's %llu rows", path, i,
+			   (unsigned long long)t->row_begin, (unsigned long long)t->row_count, t->layer_id,
+			   (unsigned long long)c->layers[t->layer_index].rows);
+	if (t->head_dim != c->head_dim || !eg_record_size(t->dtype, t->head_dim) || t->pages_per_block == 0 ||
+	    t->pages_per_block > EG_MAX_BLOCK_PAGES ||
+	    eg_layout_init(&want, t->dtype, t->head_dim, t->row_count, t->pages_per_block) < 0 ||
+	    t->record_size != want.record_size || t->rows_per_page != want.rows_per_page ||
+	    t->pages_per_row != want.pages_per_row || t->n_pages != want.n_pages || t->n_blocks != want.n_blocks)
+		return BAD("'%s': table %u row layout is inconsistent", path, i);
+	if (t->pages_per_row && t->pages_per_block % t->pages_per_row)
+		return BAD("'%s': table %u blocks of %u pages split its %u-page rows", path, i, t->pages_per_block,
+			   t->pages_per_row);
+	if (t->codec > EG_CODEC_ZSTD || t->filter > EG_FILTER_SHUFFLE ||
+	    (t->codec == EG_CODEC_RAW && t->filter != EG_FILTER_NONE))
+		return BAD("'%s': table %u has unknown codec %u / filter %u", path, i, t->codec, t->filter);
+	if (t->data_offset % EG_PAGE || t->data_offset < EG_PAGE || !in_range(t->data_offset, t->data_length, data_end))
+		return BAD("'%s': table %u data (%llu bytes at %llu) is outside the file", path, i,
+			   (unsigned long long)t->data_length, (unsigned long long)t->data_offset);
+	if (t->codec == EG_CODEC_RAW && t->data_length != t->n_pages * EG_PAGE)
+		return BAD("'%s': table %u holds %llu bytes for %llu pages", path, i, (unsigned long long)t->data_length,
+			   (unsigned long long)t->n_pages);
+	if (t->codec == EG_CODEC_ZSTD &&
+	    (t->frames_offset % 8 || t->frames_offset < fr->offset ||
+	     !in_range(t->frames_offset - fr->offset, t->n_blocks * 8, fr->length) ||
+	     t->max_frame > ZSTD_compressBound((size_t)t->pages_per_block * EG_PAGE)))
+		return BAD("'%s': table %u frame index is outside its section", path, i);
+	if (t->blocksums_offset % 8 || t->blocksums_offset < bs->offset ||
+	    !in_range(t->blocksums_offset - bs->offset, t->n_blocks * 8, bs->length))
+		return BAD("'%s': table %u block checksums are outside their section", path, i);
+#undef BAD
+	return 0;
+}
+
+/* ---- manifest ---- */
+
+static void hex(char *dst, const uint8_t id[16])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(dst + 2 * i, 3, "%02x", id[i]);
+}
+
+/* Exactly 32 lowercase hex digits, as the encoder writes them. */
+static int unhex(uint8_t id[16], const char *s)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	if (strlen(s) != 32)
+		return -1;
+	for (int i = 0; i < 32; i++) {
+		const char *d = s[i] ? strchr(digits, s[i]) : NULL;
+		if (!d)
+			return -1;
+		id[i / 2] = (uint8_t)(i % 2 ? id[i / 2] << 4 | (d - digits) : (d - digits));
+	}
+	return 0;
+}
+
+char *eg_manifest_encode(const uint8_t set_id[16], const char *const *names, unsigned n)
+{
+	json_t *root, *arr;
+	char id[33], *text;
+
+	hex(id, set_id);
+	arr = json_array();
+	root = json_pack("{s:i, s:s, s:o}", "engram_manifest", 1, "set_id", id, "shards", arr);
+	if (!root)
+		return NULL;
+	for (unsigned i = 0; i < n; i++)
+		if (json_array_append_new(arr, json_string(names[i])) < 0) {
+			json_decref(root);
+			return NULL;
+		}
+	text = json_dumps(root, JSON_INDENT(2));
+	json_decref(root);
+	if (!text)
+		return NULL;
+	size_t len = strlen(text);
+	char *out = realloc(text, len + 2);
+	if (!out) {
+		free(text);
+		return NULL;
+	}
+	out[len] = '\n';
+	out[len + 1] = 0;
+	return out;
+}
+
+void eg_manifest_free(struct eg_manifest *m)
+{
+	for (unsigned i = 0; m->paths && i < m->n; i++)
+		free(m->paths[i]);
+	free(m->paths);
+	memset(m, 0, sizeof(*m));
+}
+
+int eg_manifest_decode(struct eg_manifest *m, const char *path)
+{
+	json_error_t jerr;
+	json_t *root, *v;
+	char *copy, *dir;
+	int fd, err = 0;
+
+	memset(m, 0, sizeof(*m));
+	if ((fd = eg_open_regular(path, "manifest")) < 0)
+		return fd;
+	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	close(fd);
+	if (!root)
+		return eg_fail(eg_json_error(&jerr), "'%s': invalid manifest JSON at line %d: %s", path, jerr.line,
+			       jerr.text);
+	v = json_object_get(root, "engram_manifest");
+	if (!json_is_integer(v)) {
+		err = eg_fail(ENGRAM_EMAGIC, "'%s' is neither a shard nor an engram manifest", path);
+		goto out;
+	}
+	if (json_integer_value(v) != 1) {
+		err = eg_fail(ENGRAM_EVERSION, "'%s': manifest version %lld is not supported (this library reads 1)", path,
+			      (long long)json_integer_value(v));
+		goto out;
+	}
+	v = json_object_get(root, "set_id");
+	if (!json_is_string(v) || unhex(m->set_id, json_string_value(v)) < 0) {
+		err = eg_fail(ENGRAM_EPARSE, "'%s': manifest 'set_id' is not 32 lowercase hex digits", path);
+		goto out;
+	}
+	v = json_object_get(root, "shards");
+	if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > MANIFEST_MAX_SHARDS) {
+		err = eg_fail(ENGRAM_EPARSE, "'%s': manifest 'shards' is not an array of 1 to %d names", path,
+			      MANIFEST_MAX_SHARDS);
+		goto out;
+	}
+	m->n = (unsigned)json_array_size(v);
+	m->paths = calloc(m->n, sizeof(*m->paths));
+	copy = strdup(path);
+	dir = copy ? dirname(copy) : NULL;
+	if (!m->paths || !copy) {
+		free(copy);
+		err = eg_fail(-ENOMEM, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < m->n && !err; i++) {
+		json_t *e = json_array_get(v, i);
+		const char *name = json_is_string(e) ? json_string_value(e) : NULL;
+		if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
+			err = eg_fail(ENGRAM_EPARSE, "'%s': shard %u is not a plain file name beside the manifest", path, i);
+			break;
+		}
+		size_t len = strlen(dir) + strlen(name) + 2;
+		if (!(m->paths[i] = malloc(len)))
+			err = eg_fail(-ENOMEM, "out of memory");
+		else
+			snprintf(m->paths[i], len, "%s/%s", dir, name);
+	}
+	free(copy);
+out:
+	json_decref(root);
+	if (err)
+		eg_manifest_free(m);
+	return err;
+}

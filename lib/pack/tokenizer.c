@@ -1,0 +1,809 @@
+/* tokenizer.json: token strings by id, added tokens as Hugging Face tokenizers 0.23 numbers them, and the
+ * decoders (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece, Sequence) applied
+ * to one token, step for step as tokenizers/src/decoders and pre_tokenizers/{byte_level,metaspace}.rs do. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "file.h"
+#include "jsonerr.h"
+#include "sha256.h"
+#include "strtab.h"
+#include "tokenizer.h"
+
+enum step_kind { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE,
+		 /* normalizers, for added tokens */ N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_PREPEND };
+
+struct step {
+	enum step_kind kind;
+	const char *a, *b;  /* pattern and replacement, prepended text, suffix (JSON-owned while loading) */
+	size_t an, bn;
+	uint32_t ch;        /* Strip's content, Metaspace's replacement */
+	uint64_t start, stop;
+	int flag;           /* Metaspace: prepend scheme "never"; WordPiece: cleanup; N_FORM: enum eg_nf */
+	int left, right;    /* N_STRIP */
+};
+
+struct span {
+	size_t off;
+	uint32_t len;
+};
+
+struct eg_tokenizer {
+	char *path;
+	char *pool;           /* every token string */
+	size_t pool_n, pool_cap;
+	struct span *ids;     /* [n_ids] */
+	uint64_t n_ids;
+	struct step *dec;     /* the decoder, flattened */
+	char *dec_bytes;      /* the decoder's strings (steps point here after loading) */
+	size_t n_dec;
+	int has_decoder;
+};
+
+struct load {
+	struct eg_tokenizer *tk;
+	const char *path;
+	struct step *steps;
+	size_t n_steps, cap_steps;
+};
+
+static int bad(const struct load *l, const char *fmt, ...) EG_PRINTF(2, 3);
+
+/* ENGRAM_EPARSE with "tokenizer '<path>': <message>". */
+static int bad(const struct load *l, const char *fmt, ...)
+{
+	char msg[320];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': %s", l->path, msg);
+}
+
+static int pool_add(struct eg_tokenizer *tk, const char *s, size_t n, struct span *sp)
+{
+	if (n > UINT32_MAX)
+		return -E2BIG;
+	if (!tk->pool || tk->pool_n + n > tk->pool_cap) {
+		size_t cap = tk->pool_cap ? tk->pool_cap : 1 << 16;
+		while (cap < tk->pool_n + n)
+			cap *= 2;
+		char *p = realloc(tk->pool, cap);
+		if (!p)
+			return -ENOMEM;
+		tk->pool = p;
+		tk->pool_cap = cap;
+	}
+	if (n)
+		memcpy(tk->pool + tk->pool_n, s, n);
+	sp->off = tk->pool_n;
+	sp->len = (uint32_t)n;
+	tk->pool_n += n;
+	return 0;
+}
+
+/* ---- reading the file ---- */
+
+static int read_file(const char *path, char **buf, size_t *size)
+{
+	struct stat st;
+	int fd, err;
+
+	if ((fd = eg_open_regular(path, "tokenizer")) < 0)
+		return fd;
+	if (fstat(fd, &st) < 0) {
+		err = eg_fail(-errno, "cannot stat tokenizer '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	if ((uint64_t)st.st_size > EG_TOKENIZER_MAX_BYTES) {
+		err = eg_fail(-EFBIG, "tokenizer '%s' is %llu bytes, more than the %llu a tokenizer.json may have", path,
+			      (unsigned long long)st.st_size, (unsigned long long)EG_TOKENIZER_MAX_BYTES);
+		goto out;
+	}
+	if (st.st_size == 0) {
+		err = eg_fail(ENGRAM_EPARSE, "tokenizer '%s' is empty", path);
+		goto out;
+	}
+	*size = (size_t)st.st_size;
+	*buf = malloc(*size);
+	if (!*buf) {
+		err = eg_fail(-ENOMEM, "tokenizer '%s': out of memory for %zu bytes", path, *size);
+		goto out;
+	}
+	if ((err = eg_pread_full(fd, *buf, *size, *size, 0, path)) < 0) {
+		free(*buf);
+		*buf = NULL;
+	}
+out:
+	close(fd);
+	return err;
+}
+
+/* ---- JSON accessors ---- */
+
+static int get_str(const struct load *l, const json_t *obj, const char *key, const char *where, const char **s,
+		   size_t *n)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!json_is_string(v))
+		return bad(l, "%s: '%s' %s", where, key, v ? "is not a string" : "is missing");
+	*s = json_string_value(v);
+	*n = json_string_length(v);
+	return 0;
+}
+
+/* A boolean field; missing ones take def when def >= 0. */
+static int get_bool(const struct load *l, const json_t *obj, const char *key, const char *where, int def, int *out)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!v && def >= 0) {
+		*out = def;
+		return 0;
+	}
+	if (!json_is_boolean(v))
+		return bad(l, "%s: '%s' %s", where, key, v ? "is not true or false" : "is missing");
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int get_uint(const struct load *l, const json_t *obj, const char *key, const char *where, uint64_t *out)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return bad(l, "%s: '%s' %s", where, key, v ? "is not an integer >= 0" : "is missing");
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+/* A string of exactly one character (Rust's char). */
+static int get_char(const struct load *l, const json_t *obj, const char *key, const char *where, uint32_t *out)
+{
+	const char *s;
+	size_t n;
+	int err;
+
+	if ((err = get_str(l, obj, key, where, &s, &n)) < 0)
+		return err;
+	int32_t c = 0;
+	if (!n || eg_utf8_decode(s, &c) != n)
+		return bad(l, "%s: '%s' is not one character", where, key);
+	*out = (uint32_t)c;
+	return 0;
+}
+
+static const char *type_of(const json_t *obj)
+{
+	return json_string_value(json_object_get(obj, "type"));
+}
+
+static int push_step(struct load *l, struct step s)
+{
+	if (l->n_steps == l->cap_steps) {
+		size_t cap = l->cap_steps ? l->cap_steps * 2 : 8;
+		struct step *p = realloc(l->steps, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->steps = p;
+		l->cap_steps = cap;
+	}
+	l->steps[l->n_steps++] = s;
+	return 0;
+}
+
+/* Replace's pattern: {"String": "..."} (a literal); {"Regex": ...} is not supported. */
+static int get_pattern(const struct load *l, const json_t *obj, const char *where, struct step *s)
+{
+	const json_t *p = json_object_get(obj, "pattern");
+	int err;
+
+	if (json_is_object(p) && json_object_get(p, "Regex"))
+		return bad(l, "%s: Replace with a Regex pattern is not supported (only String patterns)", where);
+	if (!json_is_object(p) || !json_is_string(json_object_get(p, "String")))
+		return bad(l, "%s: Replace has no 'pattern': {\"String\": ...}", where);
+	s->a = json_string_value(json_object_get(p, "String"));
+	s->an = json_string_length(json_object_get(p, "String"));
+	if (!s->an)
+		return bad(l, "%s: Replace has an empty pattern", where);
+	if ((err = get_str(l, obj, "content", where, &s->b, &s->bn)) < 0)
+		return err;
+	return 0;
+}
+
+/* ---- the decoder ---- */
+
+static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
+{
+	const char *type = type_of(d);
+	struct step s = { 0 };
+	int err;
+
+	if (depth > 16)
+		return bad(l, "decoder Sequences nest more than 16 deep");
+	if (!json_is_object(d) || !type)
+		return bad(l, "a decoder is not an object with a 'type'");
+	if (!strcmp(type, "Sequence")) {
+		const json_t *list = json_object_get(d, "decoders");
+		size_t i;
+		const json_t *e;
+		if (!json_is_array(list))
+			return bad(l, "decoder Sequence has no 'decoders' array");
+		json_array_foreach(list, i, e)
+			if ((err = parse_decoder(l, e, depth + 1)) < 0)
+				return err;
+		return 0;
+	}
+	if (!strcmp(type, "ByteLevel")) {
+		s.kind = BYTE_LEVEL;
+	} else if (!strcmp(type, "ByteFallback")) {
+		s.kind = BYTE_FALLBACK;
+	} else if (!strcmp(type, "Fuse")) {
+		s.kind = FUSE;
+	} else if (!strcmp(type, "Replace")) {
+		s.kind = REPLACE;
+		if ((err = get_pattern(l, d, "decoder Replace", &s)) < 0)
+			return err;
+	} else if (!strcmp(type, "Strip")) {
+		s.kind = STRIP;
+		if ((err = get_char(l, d, "content", "decoder Strip", &s.ch)) < 0 ||
+		    (err = get_uint(l, d, "start", "decoder Strip", &s.start)) < 0 ||
+		    (err = get_uint(l, d, "stop", "decoder Strip", &s.stop)) < 0)
+			return err;
+	} else if (!strcmp(type, "Metaspace")) {
+		const json_t *ps = json_object_get(d, "prepend_scheme");
+		const char *scheme = ps ? json_string_value(ps) : "always";
+		int aps;
+		s.kind = METASPACE;
+		if ((err = get_char(l, d, "replacement", "decoder Metaspace", &s.ch)) < 0)
+			return err;
+		if (!scheme || (strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never")))
+			return bad(l, "decoder Metaspace: 'prepend_scheme' is not \"always\", \"first\" or \"never\"");
+		if ((err = get_bool(l, d, "add_prefix_space", "decoder Metaspace", 1, &aps)) < 0)
+			return err;
+		if (!aps && strcmp(scheme, "never"))
+			return bad(l, "decoder Metaspace: add_prefix_space false does not match prepend_scheme '%s'", scheme);
+		s.flag = !strcmp(scheme, "never");
+	} else if (!strcmp(type, "BPEDecoder")) {
+		s.kind = BPE_SUFFIX;
+		s.a = "</w>";
+		s.an = 4;
+		if (json_object_get(d, "suffix") && (err = get_str(l, d, "suffix", "decoder BPEDecoder", &s.a, &s.an)) < 0)
+			return err;
+	} else if (!strcmp(type, "WordPiece")) {
+		s.kind = WORDPIECE;
+		if ((err = get_bool(l, d, "cleanup", "decoder WordPiece", 1, &s.flag)) < 0)
+			return err;
+	} else {
+		return bad(l, "decoder type '%s' is not supported (supported: ByteLevel, Replace, ByteFallback, Fuse, "
+			      "Strip, Metaspace, BPEDecoder, WordPiece, Sequence)", type);
+	}
+	return push_step(l, s);
+}
+
+/* Copy the decoder's strings out of the JSON tree, which is freed after loading. */
+static int keep_decoder(struct load *l)
+{
+	struct eg_tokenizer *tk = l->tk;
+	size_t total = 0, off = 0;
+
+	for (size_t i = 0; i < l->n_steps; i++)
+		total += l->steps[i].an + l->steps[i].bn;
+	tk->dec_bytes = malloc(total ? total : 1);
+	tk->dec = malloc((l->n_steps ? l->n_steps : 1) * sizeof(*tk->dec));
+	if (!tk->dec_bytes || !tk->dec)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n_steps; i++) {
+		struct step s = l->steps[i];
+		if (s.an)
+			memcpy(tk->dec_bytes + off, s.a, s.an);
+		s.a = tk->dec_bytes + off;
+		off += s.an;
+		if (s.bn)
+			memcpy(tk->dec_bytes + off, s.b, s.bn);
+		s.b = tk->dec_bytes + off;
+		off += s.bn;
+		tk->dec[i] = s;
+	}
+	tk->n_dec = l->n_steps;
+	l->n_steps = 0;
+	return 0;
+}
+
+/* ---- the normalizer, for added tokens marked "normalized" ---- */
+
+static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
+{
+	const char *type = type_of(n);
+	struct step s = { 0 };
+	int err;
+
+	if (depth > 16)
+		return bad(l, "normalizer Sequences nest more than 16 deep");
+	if (!json_is_object(n) || !type)
+		return bad(l, "a normalizer is not an object with a 'type'");
+	if (!strcmp(type, "Sequence")) {
+		const json_t *list = json_object_get(n, "normalizers");
+		size_t i;
+		const json_t *e;
+		if (!json_is_array(list))
+			return bad(l, "normalizer Sequence has no 'normalizers' array");
+		json_array_foreach(list, i, e)
+			if ((err = parse_normalizer(l, e, depth + 1)) < 0)
+				return err;
+		return 0;
+	}
+	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
+		s.kind = N_FORM;
+		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
+													: EG_NFKD;
+	} else if (!strcmp(type, "StripAccents")) {
+		s.kind = N_STRIP_ACCENTS;
+	} else if (!strcmp(type, "Lowercase")) {
+		s.kind = N_LOWERCASE;
+	} else if (!strcmp(type, "Strip")) {
+		s.kind = N_STRIP;
+		if ((err = get_bool(l, n, "strip_left", "normalizer Strip", -1, &s.left)) < 0 ||
+		    (err = get_bool(l, n, "strip_right", "normalizer Strip", -1, &s.right)) < 0)
+			return err;
+	} else if (!strcmp(type, "Replace")) {
+		s.kind = REPLACE;
+		if ((err = get_pattern(l, n, "normalizer Replace", &s)) < 0)
+			return err;
+	} else if (!strcmp(type, "Prepend")) {
+		s.kind = N_PREPEND;
+		if ((err = get_str(l, n, "prepend", "normalizer Prepend", &s.a, &s.an)) < 0)
+			return err;
+	} else {
+		return bad(l, "normalizer type '%s' is not supported, and an added token marked \"normalized\" needs it "
+			      "(supported: NFC, NFD, NFKC, NFKD, StripAccents, Lowercase, Strip, Replace, Prepend, "
+			      "Sequence)", type);
+	}
+	return push_step(l, s);
+}
+
+static int normalize(const struct step *steps, size_t n, struct eg_text *t)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < n && !err; i++) {
+		const struct step *s = &steps[i];
+		switch (s->kind) {
+		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
+		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
+		case N_LOWERCASE: err = eg_u_lowercase(t); break;
+		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
+		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
+		case N_PREPEND:
+			/* NormalizedString::prepend: only a non-empty string */
+			if (t->n) {
+				struct eg_text p = { 0 };
+				if (!(err = eg_text_set(&p, s->a, s->an)) && !(err = eg_text_append(&p, t->s, t->n)))
+					err = eg_text_set(t, p.s, p.n);
+				eg_text_free(&p);
+			}
+			break;
+		default: break;
+		}
+	}
+	return err;
+}
+
+/* ---- vocabulary ---- */
+
+static int add_model_vocab(struct load *l, const json_t *model, uint64_t *n_model, struct eg_strtab *vocab)
+{
+	struct eg_tokenizer *tk = l->tk;
+	const json_t *v = json_object_get(model, "vocab");
+	const char *type = type_of(model);
+	size_t n;
+	int err;
+
+	if (type && strcmp(type, "BPE") && strcmp(type, "WordPiece") && strcmp(type, "WordLevel") &&
+	    strcmp(type, "Unigram"))
+		return bad(l, "model type '%s' is not supported (supported: BPE, Unigram, WordPiece, WordLevel)", type);
+	if (!v)
+		return bad(l, "the model has no 'vocab'");
+	if (type && !strcmp(type, "Unigram") ? !json_is_array(v) : !json_is_object(v) && (type || !json_is_array(v)))
+		return bad(l, "the model's 'vocab' is not %s", type && !strcmp(type, "Unigram") ? "an array of "
+			   "[piece, score]" : "an object {token: id}");
+	n = json_is_array(v) ? json_array_size(v) : json_object_size(v);
+	if (n == 0)
+		return bad(l, "the model's vocabulary is empty");
+	if (n > INT32_MAX)
+		return bad(l, "the model's vocabulary has %zu tokens, more than int32 ids allow", n);
+	tk->ids = malloc(n * sizeof(*tk->ids));
+	if (!tk->ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		tk->ids[i].len = UINT32_MAX; /* not seen yet */
+	if (json_is_array(v)) {
+		size_t i;
+		const json_t *e;
+		json_array_foreach(v, i, e) {
+			const json_t *piece = json_array_get(e, 0);
+			uint32_t prev;
+			if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(piece) ||
+			    !json_is_number(json_array_get(e, 1)))
+				return bad(l, "vocabulary entry %zu is not [piece, score]", i);
+			const char *s = json_string_value(piece);
+			size_t sn = json_string_length(piece);
+			if ((err = eg_strtab_add(vocab, s, sn, (uint32_t)i, &prev)) < 0)
+				return err;
+			if (!err)
+				return bad(l, "vocabulary piece %zu is the same string as piece %u", i, prev);
+			if ((err = pool_add(tk, s, sn, &tk->ids[i])) < 0)
+				return err;
+		}
+	} else {
+		const char *key;
+		size_t kn;
+		const json_t *id;
+		json_object_keylen_foreach((json_t *)v, key, kn, id) {
+			json_int_t x = json_is_integer(id) ? json_integer_value(id) : -1;
+			uint32_t prev;
+			if (!json_is_integer(id) || x < 0 || (uint64_t)x >= n)
+				return bad(l, "vocabulary id of token \"%.40s\" is %s: ids must be 0 .. %zu with no holes", key,
+					   json_is_integer(id) ? "out of range" : "not an integer", n - 1);
+			if (tk->ids[x].len != UINT32_MAX)
+				return bad(l, "vocabulary id %lld is given to two tokens", (long long)x);
+			if ((err = pool_add(tk, key, kn, &tk->ids[x])) < 0 ||
+			    (err = eg_strtab_add(vocab, key, kn, (uint32_t)x, &prev)) < 0)
+				return err;
+		}
+	}
+	*n_model = n;
+	return 0;
+}
+
+struct added_props {
+	uint8_t present, bits; /* single_word, lstrip, rstrip, normalized, special */
+};
+
+/* added_tokens, as AddedVocabulary::add_tokens numbers them (tokenizers/src/tokenizer/added_vocabulary.rs). */
+static int add_added_tokens(struct load *l, const json_t *root, uint64_t n_model, const struct eg_strtab *vocab)
+{
+	struct eg_tokenizer *tk = l->tk;
+	const json_t *list = json_object_get(root, "added_tokens"), *e;
+	struct eg_strtab added = { 0 };
+	struct added_props *props = NULL;
+	uint8_t *cached = NULL;
+	uint64_t next = n_model;
+	size_t i, n;
+	int err = 0, norm_parsed = 0;
+	struct eg_text t = { 0 };
+	const json_t *normalizer = json_object_get(root, "normalizer");
+	struct span *ids;
+
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list))
+		return bad(l, "'added_tokens' is not an array");
+	n = json_array_size(list);
+	if (n > INT32_MAX - n_model)
+		return bad(l, "%zu added tokens are too many", n);
+	ids = realloc(tk->ids, (n_model + n) * sizeof(*ids));
+	props = calloc(n_model + n, sizeof(*props));
+	cached = calloc(n_model + n, 1);
+	if (!ids || !props || !cached) {
+		if (ids)
+			tk->ids = ids;
+		err = -ENOMEM;
+		goto out;
+	}
+	tk->ids = ids;
+	json_array_foreach(list, i, e) {
+		const char *content;
+		size_t cn;
+		uint64_t declared;
+		uint32_t id;
+		int f[5];
+		char where[48];
+		static const char *const names[5] = { "single_word", "lstrip", "rstrip", "normalized", "special" };
+
+		snprintf(where, sizeof(where), "added token %zu", i);
+		if (!json_is_object(e)) {
+			err = bad(l, "%s is not an object", where);
+			goto out;
+		}
+		if ((err = get_str(l, e, "content", where, &content, &cn)) < 0 ||
+		    (err = get_uint(l, e, "id", where, &declared)) < 0)
+			goto out;
+		for (int k = 0; k < 5; k++)
+			if ((err = get_bool(l, e, names[k], where, k < 3 ? 0 : -1, &f[k])) < 0)
+				goto out;
+		uint8_t bits = (uint8_t)(f[0] | f[1] << 1 | f[2] << 2 | f[3] << 3 | f[4] << 4);
+		if (!cn)
+			continue; /* the library ignores empty added tokens */
+		if (eg_strtab_get(&added, content, cn, &id)) {
+			if (props[id].bits == bits && declared == id)
+				continue;
+		} else if (!eg_strtab_get(vocab, content, cn, &id)) {
+			id = (uint32_t)next++;
+		}
+		if (declared != id) {
+			err = bad(l, "added token \"%.40s\" declares id %llu, but Hugging Face tokenizers gives it id %u "
+				     "(a string of the vocabulary keeps its id; new ones are numbered from %llu in file order)",
+				  content, (unsigned long long)declared, id, (unsigned long long)n_model);
+			goto out;
+		}
+		uint32_t unused;
+		if ((err = eg_strtab_add(&added, content, cn, id, &unused)) < 0)
+			goto out;
+		props[id] = (struct added_props){ 1, bits };
+		if (f[3] && normalizer && !json_is_null(normalizer)) {
+			if (!norm_parsed) {
+				if ((err = parse_normalizer(l, normalizer, 0)) < 0)
+					goto out;
+				norm_parsed = 1;
+			}
+			if ((err = eg_text_set(&t, content, cn)) < 0 || (err = normalize(l->steps, l->n_steps, &t)) < 0)
+				goto out;
+			if (t.n != cn || memcmp(t.s, content, cn)) {
+				if ((err = pool_add(tk, t.s, t.n, &tk->ids[id])) < 0)
+					goto out;
+				cached[id] = 1; /* the library's normalized_cache: kept even if re-added unnormalized */
+				continue;
+			}
+		}
+		if (!cached[id] && (err = pool_add(tk, content, cn, &tk->ids[id])) < 0)
+			goto out;
+	}
+	tk->n_ids = next;
+	err = 0;
+out:
+	l->n_steps = 0;
+	eg_text_free(&t);
+	eg_strtab_free(&added);
+	free(props);
+	free(cached);
+	return err;
+}
+
+int eg_tokenizer_load(struct eg_tokenizer **out, const char *path, uint8_t digest[32])
+{
+	struct load l = { .path = path };
+	struct eg_tokenizer *tk;
+	struct eg_strtab vocab = { 0 };
+	json_error_t jerr;
+	json_t *root = NULL;
+	char *buf = NULL;
+	size_t size = 0;
+	uint64_t n_model = 0;
+	int err;
+
+	*out = NULL;
+	if ((err = read_file(path, &buf, &size)) < 0)
+		return err;
+	if (digest)
+		eg_sha256(buf, size, digest);
+	root = json_loadb(buf, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	free(buf);
+	if (!root)
+		return eg_fail(eg_json_error(&jerr), "tokenizer '%s': invalid JSON at line %d: %s", path, jerr.line,
+			       jerr.text);
+	tk = calloc(1, sizeof(*tk));
+	if (!tk || !(tk->path = strdup(path))) {
+		err = -ENOMEM;
+		goto out;
+	}
+	l.tk = tk;
+	if (!json_is_object(root)) {
+		err = bad(&l, "the top level is not a JSON object");
+		goto out;
+	}
+	const json_t *model = json_object_get(root, "model");
+	if (!json_is_object(model)) {
+		err = bad(&l, model ? "'model' is not an object" : "there is no 'model'");
+		goto out;
+	}
+	if ((err = add_model_vocab(&l, model, &n_model, &vocab)) < 0)
+		goto out;
+	tk->n_ids = n_model;
+	if ((err = add_added_tokens(&l, root, n_model, &vocab)) < 0)
+		goto out;
+	const json_t *dec = json_object_get(root, "decoder");
+	tk->has_decoder = dec && !json_is_null(dec);
+	if (tk->has_decoder && (err = parse_decoder(&l, dec, 0)) < 0)
+		goto out;
+	err = keep_decoder(&l);
+out:
+	if (err == -ENOMEM || err == -E2BIG)
+		err = eg_fail(err, "tokenizer '%s': %s", path, err == -E2BIG ? "too large" : "out of memory");
+	json_decref(root);
+	eg_strtab_free(&vocab);
+	free(l.steps);
+	if (err < 0)
+		eg_tokenizer_free(tk);
+	else
+		*out = tk;
+	return err;
+}
+
+void eg_tokenizer_free(struct eg_tokenizer *tk)
+{
+	if (!tk)
+		return;
+	free(tk->path);
+	free(tk->pool);
+	free(tk->ids);
+	free(tk->dec);
+	free(tk->dec_bytes);
+	free(tk);
+}
+
+uint64_t eg_tokenizer_num_ids(const struct eg_tokenizer *tk)
+{
+	return tk->n_ids;
+}
+
+const char *eg_tokenizer_token(const struct eg_tokenizer *tk, uint64_t id, size_t *len)
+{
+	*len = tk->ids[id].len;
+	return tk->pool + tk->ids[id].off;
+}
+
+/* ---- decoding one token ---- */
+
+/* GPT-2's bytes_to_unicode, inverted: the byte a code point below 0x144 stands for, or -1. */
+static int byte_of(uint32_t c)
+{
+	if ((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))
+		return (int)c;
+	if (c < 0x100 || c > 0x143)
+		return -1;
+	/* the other bytes, in increasing order, took 0x100, 0x101, ... */
+	unsigned k = c - 0x100;
+	for (unsigned b = 0; b < 256; b++)
+		if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) && k-- == 0)
+			return (int)b;
+	return -1;
+}
+
+static int byte_level(struct eg_text *t)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < t->n;) {
+		int32_t c;
+		i += eg_utf8_decode(t->s + i, &c);
+		if (byte_of((uint32_t)c) < 0)
+			return eg_utf8_lossy(t); /* a character outside the table: the token's own bytes */
+	}
+	for (size_t i = 0; i < t->n;) {
+		int32_t c;
+		i += eg_utf8_decode(t->s + i, &c);
+		t->s[w++] = (char)byte_of((uint32_t)c); /* one byte per character: never longer than the input */
+	}
+	t->n = w;
+	t->s[w] = 0;
+	return eg_utf8_lossy(t);
+}
+
+/* u8::from_str_radix(s, 16) of the two bytes between "<0x" and ">": Rust also takes "+" and one digit. */
+static int fallback_byte(const struct eg_text *t)
+{
+	const char *s = t->s;
+	int hi, lo;
+
+	if (t->n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
+		return -1;
+#define HEX(ch) ((ch) >= '0' && (ch) <= '9' ? (ch) - '0' : ((ch) | 32) >= 'a' && ((ch) | 32) <= 'f' ? ((ch) | 32) - 'a' + 10 : -1)
+	lo = HEX(s[4]);
+	hi = s[3] == '+' ? 0 : HEX(s[3]);
+#undef HEX
+	return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+static int strip_chars(const struct eg_tokenizer *tk, const struct step *s, uint64_t id, struct eg_text *t)
+{
+	size_t nchars = 0, start_cut = 0, stop_cut, i, b = 0, e;
+	int32_t c;
+
+	for (i = 0; i < t->n; nchars++)
+		i += eg_utf8_decode(t->s + i, &c);
+	/* leading: up to start characters equal to content */
+	for (i = 0; i < s->start && b < t->n; i++) {
+		size_t len = eg_utf8_decode(t->s + b, &c);
+		if ((uint32_t)c != s->ch)
+			break;
+		b += len;
+		start_cut++;
+	}
+	stop_cut = nchars;
+	e = t->n;
+	for (i = 0; i < s->stop; i++) {
+		if (i >= nchars)
+			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder Strip (stop %llu) runs past the start of "
+				       "token %llu, where the library panics", tk->path, (unsigned long long)s->stop,
+				       (unsigned long long)id);
+		size_t k = e - 1;
+		while (k > 0 && ((unsigned char)t->s[k] & 0xC0) == 0x80)
+			k--;
+		eg_utf8_decode(t->s + k, &c);
+		if ((uint32_t)c != s->ch)
+			break;
+		e = k;
+		stop_cut--;
+	}
+	if (start_cut > stop_cut)
+		return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder Strip cuts token %llu from both ends past each "
+			       "other, where the library panics", tk->path, (unsigned long long)id);
+	return eg_text_set(t, t->s + b, e - b);
+}
+
+static int metaspace(const struct step *s, struct eg_text *t)
+{
+	struct eg_text o = { 0 };
+	int err = eg_text_set(&o, "", 0);
+
+	for (size_t i = 0; i < t->n && !err;) {
+		int32_t c;
+		size_t len = eg_utf8_decode(t->s + i, &c);
+		if ((uint32_t)c != s->ch)
+			err = eg_text_append(&o, t->s + i, len);
+		else if (s->flag) /* prepend_scheme never: a space; otherwise the first token loses them all */
+			err = eg_text_append(&o, " ", 1);
+		i += len;
+	}
+	if (!err)
+		err = eg_text_set(t, o.s, o.n);
+	eg_text_free(&o);
+	return err;
+}
+
+static int wordpiece_cleanup(struct eg_text *t)
+{
+	static const char *const pairs[][2] = {
+		{ " .", "." },	 { " ?", "?" },	  { " !", "!" },	 { " ,", "," },	  { " ' ", "'" },  { " n't", "n't" },
+		{ " 'm", "'m" }, { " do not", " don't" }, { " 's", "'s" }, { " 've", "'ve" }, { " 're", "'re" },
+	};
+	int err = 0;
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]) && !err; i++)
+		err = eg_u_replace(t, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]));
+	return err;
+}
+
+int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out)
+{
+	size_t len;
+	const char *s = eg_tokenizer_token(tk, id, &len);
+	int err = eg_text_set(out, s, len);
+
+	/* One token is a list of one string at every step: only ByteFallback splits, and one byte makes one. */
+	for (size_t i = 0; i < tk->n_dec && !err; i++) {
+		const struct step *st = &tk->dec[i];
+		int b;
+		switch (st->kind) {
+		case BYTE_LEVEL: err = byte_level(out); break;
+		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn); break;
+		case BYTE_FALLBACK:
+			if ((b = fallback_byte(out)) >= 0) {
+				char ch = (char)b;
+				err = b < 0x80 ? eg_text_set(out, &ch, 1) : eg_text_set(out, "\xEF\xBF\xBD", 3);
+			}
+			break;
+		case FUSE: break;
+		case STRIP: err = strip_chars(tk, st, id, out); break;
+		case METASPACE: err = metaspace(st, out); break;
+		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0); break; /* the last token's suffix */
+		case WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
+		default: break;
+		}
+	}
+	if (err == -ENOMEM)
+		err = eg_fail(err, "tokenizer '%s': out of memory decoding token %llu", tk->path, (unsigned long long)id);
+	return err;
+}

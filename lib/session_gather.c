@@ -1,0 +1,229 @@
+/* Gathering a layer's rows through a session. First, after collecting the reads that completed, every row of
+ * the call is located and classified as it stands at that instant: ready (its bytes are in memory: a unit read
+ * and cached, a page this session brought into the page cache), not ready (its read is queued or in flight)
+ * or a miss (never requested). Only then does anything wait: each row's unit is waited for, or read now, and
+ * the rows are converted into the caller's buffer a chunk at a time. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "layout.h"
+#include "session.h"
+
+#define GATHER_CHUNK 256
+
+/* Log-linear histogram of the lead a read needed (ENGRAM_LEAD_BUCKETS, see engram.h): bucket 0 below 1 us,
+ * then four buckets per power of two. */
+static unsigned lead_bucket(uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b;
+
+	if (us < 1)
+		return 0;
+	unsigned e = 63 - (unsigned)__builtin_clzll(us); /* 2^e <= us < 2^(e+1) */
+	unsigned q = e >= 2 ? (unsigned)((us >> (e - 2)) & 3) : (unsigned)((us << (2 - e)) & 3);
+	b = 1 + 4 * e + q;
+	return b < ENGRAM_LEAD_BUCKETS ? b : ENGRAM_LEAD_BUCKETS - 1;
+}
+
+static void count_lead(engram_session *s, unsigned layer, const struct eg_unit *u, uint64_t step_t0)
+{
+	if (u->t_req && u->t_done >= step_t0 && u->t_done >= u->t_req) {
+		unsigned b = lead_bucket(u->t_done - u->t_req);
+		s->step[layer].lead_hist[b]++;
+		s->total[layer].lead_hist[b]++;
+	}
+}
+
+static int grow_refs(engram_session *s, size_t n)
+{
+	if (n <= s->cap_refs)
+		return 0;
+	size_t cap = s->cap_refs ? s->cap_refs : 1024;
+	while (cap < n)
+		cap *= 2;
+	struct row_ref *v = realloc(s->refs, cap * sizeof(*v));
+	if (!v)
+		return eg_fail(-ENOMEM, "out of memory for a gather of %zu rows", n);
+	s->refs = v;
+	s->cap_refs = cap;
+	return 0;
+}
+
+/* Locate every row and classify it, without waiting. */
+static int classify(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
+{
+	const struct eg_piece *p = NULL;
+	uint64_t ready = 0, not_ready = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct row_ref *r = &s->refs[i];
+		if (!p || rows[i] - p->t->row_begin >= p->t->row_count) {
+			if (!(p = eg_store_find(s->st, layer, rows[i])))
+				return eg_fail(-EINVAL, "row %llu of layer %d is not in this store",
+					       (unsigned long long)rows[i], s->cfg->layers[layer].id);
+		}
+		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
+		size_t ub = eg_sess_unit_bytes(p->t);
+		uint32_t pi = eg_sess_piece_index(s, p);
+		r->p = p;
+		r->off = off;
+		r->unit = off / ub;
+		r->cached = (uint8_t)eg_sess_is_cached(s, p);
+		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+			r->state = ROW_READY;
+			ready++;
+			continue;
+		}
+		const struct eg_units *t = eg_sess_table(s, r->cached);
+		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
+		if (slot == EG_NO_UNIT)
+			r->state = ROW_MISS;
+		else if (t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
+			r->state = ROW_READY;
+		else
+			r->state = ROW_NOT_READY; /* in flight, queued, or a failed read to retry */
+		ready += r->state == ROW_READY;
+		not_ready += r->state == ROW_NOT_READY;
+	}
+	COUNT(s, layer, rows, n);
+	COUNT(s, layer, ready, ready);
+	COUNT(s, layer, not_ready, not_ready);
+	COUNT(s, layer, misses, n - ready - not_ready);
+	return 0;
+}
+
+struct chunk {
+	const uint8_t *src[GATHER_CHUNK];
+	uint32_t held[GATHER_CHUNK]; /* cache slots pinned until the chunk is converted, or EG_NO_UNIT */
+	size_t k;
+	uint32_t dtype, hd;
+	enum engram_out out;
+	size_t ob;
+	uint8_t *dst;
+};
+
+/* Let go of the cache slots the chunk holds. */
+static void release(engram_session *s, struct chunk *c)
+{
+	for (size_t i = 0; i < c->k; i++)
+		if (c->held[i] != EG_NO_UNIT)
+			s->cache.u[c->held[i]].pins--;
+	c->k = 0;
+}
+
+/* Convert the chunk's rows into the caller's buffer and let go of them. */
+static void flush(engram_session *s, struct chunk *c)
+{
+	if (c->k)
+		eg_convert_rows(c->dtype, c->hd, c->out, c->src, c->k, c->dst);
+	c->dst += c->k * c->ob;
+	release(s, c);
+}
+
+/* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record. */
+static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, uint64_t step_t0, struct chunk *c)
+{
+	const struct eg_piece *p = r->p;
+	uint32_t pi = eg_sess_piece_index(s, p);
+	uint64_t key = eg_unit_key(pi, r->unit);
+	struct eg_units *t = eg_sess_table(s, r->cached);
+	uint32_t slot;
+	int err;
+
+	c->held[c->k] = EG_NO_UNIT;
+	if (r->state == ROW_READY && !r->cached &&
+	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+		c->src[c->k++] = p->data + r->off;
+		return 0;
+	}
+	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
+	slot = eg_units_find(t, key);
+	if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, t, slot, layer)) < 0)
+		return err;
+	if (slot != EG_NO_UNIT && t->u[slot].err) {
+		if (!r->cached) {
+			/* the read failed: report it, and let a later request try again */
+			err = eg_sess_unit_error(p, t->u[slot].err);
+			eg_units_drop(t, slot);
+			return err;
+		}
+		if (t->u[slot].pins) {
+			/* pinned by the step: retry the read in place */
+			if ((err = eg_sess_load_unit(s, layer, p, r->unit, eg_units_data(t, slot))) < 0)
+				return err;
+			t->u[slot].err = 0;
+		} else {
+			eg_units_drop(t, slot);
+			slot = EG_NO_UNIT;
+		}
+	}
+	if (slot != EG_NO_UNIT)
+		count_lead(s, layer, &t->u[slot], step_t0);
+	if (!r->cached) {
+		/* page-cache mode reads through the mapping; a page never requested faults in now */
+		if (slot == EG_NO_UNIT)
+			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t));
+		c->src[c->k++] = p->data + r->off;
+		return 0;
+	}
+	if (slot == EG_NO_UNIT) {
+		slot = eg_units_alloc(t, key);
+		if (slot == EG_NO_UNIT) {
+			/* nothing evictable: convert what we have, then this row alone from a spare buffer */
+			flush(s, c);
+			if ((err = eg_sess_load_unit(s, layer, p, r->unit, s->overflow)) < 0)
+				return err;
+			c->held[c->k] = EG_NO_UNIT;
+			c->src[c->k++] = s->overflow + r->off % eg_sess_unit_bytes(p->t);
+			flush(s, c);
+			return 0;
+		}
+		if ((err = eg_sess_load_unit(s, layer, p, r->unit, eg_units_data(t, slot))) < 0) {
+			eg_units_drop(t, slot);
+			return err;
+		}
+		t->u[slot].state = EG_UNIT_READY;
+	}
+	t->u[slot].ref = 1;
+	t->u[slot].pins++;
+	c->held[c->k] = slot;
+	c->src[c->k++] = eg_units_data(t, slot) + r->off % eg_sess_unit_bytes(p->t);
+	return 0;
+}
+
+int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		   uint8_t *dst)
+{
+	const struct eg_disk_table *t0 = eg_store_layer_table(s->st, layer);
+	struct chunk c = { .k = 0, .out = out, .dst = dst };
+	uint64_t step_t0 = s->step_t0;
+	int err;
+
+	if (!n)
+		return 0;
+	if (!t0)
+		return eg_fail(-EINVAL, "layer %d has no table in this store", s->cfg->layers[layer].id);
+	c.dtype = t0->dtype; /* one per layer: checked when the store was opened */
+	c.hd = t0->head_dim;
+	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
+	/* collect the reads that have finished, so that rows ready now count as ready; collecting starts queued
+	 * reads, and a page already in the page cache completes as it is submitted: collect until none is left */
+	while ((err = eg_sess_reap(s, 0)) > 0)
+		;
+	if (err < 0 || (err = grow_refs(s, n)) < 0 || (err = classify(s, layer, rows, n)) < 0)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		if ((err = resolve(s, layer, &s->refs[i], step_t0, &c)) < 0)
+			break;
+		if (c.k == GATHER_CHUNK)
+			flush(s, &c);
+	}
+	if (err)
+		release(s, &c);
+	else
+		flush(s, &c);
+	return err;
+}
