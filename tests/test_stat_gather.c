@@ -113,6 +113,13 @@ static void test_gathers_match_reference(void **state)
 	vectors_free(&v);
 }
 
+/* The shard test_gathers_match_reference packs, and an output that the failing runs must not leave. */
+static void scratch(char shard[600], char out[600])
+{
+	snprintf(shard, 600, "%s/v41.engram", tmpdir_create_once());
+	snprintf(out, 600, "%s/never.npy", tmpdir_create_once());
+}
+
 static void test_errors_leave_no_output(void **state)
 {
 	const char *dir = tmpdir_create_once();
@@ -120,8 +127,7 @@ static void test_errors_leave_no_output(void **state)
 	struct stat st;
 
 	(void)state;
-	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	snprintf(out, sizeof(out), "%s/never.npy", dir);
+	scratch(shard, out);
 	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null",
 			    tool_path("engram-stat"), shard, out), 1);
 	assert_int_equal(sh("%s gather %s --tokens 1,99999 --layer 1 --dtype f32 --out %s 2>&1 | "
@@ -152,20 +158,14 @@ static void test_bad_option_values(void **state)
 		{ "--layer 1x", "engram-stat: --layer '1x' is not a number" },
 		{ "--layer -1", "engram-stat: --layer '-1' must be at least 0" },
 	};
-	const char *dir = tmpdir_create_once();
 	char shard[600], out[600];
 	struct stat st;
 
 	(void)state;
-	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	snprintf(out, sizeof(out), "%s/never.npy", dir);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s %s >/dev/null 2>&1",
-				    tool_path("engram-stat"), shard, out, cases[i].opts), 2);
-		if (sh("%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s %s 2>&1 | grep -qF -- \"%s\"",
-		       tool_path("engram-stat"), shard, out, cases[i].opts, cases[i].msg) != 0)
-			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
-	}
+	scratch(shard, out);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		sh_fails(2, cases[i].msg, "%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s %s",
+			 tool_path("engram-stat"), shard, out, cases[i].opts);
 	assert_int_equal(stat(out, &st), -1);
 }
 
@@ -173,22 +173,18 @@ static void test_bad_option_values(void **state)
 static void test_mask_is_0_or_1(void **state)
 {
 	static const int64_t two[2] = { 1, 2 };
-	const char *dir = tmpdir_create_once();
 	char shard[600], out[600], npy[600];
 	struct stat st;
 
 	(void)state;
-	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	snprintf(out, sizeof(out), "%s/never.npy", dir);
+	scratch(shard, out);
 	snprintf(npy, sizeof(npy), "%s", write_tmp_npy_ints("mask2.npy", two, 2, 8));
-	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 2,0 --layer 1 --dtype f32 --out %s 2>&1 | "
-			    "grep -q \"engram-stat: --mask value 2 at position 0 is not 0 or 1\"",
-			    tool_path("engram-stat"), shard, out), 0);
-	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 2,0 --layer 1 --dtype f32 --out %s 2>/dev/null",
-			    tool_path("engram-stat"), shard, out), 1);
-	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask %s --layer 1 --dtype f32 --out %s 2>&1 | "
-			    "grep -q \"engram-stat: --mask value 2 at position 1 is not 0 or 1\"",
-			    tool_path("engram-stat"), shard, npy, out), 0);
+	sh_fails(1, "engram-stat: --mask value 2 at position 0 is not 0 or 1",
+		 "%s gather %s --tokens 1,2 --mask 2,0 --layer 1 --dtype f32 --out %s", tool_path("engram-stat"), shard,
+		 out);
+	sh_fails(1, "engram-stat: --mask value 2 at position 1 is not 0 or 1",
+		 "%s gather %s --tokens 1,2 --mask %s --layer 1 --dtype f32 --out %s", tool_path("engram-stat"), shard,
+		 npy, out);
 	assert_int_equal(stat(out, &st), -1);
 	/* 0 and 1 are fine */
 	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 1,0 --layer 1 --dtype f32 --out %s",
@@ -218,11 +214,8 @@ static void test_out_over_input(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char want[2000];
 		snprintf(want, sizeof(want), msg, cases[i].out, cases[i].named);
-		assert_int_equal(sh("%s gather %s --tokens %s --mask %s --layer 1 --dtype f32 --out %s >/dev/null 2>&1",
-				    stat_tool, shard, tok, msk, cases[i].out), 1);
-		if (sh("%s gather %s --tokens %s --mask %s --layer 1 --dtype f32 --out %s 2>&1 | grep -qF -- \"%s\"",
-		       stat_tool, shard, tok, msk, cases[i].out, want) != 0)
-			fail_msg("--out %s: no message '%s'", cases[i].out, want);
+		sh_fails(1, want, "%s gather %s --tokens %s --mask %s --layer 1 --dtype f32 --out %s", stat_tool, shard,
+			 tok, msk, cases[i].out);
 	}
 	assert_int_equal(sh("cmp -s %s %s", shard, copy), 0);
 	assert_int_equal(sh("%s verify %s >/dev/null", stat_tool, shard), 0);

@@ -74,9 +74,7 @@ static void out_over_input(void **state)
 	assert_int_equal(sh("cp %s %s && ln -s %s %s", fixture("tokenizers/edge/sentencepiece.json"), json, json,
 			    link), 0);
 	snprintf(want, sizeof(want), "engram-stat: --out '%s' is the same file as the input '%s'", link, json);
-	assert_int_equal(sh("%s tokenmap %s --out %s >/dev/null 2>&1", tool_path("engram-stat"), json, link), 1);
-	assert_int_equal(sh("%s tokenmap %s --out %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool_path("engram-stat"),
-			    json, link, want), 0);
+	sh_fails(1, want, "%s tokenmap %s --out %s", tool_path("engram-stat"), json, link);
 	assert_int_equal(sh("%s tokenmap %s --out %s >/dev/null 2>&1", tool_path("engram-stat"), json, json), 1);
 	assert_int_equal(sh("cmp -s %s %s", fixture("tokenizers/edge/sentencepiece.json"), json), 0);
 }
