@@ -3,7 +3,6 @@
  * report prefetch hit rates, stalls and I/O beside the kernel's own counters. */
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +17,7 @@
 
 #define MAX_RUNS 256
 #define MAX_DEPTH 1024
-#define MAX_STEP_MS 60000.0  /* a decode step's compute time: a minute */
+#define MAX_STEP_MS 60000.0   /* a decode step's compute time: a minute */
 #define MAX_PREFILL_MS 1000.0 /* per prefill token: a second */
 #define MAX_ZIPF 100.0        /* beyond, all but the first ranks have a weight of about 0 anyway */
 
