@@ -353,7 +353,7 @@ static void test_header_too_long(void **state)
 
 	(void)state;
 	snprintf(p, sizeof(p), "%s", write_tmp("huge.safetensors", b, sizeof(b)));
-	expect_fail(p, ENGRAM_EPARSE, "over the 100 MiB limit");
+	expect_fail(p, ENGRAM_EPARSE, "over the 16 MiB limit");
 }
 
 static void test_invalid_json(void **state)
@@ -493,6 +493,38 @@ static void test_index_missing_shard(void **state)
 		    "\"model." W3 "\": \"model-00009-of-00002.safetensors\"");
 	expect_fail(ip, -ENOENT, "cannot open shard");
 	assert_non_null(strstr(engram_last_error(), "model-00009-of-00002.safetensors"));
+}
+
+/* An index names files inside its own directory: "../" or a symbolic link leading out is refused before anything
+ * is read (an index could otherwise make the packer, run as root, read any file), and no message quotes the
+ * bytes of a file that is not a checkpoint. */
+static void test_index_paths_stay_in_its_directory(void **state)
+{
+	char ip[512], link[600], secret[600];
+
+	(void)state;
+	write_index(ip, sizeof(ip), "\"model." W1 "\": \"../../../../etc/shadow\"");
+	expect_fail(ip, ENGRAM_EPARSE, "leaves it");
+	write_index(ip, sizeof(ip), "\"model." W1 "\": \"sub/../../x.safetensors\"");
+	expect_fail(ip, ENGRAM_EPARSE, "leaves it");
+	snprintf(secret, sizeof(secret), "%s", write_tmp("secret", "SECRET42 and more secret bytes, then { \"a\": ", 40));
+	snprintf(link, sizeof(link), "%s/outside.safetensors", tmpdir_create_once());
+	assert_int_equal(sh("mkdir -p %s/elsewhere && mv %s %s/elsewhere/secret && ln -sf %s/elsewhere/secret %s",
+			    tmpdir_create_once(), secret, tmpdir_create_once(), tmpdir_create_once(), link), 0);
+	write_index(ip, sizeof(ip), "\"model." W1 "\": \"outside.safetensors\"");
+	/* inside the directory by name, outside by its link: refused too */
+	assert_int_equal(sh("mkdir -p %s/ckpt && mv %s %s/ckpt/ && ln -sf ../elsewhere/secret %s/ckpt/outside.safetensors",
+			    tmpdir_create_once(), ip, tmpdir_create_once(), tmpdir_create_once()), 0);
+	snprintf(ip, sizeof(ip), "%s/ckpt/model.safetensors.index.json", tmpdir_create_once());
+	expect_fail(ip, ENGRAM_EPARSE, "outside the index's directory");
+	/* a file that is not a checkpoint, given directly: its bytes do not come back in the message */
+	snprintf(secret, sizeof(secret), "%s/elsewhere/secret", tmpdir_create_once());
+	expect_fail(secret, ENGRAM_EPARSE, "secret");
+	assert_null(strstr(engram_last_error(), "SECRET"));
+	assert_null(strstr(engram_last_error(), "3477010265")); /* the first 8 bytes as a little-endian number */
+	const char *json = write_tmp("bad.safetensors", "\x10\0\0\0\0\0\0\0{\"SECRET9\": tru}", 24);
+	expect_fail(json, ENGRAM_EPARSE, "not valid JSON");
+	assert_null(strstr(engram_last_error(), "SECRET9"));
 }
 
 static void test_index_tensor_not_in_shard(void **state)
@@ -651,6 +683,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_empty_and_unknown_dtype_accepted, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_missing_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_index_paths_stay_in_its_directory, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_duplicate_across_shards, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_tensor_beyond_4gib, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_truncation_loop, cleanup_tmpdir),

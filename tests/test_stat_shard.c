@@ -170,6 +170,68 @@ static void test_pack_out_over_input(void **state)
 			    "cmp -s fixtures/ref/tiny/tiny.bf16.safetensors %s", cfg, map, w), 0);
 }
 
+/* A FIFO (or any file that is not a regular one) where a file is expected is a clear error, never a hang: each
+ * command runs under a timeout, whose expiry (status 124) would fail the test. */
+static void test_fifos_are_refused_not_waited_for(void **state)
+{
+	char fifo[600];
+	const char *pack = tool_path("engram-pack"), *stat = tool_path("engram-stat");
+	const char *cfg = "fixtures/ref/tiny/tiny.config.json", *map = "fixtures/ref/tiny/tiny.token_map.npy";
+	const char *w = "fixtures/ref/tiny/tiny.f32.safetensors";
+
+	(void)state;
+	snprintf(fifo, sizeof(fifo), "%s/fifo", tmpdir_create_once());
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	struct {
+		const char *cmd;
+		char args[2048];
+	} cases[8];
+	unsigned n = 0;
+	cases[n].cmd = pack;
+	snprintf(cases[n++].args, 2048, "--config %s --token-map %s --weights %s --out %s/o1.engram", fifo, map, w,
+		 tmpdir_create_once());
+	cases[n].cmd = pack;
+	snprintf(cases[n++].args, 2048, "--config %s --token-map %s --weights %s --out %s/o2.engram", cfg, fifo, w,
+		 tmpdir_create_once());
+	cases[n].cmd = pack;
+	snprintf(cases[n++].args, 2048, "--config %s --token-map %s --weights %s --out %s/o3.engram", cfg, map, fifo,
+		 tmpdir_create_once());
+	cases[n].cmd = stat;
+	snprintf(cases[n++].args, 2048, "info %s", fifo);
+	cases[n].cmd = stat;
+	snprintf(cases[n++].args, 2048, "verify %s", fifo);
+	cases[n].cmd = stat;
+	snprintf(cases[n++].args, 2048, "rows --config %s --token-map %s --tokens %s", cfg, map, fifo);
+	cases[n].cmd = stat;
+	snprintf(cases[n++].args, 2048, "rows --config %s --token-map %s --tokens 1,2", fifo, map);
+	for (unsigned i = 0; i < n; i++) {
+		int st = sh("timeout 20 %s %s 2>%s/err >/dev/null", cases[i].cmd, cases[i].args, tmpdir_create_once());
+		if (st == 124)
+			fail_msg("'%s %s' hung on a FIFO", cases[i].cmd, cases[i].args);
+		assert_int_not_equal(st, 0);
+		if (sh("grep -q 'not a regular file' %s/err", tmpdir_create_once()) != 0)
+			fail_msg("'%s %s' did not say the file is not a regular file", cases[i].cmd, cases[i].args);
+	}
+}
+
+/* engram-pack dies on the first SIGTERM, at once, and leaves nothing behind (its files are unnamed until
+ * complete). The pack writes a V4.1-geometry table of ~100 MB, so it is mid-way when the signal comes. */
+static void test_pack_dies_on_first_signal(void **state)
+{
+	char dir[600];
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/sig", tmpdir_create_once());
+	assert_int_equal(mkdir(dir, 0755), 0);
+	int st = sh("%s --quiet --config fixtures/ref/v41/v41.config.json --token-map fixtures/ref/v41/v41.token_map.npy "
+		    "--synthetic 2048 --synthetic-dtype e4m3 --out %s/v41.engram & pid=$!; sleep 0.3; kill -TERM $pid; "
+		    "t=0; while kill -0 $pid 2>/dev/null; do sleep 0.1; t=$((t+1)); [ $t -lt 20 ] || exit 99; done; "
+		    "wait $pid", tool_path("engram-pack"), dir);
+	assert_int_not_equal(st, 99); /* still running 2 s after the signal */
+	assert_int_equal(st, 128 + 15);
+	assert_int_equal(sh("[ -z \"$(ls -A %s)\" ]", dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +240,8 @@ int main(void)
 		cmocka_unit_test(test_pack_from_npy_tensors),
 		cmocka_unit_test(test_pack_bad_option_values),
 		cmocka_unit_test(test_pack_out_over_input),
+		cmocka_unit_test(test_fifos_are_refused_not_waited_for),
+		cmocka_unit_test(test_pack_dies_on_first_signal),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -271,13 +271,7 @@ int main(int argc, char **argv)
 	double secs = pack_now() - t0;
 	pack_progress_clear(&bar);
 	if (err < 0) {
-		int sig = pack_interrupted();
-		if (sig) {
-			tool_error("interrupted: '%s' was not written", o.out_path);
-			status = 128 + sig;
-		} else {
-			status = tool_lib_error(err);
-		}
+		status = tool_lib_error(err);
 		goto out;
 	}
 	if (!quiet) {
