@@ -351,8 +351,8 @@ static void test_sweep_json_svg(void **state)
 	char link[700];
 	snprintf(link, sizeof(link), "%s/a&b<c>.engram", tmpdir_create_once());
 	assert_int_equal(sh("ln -sf '%s' '%s'", shard(), link), 0);
-	assert_int_equal(
-		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"), link, svg), 0);
+	assert_int_equal(sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"),
+			    link, svg), 0);
 	text = read_file(svg, NULL);
 	assert_non_null(strstr(text, "a&amp;b&lt;c&gt;.engram"));
 	check_xml(text);
@@ -420,8 +420,8 @@ static void test_errors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(), cases[i].opts),
-				 cases[i].status);
+		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(),
+				    cases[i].opts), cases[i].status);
 		if (sh("%s replay %s %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool_path("engram-stat"), shard(),
 		       cases[i].opts, cases[i].msg) != 0)
 			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
@@ -435,6 +435,60 @@ static void test_errors(void **state)
 	assert_int_equal(sh("%s --help | grep -q replay", tool_path("engram-stat")), 0);
 }
 
+/* Every number is checked whole and bounded: times cannot make a run sleep forever, sizes cannot wrap. */
+static void test_bad_numbers(void **state)
+{
+	static const struct {
+		const char *opts, *msg;
+	} cases[] = {
+		{ "--step-ms 1e300", "engram-stat: --step-ms '1e300' must be at most 60000" },
+		{ "--step-ms 60000.5", "engram-stat: --step-ms '60000.5' must be at most 60000" },
+		{ "--step-ms 1e400", "engram-stat: --step-ms '1e400' must be at most 60000" },
+		{ "--step-ms nan", "engram-stat: --step-ms 'nan' is not a number" },
+		{ "--step-ms inf", "engram-stat: --step-ms 'inf' is not a number" },
+		{ "--step-ms 12x", "engram-stat: --step-ms '12x' is not a number" },
+		{ "--step-ms ''", "engram-stat: --step-ms '' is not a number" },
+		{ "--step-ms -1", "engram-stat: --step-ms '-1' must be at least 0" },
+		{ "--prefill-ms-per-token 1001", "engram-stat: --prefill-ms-per-token '1001' must be at most 1000" },
+		{ "--prefill-ms-per-token nan", "engram-stat: --prefill-ms-per-token 'nan' is not a number" },
+		{ "--zipf 1e400", "engram-stat: --zipf '1e400' must be at most 100" },
+		{ "--cache-mb -5", "engram-stat: --cache-mb '-5' is not a number" },
+		{ "--cache-mb 12x", "engram-stat: --cache-mb '12x' is not a number" },
+		{ "--cache-mb ''", "engram-stat: --cache-mb '' is not a number" },
+		{ "--cache-mb 99999999999999999999", "engram-stat: --cache-mb '99999999999999999999' must be at most" },
+		{ "--queue-depth 32769", "engram-stat: --queue-depth '32769' must be at most 32768" },
+		{ "--batch 12x", "engram-stat: --batch '12x' is not a number" },
+		{ "--max-steps 1e3", "engram-stat: --max-steps '1e3' is not a number" },
+		{ "--sweep cache=-5", "engram-stat: --sweep cache value '-5' is not a number" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *stream = strncmp(cases[i].opts, "--zipf", 6) ? "--tokens 1,2" : "";
+		sh_fails(2, cases[i].msg, "%s replay %s %s --no-wait %s", tool_path("engram-stat"), shard(), stream,
+			 cases[i].opts);
+	}
+}
+
+/* --svg naming an input (the shard, by a symlink, or the tokens file) is refused before any run. */
+static void test_svg_over_input(void **state)
+{
+	char link[700], tok[700], copy[700], want[2000];
+	static const int64_t toks[3] = { 1, 2, 3 };
+
+	(void)state;
+	snprintf(link, sizeof(link), "%s/shard-link.svg", tmpdir_create_once());
+	snprintf(copy, sizeof(copy), "%s/shard-copy", tmpdir_create_once());
+	snprintf(tok, sizeof(tok), "%s", write_tmp_npy_ints("toks.npy", toks, 3, 8));
+	assert_int_equal(sh("cp '%s' '%s' && ln -sf '%s' '%s'", shard(), copy, shard(), link), 0);
+	snprintf(want, sizeof(want), "engram-stat: --svg '%s' is the same file as the input '%s'", link, shard());
+	sh_fails(1, want, "%s replay %s --tokens %s --no-wait --svg %s", tool_path("engram-stat"), shard(), tok, link);
+	snprintf(want, sizeof(want), "engram-stat: --svg '%s' is the same file as the input '%s'", tok, tok);
+	sh_fails(1, want, "%s replay %s --tokens %s --no-wait --svg %s", tool_path("engram-stat"), shard(), tok, tok);
+	assert_int_equal(sh("cmp -s '%s' '%s'", shard(), copy), 0);
+	assert_int_equal(remove(copy), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +500,8 @@ int main(void)
 		cmocka_unit_test(test_sweep_json_svg),
 		cmocka_unit_test(test_text_report),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_bad_numbers),
+		cmocka_unit_test(test_svg_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }
