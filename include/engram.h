@@ -178,6 +178,11 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
 					const uint8_t *mask, size_t n, uint64_t *rows);
 
+/* The rows engram_hasher_push_batch() with these arguments would write, without changing any slot: the rows of
+ * a token that may come next (a speculative draft), computed before it is known to. Same arguments and errors. */
+ENGRAM_API int engram_hasher_peek_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
+					const uint8_t *mask, size_t n, uint64_t *rows);
+
 /* ---------------------------------------------------------------------------------------------------
  * Reading shards.
  *
@@ -379,8 +384,21 @@ ENGRAM_API size_t engram_session_gather_bytes(const engram_session *s, unsigned 
 ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer_index, enum engram_out out, void *dst,
 				     size_t dst_size);
 
-/* Lower level, for callers that know rows ahead of a step (replay, speculation): submit reads of rows of a
- * layer without adding positions, and gather arbitrary rows through the session's reads and cache. */
+/*
+ * Speculative decoding: submit the reads of the rows that a push of tokens[i] into slot seqs[i] would address
+ * (one token per distinct slot, as engram_session_push_batch takes them), for every layer, without adding
+ * positions to the step or changing any slot's history. An engine whose draft model (DeepSeek's
+ * multi-token-prediction head) proposes each sequence's next token one step early calls it with the drafts at
+ * the end of the step that proposed them: the rows are read while the next step's first layers run. When the
+ * step after confirms a draft, its push finds those reads done or in flight (they are not read twice); a
+ * rejected draft's reads were for nothing, and the true token's rows are read at its push. Returns 0, -EINVAL (a
+ * bad or repeated slot, a bad token id), -errno.
+ */
+ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *seqs, const int64_t *tokens,
+					    const uint8_t *mask, size_t n);
+
+/* Lower level, for callers that know rows ahead of a step (replay): submit reads of rows of a layer without
+ * adding positions, and gather arbitrary rows through the session's reads and cache. */
 ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer_index, const uint64_t *rows,
 					    size_t n);
 ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_index, const uint64_t *rows, size_t n,

@@ -91,6 +91,19 @@ static int grow_step(engram_session *s, size_t need)
 	return 0;
 }
 
+/* Room for one push of n positions. */
+static int grow_push_rows(engram_session *s, size_t n)
+{
+	if (n > s->push_cap) {
+		uint64_t *v = realloc(s->push_rows, (size_t)s->cfg->n_layers * n * s->cfg->columns * sizeof(*v));
+		if (!v)
+			return eg_fail(-ENOMEM, "out of memory for %zu tokens", n);
+		s->push_rows = v;
+		s->push_cap = n;
+	}
+	return 0;
+}
+
 /* Hash n positions (one slot and n tokens, or n slots and one token each) into the step and request their
  * rows. */
 static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int64_t *tokens, const uint8_t *mask,
@@ -101,13 +114,8 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 
 	if ((err = grow_step(s, s->n_pos + n)) < 0)
 		return err;
-	if (n > s->push_cap) {
-		uint64_t *v = realloc(s->push_rows, (size_t)L * n * cols * sizeof(*v));
-		if (!v)
-			return eg_fail(-ENOMEM, "out of memory for %zu tokens", n);
-		s->push_rows = v;
-		s->push_cap = n;
-	}
+	if ((err = grow_push_rows(s, n)) < 0)
+		return err;
 	err = seqs ? engram_hasher_push_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)
 		   : engram_hasher_push(s->hasher, seq, tokens, mask, n, s->push_rows);
 	if (err < 0)
@@ -123,6 +131,23 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	for (unsigned k = 0; k < L && !err; k++) {
 		unsigned l = s->layer_order[k];
 		err = eg_sess_request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1);
+	}
+	return err ? err : eg_sess_submit(s);
+}
+
+ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *seqs, const int64_t *tokens,
+					    const uint8_t *mask, size_t n)
+{
+	EG_KEEP_ERRNO;
+	unsigned L = s->cfg->n_layers, cols = s->cfg->columns;
+	int err;
+
+	if ((err = grow_push_rows(s, n)) < 0 ||
+	    (err = engram_hasher_peek_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)) < 0)
+		return err;
+	for (unsigned k = 0; k < L && !err; k++) {
+		unsigned l = s->layer_order[k];
+		err = eg_sess_request_rows(s, l, s->push_rows + (size_t)l * n * cols, n * cols, 0);
 	}
 	return err ? err : eg_sess_submit(s);
 }
