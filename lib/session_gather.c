@@ -134,13 +134,16 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	int err;
 
 	c->held[c->k] = EG_NO_UNIT;
+	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
+	slot = eg_units_find(t, key);
 	if (r->state == ROW_READY && !r->cached &&
 	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+		/* a page this session brought in; if its read was this step's, it had a lead */
+		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
+			count_lead(s, layer, &t->u[slot], step_t0);
 		c->src[c->k++] = p->data + r->off;
 		return 0;
 	}
-	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
-	slot = eg_units_find(t, key);
 	if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, t, slot, layer)) < 0)
 		return err;
 	if (slot != EG_NO_UNIT && t->u[slot].err) {

@@ -51,10 +51,12 @@ int replay_samples_init(struct replay_samples *s, size_t steps)
 	size_t n = steps ? steps : 1;
 
 	s->stall_us = malloc(n * sizeof(*s->stall_us));
+	s->share = malloc(n * sizeof(*s->share));
 	s->push_us = malloc(n * sizeof(*s->push_us));
-	s->hit = malloc(n * sizeof(*s->hit));
-	s->n_hit = 0;
-	if (!s->stall_us || !s->push_us || !s->hit) {
+	s->gather_us = malloc(n * sizeof(*s->gather_us));
+	s->ready = malloc(n * sizeof(*s->ready));
+	s->n_ready = 0;
+	if (!s->stall_us || !s->share || !s->push_us || !s->gather_us || !s->ready) {
 		tool_error("out of memory");
 		return -1;
 	}
@@ -64,34 +66,66 @@ int replay_samples_init(struct replay_samples *s, size_t steps)
 void replay_samples_free(struct replay_samples *s)
 {
 	free(s->stall_us);
+	free(s->share);
 	free(s->push_us);
-	free(s->hit);
-	s->stall_us = s->push_us = s->hit = NULL;
+	free(s->gather_us);
+	free(s->ready);
+	s->stall_us = s->share = s->push_us = s->gather_us = s->ready = NULL;
 }
 
-void replay_samples_add(struct replay_samples *s, size_t step, double push_us, double stall_us,
+void replay_samples_add(struct replay_samples *s, size_t step, double push_us, double gather_us, double step_us,
 			const struct engram_io_stats *st)
 {
 	s->push_us[step] = push_us;
-	s->stall_us[step] = stall_us;
+	s->gather_us[step] = gather_us;
+	s->stall_us[step] = push_us + gather_us;
+	s->share[step] = step_us > 0 ? (push_us + gather_us) / step_us : NAN;
 	if (st->rows)
-		s->hit[s->n_hit++] = (double)st->ready / (double)st->rows;
+		s->ready[s->n_ready++] = (double)st->ready / (double)st->rows;
 }
 
 void replay_samples_summarize(struct replay_samples *s, size_t steps, struct replay_result *r)
 {
-	size_t n = s->n_hit;
+	size_t n = s->n_ready;
 	double sum = 0;
 
 	dist_of(s->stall_us, steps, &r->stall_us);
 	dist_of(s->push_us, steps, &r->push_us);
-	qsort(s->hit, n, sizeof(*s->hit), cmp_double);
+	dist_of(s->gather_us, steps, &r->gather_us);
+	if (steps && isnan(s->share[0]))
+		r->stall_share = (struct replay_dist){ NAN, NAN, NAN, NAN, NAN };
+	else
+		dist_of(s->share, steps, &r->stall_share);
+	qsort(s->ready, n, sizeof(*s->ready), cmp_double);
 	for (size_t i = 0; i < n; i++)
-		sum += s->hit[i];
-	r->hit_min = n ? s->hit[0] : NAN;
-	r->hit_mean = n ? sum / (double)n : NAN;
-	r->hit_p95 = rank_down(s->hit, n, 95);
-	r->hit_p99 = rank_down(s->hit, n, 99);
+		sum += s->ready[i];
+	r->ready_min = n ? s->ready[0] : NAN;
+	r->ready_mean = n ? sum / (double)n : NAN;
+	r->ready_p95 = rank_down(s->ready, n, 95);
+	r->ready_p99 = rank_down(s->ready, n, 99);
+}
+
+double replay_lead_ms(const uint64_t *hist, double p)
+{
+	uint64_t total = 0, seen = 0, want;
+
+	for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++)
+		total += hist[b];
+	if (!total)
+		return NAN;
+	want = (uint64_t)ceil(p / 100.0 * (double)total);
+	if (!want)
+		want = 1;
+	for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++) {
+		seen += hist[b];
+		if (seen >= want) {
+			if (b == 0)
+				return 0.001;
+			unsigned e = (b - 1) / 4, q = (b - 1) % 4;
+			return ldexp(1.0 + (q + 1) / 4.0, (int)e) / 1000.0; /* the bucket's upper edge, us to ms */
+		}
+	}
+	return NAN;
 }
 
 /* ---- distinct rows: an open-addressing set of (layer, row) ---- */

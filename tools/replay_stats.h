@@ -10,21 +10,22 @@
 #include "replay_report.h"
 #include "replay_sched.h"
 
-/* One run's samples, one per step: stall and push times, and the hit rate of each step that gathered rows. */
+/* One run's samples, one per step: times in the library and their share of the step, and the ready rate of each
+ * step that gathered rows. */
 struct replay_samples {
-	double *stall_us, *push_us, *hit;
-	size_t n_hit;
+	double *stall_us, *share, *push_us, *gather_us, *ready;
+	size_t n_ready;
 };
 
 /* Room for `steps` steps. Returns 0, or prints the error and returns -1; replay_samples_free releases either
  * way. */
 int replay_samples_init(struct replay_samples *s, size_t steps);
 void replay_samples_free(struct replay_samples *s);
-/* Step `step`'s figures: its push and stall times, and its session counters (a step without rows has no hit
- * rate). */
-void replay_samples_add(struct replay_samples *s, size_t step, double push_us, double stall_us,
+/* Step `step`'s figures: its push and gather times, its compute time (0: none, --no-wait), and its session
+ * counters (a step without rows has no ready rate). */
+void replay_samples_add(struct replay_samples *s, size_t step, double push_us, double gather_us, double step_us,
 			const struct engram_io_stats *st);
-/* r->stall_us, push_us and hit_* over the `steps` steps added (sorts the samples). */
+/* r->stall_us, stall_share, push_us, gather_us and ready_* over the `steps` steps added (sorts the samples). */
 void replay_samples_summarize(struct replay_samples *s, size_t steps, struct replay_result *r);
 
 /* Distinct rows each layer gathers over the schedule (the same in every run), from a pass of a hasher with

@@ -44,6 +44,12 @@ static void usage(FILE *f)
 		"reading:\n"
 		"  --depth D                prefetch depth in steps: 0 none, 1 at push, D >= 2 also D-1 steps ahead\n"
 		"                           (default 1)\n"
+		"  --lookahead prompt|oracle   what depth >= 2 reads ahead: prompt tokens only (default; an engine\n"
+		"                           knows a prompt once its request is queued), or decode tokens too\n"
+		"                           (oracle: they do not exist before the step that samples them)\n"
+		"  --draft-accept P         speculative decoding: each decode token is known one step early as a\n"
+		"                           draft, right with probability P (0 to 1); its rows are prefetched\n"
+		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
 		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default pagecache)\n"
@@ -52,10 +58,10 @@ static void usage(FILE *f)
 		"  --no-uring               read with the pread thread pool\n"
 		"  --dtype native|bf16|f32  gathered output (default native)\n"
 		"report:\n"
-		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth; repeat for the\n"
-		"                           cross product\n"
+		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth, draft-accept;\n"
+		"                           repeat for the cross product\n"
 		"  --json                   one JSON document on standard output\n"
-		"  --svg FILE               chart of hit rate and p99 stall per run\n");
+		"  --svg FILE               chart of the ready rate and the stall share per run\n");
 }
 
 /* ---- sweeps ---- */
@@ -63,7 +69,7 @@ static void usage(FILE *f)
 struct sweep_axis {
 	unsigned key; /* SWEEP_* */
 	size_t n;
-	uint64_t v[MAX_RUNS];
+	double v[MAX_RUNS];
 };
 
 static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axes, unsigned *keys)
@@ -77,6 +83,7 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 		{ "cache", SWEEP_CACHE, 1, TOOL_CACHE_MB_MAX },
 		{ "mode", SWEEP_MODE, 0, 1 },
 		{ "queue-depth", SWEEP_QUEUE, 1, TOOL_QUEUE_DEPTH_MAX },
+		{ "draft-accept", SWEEP_DRAFT, 0, 1 },
 	};
 	const char *eq = strchr(arg, '=');
 	size_t i;
@@ -85,7 +92,7 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 		if (strlen(names[i].name) == (size_t)(eq - arg) && !strncmp(arg, names[i].name, (size_t)(eq - arg)))
 			break;
 	if (!eq || i == sizeof(names) / sizeof(names[0])) {
-		tool_error("--sweep '%s' is not KEY=V,V... with KEY depth, cache, mode or queue-depth", arg);
+		tool_error("--sweep '%s' is not KEY=V,V... with KEY depth, cache, mode, queue-depth or draft-accept", arg);
 		return -1;
 	}
 	if (*keys & names[i].key) {
@@ -115,9 +122,15 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 			enum engram_mode m = ENGRAM_MODE_PAGECACHE;
 			if (tool_parse_mode(opt, tok, &m) < 0)
 				status = -1;
-			a->v[a->n++] = (uint64_t)m;
-		} else if (tool_parse_u64(opt, tok, names[i].min, names[i].max, &a->v[a->n++]) < 0) {
-			status = -1;
+			a->v[a->n++] = (double)m;
+		} else if (a->key == SWEEP_DRAFT) {
+			if (tool_parse_double(opt, tok, 0, 1, &a->v[a->n++]) < 0)
+				status = -1;
+		} else {
+			uint64_t x = 0;
+			if (tool_parse_u64(opt, tok, names[i].min, names[i].max, &x) < 0)
+				status = -1;
+			a->v[a->n++] = (double)x;
 		}
 	}
 	free(list);
@@ -148,6 +161,8 @@ enum {
 	OPT_NO_URING,
 	OPT_DTYPE,
 	OPT_SWEEP,
+	OPT_DRAFT,
+	OPT_LOOKAHEAD,
 	OPT_JSON,
 	OPT_SVG,
 };
@@ -176,6 +191,8 @@ int stat_replay(int argc, char **argv)
 		{ "no-uring", no_argument, NULL, OPT_NO_URING },
 		{ "dtype", required_argument, NULL, OPT_DTYPE },
 		{ "sweep", required_argument, NULL, OPT_SWEEP },
+		{ "draft-accept", required_argument, NULL, OPT_DRAFT },
+		{ "lookahead", required_argument, NULL, OPT_LOOKAHEAD },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "svg", required_argument, NULL, OPT_SVG },
 		{ "help", no_argument, NULL, 'h' },
@@ -191,9 +208,9 @@ int stat_replay(int argc, char **argv)
 				    .dtype = "native",
 				    .cut_bos = 1 };
 	struct replay_setting base = {
-		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024
+		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024, .draft_accept = -1
 	};
-	struct sweep_axis axes[4];
+	struct sweep_axis axes[5];
 	unsigned n_axes = 0;
 	const char *tokens_arg = NULL, *svg_path = NULL, *zipf_arg = NULL;
 	int json = 0, c, err, status = 1, seq_len_given = 0;
@@ -293,12 +310,26 @@ int stat_replay(int argc, char **argv)
 			info.dtype = optarg;
 			break;
 		case OPT_SWEEP:
-			if (n_axes == 4) {
-				tool_error("--sweep is given more than 4 times");
+			if (n_axes == 5) {
+				tool_error("--sweep is given more than 5 times");
 				return 2;
 			}
 			if (parse_sweep(optarg, axes, &n_axes, &info.sweep) < 0)
 				return 2;
+			break;
+		case OPT_DRAFT:
+			if (tool_parse_double("--draft-accept", optarg, 0, 1, &base.draft_accept) < 0)
+				return 2;
+			break;
+		case OPT_LOOKAHEAD:
+			if (!strcmp(optarg, "prompt"))
+				info.lookahead = LOOKAHEAD_PROMPT;
+			else if (!strcmp(optarg, "oracle"))
+				info.lookahead = LOOKAHEAD_ORACLE;
+			else {
+				tool_error("--lookahead '%s' is not prompt or oracle", optarg);
+				return 2;
+			}
 			break;
 		case OPT_JSON: json = 1; break;
 		case OPT_SVG: svg_path = optarg; break;
@@ -419,12 +450,13 @@ int stat_replay(int argc, char **argv)
 		struct replay_setting set = base;
 		size_t rest = i;
 		for (unsigned a = n_axes; a-- > 0;) {
-			uint64_t x = axes[a].v[rest % axes[a].n];
+			double x = axes[a].v[rest % axes[a].n];
 			rest /= axes[a].n;
 			switch (axes[a].key) {
 			case SWEEP_DEPTH: set.depth = (unsigned)x; break;
-			case SWEEP_CACHE: set.cache_mb = x; break;
+			case SWEEP_CACHE: set.cache_mb = (uint64_t)x; break;
 			case SWEEP_MODE: set.mode = (enum engram_mode)x; break;
+			case SWEEP_DRAFT: set.draft_accept = x; break;
 			default: set.queue_depth = (unsigned)x; break;
 			}
 		}
