@@ -156,6 +156,14 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_preload, 0, engram_preload(st, -1));
 	CALL(engram_verify, 0, engram_verify(st, report, NULL));
 
+	engram_rowcache *rc = NULL;
+	struct engram_rowcache_info ri = ENGRAM_INIT(struct engram_rowcache_info);
+	CALL(engram_rowcache_open, 1, engram_rowcache_open(&rc, st, "bad/name", 1 << 20, 0));
+	CALL(engram_rowcache_open, 0, engram_rowcache_open(&rc, st, NULL, 1 << 20, 0));
+	CALL(engram_rowcache_info, 0, engram_rowcache_info(rc, &ri));
+	CALL(engram_rowcache_close, 0, (engram_rowcache_close(rc), 0));
+	CALL(engram_rowcache_remove, 1, engram_rowcache_remove("/engram-test-never-made"));
+
 	so.mode = (enum engram_mode)9;
 	CALL(engram_session_create, 1, engram_session_create(&s, st, &so));
 	so.mode = ENGRAM_MODE_DIRECT;
