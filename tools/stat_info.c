@@ -66,6 +66,19 @@ static void print_config(const engram_config *cfg, uint64_t row_scale)
 		       row_scale);
 }
 
+/* Where the shards' token map came from: the tokenizer.json or .npy file's name and SHA-256. */
+static void print_token_map_source(const struct engram_store_info *si)
+{
+	if (!*si->token_map_source) {
+		printf("token map     not recorded (format 1.0)\n");
+		return;
+	}
+	printf("token map     %s '%s' sha256 ", si->token_map_source, si->token_map_name);
+	for (int i = 0; i < 32; i++)
+		printf("%02x", si->token_map_sha256[i]);
+	putchar('\n');
+}
+
 int stat_info(int argc, char **argv)
 {
 	engram_store *s = NULL;
@@ -98,6 +111,7 @@ int stat_info(int argc, char **argv)
 		goto out;
 	}
 	print_config(engram_store_config(s), si.row_scale);
+	print_token_map_source(&si);
 	for (unsigned k = 0; k < NCOL; k++)
 		snprintf(cells[0][k], CELL, "%s", heads[k]);
 	for (unsigned i = 0; i < n; i++) {
