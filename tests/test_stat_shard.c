@@ -349,8 +349,8 @@ static void test_pack_tokenizer(void **state)
 	assert_int_not_equal(access(a, F_OK), 0);
 	sh_fails(2, "--token-map and --tokenizer are two sources of one token map: give one",
 		 "%s --config %s --tokenizer fixtures/tokenizers/edge/bytelevel.json --token-map "
-		 "fixtures/tokenizers/edge/bytelevel.token_map.npy --weights %s --out %s", tool_path("engram-pack"), cfg,
-		 w, a);
+		 "fixtures/tokenizers/edge/bytelevel.token_map.npy --weights %s --out %s", tool_path("engram-pack"),
+		 cfg, w, a);
 }
 
 /* A directory laid out as a Hugging Face checkpoint: config.json (plain or text_config), tokenizer.json, and
@@ -374,8 +374,8 @@ static const char *ckpt_dir(const char *name, int config, int plain, int tokeniz
 			"\"layers.1.engram.embed.scale\": \"model-00001-of-00001.safetensors\", "
 			"\"layers.3.engram.embed.weight\": \"model-00001-of-00001.safetensors\", "
 			"\"layers.3.engram.embed.scale\": \"model-00001-of-00001.safetensors\"}}";
-		assert_int_equal(sh("cp fixtures/ref/tiny-v41/tiny-v41.safetensors %s/model-00001-of-00001.safetensors && "
-				    "cp %s %s/model.safetensors.index.json", d,
+		assert_int_equal(sh("cp fixtures/ref/tiny-v41/tiny-v41.safetensors %s/model-00001-of-00001.safetensors "
+				    "&& cp %s %s/model.safetensors.index.json", d,
 				    write_tmp("index.json", idx, sizeof(idx) - 1), d), 0);
 	}
 	return d;

@@ -302,11 +302,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (model_dir) {
-		const char *other = o.config_path ? "--config" : o.token_map_path ? "--token-map"
-							  : o.tokenizer_path ? "--tokenizer" : o.n_weights ? "--weights" : NULL;
+		const char *other = o.config_path      ? "--config"
+				    : o.token_map_path ? "--token-map"
+				    : o.tokenizer_path ? "--tokenizer"
+				    : o.n_weights      ? "--weights"
+						       : NULL;
 		if (other) {
-			usage_error("--model-dir takes the config, the tokenizer and the weights from its directory: it "
-				    "excludes %s", other);
+			usage_error("--model-dir takes the config, the tokenizer and the weights from its directory: "
+				    "it excludes %s", other);
 			goto out;
 		}
 	} else if (o.token_map_path && o.tokenizer_path) {
