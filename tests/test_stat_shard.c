@@ -411,6 +411,12 @@ static void test_pack_model_dir(void **state)
 		if (sh("cmp -s %s %s", ref, got) != 0)
 			fail_msg("--model-dir %s packed other bytes than the explicit options", d);
 	}
+	/* with both, model.safetensors is read, as transformers reads it: the index here is not even JSON */
+	snprintf(d, sizeof(d), "%s", ckpt_dir("ckpt-both", 1, 0, 1, 1, 0));
+	assert_int_equal(sh("echo garbage > %s/model.safetensors.index.json", d), 0);
+	snprintf(got, sizeof(got), "%s/ckpt-both.engram", dir);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --model-dir %s --out %s", pack, d, got), 0);
+	assert_int_equal(sh("cmp -s %s %s", ref, got), 0);
 }
 
 /* --model-dir excludes the options it stands for, and names the directory and the file it lacks; nothing is
