@@ -509,6 +509,25 @@ extern "C" {
  * short), ENGRAM_EDTYPE (not integers), ENGRAM_ESHAPE (not 1-D), -ENOMEM.
  */
 ENGRAM_API int engram_load_ints(const char *npy_path, int64_t **values, size_t *count);
+
+/*
+ * The geometry of a hash config, without a token map: to size tables before the map or any weights are at hand
+ * (engram-stat plan). Layers, orders, heads, head dim, primes and table rows are those engram_config_load()
+ * derives (they do not depend on the map; engram_num_embeddings is checked). There is no map: raw vocab 0,
+ * compressed vocab the config's engram_compressed_vocab_size (0 when it states none, and then every multiplier
+ * is 0), compressed pad -1; engram_hasher_create() refuses the config (-EINVAL). Errors: those of
+ * engram_config_load() for the JSON.
+ */
+ENGRAM_API int engram_config_load_geometry(engram_config **out, const char *config_json_path);
+
+/*
+ * How a table of rows rows of head_dim elements of dtype ("F32", "BF16", "F16", "F8_E4M3") is laid out in a
+ * shard, as engram-pack writes it raw: fills dtype, head_dim, row_count, record_size, rows_per_page, codec
+ * ("raw"), raw_bytes and stored_bytes (both the pages x 4096) of *info, as far as info->size allows; the other
+ * fields are 0 or NULL. Returns 0, or -EINVAL (another dtype, a head dim without a record: 0, above 2^20, or
+ * not a multiple of 32 for F8_E4M3; more than 2^40 rows; a size below the first version's).
+ */
+ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_t rows, struct engram_table_info *info);
 #ifdef __cplusplus
 }
 #endif

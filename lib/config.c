@@ -97,11 +97,13 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 			struct prime_set *used, const char *what)
 {
 	struct eg_layer *L = &c->layers[li];
-	uint64_t half = (uint64_t)INT64_MAX / c->cvocab / 2;
+	uint64_t half = c->cvocab ? (uint64_t)INT64_MAX / c->cvocab / 2 : 0;
 	uint64_t sum = 0;
 
 	if (mult) {
 		memcpy(L->mult, mult, c->max_ngram * sizeof(*mult));
+	} else if (!c->cvocab) {
+		memset(L->mult, 0, sizeof(L->mult)); /* geometry only: no compressed vocab, no multipliers */
 	} else {
 		int64_t draw[EG_MAX_NGRAM];
 		eg_rng_integers_i64(c->seed + 10007 * (uint64_t)L->id, (int64_t)(half ? half : 1), c->max_ngram, draw);
@@ -151,7 +153,7 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 		return eg_fail(-ENOMEM, "%s: out of memory", what);
 	}
 	c->map = map;
-	c->raw_vocab = raw_vocab;
+	c->raw_vocab = map ? raw_vocab : 0;
 	c->n_layers = p->n_layers;
 	c->max_ngram = p->max_ngram;
 	c->n_heads = p->n_heads;
@@ -160,9 +162,15 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 	c->seed = p->seed;
 	c->pad_id = p->pad_id;
 	memcpy(c->vocab_size, p->vocab_size, sizeof(c->vocab_size));
-	if ((err = check_map(p, map, raw_vocab, &c->cvocab, what)) < 0)
+	if (!map) {
+		/* geometry only (engram_config_load_geometry): the declared compressed vocab, if any, and no pad */
+		c->cvocab = p->compressed_vocab > 0 ? (uint64_t)p->compressed_vocab : 0;
+		c->cpad = -1;
+	} else if ((err = check_map(p, map, raw_vocab, &c->cvocab, what)) < 0) {
 		goto fail;
-	c->cpad = map[p->pad_id];
+	} else {
+		c->cpad = map[p->pad_id];
+	}
 	if ((uint64_t)c->n_layers * c->columns > EG_MAX_PRIMES) {
 		err = eg_fail(ENGRAM_ECONFIG, "%s: %u layers x %u columns need %llu primes; at most %u are supported", what,
 			      c->n_layers, c->columns, (unsigned long long)c->n_layers * c->columns, EG_MAX_PRIMES);
@@ -256,6 +264,22 @@ ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, 
 	err = eg_config_build(out, &p, map, n, NULL, NULL, what);
 out:
 	return err;
+}
+
+ENGRAM_API int engram_config_load_geometry(engram_config **out, const char *config_path)
+{
+	EG_KEEP_ERRNO;
+	struct eg_hash_params p;
+	char what[512];
+	int err;
+
+	if (!out || !config_path)
+		return eg_fail(-EINVAL, "engram_config_load_geometry: NULL argument");
+	*out = NULL;
+	if ((err = eg_params_from_json(&p, config_path)) < 0)
+		return err;
+	snprintf(what, sizeof(what), "'%s'", config_path);
+	return eg_config_build(out, &p, NULL, 0, NULL, NULL, what);
 }
 
 static int bad_layer(const engram_config *c, unsigned li)

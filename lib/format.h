@@ -17,6 +17,7 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -168,6 +169,15 @@ static inline const char *eg_dtype_name(uint32_t dt)
 	case EG_DT_F8_E4M3: return "F8_E4M3";
 	}
 	return "?";
+}
+
+/* The dtype of a name as safetensors and engram_table_info spell it ("BF16"); 0 for any other. */
+static inline uint32_t eg_dtype_from_name(const char *name)
+{
+	for (uint32_t dt = EG_DT_F32; dt <= EG_DT_F8_E4M3; dt++)
+		if (!strcmp(name, eg_dtype_name(dt)))
+			return dt;
+	return 0;
 }
 
 /* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns. 0 if invalid. */

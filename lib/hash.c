@@ -88,6 +88,8 @@ ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cf
 
 	if (!out || !cfg || max_seqs == 0)
 		return eg_fail(-EINVAL, "engram_hasher_create: %s", max_seqs ? "NULL argument" : "max_seqs is 0");
+	if (!cfg->map)
+		return eg_fail(-EINVAL, "engram_hasher_create: the config has no token map (its geometry only)");
 	N = cfg->max_ngram;
 	h = calloc(1, sizeof(*h));
 	if (h) {

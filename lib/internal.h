@@ -126,7 +126,8 @@ EG_PRIVATE int eg_params_from_json(struct eg_hash_params *p, const char *path);
 
 /* Build a config from params and a token map (taken over on success and on failure). When mult/primes are
  * given (layer-major: [n_layers][max_ngram] and [n_layers][columns]) they are used as stored instead of
- * derived. what names the source in errors. */
+ * derived. what names the source in errors. A NULL map (raw_vocab 0) builds the geometry alone, as
+ * engram_config_load_geometry() describes. */
 EG_PRIVATE int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
 		    const uint64_t *mult, const uint64_t *primes, const char *what);
 

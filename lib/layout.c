@@ -27,6 +27,34 @@ int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, u
 	return 0;
 }
 
+ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_t rows, struct engram_table_info *info)
+{
+	EG_KEEP_ERRNO;
+	struct engram_table_info v = { .size = sizeof(v) };
+	struct eg_disk_table t;
+	uint32_t dt = dtype ? eg_dtype_from_name(dtype) : 0;
+
+	if (!info)
+		return eg_fail(-EINVAL, "engram_table_layout: NULL info");
+	if (!dt)
+		return eg_fail(-EINVAL, "engram_table_layout: dtype '%s' is not F32, BF16, F16 or F8_E4M3",
+			       dtype ? dtype : "(null)");
+	if (rows > EG_MAX_TABLE_ROWS)
+		return eg_fail(-EINVAL, "engram_table_layout: %llu rows is more than 2^40", (unsigned long long)rows);
+	if (eg_layout_init(&t, dt, head_dim, rows, 1) < 0)
+		return eg_fail(-EINVAL, "engram_table_layout: %s rows of head dim %u have no record%s", dtype, head_dim,
+			       dt == EG_DT_F8_E4M3 ? " (F8_E4M3 needs a multiple of 32)" : "");
+	v.dtype = eg_dtype_name(dt);
+	v.head_dim = head_dim;
+	v.row_count = rows;
+	v.record_size = t.record_size;
+	v.rows_per_page = t.rows_per_page;
+	v.codec = "raw";
+	v.raw_bytes = v.stored_bytes = t.n_pages * EG_PAGE;
+	return eg_struct_out(info, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_table_info, stored_bytes),
+			     "engram_table_layout");
+}
+
 uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row)
 {
 	if (t->rows_per_page)

@@ -89,6 +89,12 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_load_ints, 0, engram_load_ints(tokens, &vals, &n));
 	engram_free(vals);
 
+	CALL(engram_config_load_geometry, 1, engram_config_load_geometry(&c, "/nonexistent/c.json"));
+	CALL(engram_config_load_geometry, 0, engram_config_load_geometry(&c, cfg));
+	CALL(engram_hasher_create, 1, engram_hasher_create(&h, c, 1)); /* no token map */
+	engram_config_free(c);
+	CALL(engram_table_layout, 1, engram_table_layout("I8", 64, 10, &ti));
+	CALL(engram_table_layout, 0, engram_table_layout("F8_E4M3", 64, 10, &ti));
 	CALL(engram_config_load, 1, engram_config_load(&c, "/nonexistent/c.json", map));
 	CALL(engram_config_load, 1, engram_config_load(&c, cfg, "/nonexistent/m.npy"));
 	CALL(engram_config_load, 0, engram_config_load(&c, cfg, map));

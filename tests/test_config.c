@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_config_load_geometry */
 #include "engram.h"
 #include "util.h"
 
@@ -228,6 +229,63 @@ static void test_accessors(void **state)
 	engram_config_free(NULL);
 }
 
+/* The geometry alone: the rows, primes and multipliers of the config with its map, no map, no hasher. */
+static void test_geometry_without_a_map(void **state)
+{
+	engram_config *full = NULL, *geo = NULL;
+	engram_hasher *h = NULL;
+	char cpath[4096];
+
+	(void)state;
+	snprintf(cpath, sizeof(cpath), "%s", fixture("ref/v41/v41.config.json"));
+	must(engram_config_load(&full, cpath, fixture("ref/v41/v41.token_map.npy")), "v41 with its map");
+	errno = 4321;
+	must(engram_config_load_geometry(&geo, cpath), "v41 geometry");
+	assert_int_equal(errno, 4321);
+	assert_int_equal(engram_config_table_rows(geo, 0), 384006168);
+	assert_int_equal(engram_config_table_rows(geo, 1), 384016682);
+	assert_int_equal(engram_config_num_layers(geo), 2);
+	assert_int_equal(engram_config_layer_id(geo, 1), 14);
+	assert_int_equal(engram_config_columns(geo), 24);
+	assert_int_equal(engram_config_head_dim(geo), 256);
+	for (unsigned li = 0; li < 2; li++) {
+		for (unsigned col = 0; col < 24; col++)
+			assert_int_equal(engram_config_prime(geo, li, col), engram_config_prime(full, li, col));
+		/* the declared compressed vocab gives the multipliers a map of that many ids gives */
+		for (unsigned k = 0; k < 4; k++)
+			assert_int_equal(engram_config_multiplier(geo, li, k), engram_config_multiplier(full, li, k));
+	}
+	assert_int_equal(engram_config_raw_vocab(geo), 0);
+	assert_int_equal(engram_config_compressed_vocab(geo), 99092);
+	assert_int_equal(engram_config_pad_id(geo), 2);
+	assert_int_equal(engram_config_compressed_pad(geo), -1);
+	assert_int_equal(engram_hasher_create(&h, geo, 1), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "no token map"));
+	assert_null(h);
+	engram_config_free(geo);
+	engram_config_free(full);
+
+	/* the demo form states no compressed vocab: no multipliers */
+	const char *demo = write_tmp("demo.json", TINY_DEMO, strlen(TINY_DEMO));
+	must(engram_config_load_geometry(&geo, demo), "demo geometry");
+	assert_int_equal(engram_config_compressed_vocab(geo), 0);
+	assert_int_equal(engram_config_multiplier(geo, 0, 0), 0);
+	assert_int_equal(engram_config_head_dim(geo), 8);
+	engram_config_free(geo);
+
+	/* the config's own errors, and engram_num_embeddings still checked */
+	assert_int_equal(engram_config_load_geometry(&geo, "/nonexistent/c.json"), -ENOENT);
+	assert_non_null(strstr(engram_last_error(), "cannot open '/nonexistent/c.json'"));
+	static const char bad_rows[] = "{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 2, "
+				       "\"engram_vocab_size\": 1000, \"engram_n_heads\": 1, \"engram_head_dim\": 8, "
+				       "\"engram_pad_id\": 2, \"engram_num_embeddings\": 1000}";
+	assert_int_equal(engram_config_load_geometry(&geo, write_tmp("rows.json", bad_rows, sizeof(bad_rows) - 1)),
+			 ENGRAM_ECONFIG);
+	assert_non_null(strstr(engram_last_error(), "engram_num_embeddings of layer 1 is 1000 but its primes sum to"));
+	assert_null(geo);
+	assert_int_equal(engram_config_load_geometry(&geo, NULL), -EINVAL);
+}
+
 static void test_strerror_names_every_code(void **state)
 {
 	(void)state;
@@ -260,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_bad_maps),
 		cmocka_unit_test(test_bad_json_files),
 		cmocka_unit_test(test_accessors),
+		cmocka_unit_test(test_geometry_without_a_map),
 		cmocka_unit_test(test_strerror_names_every_code),
 	};
 	return cmocka_run_group_tests(tests, NULL, teardown);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_table_layout */
 #include "engram.h"
 #include "engram_pack.h"
 #include "pack.h"
@@ -556,6 +557,66 @@ static void test_bad_options(void **state)
 	assert_int_equal(engram_pack(NULL, NULL), -EINVAL);
 }
 
+/* engram_table_layout (what engram-stat plan sizes with) is what the packer writes, for every dtype, and for
+ * rows that fill a page, span pages, or end in a partial page. */
+static void test_table_layout_is_what_pack_writes(void **state)
+{
+	static const char *const synth[] = { "f32", "bf16", "f16", "e4m3" };
+	static const char wide[] = "{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 2, "
+				   "\"engram_vocab_size\": 100, \"engram_n_heads\": 2, \"engram_head_dim\": 2048, "
+				   "\"engram_pad_id\": 2}";
+	static char wide_path[600];
+	struct engram_table_info got = ENGRAM_INIT(struct engram_table_info);
+	struct engram_table_info want = ENGRAM_INIT(struct engram_table_info);
+
+	(void)state;
+	snprintf(wide_path, sizeof(wide_path), "%s", write_tmp("wide.json", wide, sizeof(wide) - 1));
+	for (unsigned i = 0; i < 5; i++) {
+		char name[64];
+		engram_store *st = NULL;
+		snprintf(name, sizeof(name), "layout-%u.engram", i);
+		struct engram_pack_options o = options(&tiny_v41, out_path(name));
+		o.weights = NULL;
+		o.n_weights = 0;
+		o.synthetic_scale = 1;
+		o.synthetic_dtype = i < 4 ? synth[i] : "f32";
+		if (i == 4)
+			o.config_path = wide_path; /* 8 KiB records: each row spans two pages */
+		must(engram_pack(&o, NULL), name);
+		must(engram_open(&st, o.out_path, 0), o.out_path);
+		for (unsigned t = 0; t < engram_store_num_tables(st); t++) {
+			must(engram_store_table_info(st, t, &got), "table info");
+			must(engram_table_layout(got.dtype, got.head_dim, got.row_count, &want), got.dtype);
+			assert_string_equal(want.dtype, got.dtype);
+			assert_int_equal(want.head_dim, got.head_dim);
+			assert_int_equal(want.row_count, got.row_count);
+			assert_int_equal(want.record_size, got.record_size);
+			assert_int_equal(want.rows_per_page, got.rows_per_page);
+			assert_int_equal(want.raw_bytes, got.raw_bytes);
+			assert_int_equal(want.stored_bytes, got.stored_bytes);
+			assert_string_equal(want.codec, "raw");
+			assert_null(want.path);
+		}
+		engram_close(st);
+	}
+	/* V4.1's F8_E4M3 layer 1: 264-byte records, 15 to a page */
+	must(engram_table_layout("F8_E4M3", 256, 384006168, &want), "v41");
+	assert_int_equal(want.record_size, 264);
+	assert_int_equal(want.rows_per_page, 15);
+	assert_int_equal(want.raw_bytes, 25600412ull * 4096);
+	/* what has no layout */
+	assert_int_equal(engram_table_layout("I8", 64, 10, &want), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "dtype 'I8' is not F32, BF16, F16 or F8_E4M3"));
+	assert_int_equal(engram_table_layout("F8_E4M3", 48, 10, &want), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "F8_E4M3 needs a multiple of 32"));
+	assert_int_equal(engram_table_layout("F32", 0, 10, &want), -EINVAL);
+	assert_int_equal(engram_table_layout("F32", 64, (1ull << 40) + 1, &want), -EINVAL);
+	assert_int_equal(engram_table_layout(NULL, 64, 10, &want), -EINVAL);
+	assert_int_equal(engram_table_layout("F32", 64, 10, NULL), -EINVAL);
+	want.size = 4;
+	assert_int_equal(engram_table_layout("F32", 64, 10, &want), -EINVAL);
+}
+
 /* Checkpoint data beyond 4 GiB (a sparse file): offsets stay 64-bit through the packer. */
 static void test_checkpoint_data_beyond_4gib(void **state)
 {
@@ -615,6 +676,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_checkpoint_is_etrunc),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_checkpoint_data_beyond_4gib),
+		cmocka_unit_test(test_table_layout_is_what_pack_writes),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -1,5 +1,6 @@
 /* engram-pack, engram-stat info and engram-stat verify, run as a user would: what info reports, verify's
- * verdict on a good shard and on one with a flipped data byte, and .npy checkpoints. */
+ * verdict on a good shard and on one with a flipped data byte, .npy checkpoints, token maps built from a
+ * tokenizer.json, and a Hugging Face checkpoint directory packed with one option. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,7 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "engram.h"
+#include "format.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -232,6 +236,228 @@ static void test_pack_dies_on_first_signal(void **state)
 	assert_int_equal(sh("[ -z \"$(ls -A %s)\" ]", dir), 0);
 }
 
+/* tiny-v41's geometry in Hugging Face form (fields under text_config, or at the top level when plain), for the
+ * map of fixtures/tokenizers/edge/bytelevel.json: 73 ids, 47 compressed ids, pad id 2 within them. */
+static const char *tiny_v41_hf_config(const char *name, int plain)
+{
+	static const char fields[] = "\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, "
+				     "\"engram_vocab_size\": 1000, \"engram_n_heads\": 4, \"engram_head_dim\": 64, "
+				     "\"engram_pad_token_id\": 2, \"engram_compressed_vocab_size\": 47, "
+				     "\"engram_num_embeddings\": [12458, 13416]";
+	char json[1024];
+	int n = plain ? snprintf(json, sizeof(json), "{\"model_type\": \"x\", %s}", fields)
+		      : snprintf(json, sizeof(json), "{\"architectures\": [\"X\"], \"text_config\": {%s}}", fields);
+	return write_tmp(name, json, (size_t)n);
+}
+
+/* sha256sum's digest of a file, as hex, in a static buffer. */
+static const char *sha256_of(const char *path)
+{
+	static char hex[65];
+	char sum[600];
+
+	snprintf(sum, sizeof(sum), "%s/sha256", tmpdir_create_once());
+	assert_int_equal(sh("sha256sum < '%s' | cut -c1-64 > %s", path, sum), 0);
+	char *text = read_file(sum, NULL);
+	assert_true(strlen(text) >= 64);
+	memcpy(hex, text, 64);
+	hex[64] = 0;
+	free(text);
+	return hex;
+}
+
+/* engram-stat info on shard has a line holding want. */
+static void info_has(const char *shard_path, const char *want)
+{
+	char txt[700];
+
+	snprintf(txt, sizeof(txt), "%s/info-line.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s info '%s' > %s", tool_path("engram-stat"), shard_path, txt), 0);
+	if (sh("grep -qF -- \"%s\" %s", want, txt) != 0)
+		fail_msg("engram-stat info '%s' lacks \"%s\"", shard_path, want);
+}
+
+/* A copy of a format 1.1 shard as format 1.0 wrote it: no source section (its bytes left unreferenced). */
+static const char *as_format_1_0(const char *shard_path)
+{
+	size_t len;
+	uint8_t *b = (uint8_t *)read_file(shard_path, &len);
+	struct eg_disk_header *h = (struct eg_disk_header *)b;
+	struct eg_disk_section *secs = (struct eg_disk_section *)(b + h->section_table_offset);
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < h->n_sections; i++)
+		if (secs[i].type != EG_SEC_SOURCE)
+			secs[k++] = secs[i];
+	assert_int_equal(k + 1, h->n_sections);
+	memset(&secs[k], 0, sizeof(secs[k]));
+	h->n_sections = k;
+	h->format_minor = 0;
+	h->section_table_checksum = XXH3_64bits(secs, k * sizeof(*secs));
+	h->header_checksum = XXH3_64bits(b, offsetof(struct eg_disk_header, header_checksum));
+	const char *copy = write_tmp("format-1.0.engram", b, len);
+	free(b);
+	return copy;
+}
+
+/* info names the token map's source: the .npy or tokenizer.json file and its SHA-256 (sha256sum's), or that a
+ * format 1.0 shard does not record it. */
+static void test_info_shows_token_map_source(void **state)
+{
+	char line[300], packed[700];
+	const char *tok = "fixtures/tokenizers/edge/bytelevel.json";
+
+	(void)state;
+	snprintf(line, sizeof(line), "token map     .npy 'tiny-v41.token_map.npy' sha256 %s",
+		 sha256_of("fixtures/ref/tiny-v41/tiny-v41.token_map.npy"));
+	info_has(pack_tiny_v41(), line);
+	snprintf(packed, sizeof(packed), "%s/tokenizer.engram", tmpdir_create_once());
+	assert_int_equal(sh("%s --quiet --config %s --tokenizer %s --weights %s --out %s", tool_path("engram-pack"),
+			    tiny_v41_hf_config("tok.config.json", 0), tok, "fixtures/ref/tiny-v41/tiny-v41.safetensors",
+			    packed), 0);
+	snprintf(line, sizeof(line), "token map     tokenizer.json 'bytelevel.json' sha256 %s", sha256_of(tok));
+	info_has(packed, line);
+	info_has(as_format_1_0(packed), "token map     not recorded (format 1.0)");
+	info_has(as_format_1_0(packed), "vocab         73 token ids, 47 compressed");
+}
+
+/* --tokenizer gives the rows the same map given as .npy gives; a config whose compressed vocab is not the map's
+ * is refused, naming both numbers, and nothing is written. */
+static void test_pack_tokenizer(void **state)
+{
+	const char *dir = tmpdir_create_once(), *cfg = tiny_v41_hf_config("tok.config.json", 0);
+	const char *w = "fixtures/ref/tiny-v41/tiny-v41.safetensors";
+	char a[700], b[700];
+
+	(void)state;
+	snprintf(a, sizeof(a), "%s/tok-json.engram", dir);
+	snprintf(b, sizeof(b), "%s/tok-npy.engram", dir);
+	assert_int_equal(sh("%s --quiet --config %s --tokenizer fixtures/tokenizers/edge/bytelevel.json --weights %s "
+			    "--out %s", tool_path("engram-pack"), cfg, w, a), 0);
+	assert_int_equal(sh("%s --quiet --config %s --token-map fixtures/tokenizers/edge/bytelevel.token_map.npy "
+			    "--weights %s --out %s", tool_path("engram-pack"), cfg, w, b), 0);
+	for (int layer = 1; layer <= 3; layer += 2) {
+		/* every id of the map, the pad and a repeat */
+		assert_int_equal(sh("for s in %s %s; do %s gather $s --tokens 0,1,2,5,9,17,33,65,72,2,5 --layer %d "
+				    "--dtype native --out $s.npy || exit 1; done && cmp -s %s.npy %s.npy",
+				    a, b, tool_path("engram-stat"), layer, a, b), 0);
+	}
+	snprintf(a, sizeof(a), "%s/mismatch.engram", dir);
+	sh_fails(1, "token map has 47 distinct ids but engram_compressed_vocab_size is 3829",
+		 "%s --quiet --config fixtures/ref/tiny-v41/tiny-v41.config.json --tokenizer "
+		 "fixtures/tokenizers/edge/bytelevel.json --weights %s --out %s", tool_path("engram-pack"), w, a);
+	assert_int_not_equal(access(a, F_OK), 0);
+	sh_fails(2, "--token-map and --tokenizer are two sources of one token map: give one",
+		 "%s --config %s --tokenizer fixtures/tokenizers/edge/bytelevel.json --token-map "
+		 "fixtures/tokenizers/edge/bytelevel.token_map.npy --weights %s --out %s", tool_path("engram-pack"),
+		 cfg, w, a);
+}
+
+/* A directory laid out as a Hugging Face checkpoint: config.json (plain or text_config), tokenizer.json, and
+ * model.safetensors or a model.safetensors.index.json with its shard; what is left out, left out. */
+static const char *ckpt_dir(const char *name, int config, int plain, int tokenizer, int weights, int index)
+{
+	static char d[600];
+
+	snprintf(d, sizeof(d), "%s/%s", tmpdir_create_once(), name);
+	assert_int_equal(mkdir(d, 0755), 0);
+	if (config)
+		assert_int_equal(sh("cp %s %s/config.json", tiny_v41_hf_config("hf.json", plain), d), 0);
+	if (tokenizer)
+		assert_int_equal(sh("cp fixtures/tokenizers/edge/bytelevel.json %s/tokenizer.json", d), 0);
+	if (weights && !index)
+		assert_int_equal(sh("cp fixtures/ref/tiny-v41/tiny-v41.safetensors %s/model.safetensors", d), 0);
+	if (weights && index) {
+		static const char idx[] =
+			"{\"metadata\": {\"total_size\": 1707684}, \"weight_map\": {"
+			"\"layers.1.engram.embed.weight\": \"model-00001-of-00001.safetensors\", "
+			"\"layers.1.engram.embed.scale\": \"model-00001-of-00001.safetensors\", "
+			"\"layers.3.engram.embed.weight\": \"model-00001-of-00001.safetensors\", "
+			"\"layers.3.engram.embed.scale\": \"model-00001-of-00001.safetensors\"}}";
+		assert_int_equal(sh("cp fixtures/ref/tiny-v41/tiny-v41.safetensors %s/model-00001-of-00001.safetensors "
+				    "&& cp %s %s/model.safetensors.index.json", d,
+				    write_tmp("index.json", idx, sizeof(idx) - 1), d), 0);
+	}
+	return d;
+}
+
+/* --model-dir packs what --config, --tokenizer and --weights naming the directory's files pack, byte for byte,
+ * from a plain or a text_config config.json and a whole or sharded checkpoint. */
+static void test_pack_model_dir(void **state)
+{
+	const char *dir = tmpdir_create_once(), *pack = tool_path("engram-pack");
+	char ref[700], got[700], d[600], line[300];
+
+	(void)state;
+	snprintf(d, sizeof(d), "%s", ckpt_dir("ckpt", 1, 0, 1, 1, 0));
+	snprintf(ref, sizeof(ref), "%s/explicit.engram", dir);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --config %s/config.json --tokenizer %s/tokenizer.json "
+			    "--weights %s/model.safetensors --out %s", pack, d, d, d, ref), 0);
+	snprintf(got, sizeof(got), "%s/model-dir.engram", dir);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --model-dir %s --out %s", pack, d, got), 0);
+	assert_int_equal(sh("cmp -s %s %s", ref, got), 0);
+	snprintf(line, sizeof(line), "token map     tokenizer.json 'tokenizer.json' sha256 %s",
+		 sha256_of("fixtures/tokenizers/edge/bytelevel.json"));
+	info_has(got, line);
+	info_has(got, "table rows    12458, 13416");
+	static const struct {
+		const char *name;
+		int plain, index;
+	} forms[] = { { "ckpt-plain", 1, 0 }, { "ckpt-index", 0, 1 }, { "ckpt-plain-index", 1, 1 } };
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		snprintf(d, sizeof(d), "%s", ckpt_dir(forms[i].name, 1, forms[i].plain, 1, 1, forms[i].index));
+		snprintf(got, sizeof(got), "%s/%s.engram", dir, forms[i].name);
+		assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --model-dir %s/ --out %s", pack, d, got), 0);
+		if (sh("cmp -s %s %s", ref, got) != 0)
+			fail_msg("--model-dir %s packed other bytes than the explicit options", d);
+	}
+	/* with both, model.safetensors is read, as transformers reads it: the index here is not even JSON */
+	snprintf(d, sizeof(d), "%s", ckpt_dir("ckpt-both", 1, 0, 1, 1, 0));
+	assert_int_equal(sh("echo garbage > %s/model.safetensors.index.json", d), 0);
+	snprintf(got, sizeof(got), "%s/ckpt-both.engram", dir);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --model-dir %s --out %s", pack, d, got), 0);
+	assert_int_equal(sh("cmp -s %s %s", ref, got), 0);
+}
+
+/* --model-dir excludes the options it stands for, and names the directory and the file it lacks; nothing is
+ * written. */
+static void test_pack_model_dir_errors(void **state)
+{
+	const char *pack = tool_path("engram-pack");
+	static const char *const excluded[] = { "--config", "--token-map", "--tokenizer", "--weights" };
+	char never[700], d[600], want[900];
+
+	(void)state;
+	snprintf(never, sizeof(never), "%s/never.engram", tmpdir_create_once());
+	snprintf(d, sizeof(d), "%s", ckpt_dir("full", 1, 0, 1, 1, 0));
+	for (size_t i = 0; i < sizeof(excluded) / sizeof(excluded[0]); i++) {
+		snprintf(want, sizeof(want), "engram-pack: --model-dir takes the config, the tokenizer and the weights "
+			 "from its directory: it excludes %s", excluded[i]);
+		sh_fails(2, want, "%s --model-dir %s %s %s/config.json --out %s", pack, d, excluded[i], d, never);
+	}
+	static const struct {
+		const char *name;
+		int config, tokenizer, weights;
+		const char *lacks;
+	} missing[] = {
+		{ "empty", 0, 0, 0, "has no config.json" },
+		{ "no-tokenizer", 1, 0, 1, "has no tokenizer.json" },
+		{ "no-weights", 1, 1, 0, "has neither model.safetensors nor model.safetensors.index.json" },
+	};
+	for (size_t i = 0; i < sizeof(missing) / sizeof(missing[0]); i++) {
+		snprintf(d, sizeof(d), "%s", ckpt_dir(missing[i].name, missing[i].config, 0, missing[i].tokenizer,
+						      missing[i].weights, 0));
+		snprintf(want, sizeof(want), "engram-pack: --model-dir '%s' %s", d, missing[i].lacks);
+		sh_fails(1, want, "%s --model-dir %s --out %s", pack, d, never);
+	}
+	snprintf(want, sizeof(want), "engram-pack: --model-dir '%s/nowhere': No such file or directory",
+		 tmpdir_create_once());
+	sh_fails(1, want, "%s --model-dir %s/nowhere --out %s", pack, tmpdir_create_once(), never);
+	sh_fails(1, "engram-pack: --model-dir 'fixtures/tokenizers/edge/bytelevel.json' is not a directory",
+		 "%s --model-dir fixtures/tokenizers/edge/bytelevel.json --out %s", pack, never);
+	assert_int_not_equal(access(never, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +468,10 @@ int main(void)
 		cmocka_unit_test(test_pack_out_over_input),
 		cmocka_unit_test(test_fifos_are_refused_not_waited_for),
 		cmocka_unit_test(test_pack_dies_on_first_signal),
+		cmocka_unit_test(test_info_shows_token_map_source),
+		cmocka_unit_test(test_pack_tokenizer),
+		cmocka_unit_test(test_pack_model_dir),
+		cmocka_unit_test(test_pack_model_dir_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

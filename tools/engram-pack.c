@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engram.h"
 #include "engram_pack.h"
@@ -14,6 +15,8 @@
 enum {
 	OPT_CONFIG = 256,
 	OPT_TOKEN_MAP,
+	OPT_TOKENIZER,
+	OPT_MODEL_DIR,
 	OPT_WEIGHTS,
 	OPT_OUT,
 	OPT_CODEC,
@@ -33,8 +36,15 @@ enum {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: engram-pack --config FILE --token-map FILE --weights FILE... --out PATH [OPTIONS]\n"
-		"       engram-pack --config FILE --token-map FILE --synthetic SCALE --out PATH [OPTIONS]\n"
+		"usage: engram-pack --model-dir DIR --out PATH [OPTIONS]\n"
+		"       engram-pack --config FILE (--token-map FILE | --tokenizer FILE) --weights FILE... --out PATH\n"
+		"                   [OPTIONS]\n"
+		"       engram-pack ... --synthetic SCALE instead of --weights\n"
+		"  --model-dir DIR          a Hugging Face checkpoint directory: its config.json, tokenizer.json, and\n"
+		"                           model.safetensors or model.safetensors.index.json\n"
+		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json\n"
+		"  --token-map FILE         compressed-token map .npy\n"
+		"  --tokenizer FILE         tokenizer.json to build the token map from (instead of --token-map)\n"
 		"  --weights FILE...        .safetensors, model.safetensors.index.json or .npy files; repeatable\n"
 		"  --out PATH               the shard file, or with --split the JSON manifest\n"
 		"  --codec raw|zstd         table data as pages (default) or zstd frames\n"
@@ -92,6 +102,62 @@ static int parse_split(const char *s, struct engram_pack_options *o)
 	return -1;
 }
 
+/* DIR/name, malloc'd (NULL when out of memory). */
+static char *join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir);
+	char *p = malloc(n + strlen(name) + 2);
+
+	if (p)
+		sprintf(p, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+	return p;
+}
+
+/* The checkpoint directory's files, as Hugging Face lays them out, into *o (and paths[], which owns them):
+ * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
+ * prefers too) or model.safetensors.index.json. Returns 0, or prints which file DIR lacks and returns -1. */
+static int model_dir_files(const char *dir, struct engram_pack_options *o, const char **weights, char *paths[3])
+{
+	static const char *const weight_names[] = { "model.safetensors", "model.safetensors.index.json" };
+	struct stat st;
+
+	if (stat(dir, &st) < 0) {
+		tool_error("--model-dir '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		tool_error("--model-dir '%s' is not a directory", dir);
+		return -1;
+	}
+	if (!(paths[0] = join(dir, "config.json")) || !(paths[1] = join(dir, "tokenizer.json")))
+		goto nomem;
+	/* a file there that cannot be read is the library's to report, naming it */
+	for (int i = 0; i < 2; i++)
+		if (stat(paths[i], &st) < 0 && errno == ENOENT) {
+			tool_error("--model-dir '%s' has no %s", dir, i ? "tokenizer.json" : "config.json");
+			return -1;
+		}
+	o->config_path = paths[0];
+	o->tokenizer_path = paths[1];
+	if (o->synthetic_scale)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		char *w = join(dir, weight_names[i]);
+		if (!w)
+			goto nomem;
+		if (stat(w, &st) == 0 || errno != ENOENT) {
+			weights[o->n_weights++] = paths[2] = w;
+			return 0;
+		}
+		free(w);
+	}
+	tool_error("--model-dir '%s' has neither model.safetensors nor model.safetensors.index.json", dir);
+	return -1;
+nomem:
+	tool_error("out of memory");
+	return -1;
+}
+
 static const char *match(const char *arg, const char *const *choices)
 {
 	for (; *choices; choices++)
@@ -105,6 +171,8 @@ int main(int argc, char **argv)
 	static const struct option long_opts[] = {
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "token-map", required_argument, NULL, OPT_TOKEN_MAP },
+		{ "tokenizer", required_argument, NULL, OPT_TOKENIZER },
+		{ "model-dir", required_argument, NULL, OPT_MODEL_DIR },
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
 		{ "out", required_argument, NULL, OPT_OUT },
 		{ "codec", required_argument, NULL, OPT_CODEC },
@@ -129,7 +197,8 @@ int main(int argc, char **argv)
 	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
 	struct pack_progress bar;
 	const char **weights;
-	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL;
+	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL, *model_dir = NULL;
+	char *dir_paths[3] = { NULL, NULL, NULL };
 	int c, quiet = 0, in_weights = 0, err, status = 2;
 
 	tool_name = "engram-pack";
@@ -159,6 +228,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CONFIG: o.config_path = optarg; break;
 		case OPT_TOKEN_MAP: o.token_map_path = optarg; break;
+		case OPT_TOKENIZER: o.tokenizer_path = optarg; break;
+		case OPT_MODEL_DIR: model_dir = optarg; break;
 		case OPT_OUT: o.out_path = optarg; break;
 		case OPT_CODEC:
 			if (!(o.codec = match(optarg, codecs))) {
@@ -230,8 +301,26 @@ int main(int argc, char **argv)
 		usage_error("unexpected argument '%s'", argv[optind]);
 		goto out;
 	}
-	if (!o.config_path || !o.token_map_path || !o.out_path) {
-		usage_error("--config, --token-map and --out are required");
+	if (model_dir) {
+		const char *other = o.config_path      ? "--config"
+				    : o.token_map_path ? "--token-map"
+				    : o.tokenizer_path ? "--tokenizer"
+				    : o.n_weights      ? "--weights"
+						       : NULL;
+		if (other) {
+			usage_error("--model-dir takes the config, the tokenizer and the weights from its directory: "
+				    "it excludes %s", other);
+			goto out;
+		}
+	} else if (o.token_map_path && o.tokenizer_path) {
+		usage_error("--token-map and --tokenizer are two sources of one token map: give one");
+		goto out;
+	} else if (!o.config_path || !(o.token_map_path || o.tokenizer_path)) {
+		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required");
+		goto out;
+	}
+	if (!o.out_path) {
+		usage_error("--out is required");
 		goto out;
 	}
 	if (o.synthetic_scale) {
@@ -241,7 +330,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	} else {
-		if (!o.n_weights) {
+		if (!o.n_weights && !model_dir) {
 			usage_error("--weights FILE... (or --synthetic SCALE) is required");
 			goto out;
 		}
@@ -254,9 +343,13 @@ int main(int argc, char **argv)
 		usage_error("%s applies to --codec zstd only", level_arg ? "--level" : "--shuffle");
 		goto out;
 	}
+	if (model_dir && model_dir_files(model_dir, &o, weights, dir_paths) < 0) {
+		status = 1;
+		goto out;
+	}
 	o.weights = weights;
-	const char *inputs[] = { o.config_path, o.token_map_path };
-	if (tool_out_distinct("--out", o.out_path, NULL, inputs, 2) < 0 ||
+	const char *inputs[] = { o.config_path, o.token_map_path, o.tokenizer_path };
+	if (tool_out_distinct("--out", o.out_path, NULL, inputs, 3) < 0 ||
 	    tool_out_distinct("--out", o.out_path, NULL, weights, o.n_weights) < 0) {
 		status = 1;
 		goto out;
@@ -291,6 +384,8 @@ int main(int argc, char **argv)
 bad_option:
 	fprintf(stderr, "run 'engram-pack --help' for the options\n");
 out:
+	for (int i = 0; i < 3; i++)
+		free(dir_paths[i]);
 	free(weights);
 	return status;
 }

@@ -17,6 +17,7 @@ static const struct {
 	{ "gather", stat_gather, "write the rows a token stream gathers from one layer as .npy" },
 	{ "replay", stat_replay, "replay a token stream as an engine would: prefetch hit rates, stalls, I/O" },
 	{ "tokenmap", stat_tokenmap, "build the compressed-token map of a tokenizer.json as .npy" },
+	{ "plan", stat_plan, "size a config's tables on disk and in memory before any weights" },
 };
 
 static void usage(FILE *f)

@@ -8,5 +8,6 @@ int stat_verify(int argc, char **argv);
 int stat_gather(int argc, char **argv);
 int stat_replay(int argc, char **argv);
 int stat_tokenmap(int argc, char **argv);
+int stat_plan(int argc, char **argv);
 
 #endif

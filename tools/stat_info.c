@@ -23,38 +23,9 @@ static double ratio(uint64_t raw, uint64_t stored)
 	return stored ? (double)raw / (double)stored : 0;
 }
 
-static void human(char *buf, size_t size, uint64_t bytes)
-{
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	double v = (double)bytes / 1024;
-	unsigned u = 0;
-
-	if (bytes < 1024) {
-		snprintf(buf, size, "%" PRIu64 " B", bytes);
-		return;
-	}
-	for (; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); u++)
-		v /= 1024;
-	snprintf(buf, size, "%.1f %s", v, units[u]);
-}
-
 static void print_config(const engram_config *cfg, uint64_t row_scale)
 {
-	const unsigned L = engram_config_num_layers(cfg);
-
-	printf("layers        %u (ids", L);
-	for (unsigned i = 0; i < L; i++)
-		printf(" %d", engram_config_layer_id(cfg, i));
-	printf(")\n");
-	printf("orders        2..%u\n", engram_config_max_ngram(cfg));
-	printf("heads         %u per order\n", engram_config_num_heads(cfg));
-	printf("head dim      %u\n", engram_config_head_dim(cfg));
-	printf("columns       %u\n", engram_config_columns(cfg));
-	printf("table rows   ");
-	for (unsigned i = 0; i < L; i++)
-		printf(" %" PRIu64 "%s", engram_config_table_rows(cfg, i), i + 1 < L ? "," : "\n");
-	if (!L)
-		putchar('\n');
+	tool_print_geometry(cfg);
 	printf("vocab         %" PRIu64 " token ids, %" PRIu64 " compressed\n", engram_config_raw_vocab(cfg),
 	       engram_config_compressed_vocab(cfg));
 	printf("pad           %" PRId64 " (compressed %" PRId64 ")\n", engram_config_pad_id(cfg),
@@ -64,6 +35,19 @@ static void print_config(const engram_config *cfg, uint64_t row_scale)
 	else
 		printf("row scale     %" PRIu64 " (synthetic: every vocab size divided by %" PRIu64 ")\n", row_scale,
 		       row_scale);
+}
+
+/* Where the shards' token map came from: the tokenizer.json or .npy file's name and SHA-256. */
+static void print_token_map_source(const struct engram_store_info *si)
+{
+	if (!*si->token_map_source) {
+		printf("token map     not recorded (format 1.0)\n");
+		return;
+	}
+	printf("token map     %s '%s' sha256 ", si->token_map_source, si->token_map_name);
+	for (int i = 0; i < 32; i++)
+		printf("%02x", si->token_map_sha256[i]);
+	putchar('\n');
 }
 
 int stat_info(int argc, char **argv)
@@ -98,6 +82,7 @@ int stat_info(int argc, char **argv)
 		goto out;
 	}
 	print_config(engram_store_config(s), si.row_scale);
+	print_token_map_source(&si);
 	for (unsigned k = 0; k < NCOL; k++)
 		snprintf(cells[0][k], CELL, "%s", heads[k]);
 	for (unsigned i = 0; i < n; i++) {
@@ -139,8 +124,8 @@ int stat_info(int argc, char **argv)
 			printf(left[k] ? "%-*s" : "%*s", width[k], cells[i][k]);
 			putchar(k + 1 < NCOL ? ' ' : '\n');
 		}
-	human(h1, sizeof(h1), raw);
-	human(h2, sizeof(h2), stored);
+	tool_format_bytes(h1, sizeof(h1), raw);
+	tool_format_bytes(h2, sizeof(h2), stored);
 	printf("\ntotal         %u table%s in %u shard%s\n", n, n == 1 ? "" : "s", n_shards, n_shards == 1 ? "" : "s");
 	printf("raw bytes     %" PRIu64 " (%s)\n", raw, h1);
 	printf("stored bytes  %" PRIu64 " (%s)\n", stored, h2);

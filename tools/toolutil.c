@@ -298,6 +298,40 @@ out:
 	return status;
 }
 
+void tool_print_geometry(const engram_config *cfg)
+{
+	const unsigned L = engram_config_num_layers(cfg);
+
+	printf("layers        %u (ids", L);
+	for (unsigned i = 0; i < L; i++)
+		printf(" %d", engram_config_layer_id(cfg, i));
+	printf(")\n");
+	printf("orders        2..%u\n", engram_config_max_ngram(cfg));
+	printf("heads         %u per order\n", engram_config_num_heads(cfg));
+	printf("head dim      %u\n", engram_config_head_dim(cfg));
+	printf("columns       %u\n", engram_config_columns(cfg));
+	printf("table rows   ");
+	for (unsigned i = 0; i < L; i++)
+		printf(" %llu%s", (unsigned long long)engram_config_table_rows(cfg, i), i + 1 < L ? "," : "\n");
+	if (!L)
+		putchar('\n');
+}
+
+void tool_format_bytes(char *buf, size_t size, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes / 1024;
+	unsigned u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+		return;
+	}
+	for (; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); u++)
+		v /= 1024;
+	snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
 void tool_put_u64(FILE *f, uint64_t v)
 {
 	char buf[24], *p = buf + sizeof(buf);

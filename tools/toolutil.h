@@ -46,6 +46,13 @@ int tool_load_mask(const char *arg, size_t n, uint8_t **mask);
 /* Flush standard output; on failure print "cannot write the output: ..." and return -1. */
 int tool_flush_stdout(void);
 
+/* The geometry of a hash config, one 'name  value' line each: layers and their ids, orders, heads, head dim,
+ * columns and each layer's table rows (engram-stat info and plan). */
+void tool_print_geometry(const engram_config *cfg);
+
+/* A byte count for people: "512 B", "324.0 KiB", "195.3 GiB" (powers of 1024, one decimal). */
+void tool_format_bytes(char *buf, size_t size, uint64_t bytes);
+
 /* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
 void tool_put_u64(FILE *f, uint64_t v);
 

@@ -38,19 +38,6 @@ static int expand(char *dst, size_t cap, const char *tmpl, int layer_id)
 	return 0;
 }
 
-static int dtype_code(const char *name)
-{
-	if (!strcmp(name, "F32"))
-		return EG_DT_F32;
-	if (!strcmp(name, "BF16"))
-		return EG_DT_BF16;
-	if (!strcmp(name, "F16"))
-		return EG_DT_F16;
-	if (!strcmp(name, "F8_E4M3"))
-		return EG_DT_F8_E4M3;
-	return 0;
-}
-
 static int find(const struct eg_tensor_set *set, const char *name, const struct eg_tensor **t)
 {
 	int err = eg_tensors_find_unique(set, name, t);
@@ -99,7 +86,7 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 				       "'layers.%d.engram.embed.weight' or 'layers.%d.engram.multi_head_embedding.embedding.weight')",
 			       layer_id, layer_id, layer_id);
 	}
-	s->dtype = (uint32_t)dtype_code(w->dtype);
+	s->dtype = eg_dtype_from_name(w->dtype);
 	if (!s->dtype)
 		return eg_fail(ENGRAM_EDTYPE, "'%s': tensor '%s' has dtype %s; Engram tables must be F32, BF16, F16 or "
 					      "F8_E4M3 (with F8_E8M0 scales)", w->path, w->name, w->dtype);
