@@ -132,7 +132,8 @@ static void print_tier(FILE *f, const struct replay_info *in, const struct repla
 			(unsigned long long)r->set.mem_mb, r->cgroup_peak_bytes ? b : "-");
 	}
 	if (in->warmup_steps)
-		fprintf(f, "warm-up   the first %zu steps replayed before the counters started\n", in->warmup_steps);
+		fprintf(f, "warm-up   the first %zu steps replayed (no compute time) before the counters started\n",
+			in->warmup_steps);
 }
 
 static void print_header(FILE *f, const struct replay_info *in, const struct replay_result *r)

@@ -290,7 +290,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		/* the library's time is time the layers do not run: each call delays the compute after it */
 		shift = push_ns;
 		for (unsigned l = 0; l < L; l++) {
-			if (!in->no_wait)
+			if (!in->no_wait && step >= warm)
 				sleep_until(t0 + (uint64_t)llround(c->lead_frac[l] * (double)step_ns) + shift);
 			uint64_t g0 = now_ns();
 			err = engram_session_gather(s, l, c->out, buf, n * ob);
@@ -303,7 +303,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			shift += g;
 		}
 		/* the drafts of the next step's tokens come with this step's sampling, at its end */
-		if (!in->no_wait)
+		if (!in->no_wait && step >= warm)
 			sleep_until(t0 + step_ns + shift);
 		if (r->set.draft_accept >= 0) {
 			uint64_t d0 = now_ns();
