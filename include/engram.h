@@ -369,9 +369,17 @@ ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_row
  */
 typedef struct engram_session engram_session;
 
+/* Direct mode is the default (0): on tables larger than RAM it stalls the engine less. The kernel's buffered
+ * random-read path costs about 1.5x the CPU of an O_DIRECT read (fio, 4 KiB random reads at queue depth 64 on
+ * the same file and disk: 49-52 k IOPS buffered against 77.5 k direct), page-cache mode adds a residency probe
+ * per page to know what it reads, and all of that is spent in the engine thread's push; at the same RAM, the
+ * page cache also holds pages where a row cache holds rows. Measured with engram-stat replay on a cold
+ * V4.1-geometry table (bench/RESULTS.md): stall share 62% against 42% at batch 16, 360% against 215% at batch 64
+ * with 256 MiB for table data each. Page-cache mode is the choice when the tables fit in RAM (engram_preload
+ * them: gathers then copy from shared pages, with no read at all) or must be shared through the page cache. */
 enum engram_mode {
-	ENGRAM_MODE_PAGECACHE = 0,
-	ENGRAM_MODE_DIRECT = 1,
+	ENGRAM_MODE_DIRECT = 0,
+	ENGRAM_MODE_PAGECACHE = 1,
 };
 
 #define ENGRAM_SESSION_NO_URING 1u    /* use the pread pool even where io_uring works */

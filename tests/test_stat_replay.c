@@ -568,7 +568,7 @@ static void test_page_budget_cgroup(void **state)
 	if (geteuid() != 0) {
 		sh_fails(1, "engram-stat: --mem-mb in page-cache mode bounds the page cache with a memory cgroup, "
 			    "which needs root",
-			 "%s replay %s --tokens %s --max-steps 5 --no-wait --mem-mb 64", tool_path("engram-stat"),
+			 "%s replay %s --tokens %s --max-steps 5 --no-wait --mode pagecache --mem-mb 64", tool_path("engram-stat"),
 			 shard(), tokens());
 		return;
 	}
@@ -577,7 +577,7 @@ static void test_page_budget_cgroup(void **state)
 	    access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) != 0) {
 		skip(); /* no cgroup file system at all */
 	}
-	doc = replay_json("--tokens %s --max-steps 20 --warmup-steps 5 --no-wait --mem-mb 64", tokens());
+	doc = replay_json("--tokens %s --max-steps 20 --warmup-steps 5 --no-wait --mode pagecache --mem-mb 64", tokens());
 	r = json_array_get(runs_of(doc, 1), 0);
 	check_run(json_object_get(doc, "schedule"), r);
 	check_tier(r, "page", 64);
@@ -594,7 +594,7 @@ static void test_page_budget_cgroup(void **state)
 		sh_fails(1, "engram-stat: --mem-mb in page-cache mode bounds the page cache with a memory cgroup, "
 			    "which needs root",
 			 "setpriv --reuid=65534 --regid=65534 --clear-groups %s replay %s --tokens %s --max-steps 5 "
-			 "--no-wait --mem-mb 64",
+			 "--no-wait --mode pagecache --mem-mb 64",
 			 tool_path("engram-stat"), shard(), tokens());
 	}
 }

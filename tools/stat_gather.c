@@ -18,6 +18,7 @@ static void usage(FILE *f)
 		   "         --out FILE.npy [--mode pagecache|direct] [--cache-mb N] [--queue-depth N]\n"
 		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
 		   "  L: a model layer id with an Engram table\n"
+		   "  --mode: how rows are read (default direct: O_DIRECT into a private cache)\n"
 		   "  --cache-mb N: private cache of direct mode and zstd tables, N >= 1 (default 256)\n"
 		   "  --queue-depth N: reads in flight at most, 1 to 32768 (default 1024)\n"
 		   "  f32: float32 [positions, columns x head_dim]; bf16: the same as uint16 bit patterns;\n"

@@ -52,7 +52,7 @@ static void usage(FILE *f)
 		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
 		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
-		"  --mode pagecache|direct  (default pagecache)\n"
+		"  --mode pagecache|direct  (default direct)\n"
 		"  --cache-mb N             private cache of direct mode and zstd tables (default 256); with\n"
 		"                           --tier row, the part of --mem-mb that stages a step's reads\n"
 		"                           (default an eighth of it, 1 to 16)\n"
@@ -246,7 +246,7 @@ int stat_replay(int argc, char **argv)
 				    .dtype = "native",
 				    .cut_bos = 1 };
 	struct replay_setting base = {
-		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024, .draft_accept = -1
+		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 1024, .draft_accept = -1
 	};
 	struct sweep_axis axes[7];
 	unsigned n_axes = 0;
