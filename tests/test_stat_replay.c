@@ -87,6 +87,8 @@ static double real(const json_t *o, const char *key)
 	return json_number_value(v);
 }
 
+static const char *str(const json_t *o, const char *key);
+
 static json_t *runs_of(json_t *doc, size_t n)
 {
 	json_t *runs = json_object_get(doc, "runs");
@@ -175,6 +177,16 @@ static void test_counters_add_up(void **state)
 	runs = runs_of(doc, 1);
 	check_run(json_object_get(doc, "schedule"), json_array_get(runs, 0));
 	assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 0), "mode")), "direct");
+	json_decref(doc);
+
+	/* submission by a kernel thread: the same counters, the backend says so (or names its fallback) */
+	doc = replay_json("--tokens %s --max-steps 6 --no-wait --sqpoll", tokens());
+	runs = runs_of(doc, 1);
+	check_run(json_object_get(doc, "schedule"), json_array_get(runs, 0));
+	assert_true(json_is_true(json_object_get(doc, "sqpoll")));
+	const char *backend = str(json_array_get(runs, 0), "backend");
+	if (!strstr(backend, "SQPOLL") && !strstr(backend, "pread"))
+		fail_msg("--sqpoll: backend '%s'", backend);
 	json_decref(doc);
 }
 

@@ -618,9 +618,9 @@ char *replay_json(const struct replay_info *in, const struct replay_result *r, s
 		json_decref(sched);
 		sched = NULL;
 	}
-	doc = json_pack("{s:s,s:I,s:s,s:s,s:b,s:o,s:o,s:o,s:o}", "shard", in->shard, "shard_bytes",
+	doc = json_pack("{s:s,s:I,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:o}", "shard", in->shard, "shard_bytes",
 			(json_int_t)in->shard_bytes, "state", in->cold ? "cold" : "warm", "dtype", in->dtype,
-			"no_uring", in->no_uring, "stream", stream, "schedule", sched, "sweep", sweep, "runs", runs);
+			"no_uring", in->no_uring, "sqpoll", in->sqpoll, "stream", stream, "schedule", sched, "sweep", sweep, "runs", runs);
 	sweep = runs = NULL;
 	if (doc)
 		text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);

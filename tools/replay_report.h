@@ -61,7 +61,7 @@ struct replay_info {
 	size_t seqs_started, seqs_done;
 	double step_ms, prefill_ms_per_token;
 	unsigned layers_total;
-	int no_wait, no_uring;
+	int no_wait, no_uring, sqpoll;
 	int cold;                   /* evicted before each run (--cold, or implied by --mem-mb) */
 	const char *dtype;
 	unsigned n_layers;

@@ -183,7 +183,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		.mode = r->set.mode,
 		.cache_bytes = r->set.cache_mb << 20,
 		.queue_depth = r->set.queue_depth,
-		.flags = (in->no_uring ? ENGRAM_SESSION_NO_URING : 0) | (r->set.depth ? 0 : ENGRAM_SESSION_NO_PREFETCH),
+		.flags = (in->no_uring ? ENGRAM_SESSION_NO_URING : 0) | (r->set.depth ? 0 : ENGRAM_SESSION_NO_PREFETCH) |
+			 (in->sqpoll ? ENGRAM_SESSION_SQPOLL : 0),
 	};
 	if (r->set.tier == TIER_ROW) {
 		if (open_row_cache(c, st, r, &rc) < 0)

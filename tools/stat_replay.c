@@ -66,6 +66,8 @@ static void usage(FILE *f)
 		"                           counters start\n"
 		"  --queue-depth N          reads in flight at most, 1 to 32768 (default 1024)\n"
 		"  --no-uring               read with the pread thread pool\n"
+		"  --sqpoll                 io_uring submission by a kernel thread (ENGRAM_SESSION_SQPOLL): push\n"
+		"                           only queues reads, a core of the kernel's does the submitting\n"
 		"  --dtype native|bf16|f32  gathered output (default native)\n"
 		"report:\n"
 		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth, draft-accept,\n"
@@ -191,6 +193,7 @@ enum {
 	OPT_CACHE_MB,
 	OPT_QUEUE_DEPTH,
 	OPT_NO_URING,
+	OPT_SQPOLL,
 	OPT_DTYPE,
 	OPT_SWEEP,
 	OPT_DRAFT,
@@ -224,6 +227,7 @@ int stat_replay(int argc, char **argv)
 		{ "cache-mb", required_argument, NULL, OPT_CACHE_MB },
 		{ "queue-depth", required_argument, NULL, OPT_QUEUE_DEPTH },
 		{ "no-uring", no_argument, NULL, OPT_NO_URING },
+		{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 		{ "dtype", required_argument, NULL, OPT_DTYPE },
 		{ "sweep", required_argument, NULL, OPT_SWEEP },
 		{ "draft-accept", required_argument, NULL, OPT_DRAFT },
@@ -356,6 +360,7 @@ int stat_replay(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_NO_URING: info.no_uring = 1; break;
+		case OPT_SQPOLL: info.sqpoll = 1; break;
 		case OPT_DTYPE:
 			if (tool_parse_dtype("--dtype", optarg, &out) < 0)
 				return 2;
