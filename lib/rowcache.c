@@ -24,7 +24,7 @@
 #include "store.h"
 
 #define RC_MAGIC 0x3143524d41524745ull /* "EGRAMRC1" little-endian */
-#define RC_VERSION 1
+#define RC_VERSION 2
 #define RC_HEADER_BYTES 4096u
 
 struct rc_header {
@@ -37,7 +37,12 @@ struct rc_header {
 	uint64_t map_bytes;
 	uint8_t set_id[16];          /* the table set whose rows it holds */
 	_Atomic uint64_t hits, misses, inserts;
+	_Atomic uint64_t filled;     /* slots taken while still empty: once all are, eg_rc_fill stops trying */
 };
+
+/* rc_slot.ref: 0 not used since the CLOCK hand passed, 1 used, REF_FILLED filled in (eg_rc_fill) and not yet
+ * asked for: the first to go */
+#define REF_FILLED 2
 
 struct rc_slot {
 	_Atomic uint64_t seq;
@@ -88,7 +93,7 @@ int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
 			continue; /* rewritten while copied: not this row any more */
-		if (!atomic_load_explicit(&s->ref, memory_order_relaxed))
+		if (atomic_load_explicit(&s->ref, memory_order_relaxed) != 1)
 			atomic_store_explicit(&s->ref, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&rc->h->hits, 1, memory_order_relaxed);
 		return 1;
@@ -97,41 +102,62 @@ int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len
 	return 0;
 }
 
-int eg_rc_has(struct engram_rowcache *rc, uint64_t key)
+/* The slot of the set holding key now, or NULL. */
+static struct rc_slot *find(struct engram_rowcache *rc, uint64_t set, uint64_t key)
 {
-	uint64_t set = set_of(rc, key);
-
 	for (unsigned w = 0; w < EG_RC_WAYS; w++) {
 		struct rc_slot *s = slot_at(rc, set, w);
 		uint64_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
 		if (q && !(q & 1) && atomic_load_explicit(&s->key, memory_order_relaxed) == key)
-			return 1;
+			return s;
 	}
-	return 0;
+	return NULL;
 }
 
-void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len)
+int eg_rc_has(struct engram_rowcache *rc, uint64_t key)
+{
+	return find(rc, set_of(rc, key), key) != NULL;
+}
+
+/* Insert into a slot never written or holding a row only filled in, else into the set's CLOCK victim; or
+ * (free_only) only into a slot never written. */
+static void insert(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len, int free_only)
 {
 	uint64_t set = set_of(rc, key);
 	_Atomic uint8_t *hand = (_Atomic uint8_t *)&rc->hands[set];
 	size_t nw = (len + 7) / 8;
 
-	if (len > rc->record_bytes || eg_rc_has(rc, key))
+	if (len > rc->record_bytes)
 		return;
-	/* CLOCK over the set's ways: a used slot gets a second chance, a slot being written is passed by */
-	for (unsigned tries = 0; tries < 2 * EG_RC_WAYS + 1; tries++) {
-		unsigned w = atomic_fetch_add_explicit(hand, 1, memory_order_relaxed) % EG_RC_WAYS;
+	struct rc_slot *there = find(rc, set, key);
+	if (there) {
+		/* a row filled in and now asked for is kept like one read for itself */
+		if (!free_only && atomic_load_explicit(&there->ref, memory_order_relaxed) == REF_FILLED)
+			atomic_store_explicit(&there->ref, 0, memory_order_relaxed);
+		return;
+	}
+	/* the ways in order for a slot never written, then for a row only filled in, then CLOCK over them: a used
+	 * slot gets a second chance; a slot being written is passed by */
+	for (unsigned tries = 0; tries < 4 * EG_RC_WAYS + 1; tries++) {
+		unsigned phase = tries < 2 * EG_RC_WAYS ? tries / EG_RC_WAYS : 2, scan = phase < 2;
+		unsigned w = scan ? tries % EG_RC_WAYS
+				  : atomic_fetch_add_explicit(hand, 1, memory_order_relaxed) % EG_RC_WAYS;
+		if (free_only && phase > 0)
+			return;
 		struct rc_slot *s = slot_at(rc, set, w);
 		uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
-		if (q & 1)
+		if ((q & 1) || (phase == 0 && q) ||
+		    (phase == 1 && atomic_load_explicit(&s->ref, memory_order_relaxed) != REF_FILLED))
 			continue;
-		if (atomic_load_explicit(&s->ref, memory_order_relaxed)) {
+		if (!scan && atomic_load_explicit(&s->ref, memory_order_relaxed)) {
 			atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
 			continue;
 		}
 		if (!atomic_compare_exchange_strong_explicit(&s->seq, &q, q + 1, memory_order_acquire,
 							     memory_order_relaxed))
 			continue;
+		if (!q)
+			atomic_fetch_add_explicit(&rc->h->filled, 1, memory_order_relaxed);
 		atomic_store_explicit(&s->key, key, memory_order_relaxed);
 		_Atomic uint64_t *dst = words(s);
 		for (size_t i = 0; i < nw; i++) {
@@ -139,11 +165,22 @@ void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, siz
 			memcpy(&x, src + 8 * i, i + 1 < nw || len % 8 == 0 ? 8 : len % 8);
 			atomic_store_explicit(&dst[i], x, memory_order_relaxed);
 		}
-		atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->ref, free_only ? REF_FILLED : 0, memory_order_relaxed);
 		atomic_store_explicit(&s->seq, q + 2, memory_order_release);
 		atomic_fetch_add_explicit(&rc->h->inserts, 1, memory_order_relaxed);
 		return;
 	}
+}
+
+void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len)
+{
+	insert(rc, key, src, len, 0);
+}
+
+void eg_rc_fill(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len)
+{
+	if (atomic_load_explicit(&rc->h->filled, memory_order_relaxed) < rc->n_sets * EG_RC_WAYS)
+		insert(rc, key, src, len, 1);
 }
 
 /* ---- life cycle ---- */

@@ -40,5 +40,9 @@ int eg_rc_has(struct engram_rowcache *rc, uint64_t key);
 /* Insert a record (len <= record_bytes) under key, evicting the set's CLOCK victim; a no-op when the key is
  * there already or every way of the set is being written. */
 void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len);
+/* Insert a record only into a slot never written (nothing is evicted); a no-op once every slot was filled. The
+ * other rows of a page read for one row go in this way: while the cache is filling they cost nothing, and
+ * they catch some of the rows asked for the first time, as a page cache's neighbours do. */
+void eg_rc_fill(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len);
 
 #endif

@@ -381,6 +381,11 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 		return err;
 	if (o->mode != ENGRAM_MODE_PAGECACHE && o->mode != ENGRAM_MODE_DIRECT)
 		return eg_fail(-EINVAL, "session mode %d is neither page-cache nor direct", (int)o->mode);
+	/* a row cache keys rows by layer and row: another table set's would serve its rows for these */
+	if (o->row_cache && memcmp(o->row_cache->set_id, st->shards[0].hdr->set_id, 16) != 0)
+		return eg_fail(-EINVAL, "the row cache%s%s holds the rows of another table set than '%s'",
+			       o->row_cache->name ? " " : "", o->row_cache->name ? o->row_cache->name : "",
+			       st->shards[0].path);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return eg_fail(-ENOMEM, "out of memory");

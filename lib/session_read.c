@@ -72,6 +72,26 @@ static void release_request(engram_session *s, uint32_t tag)
 
 static void drain_pending(engram_session *s);
 
+/* The row tier keeps rows, not pages; but while its slots are still empty, the other rows of a unit read for
+ * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). */
+static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit,
+			   const uint8_t *data)
+{
+	const struct eg_disk_table *t = p->t;
+	uint64_t first = unit * eg_sess_unit_pages(t) * t->rows_per_page;
+
+	if (!t->rows_per_page)
+		return; /* a row of a page or more: its unit holds it alone, and gather keeps it */
+	for (unsigned pg = 0; pg < eg_sess_unit_pages(t); pg++)
+		for (unsigned k = 0; k < t->rows_per_page; k++) {
+			uint64_t local = first + (uint64_t)pg * t->rows_per_page + k;
+			if (local >= t->row_count)
+				return;
+			eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local),
+				   data + (size_t)pg * EG_PAGE + (size_t)k * t->record_size, t->record_size);
+		}
+}
+
 static void on_complete(void *arg, uint64_t tag, int res)
 {
 	engram_session *s = arg;
@@ -106,6 +126,8 @@ static void on_complete(void *arg, uint64_t tag, int res)
 			eg_sess_unit_pages(s->st->pieces[r->piece].t));
 	if (!r->cached && !u->err)
 		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_sess_unit_pages(s->st->pieces[r->piece].t));
+	if (r->cached && !u->err && s->rc)
+		fill_row_cache(s, r->layer, &s->st->pieces[r->piece], r->unit, eg_units_data(t, r->slot));
 	release_request(s, (uint32_t)tag);
 	drain_pending(s);
 }

@@ -140,7 +140,9 @@ static void test_shared_cache_is_one_copy_per_node(void **state)
 	must(engram_rowcache_open(&rc, st, name, 1 << 30, 0), "attach");
 	must(engram_rowcache_info(rc, &info), "info");
 	assert_true(info.bytes <= 8 << 20);
-	assert_int_equal(info.rows, 6 * 12); /* layer 0: 6 positions x 12 columns, all distinct */
+	/* layer 0: 6 positions x 12 columns, all distinct, and the other rows of the pages read for them (filled
+	 * into free slots) */
+	assert_true(info.rows > 6 * 12);
 	assert_string_equal(info.name, name);
 	assert_int_equal(info.record_bytes, 66);
 	assert_int_equal(info.slot_bytes, 24 + 72);
@@ -304,6 +306,108 @@ static void test_errors(void **state)
 	engram_close(b);
 }
 
+/* A session refuses a row cache made for another table set: its keys would name other rows. */
+static void test_row_cache_of_another_set_is_refused(void **state)
+{
+	engram_store *a = NULL, *b = NULL;
+	engram_rowcache *rc = NULL;
+	engram_session *s = NULL;
+
+	(void)state;
+	must(engram_open(&a, tiny_v41("raw"), 0), "open");
+	must(engram_open(&b, tiny_v41("zstd"), 0), "open");
+	must(engram_rowcache_open(&rc, a, NULL, 1 << 20, 0), "row cache");
+	struct engram_session_options o = { .size = sizeof(o), .row_cache = rc };
+	assert_int_equal(engram_session_create(&s, b, &o), -EINVAL);
+	assert_null(s);
+	assert_non_null(strstr(engram_last_error(), "holds the rows of another table set"));
+	must(engram_session_create(&s, a, &o), "session on its own set");
+	engram_session_destroy(s);
+	engram_rowcache_close(rc);
+	engram_close(a);
+	engram_close(b);
+}
+
+/* Rows filled in (eg_rc_fill, the other rows of a page read for one) take only slots never written, and are the
+ * first to go when a row asked for needs a slot. */
+static void test_fill_takes_free_slots_and_goes_first(void **state)
+{
+	engram_store *st = NULL;
+	engram_rowcache *rc = NULL;
+	uint8_t rec[66] = { 0 }, out[66];
+
+	(void)state;
+	must(engram_open(&st, tiny_v41("raw"), 0), "open");
+	must(engram_rowcache_open(&rc, st, NULL, 4096 + 64 + EG_RC_WAYS * (24 + 72), 0), "row cache");
+	assert_int_equal(rc->n_sets, 1);
+	/* half the set asked for, half filled in: all there */
+	for (unsigned i = 0; i < EG_RC_WAYS; i++) {
+		rec[0] = (uint8_t)i;
+		if (i % 2)
+			eg_rc_fill(rc, eg_rc_key(0, 200 + i), rec, sizeof(rec));
+		else
+			eg_rc_put(rc, eg_rc_key(0, 200 + i), rec, sizeof(rec));
+	}
+	for (unsigned i = 0; i < EG_RC_WAYS; i++)
+		assert_true(eg_rc_has(rc, eg_rc_key(0, 200 + i)));
+	/* full: a fill is refused, nothing is evicted */
+	eg_rc_fill(rc, eg_rc_key(0, 300), rec, sizeof(rec));
+	assert_false(eg_rc_has(rc, eg_rc_key(0, 300)));
+	for (unsigned i = 0; i < EG_RC_WAYS; i++)
+		assert_true(eg_rc_has(rc, eg_rc_key(0, 200 + i)));
+	/* a filled row asked for (put again) counts as asked for; rows asked for go after the filled ones, even
+	 * unused */
+	eg_rc_put(rc, eg_rc_key(0, 201), rec, sizeof(rec));
+	for (unsigned k = 0; k < 3; k++)
+		eg_rc_put(rc, eg_rc_key(0, 400 + k), rec, sizeof(rec));
+	for (unsigned i = 0; i < EG_RC_WAYS; i++)
+		assert_int_equal(eg_rc_has(rc, eg_rc_key(0, 200 + i)), i % 2 == 0 || i == 1);
+	for (unsigned k = 0; k < 3; k++)
+		assert_true(eg_rc_has(rc, eg_rc_key(0, 400 + k)));
+	/* and what is there is the row put under its key */
+	assert_int_equal(eg_rc_get(rc, eg_rc_key(0, 204), out, sizeof(out)), 1);
+	assert_int_equal(out[0], 4);
+	engram_rowcache_close(rc);
+	engram_close(st);
+}
+
+/* A direct read of a page for one row also fills the page's other rows into the row cache while it has free
+ * slots: a neighbour gathered next comes from RAM, with no read, and is the right row. */
+static void test_page_neighbours_fill_the_cache(void **state)
+{
+	engram_store *st = NULL;
+	engram_rowcache *rc = NULL;
+	engram_session *s = NULL;
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
+	static float got[4 * 64], want[4 * 64];
+
+	(void)state;
+	must(engram_open(&st, tiny_v41("raw"), 0), "open");
+	must(engram_store_table_info(st, 0, &ti), "table info");
+	assert_true(ti.rows_per_page >= 4);
+	must(engram_rowcache_open(&rc, st, NULL, 4 << 20, 0), "row cache");
+	struct engram_session_options o = { .size = sizeof(o), .mode = ENGRAM_MODE_DIRECT, .row_cache = rc };
+	must(engram_session_create(&s, st, &o), "session");
+	unsigned li = ti.layer_index;
+	uint64_t first = ti.row_begin + 2 * (uint64_t)ti.rows_per_page; /* the third page's first row */
+	uint64_t one[1] = { first }, next[4] = { first + 1, first + 2, first + ti.rows_per_page - 1, first };
+	must(engram_session_begin(s), "begin");
+	must(engram_session_gather_rows(s, li, one, 1, ENGRAM_OUT_F32, got, sizeof(got)), "gather one");
+	must(engram_session_stats(s, (int)li, 1, &a), "stats");
+	assert_int_equal(a.ios, 1);
+	must(engram_session_begin(s), "begin");
+	must(engram_session_gather_rows(s, li, next, 4, ENGRAM_OUT_F32, got, sizeof(got)), "gather the rest");
+	must(engram_session_stats(s, (int)li, 1, &a), "stats");
+	assert_int_equal(a.ios, 0);
+	assert_int_equal(a.ram, 4);
+	must(engram_gather_rows(st, li, next, 4, ENGRAM_OUT_F32, want, sizeof(want)), "reference");
+	assert_memory_equal(got, want, 4 * engram_out_row_bytes(st, li, ENGRAM_OUT_F32));
+	engram_session_destroy(s);
+	engram_rowcache_close(rc);
+	engram_close(st);
+}
+
 /* CLOCK within a set: a row used since the hand passed stays; an unused one goes. */
 static void test_clock_keeps_used_rows(void **state)
 {
@@ -350,6 +454,9 @@ int main(void)
 		cmocka_unit_test(test_no_wrong_row_under_concurrent_eviction),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_clock_keeps_used_rows),
+		cmocka_unit_test(test_fill_takes_free_slots_and_goes_first),
+		cmocka_unit_test(test_row_cache_of_another_set_is_refused),
+		cmocka_unit_test(test_page_neighbours_fill_the_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }
