@@ -1,6 +1,6 @@
-# libengram: make [all] | check | demo | bench | fuzz | install | uninstall | clean
+# libengram: make [all] | check | python-check | demo | bench | fuzz | install | uninstall | clean
 # Variables: CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, B (build directory),
-# WERROR=1, SANITIZE=address,undefined
+# WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3)
 
 VERSION := $(shell sed -n 's/^\#define ENGRAM_VERSION_STRING "\(.*\)"/\1/p' include/engram.h)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
@@ -50,9 +50,11 @@ FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 MAN := $(wildcard man/*.[135])
+# the Python binding (python/): tested by make check against this build's library
+PYTHON ?= /usr/bin/python3
 
 .SECONDARY:
-.PHONY: all lib tools tests benches check demo bench fuzz install uninstall clean
+.PHONY: all lib tools tests benches check python-check demo bench fuzz install uninstall clean
 all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
@@ -135,6 +137,13 @@ check:
 	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory python-check
+
+# pytest over python/tests with the library and tools of $(B)
+python-check: all
+	@echo "=== python (pytest, $(PYTHON), libengram of $(B))"
+	@ENGRAM_BUILD=$(B) ENGRAM_LIBDIR=$(B) ENGRAM_CC="$(CC)" PYTHONDONTWRITEBYTECODE=1 \
+		$(PYTHON) -m pytest -q -p no:cacheprovider --basetemp=$(B)/pytest python/tests
 
 demo:
 	@scripts/install-deps build
