@@ -1,6 +1,6 @@
 # libengram: make [all] | check | python-check | demo | bench | fuzz | install | uninstall | clean
 # Variables: CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, B (build directory),
-# WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3)
+# WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3), PYTHONDIR (its site directory for PREFIX)
 
 VERSION := $(shell sed -n 's/^\#define ENGRAM_VERSION_STRING "\(.*\)"/\1/p' include/engram.h)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
@@ -50,8 +50,10 @@ FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 MAN := $(wildcard man/*.[135])
-# the Python binding (python/): tested by make check against this build's library
+# the Python binding (python/): tested by make check against this build's library, installed for $(PYTHON)
 PYTHON ?= /usr/bin/python3
+PYTHONDIR ?= $(shell scripts/python-sitedir $(PYTHON) $(PREFIX))
+PY_SRC := $(wildcard python/engram/*.py)
 
 .SECONDARY:
 .PHONY: all lib tools tests benches check python-check demo bench fuzz install uninstall clean
@@ -171,6 +173,11 @@ install: all
 		> $(DESTDIR)$(PKGCONFIGDIR)/engram-pack.pc
 	for m in $(MAN); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+	@if [ -z "$(PYTHONDIR)" ]; then echo "install: no $(PYTHON): the Python package is not installed"; else \
+		echo "install: Python package engram in $(DESTDIR)$(PYTHONDIR), LIBDIR $(LIBDIR) recorded" && \
+		install -d $(DESTDIR)$(PYTHONDIR)/engram && install -m 644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/engram/ && \
+		printf '# written by make install: where that install put libengram\nLIBDIR = %s\n' "'$(LIBDIR)'" \
+			> $(DESTDIR)$(PYTHONDIR)/engram/_install.py; fi
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
@@ -179,6 +186,10 @@ uninstall:
 	for l in libengram libengram-pack; do rm -f $(DESTDIR)$(LIBDIR)/$$l.a $(DESTDIR)$(LIBDIR)/$$l.so \
 		$(DESTDIR)$(LIBDIR)/$$l.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$$l.so.$(VERSION); done
 	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	@if [ -n "$(PYTHONDIR)" ] && [ -d $(DESTDIR)$(PYTHONDIR)/engram ]; then cd $(DESTDIR)$(PYTHONDIR) && \
+		echo "uninstall: Python package engram in $(DESTDIR)$(PYTHONDIR)" && \
+		rm -f $(addprefix engram/,$(notdir $(PY_SRC)) _install.py) engram/__pycache__/*.pyc && \
+		{ rmdir engram/__pycache__ 2>/dev/null; rmdir engram 2>/dev/null; true; }; fi
 
 clean:
 	rm -rf $(B) $(FB)
