@@ -141,11 +141,8 @@ check:
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@$(MAKE) --no-print-directory python-check
 
-# pytest over python/tests with the library and tools of $(B)
 python-check: all
-	@echo "=== python (pytest, $(PYTHON), libengram of $(B))"
-	@ENGRAM_BUILD=$(B) ENGRAM_LIBDIR=$(B) ENGRAM_CC="$(CC)" PYTHONDONTWRITEBYTECODE=1 \
-		$(PYTHON) -m pytest -q -p no:cacheprovider --basetemp=$(B)/pytest python/tests
+	@B=$(B) PYTHON=$(PYTHON) CC="$(CC)" SANITIZE=$(SANITIZE) scripts/python-check
 
 demo:
 	@scripts/install-deps build
