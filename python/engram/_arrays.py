@@ -3,6 +3,8 @@
 Every check raises ValueError (wrong value, size, shape, layout) or TypeError (wrong kind of object or element
 type) before the library is called, so the library never writes past a buffer or reads a wrapped-around value.
 """
+import ctypes
+
 import numpy as np
 
 from ._lib import OUT_BF16, OUT_F32, OUT_NATIVE
@@ -98,11 +100,12 @@ def mask(x, n):
     return a
 
 
-# Output element types each gather type may write into: numpy dtypes, buffer-protocol formats, torch dtypes.
+# Output element types each gather type may write into: numpy dtypes (by number, native byte order),
+# buffer-protocol formats, torch dtypes.
 _OUT_NP = {
-    OUT_F32: (np.dtype(np.float32),),
-    OUT_BF16: (np.dtype(np.uint16), np.dtype(np.int16)),
-    OUT_NATIVE: (_UINT8, np.dtype(np.int8)),
+    OUT_F32: frozenset({np.dtype(np.float32).num}),
+    OUT_BF16: frozenset({np.dtype(np.uint16).num, np.dtype(np.int16).num}),
+    OUT_NATIVE: frozenset({_UINT8.num, np.dtype(np.int8).num}),
 }
 _OUT_FMT = {OUT_F32: ("f",), OUT_BF16: ("H", "h"), OUT_NATIVE: ("B", "b", "c")}
 _OUT_TORCH = {OUT_F32: ("torch.float32",), OUT_BF16: ("torch.bfloat16", "torch.int16"),
@@ -112,28 +115,53 @@ _OUT_WANT = {OUT_F32: "float32", OUT_BF16: "uint16, int16 or bfloat16 (bf16 bit 
 
 
 def _np_dtype_ok(dt, kind):
+    if not dt.isnative:
+        return False
     # numpy has no bfloat16; ml_dtypes' is a 2-byte type named bfloat16
-    return dt in _OUT_NP[kind] or (kind == OUT_BF16 and dt.name == "bfloat16" and dt.itemsize == 2)
+    return dt.num in _OUT_NP[kind] or (kind == OUT_BF16 and dt.name == "bfloat16" and dt.itemsize == 2)
 
 
 def _size_error(got, nbytes, what):
-    return ValueError(f"out holds {got} bytes; {what} writes {nbytes}")
+    return ValueError(f"out holds {got} bytes; {what[0].format(*what[1:])} writes {nbytes}")
+
+
+def _type_error(got, kind, what):
+    return ValueError(f"out is {got}; {what[0].format(*what[1:])} needs {_OUT_WANT[kind]}")
+
+
+def export(buf, nbytes):
+    """Address of a writable C-contiguous buffer, and the ctypes object that holds its export (so that it cannot
+    be resized or freed) while the library writes."""
+    if nbytes == 0:
+        return None, None
+    keep = ctypes.c_char.from_buffer(buf)
+    return ctypes.addressof(keep), keep
+
+
+def address(a):
+    """Address of a C-contiguous input array (None when empty), and what keeps it valid during the call."""
+    if a.nbytes == 0:
+        return None, None
+    if a.flags.writeable:
+        keep = ctypes.c_char.from_buffer(a)  # the fastest way to an array's address
+        return ctypes.addressof(keep), keep
+    return a.ctypes.data, a
 
 
 def out_address(out, kind, nbytes, what):
     """Address of the caller's buffer for a write of nbytes, and an object to keep alive until the write ends.
     The buffer must be writable, C-contiguous, of an element type that fits the output type, and exactly
-    nbytes long."""
+    nbytes long. what: (format, args...) naming the write in messages."""
     if isinstance(out, np.ndarray):
         if not _np_dtype_ok(out.dtype, kind):
-            raise ValueError(f"out is {out.dtype}; {what} needs {_OUT_WANT[kind]}")
+            raise _type_error(out.dtype, kind, what)
         if not out.flags.c_contiguous:
             raise ValueError("out is not C-contiguous")
         if not out.flags.writeable:
             raise ValueError("out is read-only")
         if out.nbytes != nbytes:
             raise _size_error(out.nbytes, nbytes, what)
-        return out.__array_interface__["data"][0], out
+        return export(out, nbytes)
     if hasattr(out, "data_ptr") and hasattr(out, "is_contiguous") and hasattr(out, "element_size"):
         return _torch_address(out, kind, nbytes, what), out
     try:
@@ -145,15 +173,11 @@ def out_address(out, kind, nbytes, what):
             raise ValueError("out is read-only")
         if not m.c_contiguous:
             raise ValueError("out is not C-contiguous")
-        fmt = m.format.lstrip("@=<")
-        if fmt not in _OUT_FMT[kind] or m.format.startswith((">", "!")):
-            raise ValueError(f"out has elements of format '{m.format}'; {what} needs {_OUT_WANT[kind]}")
+        if m.format.lstrip("@=<") not in _OUT_FMT[kind] or m.format.startswith((">", "!")):
+            raise _type_error(f"of elements of format '{m.format}'", kind, what)
         if m.nbytes != nbytes:
             raise _size_error(m.nbytes, nbytes, what)
-        if nbytes == 0:
-            return 0, m
-        a = np.frombuffer(m, dtype=np.uint8)  # holds the buffer export while the library writes
-        return a.__array_interface__["data"][0], a
+        return export(m, nbytes)
     if hasattr(out, "__array_interface__"):
         a = np.asarray(out)
         if a.__array_interface__["data"][0] != out.__array_interface__["data"][0]:
@@ -166,7 +190,7 @@ def out_address(out, kind, nbytes, what):
 def _torch_address(t, kind, nbytes, what):
     dt = str(t.dtype)
     if dt not in _OUT_TORCH[kind]:
-        raise ValueError(f"out is {dt}; {what} needs {' or '.join(_OUT_TORCH[kind])}")
+        raise ValueError(f"out is {dt}; {what[0].format(*what[1:])} needs {' or '.join(_OUT_TORCH[kind])}")
     if t.device.type != "cpu":
         raise ValueError(f"out is on {t.device}; the library writes host memory (a CPU tensor, pinned or not)")
     if not t.is_contiguous():

@@ -14,6 +14,8 @@ _KINDS = {"native": OUT_NATIVE, "bf16": OUT_BF16, "f32": OUT_F32}
 _NP_OUT = {OUT_NATIVE: np.dtype(np.uint8), OUT_BF16: np.dtype(np.uint16), OUT_F32: np.dtype(np.float32)}
 _MODES = {"pagecache": MODE_PAGECACHE, "direct": MODE_DIRECT}
 _UINT_MAX = 0xFFFFFFFF
+_GATHER_WHAT = "a {} gather of layer {} ({} positions)"
+_ROWS_WHAT = "a {} gather of {} rows of layer {}"
 _STATS_FIELDS = tuple(name for name, _ in _lib.IoStats._fields_ if name != "size")
 
 # the calls of the hot path, looked up once
@@ -138,9 +140,11 @@ class Session:
         s = _arrays.slot(seq)
         t = _arrays.tokens(tokens)
         m = _arrays.mask(mask, t.shape[0])
+        ta, _tk = _arrays.address(t)
+        ma, _mk = (None, None) if m is None else _arrays.address(m)
         ptr = self._enter()
         try:
-            rc = _push(ptr, s, t.ctypes.data, None if m is None else m.ctypes.data, t.shape[0])
+            rc = _push(ptr, s, ta, ma, t.shape[0])
             if rc < 0:
                 raise error(rc)
         finally:
@@ -157,9 +161,12 @@ class Session:
         if t.shape[0] != n:
             raise ValueError(f"{t.shape[0]} tokens for {n} seqs")
         m = _arrays.mask(mask, n)
+        sa, _sk = _arrays.address(s)
+        ta, _tk = _arrays.address(t)
+        ma, _mk = (None, None) if m is None else _arrays.address(m)
         ptr = self._enter()
         try:
-            rc = _push_batch(ptr, s.ctypes.data, t.ctypes.data, None if m is None else m.ctypes.data, n)
+            rc = _push_batch(ptr, sa, ta, ma, n)
             if rc < 0:
                 raise error(rc)
         finally:
@@ -225,11 +232,10 @@ class Session:
             nbytes = _gather_bytes(ptr, li, kind)
             dt, tail, per_pos, _ = self._layout[li, kind]
             if out is None:
-                res = _keep = np.empty((nbytes // per_pos,) + tail, dtype=dt)
-                addr = res.__array_interface__["data"][0]
+                res = np.empty((nbytes // per_pos,) + tail, dtype=dt)
+                addr, _keep = _arrays.export(res, nbytes)
             else:
-                addr, _keep = _arrays.out_address(
-                    out, kind, nbytes, f"a {dtype} gather of layer {layer} ({nbytes // per_pos} positions)")
+                addr, _keep = _arrays.out_address(out, kind, nbytes, (_GATHER_WHAT, dtype, layer, nbytes // per_pos))
                 res = out
             rc = _gather(ptr, li, kind, addr, nbytes)
             if rc < 0:
@@ -263,10 +269,10 @@ class Session:
             shape = r.shape[:-1] + (r.shape[-1] * self._cfg.head_dim,) if r.ndim else (self._cfg.head_dim,)
         nbytes = r.size * rb
         if out is None:
-            res = _keep = np.empty(shape, dtype=dt)
-            addr = res.__array_interface__["data"][0]
+            res = np.empty(shape, dtype=dt)
+            addr, _keep = _arrays.export(res, nbytes)
         else:
-            addr, _keep = _arrays.out_address(out, kind, nbytes, f"a {dtype} gather of {r.size} rows of layer {layer}")
+            addr, _keep = _arrays.out_address(out, kind, nbytes, (_ROWS_WHAT, dtype, r.size, layer))
             res = out
         ptr = self._enter()
         try:
