@@ -8,7 +8,8 @@ array and tokens an int64 row of a preallocated [steps, S] array, and session.ga
 every layer into preallocated page-aligned numpy arrays (mode=python) and, when torch imports, into torch
 tensors of the gather's dtype (mode=python-torch; torch aligns them to 64 bytes). Prints one line per mode in
 bench_step's format (times: for each step and call the fastest of the timed passes, then the median over them)
-with the digest of the warm-up pass's gathered bytes. Run with the package of this checkout and the library of
+with the digest of the warm-up pass's gathered bytes, and (mode=python-call-path) what the binding's code costs
+per call next to a bare ctypes call, on an empty step. Run with the package of this checkout and the library of
 the build: PYTHONPATH=python ENGRAM_LIBDIR=build, pinned.
 """
 import argparse
@@ -82,6 +83,31 @@ def report(mode, a, t_begin, t_push, t_gather, t_step, digest, n_layers):
           f"gather_us={us(t_gather):.2f} step_mean_us={t_step.mean() / 1e3:.2f} digest={digest:016x}", flush=True)
 
 
+def call_path(session, layer, dtype):
+    """What the binding's own code costs: each call on an empty step (the library has nothing to do) through the
+    binding and as a bare ctypes call, best of 5 timeit repeats, in microseconds."""
+    import timeit
+    from engram._lib import lib
+    kind = {"native": 0, "bf16": 1, "f32": 2}[dtype]
+    li = session.config.layer_index(layer)
+    session.begin()
+    seqs, tokens, buf = np.empty(0, np.uintc), np.empty(0, np.int64), session.gather(layer, dtype)
+    ptr = session._ptr
+    calls = {
+        "begin": (lambda: session.begin(), lambda: lib.engram_session_begin(ptr)),
+        "push_batch": (lambda: session.push_batch(seqs, tokens),
+                       lambda: lib.engram_session_push_batch(ptr, None, None, None, 0)),
+        "gather": (lambda: session.gather(layer, dtype, out=buf),
+                   lambda: (lib.engram_session_gather_bytes(ptr, li, kind), lib.engram_session_gather(ptr, li, kind,
+                                                                                                       None, 0))),
+    }
+    out = []
+    for name, (binding, bare) in calls.items():
+        for suffix, f in (("", binding), ("_bare", bare)):
+            out.append(f"{name}{suffix}_us={min(timeit.repeat(f, number=20000, repeat=5)) / 20000 * 1e6:.2f}")
+    return " ".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-s", "--shard", required=True)
@@ -106,6 +132,7 @@ def main():
     np_dtype = {"bf16": np.uint16, "f32": np.float32, "native": np.uint8}[a.dtype]
     buffers = [aligned_empty((S,) + shape, np_dtype) for _ in layers]
     report("python", a, *run(session, layers, seqs, steps, a.dtype, buffers, a.passes), len(layers))
+    print(f"mode=python-call-path dtype={a.dtype} {call_path(session, layers[-1], a.dtype)}", flush=True)
     try:
         import torch
     except ImportError:
