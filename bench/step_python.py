@@ -8,9 +8,10 @@ array and tokens an int64 row of a preallocated [steps, S] array, and session.ga
 every layer into preallocated page-aligned numpy arrays (mode=python) and, when torch imports, into torch
 tensors of the gather's dtype (mode=python-torch; torch aligns them to 64 bytes). Prints one line per mode in
 bench_step's format (times: for each step and call the fastest of the timed passes, then the median over them)
-with the digest of the warm-up pass's gathered bytes, and (mode=python-call-path) what the binding's code costs
-per call next to a bare ctypes call, on an empty step. Run with the package of this checkout and the library of
-the build: PYTHONPATH=python ENGRAM_LIBDIR=build, pinned.
+with the digest of the warm-up pass's gathered bytes; then (mode=python-interleaved) the step through the binding
+and as bare ctypes calls alternating step by step in this process, and (mode=python-call-path) what the binding's
+code costs per call next to a bare ctypes call on an empty step, warm. Run with the package of this checkout and
+the library of the build: PYTHONPATH=python ENGRAM_LIBDIR=build, pinned.
 """
 import argparse
 import time
@@ -83,6 +84,43 @@ def report(mode, a, t_begin, t_push, t_gather, t_step, digest, n_layers):
           f"gather_us={us(t_gather):.2f} step_mean_us={t_step.mean() / 1e3:.2f} digest={digest:016x}", flush=True)
 
 
+def interleaved(session, layers, seqs, steps, dtype, buffers, passes):
+    """The step through the binding and as bare ctypes calls on addresses taken once (what C does, from Python),
+    alternating step by step in one process, so that whatever else runs on the core costs both alike; returns
+    the median step of each (us). The difference is the binding's code as the engine runs it: between calls
+    that sweep the caches, not in a warm timeit loop."""
+    from engram._lib import lib
+    kind = {"native": 0, "bf16": 1, "f32": 2}[dtype]
+    ptr, n, S = session._ptr, steps.shape[0], len(seqs)
+    addr = [buf.ctypes.data for buf in buffers]
+    nbytes = buffers[0].nbytes
+    seqs_addr, steps_addr = seqs.ctypes.data, [steps[t].ctypes.data for t in range(n)]
+    index = [session.config.layer_index(layer) for layer in layers]
+    clock = time.perf_counter_ns
+    times = {"binding": [], "bare": []}
+    for r in range(passes + 1):
+        for seq in range(S):
+            session.reset(seq)
+        for t in range(n):
+            a = clock()
+            if (t + r) % 2:
+                session.begin()
+                session.push_batch(seqs, steps[t])
+                for li, layer in enumerate(layers):
+                    session.gather(layer, dtype, out=buffers[li])
+                mode = "binding"
+            else:
+                lib.engram_session_begin(ptr)
+                lib.engram_session_push_batch(ptr, seqs_addr, steps_addr[t], None, S)
+                for li in range(len(layers)):
+                    lib.engram_session_gather_bytes(ptr, index[li], kind)
+                    lib.engram_session_gather(ptr, index[li], kind, addr[li], nbytes)
+                mode = "bare"
+            if r:
+                times[mode].append(clock() - a)
+    return {k: np.median(v) / 1e3 for k, v in times.items()}
+
+
 def call_path(session, layer, dtype):
     """What the binding's own code costs: each call on an empty step (the library has nothing to do) through the
     binding and as a bare ctypes call, best of 5 timeit repeats, in microseconds."""
@@ -132,6 +170,9 @@ def main():
     np_dtype = {"bf16": np.uint16, "f32": np.float32, "native": np.uint8}[a.dtype]
     buffers = [aligned_empty((S,) + shape, np_dtype) for _ in layers]
     report("python", a, *run(session, layers, seqs, steps, a.dtype, buffers, a.passes), len(layers))
+    m = interleaved(session, layers, seqs, steps, a.dtype, buffers, a.passes)
+    print(f"mode=python-interleaved dtype={a.dtype} binding_step_us={m['binding']:.2f} bare_step_us={m['bare']:.2f}",
+          flush=True)
     print(f"mode=python-call-path dtype={a.dtype} {call_path(session, layers[-1], a.dtype)}", flush=True)
     try:
         import torch
