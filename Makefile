@@ -40,10 +40,13 @@ PSTATIC := $(B)/libengram-pack.a
 PSHARED := $(B)/libengram-pack.so.$(VERSION)
 PSONAME := libengram-pack.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
-STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c
+STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
+	tools/residency.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
+# helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
+TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 FUZZ_TARGETS := shard safetensors npy config tokenizer
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
@@ -64,8 +67,10 @@ tools: $(TOOLS)
 tests: $(TESTS) $(FUZZ_REPLAY)
 benches: $(BENCHES)
 
-# the packer's headers are for the packer and the tests and benchmarks that reach into it
-$(B)/lib/pack/%.o $(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = -Ilib/pack
+# the packer's headers are for the packer and the tests and benchmarks that reach into it; these also use
+# helpers of the tools (tools/residency.h, tools/toolutil.h)
+$(B)/lib/pack/%.o: EXTRA_INC = -Ilib/pack
+$(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = -Ilib/pack -Itools
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,7 +112,11 @@ $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
-$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(PSTATIC) $(STATIC)
+$(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS) -lcmocka
 
 # Fuzz targets: replayed over their corpus (fixtures/fuzz/NAME) by make check; fuzzed by make fuzz.
@@ -132,7 +141,7 @@ fuzz:
 	done
 	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZ_TARGETS)
 
-$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(PSTATIC) $(STATIC)
+$(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
 check:

@@ -27,6 +27,7 @@
 #include "engram.h"
 #include "engram_pack.h"
 #include "layout.h"
+#include "residency.h"
 #include "store.h"
 
 #define BOS 0
@@ -254,28 +255,17 @@ static void write_npy(const char *path, const char *descr, const void *v, size_t
 
 /* ---- page cache ---- */
 
-/* Pages of the file resident in the page cache (mincore over a fresh, untouched mapping). */
+/* Pages of the file resident in the page cache (tools/residency.c). */
 static uint64_t resident_pages(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
-	uint64_t n = 0;
+	uint64_t in, pages;
+	int err = residency_pages(path, 0, UINT64_MAX, &in, &pages);
 
-	if (fd < 0 || fstat(fd, &sb) < 0)
+	if (err < 0) {
+		errno = -err;
 		die_errno(path);
-	size_t pages = ((size_t)sb.st_size + 4095) / 4096;
-	void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	unsigned char *vec = malloc(pages);
-	if (m == MAP_FAILED || !vec)
-		die_errno("mincore mapping");
-	if (mincore(m, (size_t)sb.st_size, vec) < 0)
-		die_errno("mincore");
-	for (size_t i = 0; i < pages; i++)
-		n += vec[i] & 1;
-	free(vec);
-	munmap(m, (size_t)sb.st_size);
-	close(fd);
-	return n;
+	}
+	return in;
 }
 
 /* Drop the file from the page cache. Pages mapped by a process stay, so callers first unmap everything. */

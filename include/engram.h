@@ -178,6 +178,11 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
 					const uint8_t *mask, size_t n, uint64_t *rows);
 
+/* The rows engram_hasher_push_batch() with these arguments would write, without changing any slot: the rows of
+ * a token that may come next (a speculative draft), computed before it is known to. Same arguments and errors. */
+ENGRAM_API int engram_hasher_peek_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
+					const uint8_t *mask, size_t n, uint64_t *rows);
+
 /* ---------------------------------------------------------------------------------------------------
  * Reading shards.
  *
@@ -211,6 +216,12 @@ struct engram_store_info {
 	uint64_t file_bytes;     /* all shard files */
 	uint64_t created_unix;   /* when the set was packed (SOURCE_DATE_EPOCH when set then) */
 	const char *writer;      /* "libengram 0.1.0" (owned by the store) */
+	/* Where the token map came from: "tokenizer.json" (built from a Hugging Face tokenizer), ".npy" (a map
+	 * given as it is), or "" for shards of format 1.0, which do not say; the file's base name and SHA-256 (all
+	 * zero when unknown). */
+	const char *token_map_source;
+	const char *token_map_name;
+	uint8_t token_map_sha256[32];
 };
 /* Fill *info (as far as info->size allows). Returns 0 or -EINVAL (size below the first version's). */
 ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info *info);
@@ -295,6 +306,48 @@ ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, c
 				  enum engram_out out, void *dst, size_t dst_size);
 
 /* ---------------------------------------------------------------------------------------------------
+ * The row cache: RAM that holds rows, not pages.
+ *
+ * A page of a table holds one row a step wants and rows that hashing made unrelated (a 264-byte V4.1 row
+ * shares its 4 KiB page with 14 others), so RAM spent on pages is mostly spent on rows nobody asked for. A row
+ * cache holds rows: each slot one record and 24 bytes of bookkeeping (8 slots a set, CLOCK replacement within
+ * a set). Sessions given one (engram_session_options.row_cache) look rows up there first, read the rest with
+ * O_DIRECT (the page cache is not used) and keep the rows they read.
+ *
+ * A row cache is private to the process (name NULL), or a POSIX shared-memory segment (name "/something") that
+ * every process of a node opening the same name maps: one copy of the hot rows per node, whatever the number
+ * of engine processes. The first opener creates it with its size; later ones attach to it as it is (their
+ * bytes are ignored) and must serve the same table set (set id), or get -EEXIST. Rows are read under a
+ * sequence lock: a row being replaced by another thread or process is never returned torn or for another key.
+ * A segment outlives its processes (so a restarted engine finds its rows) until engram_rowcache_remove().
+ * Any number of threads and sessions may use one row cache at once.
+ */
+typedef struct engram_rowcache engram_rowcache;
+
+/* Open a row cache of bytes (header and bookkeeping included) for the store's table set. flags: 0. Returns 0,
+ * -EINVAL (too small for one set, a bad name), -EEXIST (a segment of this name serves another set),
+ * ENGRAM_ECORRUPT (a segment of an unknown layout, or whose creator died while making it), -ENOMEM, -errno. */
+ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *store, const char *name,
+				    uint64_t bytes, unsigned flags);
+ENGRAM_API void engram_rowcache_close(engram_rowcache *rc);
+/* Remove a shared row cache's name (processes that have it mapped keep it until they close it). */
+ENGRAM_API int engram_rowcache_remove(const char *name);
+
+struct engram_rowcache_info {
+	size_t size;              /* sizeof(struct engram_rowcache_info), set by the caller */
+	uint64_t bytes;           /* of the mapping */
+	uint64_t slots;           /* rows it can hold */
+	unsigned ways;            /* slots a set */
+	unsigned record_bytes;    /* a row's record */
+	unsigned slot_bytes;      /* a slot: the record rounded to 8 bytes, and 24 bytes of bookkeeping */
+	double overhead_per_row;  /* bytes of the mapping per slot beyond the record */
+	uint64_t rows;            /* slots holding a row now */
+	uint64_t hits, misses, inserts; /* lookups and insertions of every process, since it was created */
+	const char *name;         /* "" when private */
+};
+ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_rowcache_info *info);
+
+/* ---------------------------------------------------------------------------------------------------
  * Sessions: addresses now, rows later.
  *
  * A session serves one engine loop. Each step: engram_session_begin(), then engram_session_push() for each
@@ -332,6 +385,13 @@ struct engram_session_options {
 	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
 	unsigned queue_depth;   /* reads in flight at most; 0: 1024. More wait in the session, never in push */
 	unsigned flags;         /* ENGRAM_SESSION_* */
+	/* RAM for rows (not pages): rows are looked up here first, read with O_DIRECT otherwise (into the private
+	 * cache of cache_bytes, which then only stages a step's units), and kept. NULL: none. It must outlive the
+	 * session. */
+	engram_rowcache *row_cache;
+	/* page-cache mode: the page cache a session may count on. A page it brought in is trusted to be there (not
+	 * read again) until about this many bytes of other pages came in after it. 0: half of physical memory. */
+	uint64_t page_cache_bytes;
 };
 
 /* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL (bad mode, a cache too
@@ -373,8 +433,21 @@ ENGRAM_API size_t engram_session_gather_bytes(const engram_session *s, unsigned 
 ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer_index, enum engram_out out, void *dst,
 				     size_t dst_size);
 
-/* Lower level, for callers that know rows ahead of a step (replay, speculation): submit reads of rows of a
- * layer without adding positions, and gather arbitrary rows through the session's reads and cache. */
+/*
+ * Speculative decoding: submit the reads of the rows that a push of tokens[i] into slot seqs[i] would address
+ * (one token per distinct slot, as engram_session_push_batch takes them), for every layer, without adding
+ * positions to the step or changing any slot's history. An engine whose draft model (DeepSeek's
+ * multi-token-prediction head) proposes each sequence's next token one step early calls it with the drafts at
+ * the end of the step that proposed them: the rows are read while the next step's first layers run. When the
+ * step after confirms a draft, its push finds those reads done or in flight (they are not read twice); a
+ * rejected draft's reads were for nothing, and the true token's rows are read at its push. Returns 0, -EINVAL (a
+ * bad or repeated slot, a bad token id), -errno.
+ */
+ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *seqs, const int64_t *tokens,
+					    const uint8_t *mask, size_t n);
+
+/* Lower level, for callers that know rows ahead of a step (replay): submit reads of rows of a layer without
+ * adding positions, and gather arbitrary rows through the session's reads and cache. */
 ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer_index, const uint64_t *rows,
 					    size_t n);
 ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_index, const uint64_t *rows, size_t n,
@@ -400,6 +473,13 @@ struct engram_io_stats {
 	/* The lead each gathered row's read needed: from the request of its unit (push or prefetch) to the
 	 * completion of the read, for rows whose read completed in the current step (or was awaited by it). */
 	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
+	/* RAM against disk: ram counts the rows gathered whose bytes were in RAM with no disk read on their behalf
+	 * in this step: found in the row cache, in a private-cache unit read before the step, or on a page the
+	 * page cache held (checked with a RWF_NOWAIT read when the session first needed it, or brought in by this
+	 * session and trusted since; see page_cache_bytes). disk_bytes counts the bytes read from the disk: direct
+	 * reads, and page-cache reads of pages that were not cached. */
+	uint64_t ram;
+	uint64_t disk_bytes;
 };
 
 /* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (step = 1,

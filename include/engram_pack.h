@@ -29,7 +29,7 @@ enum engram_split {
 struct engram_pack_options {
 	size_t size;                    /* sizeof(struct engram_pack_options), set by the caller (ENGRAM_INIT) */
 	const char *config_path;        /* hash config JSON (either form) */
-	const char *token_map_path;     /* compressed-token map .npy */
+	const char *token_map_path;     /* compressed-token map .npy (or tokenizer_path, below) */
 	const char *const *weights;     /* .safetensors, *.safetensors.index.json or .npy files */
 	size_t n_weights;
 	const char *out_path;           /* the shard, or the manifest when split != NONE */
@@ -50,6 +50,8 @@ struct engram_pack_options {
 	/* Called as bytes are written; a non-zero return stops the pack with -ECANCELED. May be NULL. */
 	int (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
+	const char *tokenizer_path;     /* instead of token_map_path: the map built from a tokenizer.json (the
+					   shards record the file's SHA-256; engram_store_info shows it) */
 };
 
 struct engram_pack_result {

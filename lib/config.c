@@ -8,17 +8,30 @@
 #include "internal.h"
 #include "rng.h"
 
+/* The primes taken so far: an open-addressing set, so that each of a config's primes costs its gap to the next
+ * prime, not a scan of every earlier one (quadratic: a config of half a million columns never finished). */
 struct prime_set {
-	uint64_t *v;
-	size_t n;
+	uint64_t *v;     /* 0: empty */
+	size_t mask;
 };
+
+static size_t prime_slot(const struct prime_set *s, uint64_t p)
+{
+	size_t i = (size_t)((p * 0x9e3779b97f4a7c15ull) >> 32) & s->mask;
+
+	while (s->v[i] && s->v[i] != p)
+		i = (i + 1) & s->mask;
+	return i;
+}
 
 static int prime_used(const struct prime_set *s, uint64_t p)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (s->v[i] == p)
-			return 1;
-	return 0;
+	return s->v[prime_slot(s, p)] == p;
+}
+
+static void prime_add(struct prime_set *s, uint64_t p)
+{
+	s->v[prime_slot(s, p)] = p;
 }
 
 /* The reference's find_next_prime(): smallest prime > start that no earlier (layer, order, head) took. */
@@ -108,10 +121,16 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 				return eg_fail(ENGRAM_ECORRUPT, "%s: modulus %llu of layer %d column %u is not a usable prime",
 					       what, (unsigned long long)p, L->id, col);
 			if (!primes)
-				used->v[used->n++] = p;
+				prime_add(used, p);
 			start = p;
 			eg_modulus_init(&L->mod[col], p);
 			L->offset[col] = sum;
+			/* row numbers, offsets and table bytes (rows x a record of up to 2^18 bytes) stay in 64 bits */
+			if (p > EG_MAX_TABLE_ROWS - sum)
+				return eg_fail(primes ? ENGRAM_ECORRUPT : ENGRAM_ECONFIG,
+					       "%s: layer %d's table would have more than 2^40 rows (column %u's prime %llu "
+					       "on top of %llu): vocab sizes this large are not supported", what, L->id, col,
+					       (unsigned long long)p, (unsigned long long)sum);
 			sum += p;
 		}
 	}
@@ -144,8 +163,22 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 	if ((err = check_map(p, map, raw_vocab, &c->cvocab, what)) < 0)
 		goto fail;
 	c->cpad = map[p->pad_id];
+	if ((uint64_t)c->n_layers * c->columns > EG_MAX_PRIMES) {
+		err = eg_fail(ENGRAM_ECONFIG, "%s: %u layers x %u columns need %llu primes; at most %u are supported", what,
+			      c->n_layers, c->columns, (unsigned long long)c->n_layers * c->columns, EG_MAX_PRIMES);
+		goto fail;
+	}
+	if (c->head_dim > EG_MAX_HEAD_DIM) {
+		err = eg_fail(ENGRAM_ECONFIG, "%s: head dim %u is more than the %u supported", what, c->head_dim,
+			      EG_MAX_HEAD_DIM);
+		goto fail;
+	}
 	c->layers = calloc(c->n_layers, sizeof(*c->layers));
-	used.v = malloc((size_t)c->n_layers * c->columns * sizeof(*used.v));
+	used.mask = 1;
+	while (used.mask < 2 * (size_t)c->n_layers * c->columns)
+		used.mask <<= 1;
+	used.v = calloc(used.mask, sizeof(*used.v));
+	used.mask--;
 	if (!c->layers || !used.v) {
 		err = eg_fail(-ENOMEM, "%s: out of memory", what);
 		goto fail;

@@ -54,9 +54,13 @@ static int get_int_array(const struct ctx *c, const char *key, size_t want, size
 	if (!json_is_array(v))
 		return eg_fail(ENGRAM_ECONFIG, "'%s': field '%s' is not an array", c->path, key);
 	n = json_array_size(v);
-	if (n == 0 || n > max || (want && n != want))
-		return eg_fail(ENGRAM_ECONFIG, "'%s': field '%s' has %zu entries, expected %zu", c->path, key, n,
-			       want ? want : max);
+	if (want && n != want)
+		return eg_fail(ENGRAM_ECONFIG, "'%s': field '%s' has %zu entries, expected %zu", c->path, key, n, want);
+	if (n == 0)
+		return eg_fail(ENGRAM_ECONFIG, "'%s': field '%s' is empty", c->path, key);
+	if (n > max)
+		return eg_fail(ENGRAM_ECONFIG, "'%s': field '%s' has %zu entries, at most %zu are supported", c->path, key,
+			       n, max);
 	for (i = 0; i < n; i++) {
 		json_t *e = json_array_get(v, i);
 		if (!json_is_integer(e))

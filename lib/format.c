@@ -92,7 +92,7 @@ void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32
 const char *eg_section_name(uint32_t type)
 {
 	static const char *const names[] = { "?", "hash", "token map", "table directory", "frame index",
-					     "block checksum" };
+					     "block checksum", "source" };
 	return type < sizeof(names) / sizeof(*names) ? names[type] : "unknown";
 }
 
@@ -131,9 +131,18 @@ int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct e
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': two %s sections", path, eg_section_name(e->type));
 		s->by_type[e->type] = e;
 	}
-	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_LAST; t++)
+	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_REQUIRED; t++)
 		if (!s->by_type[t])
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': no %s section", path, eg_section_name(t));
+	if (s->by_type[EG_SEC_SOURCE]) {
+		int err = eg_section_check(map, s->by_type[EG_SEC_SOURCE], path);
+		if (err < 0)
+			return err;
+		if (s->by_type[EG_SEC_SOURCE]->length != sizeof(struct eg_disk_source))
+			return eg_fail(ENGRAM_ECORRUPT, "'%s': source section of %llu bytes", path,
+				       (unsigned long long)s->by_type[EG_SEC_SOURCE]->length);
+		s->source = (const struct eg_disk_source *)(map + s->by_type[EG_SEC_SOURCE]->offset);
+	}
 	/* The frame index and block checksums are per-block data, checked where blocks are read and by verify. */
 	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_TABLES; t++) {
 		int err = eg_section_check(map, s->by_type[t], path);

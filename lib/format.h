@@ -23,7 +23,8 @@
 #define EG_MAGIC "\x89" "ENGRAM\n"     /* 8 bytes; 0x89 catches 7-bit transfers, '\n' CRLF damage */
 #define EG_BYTE_ORDER 0x0A0B0C0Du     /* reads as 0x0D0C0B0A on a machine of the other byte order */
 #define EG_FORMAT_MAJOR 1             /* incompatible changes */
-#define EG_FORMAT_MINOR 0             /* compatible additions: readers accept any minor of their major */
+#define EG_FORMAT_MINOR 1             /* compatible additions: readers accept any minor of their major
+					 (1.1 added the source section) */
 #define EG_PAGE 4096u
 #define EG_HEADER_SIZE 256u
 #define EG_MAX_BLOCK_PAGES 4096u      /* pages per block at most (16 MiB) */
@@ -34,8 +35,10 @@ enum eg_section_type {
 	EG_SEC_TABLES = 3,    /* struct eg_disk_table[n_tables] */
 	EG_SEC_FRAMES = 4,    /* zstd tables: uint64 frame end offsets, per table (see eg_disk_table) */
 	EG_SEC_BLOCKSUMS = 5, /* uint64 XXH3 checksum per data block, per table */
+	EG_SEC_SOURCE = 6,    /* struct eg_disk_source: where the token map came from (format 1.1; optional) */
 };
-#define EG_SEC_LAST EG_SEC_BLOCKSUMS /* highest type this version knows; later minor versions may add more */
+#define EG_SEC_REQUIRED EG_SEC_BLOCKSUMS /* types 1..this are in every file */
+#define EG_SEC_LAST EG_SEC_SOURCE        /* highest type this version knows; later minor versions may add more */
 
 enum eg_dtype {
 	EG_DT_F32 = 1,
@@ -131,6 +134,20 @@ struct eg_disk_table {
 };
 static_assert(sizeof(struct eg_disk_table) == 160, "table entry size");
 
+/* EG_SEC_SOURCE: the token map's origin, so that a shard says which tokenizer its rows are addressed for. */
+enum eg_tokmap_kind {
+	EG_TOKMAP_NPY = 1,       /* a .npy map given as it is */
+	EG_TOKMAP_TOKENIZER = 2, /* built from a Hugging Face tokenizer.json */
+};
+struct eg_disk_source {
+	uint32_t tokmap_kind;        /* enum eg_tokmap_kind */
+	uint32_t reserved0;
+	uint8_t tokmap_sha256[32];   /* SHA-256 of the source file's bytes */
+	char tokmap_name[120];       /* its base name, NUL-padded (informational) */
+	uint8_t reserved[96];
+};
+static_assert(sizeof(struct eg_disk_source) == 256, "source section size");
+
 static inline unsigned eg_dtype_elem_size(uint32_t dt)
 {
 	switch (dt) {
@@ -184,6 +201,7 @@ struct eg_sections {
 	const struct eg_disk_section *by_type[EG_SEC_LAST + 1]; /* NULL where absent (only unknown types may be) */
 	const struct eg_disk_table *tables;                     /* the table directory */
 	unsigned n_tables;
+	const struct eg_disk_source *source;                    /* NULL in files of format 1.0 */
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* A section entry for len bytes of data at off, with its checksum. */
@@ -220,7 +238,7 @@ struct eg_manifest {
 /* The manifest's text for shard file names (base names); malloc'd, NULL when out of memory. */
 EG_PRIVATE char *eg_manifest_encode(const uint8_t set_id[16], const char *const *names, unsigned n);
 /* ENGRAM_EMAGIC when the JSON is not a manifest, ENGRAM_EVERSION, ENGRAM_EPARSE, -errno. */
-int eg_manifest_decode(struct eg_manifest *m, const char *path);
-void eg_manifest_free(struct eg_manifest *m);
+EG_PRIVATE int eg_manifest_decode(struct eg_manifest *m, const char *path);
+EG_PRIVATE void eg_manifest_free(struct eg_manifest *m);
 
 #endif

@@ -243,8 +243,10 @@ static int batch_check(engram_hasher *h, const unsigned *seqs, const int64_t *to
 }
 
 /* Lay out the look-backs of m tokens of a decode step in bat, the pad already in place of dead ones, and advance
- * the slots. Row keep of bat holds the tokens' compressed ids on entry; row j gets history entry j. */
-static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs, const uint8_t *mask, size_t m)
+ * the slots (unless !commit: a peek). Row keep of bat holds the tokens' compressed ids on entry; row j gets
+ * history entry j. */
+static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs, const uint8_t *mask, size_t m,
+			  int commit)
 {
 	const int64_t pad = h->cfg->cpad;
 	int64_t *bat = h->bat;
@@ -263,8 +265,11 @@ static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs,
 #pragma GCC unroll 16
 			for (unsigned j = 0; j < keep; j++)
 				bat[j * BLOCK + b] = keep - j < d ? s->hist[j] : pad;
-			s->live = d;
+			if (commit)
+				s->live = d;
 		}
+		if (!commit)
+			continue;
 #pragma GCC unroll 16
 		for (unsigned j = 0; j + 1 < keep; j++)
 			s->hist[j] = s->hist[j + 1];
@@ -272,10 +277,9 @@ static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs,
 	}
 }
 
-ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
-					const uint8_t *mask, size_t n, uint64_t *rows)
+static int push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens, const uint8_t *mask, size_t n,
+		      uint64_t *rows, int commit)
 {
-	EG_KEEP_ERRNO;
 	const engram_config *cfg = h->cfg;
 	const unsigned keep = cfg->max_ngram - 1;
 	int64_t *cur = h->bat + keep * BLOCK;
@@ -289,12 +293,26 @@ ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, 
 		for (size_t b = 0; b < m; b++)
 			cur[b] = tokens[pos + b] >= 0 ? cfg->map[tokens[pos + b]] : tokens[pos + b];
 		if (keep == 3)
-			gather(h, 3, seqs + pos, mask ? mask + pos : NULL, m);
+			gather(h, 3, seqs + pos, mask ? mask + pos : NULL, m, commit);
 		else
-			gather(h, keep, seqs + pos, mask ? mask + pos : NULL, m);
+			gather(h, keep, seqs + pos, mask ? mask + pos : NULL, m, commit);
 		h->kernel(cfg, h->vc, cur, BLOCK, NULL, m, rows + pos * cfg->columns, n);
 	}
 	return 0;
+}
+
+ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
+					const uint8_t *mask, size_t n, uint64_t *rows)
+{
+	EG_KEEP_ERRNO;
+	return push_batch(h, seqs, tokens, mask, n, rows, 1);
+}
+
+ENGRAM_API int engram_hasher_peek_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
+					const uint8_t *mask, size_t n, uint64_t *rows)
+{
+	EG_KEEP_ERRNO;
+	return push_batch(h, seqs, tokens, mask, n, rows, 0);
 }
 
 int eg_hasher_simd(const engram_hasher *h)

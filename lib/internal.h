@@ -14,9 +14,15 @@
 #error "libengram reads its files in place: it needs a 64-bit little-endian target (x86-64, aarch64, ...)"
 #endif
 
+/* The geometry a config may have (man engram-pack(1), "Limits"): far beyond every published model (V4.1: 2
+ * layers x 24 columns, head dim 256, 3.8e8 rows a table), and small enough that loading a config is quick and
+ * row numbers and table bytes cannot overflow. */
 #define EG_MAX_NGRAM 16
 #define EG_MAX_HEADS 4096
 #define EG_MAX_LAYERS 1024
+#define EG_MAX_PRIMES 16384                  /* layers x columns: one prime each */
+#define EG_MAX_HEAD_DIM 65536
+#define EG_MAX_TABLE_ROWS ((uint64_t)1 << 40) /* rows of a layer's table */
 
 /* Internal functions that libengram-pack (the packer, a library of its own: lib/pack/) calls in libengram. They
  * are exported under the version node ENGRAM_PRIVATE (lib/libengram.map), which is not part of the API. */
@@ -42,7 +48,7 @@ static inline void eg_errno_restore(const int *saved)
 {
 	errno = *saved;
 }
-#define EG_KEEP_ERRNO int eg_saved_errno_ __attribute__((cleanup(eg_errno_restore))) = errno
+#define EG_KEEP_ERRNO int eg_saved_errno_ __attribute__((cleanup(eg_errno_restore), unused)) = errno
 
 /* Bytes of a struct up to and including field: the size of a struct's first version is that through its
  * first version's last field. */

@@ -12,77 +12,164 @@
 
 #define NPY_MAX_HEADER 65536
 
-/* Find `'key':` in the header dict and return a pointer just past the colon and spaces. */
-static const char *dict_value(const char *dict, const char *key)
-{
-	char pat[32];
-	const char *p;
+/* The header is a Python dict literal with exactly the keys 'descr' (a type string), 'fortran_order' (True or
+ * False) and 'shape' (a tuple of integers), each once, in any order, then spaces and a newline. It is parsed
+ * key by key, so that a key spelled inside another value, a NUL, or a value that is neither True nor False is
+ * an error rather than a guess. */
+struct dict_parse {
+	const char *p, *end;
+	const char *path;
+};
 
-	snprintf(pat, sizeof(pat), "'%s'", key);
-	p = strstr(dict, pat);
-	if (!p)
-		return NULL;
-	p += strlen(pat);
-	while (*p == ' ')
-		p++;
-	if (*p != ':')
-		return NULL;
-	p++;
-	while (*p == ' ')
-		p++;
-	return p;
+static void skip_space(struct dict_parse *d)
+{
+	while (d->p < d->end && (*d->p == ' ' || *d->p == '\t'))
+		d->p++;
+}
+
+static int expect_char(struct dict_parse *d, char c)
+{
+	skip_space(d);
+	if (d->p >= d->end || *d->p != c)
+		return -1;
+	d->p++;
+	return 0;
+}
+
+/* A quoted string (no escapes: numpy writes none in these keys and values) into buf. */
+static int quoted(struct dict_parse *d, char *buf, size_t size)
+{
+	char q;
+	size_t n = 0;
+
+	skip_space(d);
+	if (d->p >= d->end || (*d->p != '\'' && *d->p != '"'))
+		return -1;
+	q = *d->p++;
+	while (d->p < d->end && *d->p != q) {
+		if (*d->p == '\\' || n + 1 >= size)
+			return -1;
+		buf[n++] = *d->p++;
+	}
+	if (d->p >= d->end)
+		return -1;
+	d->p++;
+	buf[n] = 0;
+	return 0;
 }
 
 static int parse_descr(const char *v, struct eg_npy *h, const char *path)
 {
-	char q = *v;
 	char order;
 	unsigned long size;
 	char *end;
 
-	if ((q != '\'' && q != '"') || strnlen(v, 4) < 4)
+	if (strlen(v) < 3)
 		return eg_fail(ENGRAM_EPARSE, "'%s': .npy descr is not a simple type string", path);
-	order = v[1];
-	h->kind = v[2];
-	size = strtoul(v + 3, &end, 10);
-	if (*end != q || size == 0 || size > 16)
+	order = v[0];
+	h->kind = v[1];
+	size = strtoul(v + 2, &end, 10);
+	if (*end || size == 0 || size > 16 || v[2] < '0' || v[2] > '9')
 		return eg_fail(ENGRAM_EPARSE, "'%s': .npy descr not understood", path);
 	h->itemsize = (unsigned)size;
 	if (order == '>' && size > 1)
 		return eg_fail(ENGRAM_EDTYPE, "'%s': big-endian .npy data is not supported", path);
 	if (order != '<' && order != '|' && order != '=' && order != '>')
-		return eg_fail(ENGRAM_EPARSE, "'%s': .npy descr byte order '%c' not understood", path, order);
+		return eg_fail(ENGRAM_EPARSE, "'%s': .npy descr byte order not understood", path);
 	if (!strchr("iufb", h->kind))
-		return eg_fail(ENGRAM_EDTYPE, "'%s': .npy element kind '%c' is not supported", path, h->kind);
+		return eg_fail(ENGRAM_EDTYPE, "'%s': .npy element kind is not integer, unsigned, float or bool", path);
 	return 0;
 }
 
-static int parse_shape(const char *v, struct eg_npy *h, const char *path)
+static int parse_shape(struct dict_parse *d, struct eg_npy *h)
 {
-	const char *p = v;
+	const char *path = d->path;
 
-	if (*p++ != '(')
+	if (expect_char(d, '(') < 0)
 		return eg_fail(ENGRAM_EPARSE, "'%s': .npy shape is not a tuple", path);
 	h->ndim = 0;
 	h->count = 1;
 	for (;;) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (*p == ')')
-			break;
-		if (*p < '0' || *p > '9' || h->ndim == 8)
+		skip_space(d);
+		if (d->p < d->end && *d->p == ')') {
+			d->p++;
+			return 0;
+		}
+		if (d->p >= d->end || *d->p < '0' || *d->p > '9' || h->ndim == 8)
 			return eg_fail(ENGRAM_EPARSE, "'%s': .npy shape not understood", path);
-		char *end;
-		errno = 0;
-		unsigned long long d = strtoull(p, &end, 10);
-		if (errno || (d && h->count > UINT64_MAX / d))
+		uint64_t v = 0;
+		while (d->p < d->end && *d->p >= '0' && *d->p <= '9') {
+			if (v > (UINT64_MAX - 9) / 10)
+				return eg_fail(ENGRAM_EPARSE, "'%s': .npy shape overflows", path);
+			v = v * 10 + (uint64_t)(*d->p++ - '0');
+		}
+		if (d->p < d->end && *d->p == 'L')
+			d->p++;
+		if (v && h->count > UINT64_MAX / v)
 			return eg_fail(ENGRAM_EPARSE, "'%s': .npy shape overflows", path);
-		h->shape[h->ndim++] = d;
-		h->count *= d;
-		p = end;
-		if (*p == 'L')
-			p++;
+		h->shape[h->ndim++] = v;
+		h->count *= v;
+		skip_space(d);
+		if (d->p < d->end && *d->p == ',')
+			d->p++;
+		else if (d->p >= d->end || *d->p != ')')
+			return eg_fail(ENGRAM_EPARSE, "'%s': .npy shape not understood", path);
 	}
+}
+
+static int parse_dict(const char *dict, size_t len, const char *path, struct eg_npy *h)
+{
+	struct dict_parse d = { dict, dict + len, path };
+	int have_descr = 0, have_order = 0, have_shape = 0, err;
+	char key[32], val[32];
+
+	if (memchr(dict, 0, len))
+		return eg_fail(ENGRAM_EPARSE, "'%s': .npy header holds a NUL byte", path);
+	if (expect_char(&d, '{') < 0)
+		return eg_fail(ENGRAM_EPARSE, "'%s': .npy header is not a dict", path);
+	for (;;) {
+		skip_space(&d);
+		if (d.p < d.end && *d.p == '}') {
+			d.p++;
+			break;
+		}
+		if (quoted(&d, key, sizeof(key)) < 0 || expect_char(&d, ':') < 0)
+			return eg_fail(ENGRAM_EPARSE, "'%s': .npy header dict not understood", path);
+		if (!strcmp(key, "descr") && !have_descr++) {
+			if (quoted(&d, val, sizeof(val)) < 0)
+				return eg_fail(ENGRAM_EPARSE, "'%s': .npy descr is not a simple type string", path);
+			if ((err = parse_descr(val, h, path)) < 0)
+				return err;
+		} else if (!strcmp(key, "fortran_order") && !have_order++) {
+			skip_space(&d);
+			if ((size_t)(d.end - d.p) >= 4 && !memcmp(d.p, "True", 4)) {
+				h->fortran = 1;
+				d.p += 4;
+			} else if ((size_t)(d.end - d.p) >= 5 && !memcmp(d.p, "False", 5)) {
+				h->fortran = 0;
+				d.p += 5;
+			} else {
+				return eg_fail(ENGRAM_EPARSE, "'%s': .npy fortran_order is neither True nor False", path);
+			}
+		} else if (!strcmp(key, "shape") && !have_shape++) {
+			if ((err = parse_shape(&d, h)) < 0)
+				return err;
+		} else {
+			return eg_fail(ENGRAM_EPARSE, "'%s': .npy header has an unexpected or repeated key", path);
+		}
+		skip_space(&d);
+		if (d.p < d.end && *d.p == ',')
+			d.p++;
+		else if (d.p >= d.end || *d.p != '}')
+			return eg_fail(ENGRAM_EPARSE, "'%s': .npy header dict not understood", path);
+	}
+	while (d.p < d.end && (*d.p == ' ' || *d.p == '\n' || *d.p == '\t'))
+		d.p++;
+	if (d.p != d.end)
+		return eg_fail(ENGRAM_EPARSE, "'%s': .npy header has bytes after its dict", path);
+	if (!have_descr || !have_order || !have_shape)
+		return eg_fail(ENGRAM_EPARSE, "'%s': .npy header lacks %s", path,
+			       !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
 	return 0;
 }
 
@@ -92,7 +179,6 @@ int eg_npy_read_header(int fd, const char *path, struct eg_npy *h)
 	struct stat st;
 	uint64_t hlen, pre_len;
 	char *dict;
-	const char *v;
 	int err;
 
 	memset(h, 0, sizeof(*h));
@@ -126,15 +212,7 @@ int eg_npy_read_header(int fd, const char *path, struct eg_npy *h)
 		return eg_fail(got < 0 ? -errno : ENGRAM_EPARSE, "cannot read .npy header of '%s'", path);
 	}
 	dict[hlen] = 0;
-	err = 0;
-	if (!(v = dict_value(dict, "descr")) || (err = parse_descr(v, h, path)) < 0)
-		goto out;
-	if (!(v = dict_value(dict, "fortran_order"))) {
-		err = -1;
-		goto out;
-	}
-	h->fortran = strncmp(v, "True", 4) == 0;
-	if (!(v = dict_value(dict, "shape")) || (err = parse_shape(v, h, path)) < 0)
+	if ((err = parse_dict(dict, (size_t)hlen, path, h)) < 0)
 		goto out;
 	h->data_offset = pre_len + hlen;
 	if (h->count > (UINT64_MAX - h->data_offset) / h->itemsize ||
@@ -145,8 +223,6 @@ int eg_npy_read_header(int fd, const char *path, struct eg_npy *h)
 			      (unsigned long long)st.st_size);
 out:
 	free(dict);
-	if (err == -1)
-		err = eg_fail(ENGRAM_EPARSE, "'%s': .npy header lacks descr, fortran_order or shape", path);
 	return err;
 }
 

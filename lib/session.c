@@ -91,6 +91,19 @@ static int grow_step(engram_session *s, size_t need)
 	return 0;
 }
 
+/* Room for one push of n positions. */
+static int grow_push_rows(engram_session *s, size_t n)
+{
+	if (n > s->push_cap) {
+		uint64_t *v = realloc(s->push_rows, (size_t)s->cfg->n_layers * n * s->cfg->columns * sizeof(*v));
+		if (!v)
+			return eg_fail(-ENOMEM, "out of memory for %zu tokens", n);
+		s->push_rows = v;
+		s->push_cap = n;
+	}
+	return 0;
+}
+
 /* Hash n positions (one slot and n tokens, or n slots and one token each) into the step and request their
  * rows. */
 static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int64_t *tokens, const uint8_t *mask,
@@ -101,13 +114,8 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 
 	if ((err = grow_step(s, s->n_pos + n)) < 0)
 		return err;
-	if (n > s->push_cap) {
-		uint64_t *v = realloc(s->push_rows, (size_t)L * n * cols * sizeof(*v));
-		if (!v)
-			return eg_fail(-ENOMEM, "out of memory for %zu tokens", n);
-		s->push_rows = v;
-		s->push_cap = n;
-	}
+	if ((err = grow_push_rows(s, n)) < 0)
+		return err;
 	err = seqs ? engram_hasher_push_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)
 		   : engram_hasher_push(s->hasher, seq, tokens, mask, n, s->push_rows);
 	if (err < 0 || !n) /* no tokens: the slot checked, nothing to append (and the step's rows may be NULL) */
@@ -123,6 +131,23 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	for (unsigned k = 0; k < L && !err; k++) {
 		unsigned l = s->layer_order[k];
 		err = eg_sess_request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1);
+	}
+	return err ? err : eg_sess_submit(s);
+}
+
+ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *seqs, const int64_t *tokens,
+					    const uint8_t *mask, size_t n)
+{
+	EG_KEEP_ERRNO;
+	unsigned L = s->cfg->n_layers, cols = s->cfg->columns;
+	int err;
+
+	if ((err = grow_push_rows(s, n)) < 0 ||
+	    (err = engram_hasher_peek_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)) < 0)
+		return err;
+	for (unsigned k = 0; k < L && !err; k++) {
+		unsigned l = s->layer_order[k];
+		err = eg_sess_request_rows(s, l, s->push_rows + (size_t)l * n * cols, n * cols, 0);
 	}
 	return err ? err : eg_sess_submit(s);
 }
@@ -215,6 +240,8 @@ ENGRAM_API int engram_session_stats(const engram_session *s, int layer, int step
 		sum.ios += v[l].ios;
 		sum.bytes += v[l].bytes;
 		sum.wait_ns += v[l].wait_ns;
+		sum.ram += v[l].ram;
+		sum.disk_bytes += v[l].disk_bytes;
 		for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++)
 			sum.lead_hist[b] += v[l].lead_hist[b];
 	}
@@ -260,6 +287,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	eg_block_ctx_free(&s->bctx);
 	free(s->layer_order);
 	free(s->refs);
+	free(s->rc_buf);
 	engram_hasher_destroy(s->hasher);
 	for (unsigned l = 0; s->rows && l < s->cfg->n_layers; l++)
 		free(s->rows[l]);
@@ -272,7 +300,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 }
 
 /* Bits for every unit of the tables this session reads into the page cache. */
-static int init_seen(engram_session *s)
+static int init_seen(engram_session *s, uint64_t page_cache_bytes)
 {
 	uint64_t bits = 0;
 
@@ -284,7 +312,8 @@ static int init_seen(engram_session *s)
 		if (!eg_sess_is_cached(s, p))
 			bits += (p->t->data_length + eg_sess_unit_bytes(p->t) - 1) / eg_sess_unit_bytes(p->t);
 	}
-	if (eg_seen_init(&s->seen, bits, 0) < 0)
+	/* two generations of half the page cache the session may count on each */
+	if (eg_seen_init(&s->seen, bits, page_cache_bytes / EG_PAGE / 2 ? page_cache_bytes / EG_PAGE / 2 : 0) < 0)
 		return eg_fail(-ENOMEM, "out of memory for the page map of %llu units", (unsigned long long)bits);
 	return 0;
 }
@@ -320,7 +349,7 @@ static int open_fds(engram_session *s)
 			return eg_fail(s->fd_buf[i], "cannot open '%s': %s", path, engram_strerror(s->fd_buf[i]));
 		/* reads bring in exactly the pages asked for: no readahead around random rows */
 		posix_fadvise(s->fd_buf[i], 0, 0, POSIX_FADV_RANDOM);
-		if (s->mode == ENGRAM_MODE_DIRECT) {
+		if (s->mode == ENGRAM_MODE_DIRECT || s->rc) {
 			s->fd_direct[i] = eg_reopen(sh->fd, O_DIRECT, path);
 			if (s->fd_direct[i] < 0 && s->fd_direct[i] != -EINVAL) /* EINVAL: no O_DIRECT here (tmpfs) */
 				return eg_fail(s->fd_direct[i], "cannot open '%s' for direct I/O: %s", path,
@@ -356,6 +385,7 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 	s->cfg = st->cfg;
 	s->mode = o->mode;
 	s->flags = o->flags;
+	s->rc = o->row_cache;
 	unsigned depth = o->queue_depth ? o->queue_depth : 1024;
 	if (depth > 32768)
 		depth = 32768;
@@ -388,6 +418,10 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 	s->unit_sink = calloc(depth, sizeof(*s->unit_sink));
 	s->overflow = alloc_aligned(s->unit_max + s->bounce_bytes);
 	s->layer_order = malloc(s->cfg->n_layers * sizeof(*s->layer_order));
+	if (s->rc && !(s->rc_buf = malloc(SESSION_GATHER_CHUNK * s->rc->record_bytes))) {
+		err = eg_fail(-ENOMEM, "out of memory");
+		goto fail;
+	}
 	if (!s->step || !s->total || !s->rows || !s->pend || !s->req || !s->sink || !s->unit_sink || !s->overflow ||
 	    !s->layer_order) {
 		err = eg_fail(-ENOMEM, "out of memory");
@@ -414,7 +448,7 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 			      (unsigned long long)slots, s->unit_max);
 		goto fail;
 	}
-	if ((err = init_seen(s)) < 0)
+	if ((err = init_seen(s, o->page_cache_bytes)) < 0)
 		goto fail;
 	if ((err = open_fds(s)) < 0)
 		goto fail;

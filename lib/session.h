@@ -16,6 +16,7 @@
 #include "block.h"
 #include "cache.h"
 #include "io.h"
+#include "rowcache.h"
 #include "seen.h"
 #include "store.h"
 
@@ -60,8 +61,10 @@ struct row_ref {
 	const struct eg_piece *p;
 	uint64_t off;        /* the record's byte offset in the piece's pages */
 	uint64_t unit;       /* off / unit bytes */
+	uint64_t row;
 	uint8_t state;       /* enum row_state */
 	uint8_t cached;
+	uint8_t in_rc;       /* found in the row cache when classified */
 };
 
 struct engram_session {
@@ -88,6 +91,8 @@ struct engram_session {
 	size_t bounce_bytes;
 	uint8_t *overflow;                /* a unit read at gather when the cache has no free slot, then its frame */
 	struct eg_block_ctx bctx;
+	engram_rowcache *rc;              /* the row tier, or NULL */
+	uint8_t *rc_buf;                  /* rows copied out of it: GATHER_CHUNK records */
 	engram_hasher *hasher;
 	unsigned *layer_order;            /* layer indexes by ascending layer id: shortest lead first */
 	/* the step */
@@ -103,9 +108,11 @@ struct engram_session {
 	struct engram_io_stats *step, *total;
 };
 
+/* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
+ * tracked in the page cache. */
 static inline int eg_sess_is_cached(const engram_session *s, const struct eg_piece *p)
 {
-	return p->t->codec == EG_CODEC_ZSTD || s->mode == ENGRAM_MODE_DIRECT;
+	return p->t->codec == EG_CODEC_ZSTD || s->mode == ENGRAM_MODE_DIRECT || s->rc;
 }
 
 /* Bytes of one unit of a piece: a zstd block, or the pages of one row (one page when rows share pages). */
@@ -157,10 +164,14 @@ int eg_sess_reap(engram_session *s, unsigned min);
 int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);
 /* Read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units are decoded. */
 int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst);
+/* 1 when every page of a raw unit is in the page cache now (RWF_NOWAIT reads of a byte), else 0. */
+int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit);
 /* Error of a unit whose read failed (u->err), naming the file. */
 int eg_sess_unit_error(const struct eg_piece *p, int err);
 /* Wait for every read in flight (destroy). */
 void eg_sess_drain(engram_session *s);
+
+#define SESSION_GATHER_CHUNK 256
 
 /* session_gather.c */
 int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,

@@ -11,7 +11,7 @@
 #include "layout.h"
 #include "session.h"
 
-#define GATHER_CHUNK 256
+#define GATHER_CHUNK SESSION_GATHER_CHUNK
 
 /* Log-linear histogram of the lead a read needed (ENGRAM_LEAD_BUCKETS, see engram.h): bucket 0 below 1 us,
  * then four buckets per power of two. */
@@ -52,11 +52,12 @@ static int grow_refs(engram_session *s, size_t n)
 	return 0;
 }
 
-/* Locate every row and classify it, without waiting. */
+/* Locate every row and classify it, without waiting: ready or not, and whether its bytes are in RAM with no
+ * disk read on their behalf in this step (ram). */
 static int classify(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
 {
 	const struct eg_piece *p = NULL;
-	uint64_t ready = 0, not_ready = 0;
+	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = s->step_t0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct row_ref *r = &s->refs[i];
@@ -71,27 +72,40 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 		r->p = p;
 		r->off = off;
 		r->unit = off / ub;
+		r->row = rows[i];
 		r->cached = (uint8_t)eg_sess_is_cached(s, p);
-		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+		r->in_rc = s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[i]));
+		if (r->in_rc) {
 			r->state = ROW_READY;
 			ready++;
+			ram++;
 			continue;
 		}
 		const struct eg_units *t = eg_sess_table(s, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
-		if (slot == EG_NO_UNIT)
+		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
+		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+			/* in the page cache: brought in before this step, or found there by this step's probe */
+			r->state = ROW_READY;
+			ready++;
+			ram += !u || !u->disk || u->t_done < t0;
+			continue;
+		}
+		if (!u)
 			r->state = ROW_MISS;
-		else if (t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
+		else if (u->state == EG_UNIT_READY && !u->err)
 			r->state = ROW_READY;
 		else
 			r->state = ROW_NOT_READY; /* in flight, queued, or a failed read to retry */
 		ready += r->state == ROW_READY;
 		not_ready += r->state == ROW_NOT_READY;
+		ram += r->state == ROW_READY && (!u->disk || u->t_done < t0);
 	}
 	COUNT(s, layer, rows, n);
 	COUNT(s, layer, ready, ready);
 	COUNT(s, layer, not_ready, not_ready);
 	COUNT(s, layer, misses, n - ready - not_ready);
+	COUNT(s, layer, ram, ram);
 	return 0;
 }
 
@@ -134,13 +148,24 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	int err;
 
 	c->held[c->k] = EG_NO_UNIT;
-	if (r->state == ROW_READY && !r->cached &&
-	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
-		c->src[c->k++] = p->data + r->off;
-		return 0;
+	if (r->in_rc) {
+		uint8_t *dst = s->rc_buf + c->k * s->rc->record_bytes;
+		if (eg_rc_get(s->rc, eg_rc_key(layer, r->row), dst, p->t->record_size)) {
+			c->src[c->k++] = dst;
+			return 0;
+		}
+		/* replaced since it was classified (another session wanted the slot): read it as a miss */
 	}
 	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
 	slot = eg_units_find(t, key);
+	if (r->state == ROW_READY && !r->cached &&
+	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+		/* a page this session brought in; if its read was this step's, it had a lead */
+		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
+			count_lead(s, layer, &t->u[slot], step_t0);
+		c->src[c->k++] = p->data + r->off;
+		return 0;
+	}
 	if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, t, slot, layer)) < 0)
 		return err;
 	if (slot != EG_NO_UNIT && t->u[slot].err) {
@@ -163,9 +188,15 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	if (slot != EG_NO_UNIT)
 		count_lead(s, layer, &t->u[slot], step_t0);
 	if (!r->cached) {
-		/* page-cache mode reads through the mapping; a page never requested faults in now */
-		if (slot == EG_NO_UNIT)
+		/* page-cache mode reads through the mapping; a page never requested faults in now (from the disk,
+		 * unless the page cache holds it: the only case a miss costs no disk read) */
+		if (slot == EG_NO_UNIT) {
+			if (r->state == ROW_MISS && eg_sess_probe(s, p, r->unit))
+				COUNT(s, layer, ram, 1);
+			else if (r->state == ROW_MISS)
+				COUNT(s, layer, disk_bytes, eg_sess_unit_bytes(p->t));
 			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t));
+		}
 		c->src[c->k++] = p->data + r->off;
 		return 0;
 	}
@@ -177,7 +208,10 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 			if ((err = eg_sess_load_unit(s, layer, p, r->unit, s->overflow)) < 0)
 				return err;
 			c->held[c->k] = EG_NO_UNIT;
-			c->src[c->k++] = s->overflow + r->off % eg_sess_unit_bytes(p->t);
+			c->src[c->k] = s->overflow + r->off % eg_sess_unit_bytes(p->t);
+			if (s->rc)
+				eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
+			c->k++;
 			flush(s, c);
 			return 0;
 		}
@@ -190,7 +224,11 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	t->u[slot].ref = 1;
 	t->u[slot].pins++;
 	c->held[c->k] = slot;
-	c->src[c->k++] = eg_units_data(t, slot) + r->off % eg_sess_unit_bytes(p->t);
+	c->src[c->k] = eg_units_data(t, slot) + r->off % eg_sess_unit_bytes(p->t);
+	/* the row tier keeps the rows it reads, not their pages */
+	if (s->rc)
+		eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
+	c->k++;
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "file.h"
@@ -98,6 +99,11 @@ static void on_complete(void *arg, uint64_t tag, int res)
 	u->err = res < 0 ? unit_err(res) : 0;
 	u->state = EG_UNIT_READY;
 	u->t_done = eg_sess_now_ns();
+	/* a direct read, or a page-cache read of a page the probe found missing: the disk's */
+	u->disk = 1;
+	if (res > 0)
+		COUNT(s, r->layer, disk_bytes, r->frame_len ? r->frame_len : r->cached ? r->len : (uint64_t)EG_PAGE *
+			eg_sess_unit_pages(s->st->pieces[r->piece].t));
 	if (!r->cached && !u->err)
 		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_sess_unit_pages(s->st->pieces[r->piece].t));
 	release_request(s, (uint32_t)tag);
@@ -257,6 +263,22 @@ static int pin_slot(engram_session *s, uint32_t slot)
 	return 0;
 }
 
+int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
+{
+	unsigned shard = (unsigned)(p->shard - s->st->shards), pages = eg_sess_unit_pages(p->t);
+	uint64_t off = p->t->data_offset + unit * eg_sess_unit_bytes(p->t);
+	char byte;
+
+	if (eg_faults.slow_disk)
+		return 0;
+	for (unsigned k = 0; k < pages; k++) {
+		struct iovec v = { &byte, 1 };
+		if (preadv2(s->fd_buf[shard], &v, 1, (off_t)(off + (uint64_t)k * EG_PAGE), RWF_NOWAIT) != 1)
+			return 0;
+	}
+	return 1;
+}
+
 /* Make sure a unit is read or being read; pin it for the step when asked. */
 static int request_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin)
 {
@@ -269,6 +291,14 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 
 	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_sess_unit_pages(p->t)))
 		return 0;
+	/* a page already in the page cache is there now: no read to wait for, and no disk read on its behalf */
+	if (!cached && eg_units_find(t, key) == EG_NO_UNIT && eg_sess_probe(s, p, unit)) {
+		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_sess_unit_pages(p->t));
+		COUNT(s, layer, units, 1);
+		COUNT(s, layer, ios, 1);
+		COUNT(s, layer, bytes, eg_sess_unit_bytes(p->t));
+		return 0;
+	}
 	slot = eg_units_find(t, key);
 	if (slot != EG_NO_UNIT && t->u[slot].err == 0) {
 		t->u[slot].ref = 1;
@@ -283,6 +313,7 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 			return 0; /* everything is pinned or in flight: gather will read it */
 		t->u[slot].state = EG_UNIT_INFLIGHT;
 		t->u[slot].t_req = eg_sess_now_ns();
+		t->u[slot].disk = 0;
 		COUNT(s, layer, units, 1);
 		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
 				     .cached = (uint8_t)cached };
@@ -300,6 +331,8 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 		const struct eg_piece *p = eg_store_find(s->st, layer, rows[k]);
 		if (!p)
 			continue; /* gather reports it */
+		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[k])))
+			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
 		int err = request_unit(s, layer, p, off / eg_sess_unit_bytes(p->t), pin);
 		if (err < 0)
@@ -343,11 +376,13 @@ int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *
 	COUNT(s, layer, ios, 1);
 	if (p->t->codec != EG_CODEC_ZSTD) {
 		COUNT(s, layer, bytes, len);
+		COUNT(s, layer, disk_bytes, len);
 		return eg_pread_full(fd, dst, len, len, off, p->shard->path);
 	}
 	uint64_t delta = s->fd_direct[shard] >= 0 ? off % EG_PAGE : 0;
 	size_t span = s->fd_direct[shard] >= 0 ? (delta + len + EG_PAGE - 1) / EG_PAGE * EG_PAGE : len;
 	COUNT(s, layer, bytes, span);
+	COUNT(s, layer, disk_bytes, span);
 	uint8_t *frame = s->overflow + s->unit_max; /* sized for the largest aligned frame span */
 	if ((err = eg_pread_full(fd, frame, span, delta + len, off - delta, p->shard->path)) < 0)
 		return err;

@@ -61,6 +61,14 @@ static void close_shard(struct eg_shard *sh)
 	free(sh->path);
 }
 
+/* Text from a file that is shown to users: printable ASCII only. */
+static void printable(char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i]; i++)
+		if (s[i] < 0x20 || s[i] > 0x7e)
+			s[i] = '?';
+}
+
 /* The hash section becomes the store's config, with the stored multipliers and primes. */
 static int load_config(engram_store *s, const struct eg_shard *sh)
 {
@@ -87,9 +95,11 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 			       (long long)d.compressed_pad, (long long)s->cfg->cpad);
 	s->row_scale = d.row_scale;
 	memcpy(s->writer, sh->hdr->writer, sizeof(sh->hdr->writer));
-	for (size_t i = 0; i < sizeof(sh->hdr->writer); i++) /* shown to users: printable ASCII only */
-		if (s->writer[i] && (s->writer[i] < 0x20 || s->writer[i] > 0x7e))
-			s->writer[i] = '?';
+	printable(s->writer, sizeof(sh->hdr->writer));
+	if (sh->secs.source) {
+		memcpy(s->tokmap_name, sh->secs.source->tokmap_name, sizeof(sh->secs.source->tokmap_name));
+		printable(s->tokmap_name, sizeof(sh->secs.source->tokmap_name));
+	}
 	return 0;
 }
 
@@ -295,6 +305,12 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 	v.row_scale = s->row_scale;
 	v.created_unix = s->shards[0].hdr->created_unix;
 	v.writer = s->writer;
+	const struct eg_disk_source *src = s->shards[0].secs.source;
+	v.token_map_source = !src ? "" : src->tokmap_kind == EG_TOKMAP_TOKENIZER ? "tokenizer.json"
+				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy" : "?";
+	v.token_map_name = s->tokmap_name;
+	if (src)
+		memcpy(v.token_map_sha256, src->tokmap_sha256, 32);
 	for (unsigned i = 0; i < s->n_pieces; i++) {
 		v.raw_bytes += s->pieces[i].t->n_pages * EG_PAGE;
 		v.stored_bytes += s->pieces[i].t->data_length;

@@ -29,6 +29,7 @@ struct engram_store {
 	engram_config *cfg;
 	uint64_t row_scale;
 	char writer[sizeof(((struct eg_disk_header *)0)->writer) + 1]; /* NUL-terminated copy of the header's */
+	char tokmap_name[sizeof(((struct eg_disk_source *)0)->tokmap_name) + 1]; /* of the source section, or "" */
 	unsigned n_shards;
 	struct eg_shard *shards;
 	unsigned n_pieces;

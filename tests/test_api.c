@@ -115,6 +115,7 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_hasher_reset, 1, engram_hasher_reset(h, 7));
 	CALL(engram_hasher_push, 1, engram_hasher_push(h, 0, (int64_t[]){ 1 << 30 }, NULL, 1, (uint64_t *)buf));
 	CALL(engram_hasher_push_batch, 1, engram_hasher_push_batch(h, seqs, tok, NULL, 2, (uint64_t *)buf));
+	CALL(engram_hasher_peek_batch, 1, engram_hasher_peek_batch(h, seqs, tok, NULL, 2, (uint64_t *)buf));
 	CALL(engram_hasher_destroy, 0, (engram_hasher_destroy(h), 0));
 	CALL(engram_config_free, 0, (engram_config_free(c), 0));
 
@@ -155,6 +156,14 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_preload, 0, engram_preload(st, -1));
 	CALL(engram_verify, 0, engram_verify(st, report, NULL));
 
+	engram_rowcache *rc = NULL;
+	struct engram_rowcache_info ri = ENGRAM_INIT(struct engram_rowcache_info);
+	CALL(engram_rowcache_open, 1, engram_rowcache_open(&rc, st, "bad/name", 1 << 20, 0));
+	CALL(engram_rowcache_open, 0, engram_rowcache_open(&rc, st, NULL, 1 << 20, 0));
+	CALL(engram_rowcache_info, 0, engram_rowcache_info(rc, &ri));
+	CALL(engram_rowcache_close, 0, (engram_rowcache_close(rc), 0));
+	CALL(engram_rowcache_remove, 1, engram_rowcache_remove("/engram-test-never-made"));
+
 	so.mode = (enum engram_mode)9;
 	CALL(engram_session_create, 1, engram_session_create(&s, st, &so));
 	so.mode = ENGRAM_MODE_DIRECT;
@@ -175,6 +184,8 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_session_gather, 1, engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, 4));
 	CALL(engram_session_gather, 0,
 	     engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, engram_session_gather_bytes(s, 0, ENGRAM_OUT_F32)));
+	CALL(engram_session_prefetch_next, 1, engram_session_prefetch_next(s, seqs, tok, NULL, 2));
+	CALL(engram_session_prefetch_next, 0, engram_session_prefetch_next(s, seqs, tok, NULL, 1));
 	CALL(engram_session_prefetch_rows, 1, engram_session_prefetch_rows(s, 99, rows, 2));
 	CALL(engram_session_prefetch_rows, 0, engram_session_prefetch_rows(s, 0, rows, 2));
 	CALL(engram_session_gather_rows, 1, engram_session_gather_rows(s, 0, &huge, 1, ENGRAM_OUT_F32, buf, sizeof(buf)));

@@ -132,6 +132,34 @@ static void test_inconsistent_fields(void **state)
 		    v41_map(), ENGRAM_ECONFIG, "3 entries for 2 layers");
 }
 
+/* The geometry a config may have is bounded (EG_MAX_*): row numbers and table bytes never wrap, and loading is
+ * quick. A config of vocab sizes near 2^62 printed wrapped rows; one of 8 layers x 15 orders x 4096 heads never
+ * finished finding its primes. */
+static void test_geometry_limits(void **state)
+{
+	(void)state;
+	expect_load("{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 3, \"engram_vocab_size\": "
+		    "4611686018427387000, \"engram_n_heads\": 8, \"engram_head_dim\": 8, \"engram_pad_id\": 2}",
+		    v41_map(), ENGRAM_ECONFIG, "more than 2^40 rows");
+	expect_load("{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 3, \"engram_vocab_size\": 1000000000, "
+		    "\"engram_n_heads\": 4096, \"engram_head_dim\": 8, \"engram_pad_id\": 2}",
+		    v41_map(), ENGRAM_ECONFIG, "more than 2^40 rows");
+	expect_load("{\"layer_ids\": [1, 2, 3, 4, 5, 6, 7, 8], \"max_ngram_size\": 16, \"engram_vocab_size\": [1000, 1000, "
+		    "1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000], \"n_embed_per_ngram\": "
+		    "4096, \"n_head_per_ngram\": 4096, \"pad_id\": 2, \"seed\": 0}",
+		    tiny_map(), ENGRAM_ECONFIG, "need 491520 primes; at most 16384");
+	expect_load("{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 3, \"engram_vocab_size\": 1000, "
+		    "\"engram_n_heads\": 4, \"engram_head_dim\": 100000, \"engram_pad_id\": 2}",
+		    v41_map(), ENGRAM_ECONFIG, "head dim 100000");
+	expect_load("{\"engram_layer_ids\": [], \"engram_max_ngram_size\": 3, \"engram_vocab_size\": 1000, "
+		    "\"engram_n_heads\": 4, \"engram_head_dim\": 8, \"engram_pad_id\": 2}",
+		    v41_map(), ENGRAM_ECONFIG, "'engram_layer_ids' is empty");
+	/* the most primes a config may ask for: found with a set of the primes taken, not a scan of them */
+	expect_load("{\"engram_layer_ids\": [1, 2, 3, 4], \"engram_max_ngram_size\": 5, \"engram_vocab_size\": 100000, "
+		    "\"engram_n_heads\": 1024, \"engram_head_dim\": 8, \"engram_pad_id\": 2}",
+		    v41_map(), 0, NULL);
+}
+
 static void test_map_with_other_distinct_count_is_rejected(void **state)
 {
 	(void)state;
@@ -227,6 +255,7 @@ int main(void)
 		cmocka_unit_test(test_missing_field_is_named),
 		cmocka_unit_test(test_wrong_types_and_ranges),
 		cmocka_unit_test(test_inconsistent_fields),
+		cmocka_unit_test(test_geometry_limits),
 		cmocka_unit_test(test_map_with_other_distinct_count_is_rejected),
 		cmocka_unit_test(test_bad_maps),
 		cmocka_unit_test(test_bad_json_files),

@@ -615,7 +615,9 @@ static void test_kernels_agree_on_random_streams(void **state)
 
 /* Decode every sequence of a fixture in lockstep with engram_hasher_push_batch, `copies` times over (distinct
  * slots, in reverse order, the batch listed forwards and backwards on alternate steps); each copy gets its
- * sequence's reference rows. */
+ * sequence's reference rows. Before each step, engram_hasher_peek_batch of other tokens (drafts that lose) and
+ * of the step's tokens: the first changes nothing (the reference rows still come out), the second gives exactly
+ * the rows the push then writes. */
 static void check_batch(const struct fx *f, unsigned copies)
 {
 	struct vectors v;
@@ -643,7 +645,9 @@ static void check_batch(const struct fx *f, unsigned copies)
 	tok = calloc(n, sizeof(*tok));
 	mask = calloc(n, sizeof(*mask));
 	rows = calloc((size_t)L * n * cols, sizeof(*rows));
-	assert_true(all && seqs && who && tok && mask && rows);
+	uint64_t *peeked = calloc((size_t)L * n * cols, sizeof(*peeked));
+	int64_t *decoy = calloc(n, sizeof(*decoy));
+	assert_true(all && seqs && who && tok && mask && rows && peeked && decoy);
 	for (unsigned i = 0; i < n; i++)
 		all[i] = calloc((size_t)L * v.len[i % v.n_seqs] * cols + 1, sizeof(**all));
 	for (size_t t = 0; t < maxlen; t++) {
@@ -660,8 +664,14 @@ static void check_batch(const struct fx *f, unsigned copies)
 			tok[nb] = v.tokens[s][t];
 			mask[nb++] = v.mask[s] ? v.mask[s][t] : 1;
 		}
-		if (engram_hasher_push_batch(h, seqs, tok, any_mask ? mask : NULL, nb, rows) < 0)
+		for (unsigned b = 0; b < nb; b++)
+			decoy[b] = tok[b] >= 0 ? (tok[b] + 1) % (int64_t)engram_config_raw_vocab(cfg) : tok[b];
+		if (engram_hasher_peek_batch(h, seqs, decoy, any_mask ? mask : NULL, nb, peeked) < 0 ||
+		    engram_hasher_peek_batch(h, seqs, tok, any_mask ? mask : NULL, nb, peeked) < 0 ||
+		    engram_hasher_push_batch(h, seqs, tok, any_mask ? mask : NULL, nb, rows) < 0)
 			fail_msg("%s step %zu: %s", f->name, t, engram_last_error());
+		if (memcmp(peeked, rows, (size_t)L * nb * cols * sizeof(*rows)) != 0)
+			fail_msg("%s step %zu: the peek's rows are not the push's", f->name, t);
 		for (unsigned b = 0; b < nb; b++) {
 			size_t len = v.len[who[b] % v.n_seqs];
 
@@ -681,6 +691,8 @@ static void check_batch(const struct fx *f, unsigned copies)
 	free(tok);
 	free(mask);
 	free(rows);
+	free(peeked);
+	free(decoy);
 	engram_hasher_destroy(h);
 	engram_config_free(cfg);
 	vectors_free(&v);

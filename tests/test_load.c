@@ -212,11 +212,79 @@ static void test_killed_pack_leaves_nothing_valid(void **state)
 	assert_true(killed > 0);
 }
 
+/* A re-pack of a split set killed with SIGKILL at a random moment: the manifest names either the old set or the
+ * new one, whole and verified, never a mix; the shards of neither stay after the next complete pack. */
+static void test_killed_repack_of_a_set_is_old_or_new(void **state)
+{
+	char cfg[4096], map[4096], wa[4096], wb[4096], dir[600], out[700];
+	unsigned seed = 777;
+	int old = 0, new = 0;
+	uint8_t id_a[16], id_b[16];
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/tiny/tiny.config.json"));
+	snprintf(map, sizeof(map), "%s", fixture("ref/tiny/tiny.token_map.npy"));
+	snprintf(wa, sizeof(wa), "%s", fixture("ref/tiny/tiny.bf16.safetensors"));
+	snprintf(wb, sizeof(wb), "%s", fixture("ref/tiny/tiny.f32.safetensors"));
+	snprintf(dir, sizeof(dir), "%s/repack", tmpdir_create_once());
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(out, sizeof(out), "%s/set.json", dir);
+	for (int round = 0; round < 24; round++) {
+		const char *w[1] = { round % 2 ? wb : wa };
+		struct engram_pack_options o = { .size = sizeof(struct engram_pack_options), .config_path = cfg,
+						 .token_map_path = map, .weights = w, .n_weights = 1, .out_path = out,
+						 .split = ENGRAM_SPLIT_LAYER, .block_pages = 1, .threads = 1 };
+		if (round == 0) { /* the set to replace, and the ids of both */
+			engram_store *s = NULL;
+			struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+			for (int k = 1; k >= 0; k--) {
+				w[0] = k ? wb : wa;
+				must(engram_pack(&o, NULL), "pack");
+				must(engram_open(&s, out, 0), "open");
+				must(engram_store_info(s, &si), "info");
+				memcpy(k ? id_b : id_a, si.set_id, 16);
+				engram_close(s);
+			}
+			continue;
+		}
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			_exit(engram_pack(&o, NULL) == 0 ? 0 : 1);
+		usleep((useconds_t)(rand_r(&seed) % 30000));
+		kill(pid, SIGKILL);
+		int st;
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		engram_store *s = NULL;
+		struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+		if (engram_open(&s, out, 0) < 0)
+			fail_msg("round %d: the set does not open after a killed re-pack: %s", round, engram_last_error());
+		must(engram_store_info(s, &si), "info");
+		if (!memcmp(si.set_id, id_a, 16))
+			old++;
+		else if (!memcmp(si.set_id, id_b, 16))
+			new++;
+		else
+			fail_msg("round %d: a set id of neither pack", round);
+		assert_int_equal(engram_verify(s, NULL, NULL), 0);
+		engram_close(s);
+	}
+	print_message("killed re-packs: the set was the first pack's %d times, the second's %d times\n", old, new);
+	/* a complete pack leaves the manifest and its two shards only */
+	const char *w[1] = { wa };
+	struct engram_pack_options o = { .size = sizeof(struct engram_pack_options), .config_path = cfg,
+					 .token_map_path = map, .weights = w, .n_weights = 1, .out_path = out,
+					 .split = ENGRAM_SPLIT_LAYER };
+	must(engram_pack(&o, NULL), "final pack");
+	assert_int_equal(sh("[ $(ls -A %s | wc -l) -eq 3 ]", dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_processes_and_threads_share_shards),
 		cmocka_unit_test(test_killed_pack_leaves_nothing_valid),
+		cmocka_unit_test(test_killed_repack_of_a_set_is_old_or_new),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -17,6 +17,7 @@
 
 #include "engram.h"
 #include "engram_pack.h"
+#include "pack.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -188,10 +189,16 @@ static void test_head_split_shards_hold_whole_heads(void **state)
 	must(engram_pack(&o, NULL), "pack");
 	must(engram_open(&all, o.out_path, 0), o.out_path);
 	const engram_config *cfg = engram_store_config(all);
-	snprintf(shard, sizeof(shard), "%s/heads-00002-of-00002.engram", tmpdir_create_once());
+	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+	char name[64];
+	must(engram_store_info(all, &si), "info");
+	/* shards carry the first 8 hex digits of the set id: a new set never overwrites the one it replaces */
+	snprintf(name, sizeof(name), "/heads-%02x%02x%02x%02x-00002-of-00002.engram", si.set_id[0], si.set_id[1],
+		 si.set_id[2], si.set_id[3]);
+	snprintf(shard, sizeof(shard), "%s%s", tmpdir_create_once(), name);
 	must(engram_open(&one, shard, 0), shard);
 	assert_int_equal(engram_store_num_shards(all), 2);
-	assert_non_null(strstr(engram_store_shard_path(all, 1), "heads-00002-of-00002.engram"));
+	assert_non_null(strstr(engram_store_shard_path(all, 1), name));
 	assert_null(engram_store_shard_path(all, 2));
 	assert_int_equal(engram_store_num_shards(one), 1);
 	assert_string_equal(engram_store_shard_path(one, 0), shard);
@@ -268,18 +275,84 @@ static void test_pack_is_reproducible(void **state)
 		must(engram_pack(&o, NULL), "first");
 		o.out_path = out_path("again-2.json");
 		must(engram_pack(&o, NULL), "second");
-		for (int k = 1; k <= 2; k++) {
-			char a[600], b[600];
-			snprintf(a, sizeof(a), "%s/again-1-%05d-of-00002.engram", tmpdir_create_once(), k);
-			snprintf(b, sizeof(b), "%s/again-2-%05d-of-00002.engram", tmpdir_create_once(), k);
-			uint8_t *x = (uint8_t *)read_file(a, &la), *y = (uint8_t *)read_file(b, &lb);
+		engram_store *sa = NULL, *sb = NULL;
+		must(engram_open(&sa, out_path("again-1.json"), 0), "open");
+		must(engram_open(&sb, out_path("again-2.json"), 0), "open");
+		for (unsigned k = 0; k < 2; k++) {
+			uint8_t *x = (uint8_t *)read_file(engram_store_shard_path(sa, k), &la);
+			uint8_t *y = (uint8_t *)read_file(engram_store_shard_path(sb, k), &lb);
 			assert_int_equal(la, lb);
 			assert_memory_equal(x, y, la);
 			free(x);
 			free(y);
 		}
+		engram_close(sa);
+		engram_close(sb);
 	}
 	unsetenv("SOURCE_DATE_EPOCH");
+}
+
+/* Sets are committed as a whole: a re-pack over a split set that fails at any file (each shard placed, the
+ * manifest) leaves the old set whole and openable, and a pack writing over one of its own inputs is refused. */
+static void test_repack_failing_midway_keeps_the_old_set(void **state)
+{
+	struct engram_pack_options o = options(&tiny_bf16, out_path("atomic.json"));
+	struct engram_store_info a = ENGRAM_INIT(struct engram_store_info), b = a;
+	engram_store *st = NULL;
+
+	(void)state;
+	o.split = ENGRAM_SPLIT_LAYER;
+	must(engram_pack(&o, NULL), "first pack");
+	must(engram_open(&st, o.out_path, 0), "open");
+	must(engram_store_info(st, &a), "info");
+	engram_close(st);
+	for (unsigned k = 1; k <= 3; k++) { /* two shards, then the manifest */
+		struct engram_pack_options f32 = options(&tiny_f32, out_path("atomic.json"));
+		f32.split = ENGRAM_SPLIT_LAYER;
+		eg_outfile_place_fail = k;
+		assert_int_equal(engram_pack(&f32, NULL), -EIO);
+		eg_outfile_place_fail = 0;
+		must(engram_open(&st, o.out_path, 0), "open after a failed re-pack");
+		must(engram_store_info(st, &b), "info");
+		assert_memory_equal(a.set_id, b.set_id, 16);
+		assert_int_equal(engram_verify(st, NULL, NULL), 0);
+		engram_close(st);
+		check_all_rows(&tiny_bf16, o.out_path);
+	}
+	/* the re-pack that succeeds replaces the set; the old set's shards and the failed attempts' are gone */
+	struct engram_pack_options f32 = options(&tiny_f32, out_path("atomic.json"));
+	f32.split = ENGRAM_SPLIT_LAYER;
+	must(engram_pack(&f32, NULL), "re-pack");
+	must(engram_open(&st, o.out_path, 0), "open");
+	must(engram_store_info(st, &b), "info");
+	assert_memory_not_equal(a.set_id, b.set_id, 16);
+	engram_close(st);
+	check_all_rows(&tiny_f32, o.out_path);
+	assert_int_equal(sh("ls %s/atomic-*.engram | wc -l | grep -qx 2", tmpdir_create_once()), 0);
+}
+
+static void test_output_over_input_is_refused(void **state)
+{
+	char copy[700];
+	size_t before, after;
+	struct engram_pack_options o;
+
+	(void)state;
+	snprintf(copy, sizeof(copy), "%s/ckpt.safetensors", tmpdir_create_once());
+	assert_int_equal(sh("cp %s %s", fixture(tiny_bf16.weights), copy), 0);
+	free(read_file(copy, &before));
+	o = options(&tiny_bf16, copy);
+	static const char *w[1];
+	w[0] = copy;
+	o.weights = w;
+	assert_int_equal(engram_pack(&o, NULL), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "is the input"));
+	free(read_file(copy, &after));
+	assert_int_equal(before, after);
+	o.out_path = o.config_path;
+	assert_int_equal(engram_pack(&o, NULL), -EINVAL);
+	o.out_path = o.token_map_path;
+	assert_int_equal(engram_pack(&o, NULL), -EINVAL);
 }
 
 static int files_in_tmp(void)
@@ -342,6 +415,36 @@ static void test_shape_mismatch(void **state)
 	expect_pack_error(&o, ENGRAM_ESHAPE, "has shape [12458, 64]; the config needs [10170, 8]");
 }
 
+/* Weights holding both the V4.1 and the demo name for one layer's table: packing either is a guess. */
+static void test_two_tables_for_one_layer(void **state)
+{
+	struct engram_pack_options o = options(&tiny_f32, out_path("two.engram"));
+	static char paths[3][700];
+	static const char *wp[3] = { paths[0], paths[1], paths[2] };
+	engram_config *cfg = NULL;
+
+	(void)state;
+	must(engram_config_load(&cfg, cfg_path, map_path), "config");
+	static const char *const names[3] = { "layers.1.engram.multi_head_embedding.embedding.weight.npy",
+					      "layers.1.engram.embed.weight.npy",
+					      "layers.3.engram.multi_head_embedding.embedding.weight.npy" };
+	for (int i = 0; i < 3; i++) {
+		uint64_t rows = engram_config_table_rows(cfg, i < 2 ? 0 : 1);
+		size_t bytes = rows * 8 * 4;
+		char shape[64];
+		void *zero = calloc(1, bytes);
+		snprintf(shape, sizeof(shape), "(%llu, 8)", (unsigned long long)rows);
+		snprintf(paths[i], sizeof(paths[i]), "%s", write_tmp_npy(names[i], "<f4", shape, zero, bytes));
+		free(zero);
+	}
+	engram_config_free(cfg);
+	o.weights = wp;
+	o.n_weights = 3;
+	expect_pack_error(&o, -EEXIST, "two Engram tables for layer 1");
+	o.weight_template = "layers.{L}.engram.multi_head_embedding.embedding.weight";
+	must(engram_pack(&o, NULL), "with a template");
+}
+
 static void test_tensor_not_found(void **state)
 {
 	struct engram_pack_options o = options(&tiny_bf16, out_path("missing.engram"));
@@ -349,6 +452,8 @@ static void test_tensor_not_found(void **state)
 	(void)state;
 	o.weight_template = "layers.{L}.nope.weight";
 	expect_pack_error(&o, -ENOENT, "no tensor named 'layers.1.nope.weight'");
+	o.weight_template = "layers.{L}.nope{L}.weight"; /* every {L} stands for the layer id */
+	expect_pack_error(&o, -ENOENT, "no tensor named 'layers.1.nope1.weight'");
 	o.weight_template = NULL;
 	o.config_path = cfg_path;
 	static char cfg41[4096], map41[4096];
@@ -500,9 +605,12 @@ int main(void)
 		cmocka_unit_test(test_head_split_shards_hold_whole_heads),
 		cmocka_unit_test(test_synthetic_scale_shrinks_rows),
 		cmocka_unit_test(test_pack_is_reproducible),
+		cmocka_unit_test(test_repack_failing_midway_keeps_the_old_set),
+		cmocka_unit_test(test_output_over_input_is_refused),
 		cmocka_unit_test(test_cancelled_pack_leaves_nothing),
 		cmocka_unit_test(test_shape_mismatch),
 		cmocka_unit_test(test_tensor_not_found),
+		cmocka_unit_test(test_two_tables_for_one_layer),
 		cmocka_unit_test(test_f8_without_scales_is_edtype),
 		cmocka_unit_test(test_truncated_checkpoint_is_etrunc),
 		cmocka_unit_test(test_bad_options),

@@ -11,11 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engram.h"
+#include "residency.h"
 #include "store.h"
 #include "util.h"
 
@@ -32,23 +31,11 @@ static int setup(void **state)
 /* Pages of [off, off + len) of path in the page cache. */
 static uint64_t resident(const char *path, uint64_t off, uint64_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
-	uint64_t n = 0;
+	uint64_t in, pages;
 
-	assert_true(fd >= 0 && fstat(fd, &sb) == 0);
-	uint8_t *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	assert_true(m != MAP_FAILED);
-	size_t pages = (size_t)(len + 4095) / 4096;
-	unsigned char *vec = malloc(pages);
-	assert_non_null(vec);
-	assert_int_equal(mincore(m + off, (size_t)len, vec), 0);
-	for (size_t i = 0; i < pages; i++)
-		n += vec[i] & 1;
-	free(vec);
-	munmap(m, (size_t)sb.st_size);
-	close(fd);
-	return n;
+	assert_int_equal(residency_pages(path, off, len, &in, &pages), 0);
+	assert_int_equal(pages, (len + 4095) / 4096);
+	return in;
 }
 
 /* Data range of layer l's table (one piece per layer in an unsplit shard), from the store's directory. */

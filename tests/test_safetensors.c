@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "internal.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -310,6 +311,48 @@ static void test_npy_fortran_rejected(void **state)
 	expect_fail(p, ENGRAM_ESHAPE, "fortran_order");
 }
 
+/* The .npy header dict is parsed key by key: a missing key, a key spelled inside another value, a NUL, or a
+ * fortran_order that is neither True nor False is an error (each used to read as something). */
+static void test_npy_header_is_parsed_strictly(void **state)
+{
+	static const struct {
+		const char *dict;
+		size_t len;
+		const char *fragment;
+	} cases[] = {
+		{ "{'fortran_order': False, 'shape': (3,), }", 0, "lacks descr" },
+		{ "{'descr': '<i4', 'fortran_order': False, }", 0, "lacks shape" },
+		{ "{'descr': '<i4', 'shape': (3,), }", 0, "lacks fortran_order" },
+		{ "{'descr': '<i4', 'fortran_order': Maybe, 'shape': (3,), }", 0, "neither True nor False" },
+		{ "{'descr': '<i4', 'fortran_order': False, 'x': \"'shape': (3,)\"}", 0, "unexpected or repeated key" },
+		{ "{'descr': \"'shape': (3,)\", 'fortran_order': False, 'shape': (3,), }", 0, "descr" },
+		{ "{'descr': '<i4', 'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", 0, "repeated key" },
+		{ "{'descr': '<i4'\0, 'fortran_order': False, 'shape': (3,), }", 56, "NUL byte" },
+		{ "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), } trailing", 0, "after its dict" },
+	};
+	uint8_t buf[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		size_t hl = cases[i].len ? cases[i].len : strlen(cases[i].dict);
+		int64_t *v = NULL;
+		size_t n = 0;
+		memcpy(buf, "\x93NUMPY\x01\x00", 8);
+		memcpy(buf + 10, cases[i].dict, hl);
+		while ((10 + hl + 1) % 64)
+			buf[10 + hl++] = ' ';
+		buf[10 + hl++] = '\n';
+		buf[8] = (uint8_t)hl;
+		buf[9] = 0;
+		memset(buf + 10 + hl, 0, 12);
+		const char *path = write_tmp("strict.npy", buf, 10 + hl + 12);
+		int err = eg_npy_load_ints(path, &v, &n);
+		if (err != ENGRAM_EPARSE || !strstr(engram_last_error(), cases[i].fragment))
+			fail_msg("header %zu: got %d '%s', expected '%s'", i, err, engram_last_error(), cases[i].fragment);
+		free(v);
+	}
+}
+
 static void test_npy_with_safetensors(void **state)
 {
 	char p[512];
@@ -353,7 +396,7 @@ static void test_header_too_long(void **state)
 
 	(void)state;
 	snprintf(p, sizeof(p), "%s", write_tmp("huge.safetensors", b, sizeof(b)));
-	expect_fail(p, ENGRAM_EPARSE, "over the 100 MiB limit");
+	expect_fail(p, ENGRAM_EPARSE, "over the 16 MiB limit");
 }
 
 static void test_invalid_json(void **state)
@@ -493,6 +536,38 @@ static void test_index_missing_shard(void **state)
 		    "\"model." W3 "\": \"model-00009-of-00002.safetensors\"");
 	expect_fail(ip, -ENOENT, "cannot open shard");
 	assert_non_null(strstr(engram_last_error(), "model-00009-of-00002.safetensors"));
+}
+
+/* An index names files inside its own directory: "../" or a symbolic link leading out is refused before anything
+ * is read (an index could otherwise make the packer, run as root, read any file), and no message quotes the
+ * bytes of a file that is not a checkpoint. */
+static void test_index_paths_stay_in_its_directory(void **state)
+{
+	char ip[512], link[600], secret[600];
+
+	(void)state;
+	write_index(ip, sizeof(ip), "\"model." W1 "\": \"../../../../etc/shadow\"");
+	expect_fail(ip, ENGRAM_EPARSE, "leaves it");
+	write_index(ip, sizeof(ip), "\"model." W1 "\": \"sub/../../x.safetensors\"");
+	expect_fail(ip, ENGRAM_EPARSE, "leaves it");
+	snprintf(secret, sizeof(secret), "%s", write_tmp("secret", "SECRET42 and more secret bytes, then { \"a\": ", 40));
+	snprintf(link, sizeof(link), "%s/outside.safetensors", tmpdir_create_once());
+	assert_int_equal(sh("mkdir -p %s/elsewhere && mv %s %s/elsewhere/secret && ln -sf %s/elsewhere/secret %s",
+			    tmpdir_create_once(), secret, tmpdir_create_once(), tmpdir_create_once(), link), 0);
+	write_index(ip, sizeof(ip), "\"model." W1 "\": \"outside.safetensors\"");
+	/* inside the directory by name, outside by its link: refused too */
+	assert_int_equal(sh("mkdir -p %s/ckpt && mv %s %s/ckpt/ && ln -sf ../elsewhere/secret %s/ckpt/outside.safetensors",
+			    tmpdir_create_once(), ip, tmpdir_create_once(), tmpdir_create_once()), 0);
+	snprintf(ip, sizeof(ip), "%s/ckpt/model.safetensors.index.json", tmpdir_create_once());
+	expect_fail(ip, ENGRAM_EPARSE, "outside the index's directory");
+	/* a file that is not a checkpoint, given directly: its bytes do not come back in the message */
+	snprintf(secret, sizeof(secret), "%s/elsewhere/secret", tmpdir_create_once());
+	expect_fail(secret, ENGRAM_EPARSE, "secret");
+	assert_null(strstr(engram_last_error(), "SECRET"));
+	assert_null(strstr(engram_last_error(), "3477010265")); /* the first 8 bytes as a little-endian number */
+	const char *json = write_tmp("bad.safetensors", "\x10\0\0\0\0\0\0\0{\"SECRET9\": tru}", 24);
+	expect_fail(json, ENGRAM_EPARSE, "not valid JSON");
+	assert_null(strstr(engram_last_error(), "SECRET9"));
 }
 
 static void test_index_tensor_not_in_shard(void **state)
@@ -651,6 +726,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_empty_and_unknown_dtype_accepted, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_missing_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_index_paths_stay_in_its_directory, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_npy_header_is_parsed_strictly, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_duplicate_across_shards, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_tensor_beyond_4gib, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_truncation_loop, cleanup_tmpdir),

@@ -400,6 +400,48 @@ static void test_no_prefetch_reads_at_gather(void **state)
 	engram_close(st);
 }
 
+/* Speculative decoding: rows of a draft prefetched with engram_session_prefetch_next are requested and read
+ * without adding positions; the push that confirms the draft then issues no read of its own, and a rejected
+ * draft leaves the slot's history as it was (the true token's rows are the reference's). */
+static void test_prefetch_next_reads_a_draft_ahead(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 2,
+					    .mode = ENGRAM_MODE_DIRECT, .queue_depth = 64 };
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
+	unsigned seqs[2] = { 0, 1 };
+	int64_t first[2] = { 40, 41 }, draft[2] = { 42, 43 }, wrong[2] = { 50, 51 };
+	uint64_t want[2 * 2 * 24], got[2 * 2 * 24]; /* [layer][position][column] */
+	engram_hasher *h = NULL;
+
+	(void)state;
+	must(engram_open(&st, pack_v41_synthetic(8192), 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	must(engram_session_push_batch(s, seqs, first, NULL, 2), "push");
+	must(engram_session_begin(s), "begin");
+	must(engram_session_prefetch_next(s, seqs, wrong, NULL, 2), "a draft that loses");
+	must(engram_session_prefetch_next(s, seqs, draft, NULL, 2), "the draft");
+	must(engram_session_stats(s, -1, 1, &a), "stats");
+	assert_int_equal(engram_session_positions(s), 0);
+	assert_int_equal(a.requested, 2 * 2 * 2 * 24);
+	assert_true(a.units > 0);
+	uint64_t units_before = a.units;
+	must(engram_session_push_batch(s, seqs, draft, NULL, 2), "push the confirmed draft");
+	must(engram_session_stats(s, -1, 1, &a), "stats");
+	assert_int_equal(a.units, units_before); /* nothing new to read */
+	/* the slots' histories saw only the pushes: the rows are those of a hasher fed the same tokens */
+	must(engram_hasher_create(&h, engram_store_config(st), 2), "hasher");
+	must(engram_hasher_push_batch(h, seqs, first, NULL, 2, want), "hash");
+	must(engram_hasher_push_batch(h, seqs, draft, NULL, 2, want), "hash");
+	memcpy(got, engram_session_rows(s, 0), sizeof(got) / 2);
+	memcpy(got + 2 * 24, engram_session_rows(s, 1), sizeof(got) / 2);
+	assert_memory_equal(got, want, sizeof(got));
+	engram_hasher_destroy(h);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
 /* Decode in lockstep: every step pushes the next token of every unfinished sequence with one
  * engram_session_push_batch call; each position's rows equal the reference. */
 static void test_push_batch_decodes_in_lockstep(void **state)
@@ -542,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_cache_still_correct),
 		cmocka_unit_test(test_second_gather_hits),
 		cmocka_unit_test(test_rows_completing_during_a_wait_are_not_ready),
+		cmocka_unit_test(test_prefetch_next_reads_a_draft_ahead),
 		cmocka_unit_test(test_page_cache_reads_a_page_once),
 		cmocka_unit_test(test_waiting_reads_start_by_layer),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),

@@ -440,14 +440,21 @@ static void test_layer_of_two_dtypes_is_refused(void **state)
 		o.out_path = path;
 		must(engram_pack(&o, NULL), path);
 	}
-	/* the second shard of set A replaced by set B's, given A's set id */
-	snprintf(path, sizeof(path), "%s/t-00002-of-00002.engram", dir_b);
-	uint8_t *b = (uint8_t *)read_file(path, &len), *a;
-	snprintf(path, sizeof(path), "%s/t-00001-of-00002.engram", dir_a);
-	a = (uint8_t *)read_file(path, NULL);
+	/* the second shard of set A replaced by set B's, given A's set id: the set ids of two packs that differ in
+	 * their weights differ, so only a crafted shard gets this far */
+	engram_store *sa = NULL, *sb = NULL;
+	snprintf(path, sizeof(path), "%s/t.json", dir_a);
+	must(engram_open(&sa, path, 0), path);
+	snprintf(path, sizeof(path), "%s/t.json", dir_b);
+	must(engram_open(&sb, path, 0), path);
+	uint8_t *b = (uint8_t *)read_file(engram_store_shard_path(sb, 1), &len), *a;
+	a = (uint8_t *)read_file(engram_store_shard_path(sa, 0), NULL);
+	assert_memory_not_equal(hdr(b)->set_id, hdr(a)->set_id, 16);
 	memcpy(hdr(b)->set_id, hdr(a)->set_id, 16);
 	reseal(b, 0);
-	snprintf(path, sizeof(path), "%s/t-00002-of-00002.engram", dir_a);
+	snprintf(path, sizeof(path), "%s", engram_store_shard_path(sa, 1));
+	engram_close(sa);
+	engram_close(sb);
 	FILE *f = fopen(path, "wb");
 	assert_non_null(f);
 	assert_int_equal(fwrite(b, 1, len, f), len);

@@ -69,27 +69,30 @@ static void compare(const char *got_path, const char *descr, const char *want_re
 static void test_gathers_match_reference(void **state)
 {
 	const char *dir = tmpdir_create_once();
-	char shard[600], out[600], want[300];
+	char shard[600], out[600], want[300], stat_tool[600];
 	struct vectors v;
 
 	(void)state;
+	snprintf(stat_tool, sizeof(stat_tool), "%s", tool_path("engram-stat"));
 	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd", tool_path("engram-pack"),
-			    "fixtures/ref/tiny-v41/tiny-v41.config.json", "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s --codec zstd",
+			    tool_path("engram-pack"), "fixtures/ref/tiny-v41/tiny-v41.config.json",
+			    "fixtures/ref/tiny-v41/tiny-v41.token_map.npy",
 			    "fixtures/ref/tiny-v41/tiny-v41.safetensors", shard), 0);
 	vectors_load(&v, "tiny-v41");
 	snprintf(out, sizeof(out), "%s/g.npy", dir);
 	for (int s = 0; s < v.n_seqs; s++)
 		for (int li = 0; li < v.n_layers; li++) {
 			char toks[16384];
+			int id = v.layer_ids[li];
 			snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
-			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", tool_path("engram-stat"),
-					    shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
-			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", s, v.layer_ids[li]);
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype f32 --out %s", stat_tool,
+					    shard, toks, mask_of(&v, s), id, out), 0);
+			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.f32.seq%d.layer%d.npy", s, id);
 			compare(out, "<f4", want, 0);
-			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype native --mode direct --out %s",
-					    tool_path("engram-stat"), shard, toks, mask_of(&v, s), v.layer_ids[li], out), 0);
-			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.raw.seq%d.layer%d.npy", s, v.layer_ids[li]);
+			assert_int_equal(sh("%s gather %s --tokens %s%s --layer %d --dtype native --mode direct "
+					    "--out %s", stat_tool, shard, toks, mask_of(&v, s), id, out), 0);
+			snprintf(want, sizeof(want), "ref/tiny-v41/tiny-v41.expect.raw.seq%d.layer%d.npy", s, id);
 			compare(out, "|u1", want, 0);
 		}
 	vectors_free(&v);
@@ -102,12 +105,19 @@ static void test_gathers_match_reference(void **state)
 	for (int s = 0; s < v.n_seqs; s++) {
 		char toks[16384];
 		snprintf(toks, sizeof(toks), "%s", tokens_of(&v, s));
-		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", tool_path("engram-stat"), shard,
-				    toks, out), 0);
+		assert_int_equal(sh("%s gather %s --tokens %s --layer 3 --dtype bf16 --out %s", stat_tool, shard, toks,
+				    out), 0);
 		snprintf(want, sizeof(want), "ref/tiny/tiny.expect.bf16.seq%d.layer3.npy", s);
 		compare(out, "<u2", want, 1);
 	}
 	vectors_free(&v);
+}
+
+/* The shard test_gathers_match_reference packs, and an output that the failing runs must not leave. */
+static void scratch(char shard[600], char out[600])
+{
+	snprintf(shard, 600, "%s/v41.engram", tmpdir_create_once());
+	snprintf(out, 600, "%s/never.npy", tmpdir_create_once());
 }
 
 static void test_errors_leave_no_output(void **state)
@@ -117,17 +127,98 @@ static void test_errors_leave_no_output(void **state)
 	struct stat st;
 
 	(void)state;
-	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
-	snprintf(out, sizeof(out), "%s/never.npy", dir);
-	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null", tool_path("engram-stat"),
-			    shard, out), 1);
+	scratch(shard, out);
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --layer 2 --dtype f32 --out %s 2>/dev/null",
+			    tool_path("engram-stat"), shard, out), 1);
 	assert_int_equal(sh("%s gather %s --tokens 1,99999 --layer 1 --dtype f32 --out %s 2>&1 | "
 			    "grep -q 'beyond the token map'", tool_path("engram-stat"), shard, out), 0);
-	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null", tool_path("engram-stat"),
-			    shard, out), 2);
+	assert_int_equal(sh("%s gather %s --tokens 1 --layer 1 --dtype f64 --out %s 2>/dev/null",
+			    tool_path("engram-stat"), shard, out), 2);
 	assert_int_equal(sh("%s gather /nonexistent.engram --tokens 1 --layer 1 --dtype f32 --out %s 2>&1 | "
-			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"", tool_path("engram-stat"), out), 0);
+			    "grep -q \"engram-stat: cannot open '/nonexistent.engram'\"",
+			    tool_path("engram-stat"), out), 0);
 	assert_int_equal(stat(out, &st), -1);
+	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
+}
+
+/* Option values are checked whole and bounded: a negative cache size does not wrap. */
+static void test_bad_option_values(void **state)
+{
+	static const struct {
+		const char *opts, *msg;
+	} cases[] = {
+		{ "--cache-mb -5", "engram-stat: --cache-mb '-5' is not a number" },
+		{ "--cache-mb 0", "engram-stat: --cache-mb '0' must be at least 1" },
+		{ "--cache-mb 12x", "engram-stat: --cache-mb '12x' is not a number" },
+		{ "--cache-mb ''", "engram-stat: --cache-mb '' is not a number" },
+		{ "--cache-mb 17592186044416",
+		  "engram-stat: --cache-mb '17592186044416' must be at most 17592186044415" },
+		{ "--queue-depth -1", "engram-stat: --queue-depth '-1' is not a number" },
+		{ "--queue-depth 4294967297", "engram-stat: --queue-depth '4294967297' must be at most 32768" },
+		{ "--layer 1x", "engram-stat: --layer '1x' is not a number" },
+		{ "--layer -1", "engram-stat: --layer '-1' must be at least 0" },
+	};
+	char shard[600], out[600];
+	struct stat st;
+
+	(void)state;
+	scratch(shard, out);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		sh_fails(2, cases[i].msg, "%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s %s",
+			 tool_path("engram-stat"), shard, out, cases[i].opts);
+	assert_int_equal(stat(out, &st), -1);
+}
+
+/* A mask holds 0 or 1 per token, as a list or as an .npy file; anything else is an error and writes nothing. */
+static void test_mask_is_0_or_1(void **state)
+{
+	static const int64_t two[2] = { 1, 2 };
+	char shard[600], out[600], npy[600];
+	struct stat st;
+
+	(void)state;
+	scratch(shard, out);
+	snprintf(npy, sizeof(npy), "%s", write_tmp_npy_ints("mask2.npy", two, 2, 8));
+	sh_fails(1, "engram-stat: --mask value 2 at position 0 is not 0 or 1",
+		 "%s gather %s --tokens 1,2 --mask 2,0 --layer 1 --dtype f32 --out %s", tool_path("engram-stat"), shard,
+		 out);
+	sh_fails(1, "engram-stat: --mask value 2 at position 1 is not 0 or 1",
+		 "%s gather %s --tokens 1,2 --mask %s --layer 1 --dtype f32 --out %s", tool_path("engram-stat"), shard,
+		 npy, out);
+	assert_int_equal(stat(out, &st), -1);
+	/* 0 and 1 are fine */
+	assert_int_equal(sh("%s gather %s --tokens 1,2 --mask 1,0 --layer 1 --dtype f32 --out %s",
+			    tool_path("engram-stat"), shard, out), 0);
+}
+
+/* --out naming an input (the shard, the tokens, the mask), by any path, is refused and leaves it as it was. */
+static void test_out_over_input(void **state)
+{
+	static const int64_t toks[2] = { 1, 2 }, mask[2] = { 1, 0 };
+	const char *dir = tmpdir_create_once();
+	char shard[600], copy[600], link[600], dotted[700], tok[600], msk[600];
+	const char *stat_tool = tool_path("engram-stat");
+
+	(void)state;
+	snprintf(shard, sizeof(shard), "%s/v41.engram", dir);
+	snprintf(copy, sizeof(copy), "%s/v41.copy", dir);
+	snprintf(link, sizeof(link), "%s/link.npy", dir);
+	snprintf(dotted, sizeof(dotted), "%s/./v41.engram", dir);
+	snprintf(tok, sizeof(tok), "%s", write_tmp_npy_ints("toks.npy", toks, 2, 8));
+	snprintf(msk, sizeof(msk), "%s", write_tmp_npy_ints("msk.npy", mask, 2, 8));
+	assert_int_equal(sh("cp %s %s && ln -s %s %s", shard, copy, shard, link), 0);
+	static const char *const msg = "engram-stat: --out '%s' is the same file as the input '%s'";
+	const struct {
+		const char *out, *named;
+	} cases[] = { { shard, shard }, { link, shard }, { dotted, shard }, { tok, tok }, { msk, msk } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[2000];
+		snprintf(want, sizeof(want), msg, cases[i].out, cases[i].named);
+		sh_fails(1, want, "%s gather %s --tokens %s --mask %s --layer 1 --dtype f32 --out %s", stat_tool, shard,
+			 tok, msk, cases[i].out);
+	}
+	assert_int_equal(sh("cmp -s %s %s", shard, copy), 0);
+	assert_int_equal(sh("%s verify %s >/dev/null", stat_tool, shard), 0);
 	assert_int_equal(sh("ls %s | grep -q tmp", dir), 1);
 }
 
@@ -136,6 +227,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gathers_match_reference),
 		cmocka_unit_test(test_errors_leave_no_output),
+		cmocka_unit_test(test_bad_option_values),
+		cmocka_unit_test(test_mask_is_0_or_1),
+		cmocka_unit_test(test_out_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -1,6 +1,7 @@
 /* engram-stat replay, run as a user would on a small synthetic V4.1-geometry shard: the counters add up, a
- * resident stream is all hits, depth 0 on a cold file misses, the schedule is the one documented, the JSON
- * parses, the SVG is well-formed, and bad options say what is wrong. */
+ * resident stream is ready, depth 0 on a cold file misses, the look-ahead reads prompts only unless told
+ * otherwise, drafts behave as their acceptance says, the schedule is the one documented, the JSON parses, the
+ * SVG is well-formed, and bad options say what is wrong. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -98,7 +99,7 @@ static json_t *runs_of(json_t *doc, size_t n)
 static void check_run(const json_t *sched, const json_t *run)
 {
 	static const char *const keys[] = {
-		"rows", "hits", "late", "misses", "requested", "units", "ios", "bytes_read"
+		"rows", "ready", "not_ready", "misses", "requested", "units", "ios", "bytes_read"
 	};
 	json_t *layers = json_object_get(run, "layers");
 	uint64_t sum[8] = { 0 }, distinct = 0;
@@ -109,7 +110,9 @@ static void check_run(const json_t *sched, const json_t *run)
 	assert_int_equal(json_array_size(layers), 2);
 	json_array_foreach(layers, i, l)
 	{
-		assert_int_equal(u(l, "hits") + u(l, "late") + u(l, "misses"), u(l, "rows"));
+		assert_int_equal(u(l, "ready") + u(l, "not_ready") + u(l, "misses"), u(l, "rows"));
+		assert_true(fabs(real(l, "ready_rate") - (double)u(l, "ready") / (double)u(l, "rows")) < 1e-5);
+		assert_true(json_is_object(json_object_get(l, "needed_lead_ms")));
 		assert_int_equal(u(l, "rows"), u(sched, "positions") * COLUMNS);
 		assert_true(u(l, "distinct_rows") <= u(l, "rows"));
 		assert_true(u(l, "distinct_rows") > 0);
@@ -126,12 +129,18 @@ static void check_run(const json_t *sched, const json_t *run)
 	}
 	for (size_t k = 0; k < 8; k++)
 		assert_int_equal(sum[k], u(run, keys[k]));
-	assert_int_equal(u(run, "hits") + u(run, "late") + u(run, "misses"), u(run, "rows"));
+	assert_int_equal(u(run, "ready") + u(run, "not_ready") + u(run, "misses"), u(run, "rows"));
 	assert_int_equal(distinct, u(run, "distinct_rows"));
 	assert_int_equal(u(run, "distinct_row_bytes"), distinct * 512);
 	assert_int_equal(u(run, "steps"), u(sched, "steps"));
-	assert_true(fabs(real(run, "hit_rate") - (double)u(run, "hits") / (double)u(run, "rows")) < 1e-5);
-	json_t *st = json_object_get(run, "stall_us"), *hr = json_object_get(run, "step_hit_rate");
+	assert_true(fabs(real(run, "ready_rate") - (double)u(run, "ready") / (double)u(run, "rows")) < 1e-5);
+	/* the headline keys come first, as the issue asks: ready_rate, then stall_share */
+	assert_string_equal(json_object_iter_key(json_object_iter((json_t *)run)), "ready_rate");
+	json_t *share = json_object_get(run, "stall_share");
+	assert_true(json_is_object(share));
+	if (json_is_number(json_object_get(share, "mean")))
+		assert_true(real(share, "p50") <= real(share, "p95") && real(share, "p95") <= real(share, "p99"));
+	json_t *st = json_object_get(run, "stall_us"), *hr = json_object_get(run, "step_ready_rate");
 	assert_true(real(st, "p50") <= real(st, "p95") && real(st, "p95") <= real(st, "p99") &&
 		    real(st, "p99") <= real(st, "max"));
 	assert_true(real(hr, "min") <= real(hr, "p99") && real(hr, "p99") <= real(hr, "p95") &&
@@ -164,9 +173,9 @@ static void test_counters_add_up(void **state)
 }
 
 /* Warm page cache, depth 1, a generous lead: every row is requested at push and read from the page cache long
- * before its gather. A read that completed but was not reaped yet counts as late, so the strict figure is
- * misses == 0 and the hit rate is at least 0.99. */
-static void test_resident_stream_hits(void **state)
+ * before its gather, so it is ready (a read of a cached page completes as it is submitted, and a gather collects
+ * completions until none is left before it counts). */
+static void test_resident_stream_is_ready(void **state)
 {
 	json_t *doc, *r;
 
@@ -176,9 +185,9 @@ static void test_resident_stream_hits(void **state)
 	check_run(json_object_get(doc, "schedule"), r);
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "warm");
 	assert_int_equal(u(r, "misses"), 0);
-	assert_int_equal(u(r, "hits") + u(r, "late"), u(r, "rows"));
-	if (real(r, "hit_rate") < 0.99)
-		fail_msg("warm, resident stream: hit rate %f", real(r, "hit_rate"));
+	assert_int_equal(u(r, "ready") + u(r, "not_ready"), u(r, "rows"));
+	if (real(r, "ready_rate") < 0.99)
+		fail_msg("warm, resident stream: ready rate %f", real(r, "ready_rate"));
 	json_decref(doc);
 
 	/* direct mode with a cache that holds the whole table: no row is read at gather (direct reads bypass the
@@ -187,8 +196,55 @@ static void test_resident_stream_hits(void **state)
 			  tokens());
 	r = json_array_get(runs_of(doc, 1), 0);
 	assert_int_equal(u(r, "misses"), 0);
-	assert_int_equal(u(r, "hits") + u(r, "late"), u(r, "rows"));
+	assert_int_equal(u(r, "ready") + u(r, "not_ready"), u(r, "rows"));
 	json_decref(doc);
+}
+
+static uint64_t run_u(json_t *doc, const char *key)
+{
+	return u(json_array_get(runs_of(doc, 1), 0), key);
+}
+
+static uint64_t ahead_u(json_t *doc, const char *key)
+{
+	return u(json_object_get(json_array_get(runs_of(doc, 1), 0), "ahead"), key);
+}
+
+/* The look-ahead reads prompts only unless --lookahead oracle says otherwise (decode tokens do not exist before
+ * the step that samples them); drafts accepted with probability 1 read exactly what the oracle's one-step
+ * look-ahead does, and drafts that are always wrong add their rows to depth 1's and nothing else. */
+static void test_lookahead_and_drafts(void **state)
+{
+	const char *base = "--max-steps 12 --batch 4 --prefill 8 --seq-len 10 --no-wait";
+	json_t *d1, *prompt, *oracle, *p1, *p0;
+
+	(void)state;
+	d1 = replay_json("--tokens %s %s --depth 1", tokens(), base);
+	prompt = replay_json("--tokens %s %s --depth 2", tokens(), base);
+	oracle = replay_json("--tokens %s %s --depth 2 --lookahead oracle", tokens(), base);
+	p1 = replay_json("--tokens %s %s --depth 2 --draft-accept 1", tokens(), base);
+	p0 = replay_json("--tokens %s %s --depth 1 --draft-accept 0", tokens(), base);
+	/* prompts: at most the prefill positions after the first step, for both layers */
+	uint64_t prefill = u(json_object_get(prompt, "schedule"), "prefill_positions");
+	assert_true(ahead_u(prompt, "lookahead_rows") > 0);
+	assert_true(ahead_u(prompt, "lookahead_rows") <= prefill * COLUMNS * 2);
+	assert_true(ahead_u(oracle, "lookahead_rows") > ahead_u(prompt, "lookahead_rows"));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(runs_of(prompt, 1), 0), "lookahead")),
+			    "prompt");
+	/* P = 1 with the prompt look-ahead requests what the oracle does */
+	assert_int_equal(ahead_u(p1, "drafts_right"), ahead_u(p1, "drafts"));
+	assert_true(ahead_u(p1, "drafts") > 0);
+	assert_int_equal(run_u(p1, "requested"), run_u(oracle, "requested"));
+	assert_int_equal(ahead_u(p1, "lookahead_rows") + ahead_u(p1, "draft_rows"), ahead_u(oracle, "lookahead_rows"));
+	/* P = 0: depth 1 plus the rows of wrong drafts */
+	assert_int_equal(ahead_u(p0, "drafts_right"), 0);
+	assert_int_equal(run_u(p0, "requested"), run_u(d1, "requested") + ahead_u(p0, "draft_rows"));
+	assert_int_equal(run_u(p0, "rows"), run_u(d1, "rows"));
+	json_decref(d1);
+	json_decref(prompt);
+	json_decref(oracle);
+	json_decref(p1);
+	json_decref(p0);
 }
 
 static void test_cold_depth0_misses(void **state)
@@ -351,8 +407,8 @@ static void test_sweep_json_svg(void **state)
 	char link[700];
 	snprintf(link, sizeof(link), "%s/a&b<c>.engram", tmpdir_create_once());
 	assert_int_equal(sh("ln -sf '%s' '%s'", shard(), link), 0);
-	assert_int_equal(
-		sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"), link, svg), 0);
+	assert_int_equal(sh("%s replay '%s' --tokens 1,2,3 --no-wait --svg '%s' >/dev/null", tool_path("engram-stat"),
+			    link, svg), 0);
 	text = read_file(svg, NULL);
 	assert_non_null(strstr(text, "a&amp;b&lt;c&gt;.engram"));
 	check_xml(text);
@@ -374,8 +430,10 @@ static void test_text_report(void **state)
 					    "\n    1 ",
 					    "\n   14 ",
 					    "\n  all ",
-					    "stall     us per step",
-					    "hit rate  per step",
+					    "ready     ",
+					    "in memory when their gather was called (L1 ",
+					    "stall     no compute time (--no-wait)",
+					    "needed    lead the reads needed",
 					    "N% of steps at or above",
 					    "rows gathered per unit, amplification",
 					    "major faults",
@@ -383,6 +441,13 @@ static void test_text_report(void **state)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!strstr(text, want[i]))
 			fail_msg("the report lacks '%s':\n%s", want[i], text);
+	free(text);
+	/* with compute time: the stall as a share of the step, and a sentence comparing prefetch with none */
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --step-ms 5 --sweep depth=0,1 > %s",
+			    tool_path("engram-stat"), shard(), tokens(), out), 0);
+	text = read_file(out, NULL);
+	if (!strstr(text, "STALL%") || !strstr(text, "In short: with prefetch (depth 1) the engine thread spent "))
+		fail_msg("the sweep report lacks the stall share or its sentence:\n%s", text);
 	free(text);
 	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --batch 4 --no-wait --sweep depth=0,1 --sweep "
 			    "mode=pagecache,direct "
@@ -420,8 +485,8 @@ static void test_errors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(), cases[i].opts),
-				 cases[i].status);
+		assert_int_equal(sh("%s replay %s %s >/dev/null 2>&1", tool_path("engram-stat"), shard(),
+				    cases[i].opts), cases[i].status);
 		if (sh("%s replay %s %s 2>&1 >/dev/null | grep -qF -- \"%s\"", tool_path("engram-stat"), shard(),
 		       cases[i].opts, cases[i].msg) != 0)
 			fail_msg("'%s': no message '%s'", cases[i].opts, cases[i].msg);
@@ -435,17 +500,74 @@ static void test_errors(void **state)
 	assert_int_equal(sh("%s --help | grep -q replay", tool_path("engram-stat")), 0);
 }
 
+/* Every number is checked whole and bounded: times cannot make a run sleep forever, sizes cannot wrap. */
+static void test_bad_numbers(void **state)
+{
+	static const struct {
+		const char *opts, *msg;
+	} cases[] = {
+		{ "--step-ms 1e300", "engram-stat: --step-ms '1e300' must be at most 60000" },
+		{ "--step-ms 60000.5", "engram-stat: --step-ms '60000.5' must be at most 60000" },
+		{ "--step-ms 1e400", "engram-stat: --step-ms '1e400' must be at most 60000" },
+		{ "--step-ms nan", "engram-stat: --step-ms 'nan' is not a number" },
+		{ "--step-ms inf", "engram-stat: --step-ms 'inf' is not a number" },
+		{ "--step-ms 12x", "engram-stat: --step-ms '12x' is not a number" },
+		{ "--step-ms ''", "engram-stat: --step-ms '' is not a number" },
+		{ "--step-ms -1", "engram-stat: --step-ms '-1' must be at least 0" },
+		{ "--prefill-ms-per-token 1001", "engram-stat: --prefill-ms-per-token '1001' must be at most 1000" },
+		{ "--prefill-ms-per-token nan", "engram-stat: --prefill-ms-per-token 'nan' is not a number" },
+		{ "--zipf 1e400", "engram-stat: --zipf '1e400' must be at most 100" },
+		{ "--cache-mb -5", "engram-stat: --cache-mb '-5' is not a number" },
+		{ "--cache-mb 12x", "engram-stat: --cache-mb '12x' is not a number" },
+		{ "--cache-mb ''", "engram-stat: --cache-mb '' is not a number" },
+		{ "--cache-mb 99999999999999999999", "engram-stat: --cache-mb '99999999999999999999' must be at most" },
+		{ "--queue-depth 32769", "engram-stat: --queue-depth '32769' must be at most 32768" },
+		{ "--batch 12x", "engram-stat: --batch '12x' is not a number" },
+		{ "--max-steps 1e3", "engram-stat: --max-steps '1e3' is not a number" },
+		{ "--sweep cache=-5", "engram-stat: --sweep cache value '-5' is not a number" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *stream = strncmp(cases[i].opts, "--zipf", 6) ? "--tokens 1,2" : "";
+		sh_fails(2, cases[i].msg, "%s replay %s %s --no-wait %s", tool_path("engram-stat"), shard(), stream,
+			 cases[i].opts);
+	}
+}
+
+/* --svg naming an input (the shard, by a symlink, or the tokens file) is refused before any run. */
+static void test_svg_over_input(void **state)
+{
+	char link[700], tok[700], copy[700], want[2000];
+	static const int64_t toks[3] = { 1, 2, 3 };
+
+	(void)state;
+	snprintf(link, sizeof(link), "%s/shard-link.svg", tmpdir_create_once());
+	snprintf(copy, sizeof(copy), "%s/shard-copy", tmpdir_create_once());
+	snprintf(tok, sizeof(tok), "%s", write_tmp_npy_ints("toks.npy", toks, 3, 8));
+	assert_int_equal(sh("cp '%s' '%s' && ln -sf '%s' '%s'", shard(), copy, shard(), link), 0);
+	snprintf(want, sizeof(want), "engram-stat: --svg '%s' is the same file as the input '%s'", link, shard());
+	sh_fails(1, want, "%s replay %s --tokens %s --no-wait --svg %s", tool_path("engram-stat"), shard(), tok, link);
+	snprintf(want, sizeof(want), "engram-stat: --svg '%s' is the same file as the input '%s'", tok, tok);
+	sh_fails(1, want, "%s replay %s --tokens %s --no-wait --svg %s", tool_path("engram-stat"), shard(), tok, tok);
+	assert_int_equal(sh("cmp -s '%s' '%s'", shard(), copy), 0);
+	assert_int_equal(remove(copy), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters_add_up),
-		cmocka_unit_test(test_resident_stream_hits),
+		cmocka_unit_test(test_resident_stream_is_ready),
+		cmocka_unit_test(test_lookahead_and_drafts),
 		cmocka_unit_test(test_cold_depth0_misses),
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_zipf),
 		cmocka_unit_test(test_sweep_json_svg),
 		cmocka_unit_test(test_text_report),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_bad_numbers),
+		cmocka_unit_test(test_svg_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -84,7 +84,8 @@ static int config_args(char *dst, size_t cap)
 	char c[2048];
 
 	snprintf(c, sizeof(c), "%s", fixture("ref/v41/v41.config.json"));
-	return snprintf(dst, cap, "%s rows --config %s --token-map %s", tool(), c, fixture("ref/v41/v41.token_map.npy"));
+	return snprintf(dst, cap, "%s rows --config %s --token-map %s", tool(), c,
+			fixture("ref/v41/v41.token_map.npy"));
 }
 
 static void test_lists_with_mask_match_reference(void **state)
@@ -158,12 +159,27 @@ static void test_errors_are_clear(void **state)
 	free(out);
 }
 
+/* A mask holds 0 or 1 per token, given as a list or as an .npy file. */
+static void test_mask_is_0_or_1(void **state)
+{
+	static const int64_t two[2] = { 1, 2 };
+	char arg[700];
+
+	(void)state;
+	expect_error("--tokens 1,2 --mask 2,0", 1, "engram-stat: --mask value 2 at position 0 is not 0 or 1");
+	expect_error("--tokens 1,2 --mask 1,-1", 1, "engram-stat: --mask value -1 at position 1 is not 0 or 1");
+	snprintf(arg, sizeof(arg), "--tokens 1,2 --mask %s", write_tmp_npy_ints("mask.npy", two, 2, 8));
+	expect_error(arg, 1, "engram-stat: --mask value 2 at position 1 is not 0 or 1");
+	tmpdir_cleanup();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lists_with_mask_match_reference),
 		cmocka_unit_test(test_npy_tokens_match_reference),
 		cmocka_unit_test(test_errors_are_clear),
+		cmocka_unit_test(test_mask_is_0_or_1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,8 +43,8 @@ static void errors(void **state)
 	static const char json[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 1}}}";
 	const char *bad = write_tmp("bad.json", json, sizeof(json) - 1);
 	/* a bad file: exit 1, the message names it, no output appears */
-	assert_int_equal(sh("%s tokenmap %s --out %s 2>%s/err", tool_path("engram-stat"), bad, out, tmpdir_create_once()),
-			 1);
+	assert_int_equal(sh("%s tokenmap %s --out %s 2>%s/err", tool_path("engram-stat"), bad, out,
+			    tmpdir_create_once()), 1);
 	assert_int_not_equal(access(out, F_OK), 0);
 	char err_path[600];
 	snprintf(err_path, sizeof(err_path), "%s/err", tmpdir_create_once());
@@ -62,11 +62,29 @@ static void errors(void **state)
 	assert_int_equal(sh("%s tokenmap --help >/dev/null", tool_path("engram-stat")), 0);
 }
 
+/* --out naming the tokenizer file, by any path, is refused and leaves it as it was. */
+static void out_over_input(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char json[600], link[600], want[2000];
+
+	(void)state;
+	snprintf(json, sizeof(json), "%s/tok.json", dir);
+	snprintf(link, sizeof(link), "%s/tok-link.npy", dir);
+	assert_int_equal(sh("cp %s %s && ln -s %s %s", fixture("tokenizers/edge/sentencepiece.json"), json, json,
+			    link), 0);
+	snprintf(want, sizeof(want), "engram-stat: --out '%s' is the same file as the input '%s'", link, json);
+	sh_fails(1, want, "%s tokenmap %s --out %s", tool_path("engram-stat"), json, link);
+	assert_int_equal(sh("%s tokenmap %s --out %s >/dev/null 2>&1", tool_path("engram-stat"), json, json), 1);
+	assert_int_equal(sh("cmp -s %s %s", fixture("tokenizers/edge/sentencepiece.json"), json), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(writes_the_reference_npy),
 		cmocka_unit_test(errors),
+		cmocka_unit_test(out_over_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -357,6 +357,23 @@ int sh(const char *fmt, ...)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+void sh_fails(int status, const char *msg, const char *fmt, ...)
+{
+	static char cmd[65536];
+	char err_path[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	snprintf(err_path, sizeof(err_path), "%s/sh_fails.stderr", tmpdir_create_once());
+	int st = sh("%s >/dev/null 2>'%s'", cmd, err_path);
+	char *text = read_file(err_path, NULL);
+	if (st != status || !strstr(text, msg))
+		fail_msg("'%s': exit status %d, standard error '%s'; expected %d and '%s'", cmd, st, text, status, msg);
+	free(text);
+}
+
 int cleanup_tmpdir(void **state)
 {
 	(void)state;

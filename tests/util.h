@@ -58,6 +58,9 @@ const char *pack_v41_synthetic(uint64_t scale);
 const char *tool_path(const char *name);
 /* Run a shell command built from fmt; returns its exit status, or -1 if it did not exit. */
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Run the shell command built from fmt, its standard output discarded; fail the test unless it exits with
+ * status and its standard error holds msg. */
+void sh_fails(int status, const char *msg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A whole file in a malloc'd, NUL-terminated buffer; its length through len (may be NULL). */
 char *read_file(const char *path, size_t *len);
 /* Fail the test with what, the error's name and engram_last_error() when err < 0. */

@@ -38,18 +38,19 @@ static void usage(FILE *f)
 		"  --weights FILE...        .safetensors, model.safetensors.index.json or .npy files; repeatable\n"
 		"  --out PATH               the shard file, or with --split the JSON manifest\n"
 		"  --codec raw|zstd         table data as pages (default) or zstd frames\n"
-		"  --level N                zstd level (default 3)\n"
-		"  --block-pages N          pages per checksum block and zstd frame (default 16 raw, 4 zstd)\n"
+		"  --level N                zstd level, -131072 to 22 (default 3)\n"
+		"  --block-pages N          pages per checksum block and zstd frame, 1 to 4096 (default 16 raw,\n"
+		"                           4 zstd)\n"
 		"  --shuffle auto|on|off    zstd byte-plane shuffle of 16/32-bit elements (default auto)\n"
 		"  --template NAME          weight tensor name (or name suffix), {L} standing for the layer id\n"
 		"  --scale-template NAME    F8_E4M3 scale tensor name (default: the weight's, .weight -> .scale)\n"
 		"  --split layer|size:BYTES|heads:K\n"
-		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes),\n"
-		"                           or K shards of whole heads\n"
+		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes;\n"
+		"                           at least 4K), or K shards of whole heads\n"
 		"  --synthetic SCALE        synthetic rows, every vocab size divided by SCALE, instead of --weights\n"
 		"  --synthetic-dtype bf16|f32|f16|e4m3   (default bf16)\n"
 		"  --seed N                 seed of the synthetic rows (default 0)\n"
-		"  --threads N              compression workers (default: online CPUs)\n"
+		"  --threads N              compression workers, 1 to 4096 (default: online CPUs)\n"
 		"  --quiet                  no progress bar, no summary\n");
 }
 
@@ -67,76 +68,28 @@ static int usage_error(const char *fmt, ...)
 	return 2;
 }
 
-/* Decimal digits only, no sign, no overflow; the rest of the string goes to *end. */
-static int parse_u64_prefix(const char *s, uint64_t *v, const char **end)
-{
-	uint64_t x = 0;
-	const char *p = s;
-
-	if (*p < '0' || *p > '9')
-		return -1;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
-			return -1;
-		x = x * 10 + (uint64_t)(*p - '0');
-	}
-	*v = x;
-	*end = p;
-	return 0;
-}
-
-static int parse_unsigned(const char *s, uint64_t min, uint64_t max, uint64_t *v)
-{
-	const char *end;
-
-	return parse_u64_prefix(s, v, &end) == 0 && !*end && *v >= min && *v <= max ? 0 : -1;
-}
-
-/* BYTES with an optional K, M, G or T (powers of 1024). */
-static int parse_size(const char *s, uint64_t *v)
-{
-	const char *end;
-	unsigned shift = 0;
-
-	if (parse_u64_prefix(s, v, &end) < 0)
-		return -1;
-	if (*end) {
-		const char *units = "KMGT", *u = strchr(units, *end >= 'a' ? *end - 'a' + 'A' : *end);
-		if (!u || !*u || end[1])
-			return -1;
-		shift = 10 * (unsigned)(u - units + 1);
-	}
-	if (shift && *v > UINT64_MAX >> shift)
-		return -1;
-	*v <<= shift;
-	return 0;
-}
-
+/* --split layer|size:BYTES|heads:K. Returns 0, or prints the problem and returns -1. */
 static int parse_split(const char *s, struct engram_pack_options *o)
 {
-	uint64_t v;
-
 	if (!strcmp(s, "layer")) {
 		o->split = ENGRAM_SPLIT_LAYER;
 		return 0;
 	}
 	if (!strncmp(s, "size:", 5)) {
-		if (parse_size(s + 5, &v) < 0)
-			return usage_error("--split '%s': BYTES is not a number with an optional K, M, G or T", s);
-		if (v < 4096)
-			return usage_error("--split '%s': shards hold whole 4K pages, so BYTES must be at least 4K", s);
+		/* shards hold whole 4 KiB pages */
+		if (tool_parse_size("--split size:", s + 5, 4096, UINT64_MAX, &o->split_bytes) < 0)
+			return -1;
 		o->split = ENGRAM_SPLIT_SIZE;
-		o->split_bytes = v;
 		return 0;
 	}
 	if (!strncmp(s, "heads:", 6)) {
-		if (parse_unsigned(s + 6, 1, UINT_MAX, &v) < 0)
-			return usage_error("--split '%s': K is not a whole number of shards >= 1", s);
+		if (tool_parse_unsigned("--split heads:", s + 6, 1, UINT_MAX, &o->split_ranks) < 0)
+			return -1;
 		o->split = ENGRAM_SPLIT_HEADS;
-		o->split_ranks = (unsigned)v;
 		return 0;
 	}
-	return usage_error("--split '%s' is not layer, size:BYTES or heads:K", s);
+	tool_error("--split '%s' is not layer, size:BYTES or heads:K", s);
+	return -1;
 }
 
 static const char *match(const char *arg, const char *const *choices)
@@ -178,7 +131,6 @@ int main(int argc, char **argv)
 	const char **weights;
 	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL;
 	int c, quiet = 0, in_weights = 0, err, status = 2;
-	uint64_t v;
 
 	tool_name = "engram-pack";
 	argv[0] = (char *)tool_name; /* getopt's own messages */
@@ -214,25 +166,14 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			break;
-		case OPT_LEVEL: {
-			char *end;
-			long x;
-			errno = 0;
-			x = strtol(optarg, &end, 10);
-			if (end == optarg || *end || errno || x < -131072 || x > 22) {
-				usage_error("--level '%s' is not a zstd level (-131072 to 22)", optarg);
-				goto out;
-			}
-			o.zstd_level = (int)x;
+		case OPT_LEVEL:
+			if (tool_parse_int("--level", optarg, -131072, 22, &o.zstd_level) < 0)
+				goto bad_option;
 			level_arg = optarg;
 			break;
-		}
 		case OPT_BLOCK_PAGES:
-			if (parse_unsigned(optarg, 1, 4096, &v) < 0) {
-				usage_error("--block-pages '%s' is not a whole number from 1 to 4096", optarg);
-				goto out;
-			}
-			o.block_pages = (unsigned)v;
+			if (tool_parse_unsigned("--block-pages", optarg, 1, 4096, &o.block_pages) < 0)
+				goto bad_option;
 			break;
 		case OPT_SHUFFLE:
 			if (!strcmp(optarg, "auto"))
@@ -250,14 +191,12 @@ int main(int argc, char **argv)
 		case OPT_TEMPLATE: o.weight_template = optarg; break;
 		case OPT_SCALE_TEMPLATE: o.scale_template = optarg; break;
 		case OPT_SPLIT:
-			if (parse_split(optarg, &o) != 0)
-				goto out;
+			if (parse_split(optarg, &o) < 0)
+				goto bad_option;
 			break;
 		case OPT_SYNTHETIC:
-			if (parse_unsigned(optarg, 1, UINT64_MAX, &o.synthetic_scale) < 0) {
-				usage_error("--synthetic '%s' is not a whole number >= 1", optarg);
-				goto out;
-			}
+			if (tool_parse_u64("--synthetic", optarg, 1, UINT64_MAX, &o.synthetic_scale) < 0)
+				goto bad_option;
 			break;
 		case OPT_SYNTHETIC_DTYPE:
 			if (!(o.synthetic_dtype = match(optarg, dtypes))) {
@@ -266,18 +205,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_SEED:
-			if (parse_unsigned(optarg, 0, UINT64_MAX, &o.synthetic_seed) < 0) {
-				usage_error("--seed '%s' is not a whole number", optarg);
-				goto out;
-			}
+			if (tool_parse_u64("--seed", optarg, 0, UINT64_MAX, &o.synthetic_seed) < 0)
+				goto bad_option;
 			seed_arg = optarg;
 			break;
 		case OPT_THREADS:
-			if (parse_unsigned(optarg, 1, 4096, &v) < 0) {
-				usage_error("--threads '%s' is not a whole number from 1 to 4096", optarg);
-				goto out;
-			}
-			o.threads = (unsigned)v;
+			if (tool_parse_unsigned("--threads", optarg, 1, 4096, &o.threads) < 0)
+				goto bad_option;
 			break;
 		case 'q': quiet = 1; break;
 		case 'h':
@@ -289,8 +223,7 @@ int main(int argc, char **argv)
 			status = 0;
 			goto out;
 		default:
-			fprintf(stderr, "run 'engram-pack --help' for the options\n");
-			goto out;
+			goto bad_option;
 		}
 	}
 	if (optind < argc) {
@@ -322,6 +255,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	o.weights = weights;
+	const char *inputs[] = { o.config_path, o.token_map_path };
+	if (tool_out_distinct("--out", o.out_path, NULL, inputs, 2) < 0 ||
+	    tool_out_distinct("--out", o.out_path, NULL, weights, o.n_weights) < 0) {
+		status = 1;
+		goto out;
+	}
 
 	pack_progress_init(&bar, quiet ? NULL : stderr);
 	o.progress = pack_progress_update;
@@ -332,13 +271,7 @@ int main(int argc, char **argv)
 	double secs = pack_now() - t0;
 	pack_progress_clear(&bar);
 	if (err < 0) {
-		int sig = pack_interrupted();
-		if (sig) {
-			tool_error("interrupted: '%s' was not written", o.out_path);
-			status = 128 + sig;
-		} else {
-			status = tool_lib_error(err);
-		}
+		status = tool_lib_error(err);
 		goto out;
 	}
 	if (!quiet) {
@@ -354,6 +287,9 @@ int main(int argc, char **argv)
 		}
 	}
 	status = 0;
+	goto out;
+bad_option:
+	fprintf(stderr, "run 'engram-pack --help' for the options\n");
 out:
 	free(weights);
 	return status;

@@ -21,7 +21,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: engram-stat COMMAND [OPTIONS]   (engram-stat COMMAND --help for its options)\n\ncommands:\n");
+	fprintf(f, "usage: engram-stat COMMAND [OPTIONS]   (engram-stat COMMAND --help for its options)\n\n"
+		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }

@@ -6,11 +6,17 @@
 
 #include "pack_progress.h"
 
-static volatile sig_atomic_t caught;
-
+/* The library writes its files unnamed (O_TMPFILE) and names them only when complete, and commits a split set
+ * so that a reader sees the old set or the new one: dying at any moment leaves no partial output (where the
+ * filesystem has no O_TMPFILE, a hidden temporary file may stay). So the first SIGINT or SIGTERM ends the
+ * process at once, whatever it is blocked in. */
 static void on_signal(int sig)
 {
-	caught = sig;
+	static const char msg[] = "\nengram-pack: interrupted; no partial output is left\n";
+	ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+
+	(void)w;
+	_exit(128 + sig);
 }
 
 double pack_now(void)
@@ -28,16 +34,8 @@ void pack_catch_signals(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	/* SA_RESTART: the library's reads and writes must not fail with EINTR; SA_RESETHAND: a second
-	 * signal kills at once, for a pack that does not reach its next progress call. */
-	sa.sa_flags = SA_RESTART | SA_RESETHAND;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-}
-
-int pack_interrupted(void)
-{
-	return caught;
 }
 
 const char *pack_format_bytes(char *buf, size_t size, uint64_t bytes)
@@ -126,8 +124,6 @@ int pack_progress_update(void *arg, uint64_t done, uint64_t total)
 {
 	struct pack_progress *p = arg;
 
-	if (caught)
-		return 1;
 	if (!p->out || atomic_flag_test_and_set(&p->busy))
 		return 0;
 	double now = pack_now();

@@ -16,12 +16,11 @@ struct pack_progress {
 /* Seconds on the monotonic clock. */
 double pack_now(void);
 
-/* Catch SIGINT and SIGTERM: the first sets the flag pack_interrupted() reads, a second one kills. */
+/* The first SIGINT or SIGTERM ends the process at once (exit status 128 + signal), whatever it is blocked in:
+ * the library leaves no partial output behind. */
 void pack_catch_signals(void);
-/* Number of the signal caught, or 0. */
-int pack_interrupted(void);
 
-/* Draw on out when it is a terminal; otherwise only watch for signals. */
+/* Draw on out when it is a terminal; otherwise draw nothing. */
 void pack_progress_init(struct pack_progress *p, FILE *out);
 /* engram_pack_options.progress: redraws at most 10 times a second; non-zero once a signal was caught. */
 int pack_progress_update(void *arg, uint64_t done, uint64_t total);

@@ -23,7 +23,7 @@ void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct r
 
 	buf[0] = 0;
 	if (!sweep)
-		sweep = SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE;
+		sweep = SWEEP_ALL;
 #define ADD(...)                                                                                                       \
 	do {                                                                                                           \
 		if (n < size)                                                                                          \
@@ -39,6 +39,10 @@ void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct r
 		ADD("%s", mode_name(s->mode));
 	if (sweep & SWEEP_QUEUE)
 		ADD("queue depth %u", s->queue_depth);
+	if ((sweep & SWEEP_DRAFT) && s->draft_accept >= 0)
+		ADD("drafts %.2f", s->draft_accept);
+	else if (sweep & SWEEP_DRAFT)
+		ADD("no drafts");
 #undef ADD
 }
 
@@ -75,11 +79,14 @@ static const char *num(char *buf, size_t size, int p, double x)
 	return buf;
 }
 
-static const char *depth_text(unsigned depth)
+static const char *depth_text(unsigned depth, enum replay_lookahead la)
 {
-	return depth == 0   ? "no prefetch: rows are read when gathered"
-	       : depth == 1 ? "reads submitted at push"
-			    : "reads submitted at push and by a look-ahead hasher";
+	return depth == 0		    ? "no prefetch: rows are read when gathered"
+	       : depth == 1		    ? "reads submitted at push"
+	       : la == LOOKAHEAD_ORACLE ? "reads submitted at push, and D-1 steps ahead for every token: ORACLE, no "
+					  "engine knows decode tokens before they are sampled"
+					: "reads submitted at push, and D-1 steps ahead for prompt tokens (known once "
+					  "a request is queued)";
 }
 
 static void print_header(FILE *f, const struct replay_info *in, const struct replay_result *r)
@@ -91,8 +98,12 @@ static void print_header(FILE *f, const struct replay_info *in, const struct rep
 		in->cold ? "cold: evicted before each run" : "warm: read once before each run", in->dtype);
 	if (r)
 		fprintf(f, "settings  depth %u: %s\n          %s, %s, queue depth %u, cache %llu MB\n", r->set.depth,
-			depth_text(r->set.depth), mode_name(r->set.mode), r->backend, r->set.queue_depth,
+			depth_text(r->set.depth, in->lookahead), mode_name(r->set.mode), r->backend, r->set.queue_depth,
 			(unsigned long long)r->set.cache_mb);
+	if (r && r->set.draft_accept >= 0)
+		fprintf(f, "drafts    each decode token known one step early, right with probability %.2f: its rows\n"
+			   "          prefetched at the end of the step before (for nothing when wrong)\n",
+			r->set.draft_accept);
 	if (in->tokens_path)
 		fprintf(f, "stream    '%s': %zu tokens, ", in->tokens_path, in->n_tokens);
 	else
@@ -122,8 +133,8 @@ static void print_layers(FILE *f, const struct replay_result *r)
 {
 	char b[64];
 
-	fprintf(f, "LAYER        ROWS        HITS      LATE    MISSES  HIT RATE   WAIT MS     UNITS       READ"
-		   "    DISTINCT\n");
+	fprintf(f, "LAYER        ROWS       READY NOT_READY    MISSES     READY   WAIT MS     UNITS       READ"
+		   "    DISTINCT  LEAD P50  LEAD P95\n");
 	for (unsigned l = 0; l <= r->n_layers; l++) {
 		const struct engram_io_stats *s = l < r->n_layers ? &r->layers[l].st : &r->all;
 		if (l < r->n_layers)
@@ -135,24 +146,64 @@ static void print_layers(FILE *f, const struct replay_result *r)
 		put_num(f, 9, 4, replay_ratio((double)s->ready, (double)s->rows));
 		put_num(f, 9, 1, (double)s->wait_ns / 1e6);
 		mib(b, sizeof(b), (double)s->bytes);
-		fprintf(f, " %9llu %10s %11llu\n", (unsigned long long)s->units, b,
+		fprintf(f, " %9llu %10s %11llu", (unsigned long long)s->units, b,
 			(unsigned long long)(l < r->n_layers ? r->layers[l].distinct_rows : r->distinct_rows));
+		if (l < r->n_layers) {
+			put_num(f, 9, 2, r->layers[l].lead_p50_ms);
+			put_num(f, 9, 2, r->layers[l].lead_p95_ms);
+		}
+		fputc('\n', f);
 	}
+}
+
+/* The headline: how many rows were ready when asked for, and what share of the step the engine spent inside
+ * the library. */
+static void print_headline(FILE *f, const struct replay_info *in, const struct replay_result *r)
+{
+	char d[32];
+
+	fprintf(f, "ready     %s of the rows gathered were in memory when their gather was called",
+		num(d, sizeof(d), 4, replay_ratio((double)r->all.ready, (double)r->all.rows)));
+	for (unsigned l = 0; l < r->n_layers; l++)
+		fprintf(f, "%sL%d %s", l ? ", " : " (", r->layers[l].layer_id,
+			num(d, sizeof(d), 4, replay_ratio((double)r->layers[l].st.ready, (double)r->layers[l].st.rows)));
+	fprintf(f, "%s\n", r->n_layers ? ")" : "");
+	if (in->no_wait)
+		fprintf(f, "stall     no compute time (--no-wait): %.1f us per step in the library (mean; p99 %.1f)\n",
+			r->stall_us.mean, r->stall_us.p99);
+	else
+		fprintf(f, "stall     %.1f%% of a step's compute time is spent in the library (mean; p50 %.1f%%, p95 "
+			   "%.1f%%, p99 %.1f%%):\n          begin, pushes and prefetch %.2f ms, gathers %.2f ms per step; "
+			   "at 1%% a prefetcher counts as free\n",
+			100 * r->stall_share.mean, 100 * r->stall_share.p50, 100 * r->stall_share.p95,
+			100 * r->stall_share.p99, r->push_us.mean / 1e3, r->gather_us.mean / 1e3);
+	fprintf(f, "needed    lead the reads needed, from push to completion (p50 / p95 ms):");
+	for (unsigned l = 0; l < r->n_layers; l++) {
+		char e[32];
+		fprintf(f, "%s L%d %s / %s", l ? "," : "", r->layers[l].layer_id,
+			num(d, sizeof(d), 2, r->layers[l].lead_p50_ms), num(e, sizeof(e), 2, r->layers[l].lead_p95_ms));
+		if (!in->no_wait)
+			fprintf(f, " (has %.2f)", in->lead_ms[l]);
+	}
+	fputc('\n', f);
 }
 
 static void print_one(FILE *f, const struct replay_info *in, const struct replay_result *r)
 {
 	char b[64], c[64], d[32], e[32];
 
-	(void)in;
+	fputc('\n', f);
+	print_headline(f, in, r);
 	fputc('\n', f);
 	print_layers(f, r);
-	fprintf(f, "\nstall     us per step inside gather calls: mean %.1f  p50 %.1f  p95 %.1f  p99 %.1f  max %.1f\n",
-		r->stall_us.mean, r->stall_us.p50, r->stall_us.p95, r->stall_us.p99, r->stall_us.max);
-	fprintf(f, "hit rate  per step: min %.4f  mean %.4f  p95 %.4f  p99 %.4f  (pN: N%% of steps at or above)\n",
-		r->hit_min, r->hit_mean, r->hit_p95, r->hit_p99);
-	fprintf(f, "push      us per step in begin, pushes and look-ahead: mean %.1f  p99 %.1f\n", r->push_us.mean,
-		r->push_us.p99);
+	fprintf(f, "\nready     rate per step: min %.4f  mean %.4f  p95 %.4f  p99 %.4f  (pN: N%% of steps at or above)\n",
+		r->ready_min, r->ready_mean, r->ready_p95, r->ready_p99);
+	fprintf(f, "library   us per step: begin, pushes and prefetch mean %.1f p99 %.1f; gathers mean %.1f p99 %.1f\n",
+		r->push_us.mean, r->push_us.p99, r->gather_us.mean, r->gather_us.p99);
+	if (r->ahead_rows || r->drafts)
+		fprintf(f, "ahead     %llu rows requested by the look-ahead; %llu drafts (%llu right), %llu rows of drafts\n",
+			(unsigned long long)r->ahead_rows, (unsigned long long)r->drafts,
+			(unsigned long long)r->drafts_accepted, (unsigned long long)r->draft_rows);
 	mib(b, sizeof(b), (double)r->distinct_bytes);
 	fprintf(f, "rows      %llu gathered, %llu distinct (%s of records), %llu requested\n",
 		(unsigned long long)r->all.rows, (unsigned long long)r->distinct_rows, b,
@@ -174,9 +225,9 @@ static void print_one(FILE *f, const struct replay_info *in, const struct replay
 					     : replay_ratio((double)r->kernel_read_bytes, (double)r->distinct_bytes)),
 		c);
 	if (in->no_wait)
-		fprintf(f, "time      %.3f s wall (--no-wait), %.3f s in gather\n", r->wall_s, r->stall_s);
+		fprintf(f, "time      %.3f s wall (--no-wait), %.3f s in the library\n", r->wall_s, r->stall_s);
 	else
-		fprintf(f, "time      %.3f s wall: %.3f s compute, %.3f s in gather\n", r->wall_s, r->compute_s,
+		fprintf(f, "time      %.3f s wall: %.3f s compute, %.3f s in the library\n", r->wall_s, r->compute_s,
 			r->stall_s);
 }
 
@@ -190,6 +241,10 @@ static void print_settings(FILE *f, unsigned sw, const struct replay_setting *s)
 		fprintf(f, "%9s ", mode_name(s->mode));
 	if (sw & SWEEP_QUEUE)
 		fprintf(f, "%5u ", s->queue_depth);
+	if ((sw & SWEEP_DRAFT) && s->draft_accept >= 0)
+		fprintf(f, "%5.2f ", s->draft_accept);
+	else if (sw & SWEEP_DRAFT)
+		fprintf(f, "%5s ", "-");
 }
 
 static void print_settings_head(FILE *f, unsigned sw)
@@ -202,6 +257,32 @@ static void print_settings_head(FILE *f, unsigned sw)
 		fprintf(f, "     MODE ");
 	if (sw & SWEEP_QUEUE)
 		fprintf(f, "QUEUE ");
+	if (sw & SWEEP_DRAFT)
+		fprintf(f, "DRAFT ");
+}
+
+/* One plain sentence for a sweep with and without prefetch: what the engine waits of a step. */
+static void print_verdict(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
+{
+	const struct replay_result *off = NULL, *on = NULL;
+
+	if (in->no_wait)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].set.depth == 0 && !off)
+			off = &r[i];
+		if (r[i].set.depth >= 1 && !on)
+			on = &r[i];
+	}
+	if (!off || !on)
+		return;
+	fprintf(f, "\nIn short: with prefetch (depth %u) the engine thread spent %.1f%% of each %g ms step inside the "
+		   "library (%.2f ms;\np99 %.1f%%), against %.1f%% (%.2f ms; p99 %.1f%%) without: %s\n", on->set.depth,
+		100 * on->stall_share.mean, in->step_ms, on->stall_share.mean * in->step_ms, 100 * on->stall_share.p99,
+		100 * off->stall_share.mean, off->stall_share.mean * in->step_ms, 100 * off->stall_share.p99,
+		on->stall_share.mean <= 0.01 ? "the prefetcher hides the table reads (1% or less counts as free)."
+		: on->stall_share.mean < 0.1 ? "a model of these tables runs a few percent slower than with tables in RAM."
+					     : "the reads are not hidden; more RAM for rows (or drafts) is what helps.");
 }
 
 /* Two tables of one line per run: readiness and stalls, then I/O beside the kernel's counters. */
@@ -210,18 +291,27 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 	unsigned sw = in->sweep;
 	char fixed[200], a[32], b[32], c[32], d[32], e[32], g[32];
 
-	replay_setting_label(fixed, sizeof(fixed), ~sw & (SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE),
-			     &r[0].set, ", ");
-	fprintf(f, "settings  %s%sbackend %s\n\n", fixed, *fixed ? ", " : "", r[0].backend);
+	replay_setting_label(fixed, sizeof(fixed), ~sw & SWEEP_ALL, &r[0].set, ", ");
+	fprintf(f, "settings  %s%sbackend %s\n", fixed, *fixed ? ", " : "", r[0].backend);
+	if (r[0].set.depth >= 2 || (sw & SWEEP_DEPTH))
+		fprintf(f, "look-ahead (depth >= 2): %s\n", in->lookahead == LOOKAHEAD_ORACLE
+								 ? "ORACLE: decode tokens known before they are sampled"
+								 : "prompt tokens only");
+	fputc('\n', f);
 	print_settings_head(f, sw);
-	fprintf(f, "%8s", "HIT_RATE");
+	fprintf(f, "%8s", "READY");
 	for (unsigned l = 0; l < in->n_layers; l++) {
 		char h[16];
 		snprintf(h, sizeof(h), "L%d", in->layer_ids[l]);
 		fprintf(f, " %7s", h);
 	}
-	fprintf(f, " %8s %8s %12s %9s %8s %8s %8s\n", "LATE", "MISSES", "STEP_HIT_P95", "STALL_US", "P50", "P95",
-		"P99");
+	fprintf(f, " %7s %7s %7s %7s", "STALL%", "P50", "P95", "P99");
+	for (unsigned l = 0; l < in->n_layers; l++) {
+		char h[16];
+		snprintf(h, sizeof(h), "NEED_L%d", in->layer_ids[l]);
+		fprintf(f, " %8s", h);
+	}
+	fputc('\n', f);
 	for (size_t i = 0; i < n; i++) {
 		const struct replay_result *x = &r[i];
 		print_settings(f, sw, &x->set);
@@ -230,32 +320,37 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 			fprintf(f, " %7s",
 				num(a, sizeof(a), 4,
 				    replay_ratio((double)x->layers[l].st.ready, (double)x->layers[l].st.rows)));
-		fprintf(f, " %8llu %8llu %12s %9s %8s %8s %8s\n", (unsigned long long)x->all.not_ready,
-			(unsigned long long)x->all.misses, num(a, sizeof(a), 4, x->hit_p95),
-			num(b, sizeof(b), 1, x->stall_us.mean), num(c, sizeof(c), 1, x->stall_us.p50),
-			num(d, sizeof(d), 1, x->stall_us.p95), num(e, sizeof(e), 1, x->stall_us.p99));
+		fprintf(f, " %7s %7s %7s %7s", num(b, sizeof(b), 2, 100 * x->stall_share.mean),
+			num(c, sizeof(c), 2, 100 * x->stall_share.p50), num(d, sizeof(d), 2, 100 * x->stall_share.p95),
+			num(e, sizeof(e), 2, 100 * x->stall_share.p99));
+		for (unsigned l = 0; l < x->n_layers; l++)
+			fprintf(f, " %8s", num(a, sizeof(a), 2, x->layers[l].lead_p95_ms));
+		fputc('\n', f);
 	}
 	fputc('\n', f);
 	print_settings_head(f, sw);
-	fprintf(f, "%8s %8s %8s %6s %6s %8s %10s %6s %8s\n", "UNITS", "READS", "READ_MIB", "DEDUP", "AMPL", "MAJFLT",
-		"KERNEL_MIB", "K_AMPL", "WALL_S");
+	fprintf(f, "%9s %8s %8s %8s %8s %6s %6s %8s %10s %6s %8s\n", "NOT_READY", "MISSES", "UNITS", "READS",
+		"READ_MIB", "DEDUP", "AMPL", "MAJFLT", "KERNEL_MIB", "K_AMPL", "WALL_S");
 	for (size_t i = 0; i < n; i++) {
 		const struct replay_result *x = &r[i];
 		double kb = x->kernel_read_bytes < 0 ? NAN : (double)x->kernel_read_bytes;
 		print_settings(f, sw, &x->set);
-		fprintf(f, "%8llu %8llu %8s %6s %6s %8ld %10s %6s %8s\n", (unsigned long long)x->all.units,
-			(unsigned long long)x->all.ios, num(a, sizeof(a), 1, (double)x->all.bytes / (1024.0 * 1024)),
+		fprintf(f, "%9llu %8llu %8llu %8llu %8s %6s %6s %8ld %10s %6s %8s\n", (unsigned long long)x->all.not_ready,
+			(unsigned long long)x->all.misses, (unsigned long long)x->all.units, (unsigned long long)x->all.ios,
+			num(a, sizeof(a), 1, (double)x->all.bytes / (1024.0 * 1024)),
 			num(b, sizeof(b), 2, replay_ratio((double)x->all.rows, (double)x->all.units)),
 			num(c, sizeof(c), 2, replay_ratio((double)x->all.bytes, (double)x->distinct_bytes)),
 			x->major_faults, num(d, sizeof(d), 1, kb / (1024.0 * 1024)),
 			num(e, sizeof(e), 2, replay_ratio(kb, (double)x->distinct_bytes)),
 			num(g, sizeof(g), 2, x->wall_s));
 	}
-	fprintf(f, "\nHIT_RATE, L<id>: hits / rows gathered (all layers, each layer); STEP_HIT_P95: the hit rate "
-		   "that 95%% of steps\nreach or beat; STALL_US: mean time per step inside gather calls, P50..P99 of "
-		   "the same; DEDUP: rows gathered\nper unit read; AMPL: bytes read / (distinct rows x record bytes); "
-		   "MAJFLT: major page faults; KERNEL_MIB,\nK_AMPL: read_bytes of /proc/self/io, and the same over "
-		   "distinct row bytes\n");
+	fprintf(f, "\nREADY, L<id>: rows in memory when their gather was called / rows gathered (all layers, each "
+		   "layer); STALL%%:\nthe engine thread's time in the library (begin, pushes, prefetch, gathers) as a "
+		   "share of the step's\ncompute time, mean and P50..P99 over steps; NEED_L<id>: p95 of the lead (ms) a "
+		   "row's read needed, push\nto completion; DEDUP: rows gathered per unit read; AMPL: bytes read / "
+		   "(distinct rows x record bytes);\nMAJFLT: major page faults; KERNEL_MIB, K_AMPL: read_bytes of "
+		   "/proc/self/io, and the same over distinct row bytes\n");
+	print_verdict(f, in, r, n);
 }
 
 void replay_print_text(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
@@ -287,11 +382,17 @@ static json_t *jdist(const struct replay_dist *d)
 
 static json_t *jstats(const struct engram_io_stats *s)
 {
-	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "rows", jint(s->rows), "hits", jint(s->ready),
-			 "late", jint(s->not_ready), "misses", jint(s->misses), "hit_rate",
-			 jreal(replay_ratio((double)s->ready, (double)s->rows)), "requested", jint(s->requested),
-			 "units", jint(s->units), "ios", jint(s->ios), "bytes_read", jint(s->bytes), "wait_ms",
-			 jreal((double)s->wait_ns / 1e6));
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "ready_rate",
+			 jreal(replay_ratio((double)s->ready, (double)s->rows)), "rows", jint(s->rows), "ready",
+			 jint(s->ready), "not_ready", jint(s->not_ready), "misses", jint(s->misses), "requested",
+			 jint(s->requested), "units", jint(s->units), "ios", jint(s->ios), "bytes_read", jint(s->bytes),
+			 "wait_ms", jreal((double)s->wait_ns / 1e6));
+}
+
+static json_t *jshare(const struct replay_dist *d)
+{
+	return json_pack("{s:o,s:o,s:o,s:o}", "mean", jreal(d->mean), "p50", jreal(d->p50), "p95", jreal(d->p95),
+			 "p99", jreal(d->p99));
 }
 
 static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
@@ -307,7 +408,10 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		json_t *j = json_pack("{s:i}", "layer_id", ly->layer_id), *st = jstats(&ly->st);
 		int bad = !j || !st || json_object_update(j, st);
 		json_decref(st);
-		if (bad || json_object_set_new(j, "distinct_rows", jint(ly->distinct_rows)) ||
+		if (bad ||
+		    json_object_set_new(j, "needed_lead_ms",
+					json_pack("{s:o,s:o}", "p50", jreal(ly->lead_p50_ms), "p95", jreal(ly->lead_p95_ms))) ||
+		    json_object_set_new(j, "distinct_rows", jint(ly->distinct_rows)) ||
 		    json_object_set_new(j, "record_bytes", jint(ly->record_size)) ||
 		    json_object_set_new(
 			    j, "read_amplification",
@@ -318,20 +422,27 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		}
 	}
 	json_t *head = json_pack(
-		"{s:i,s:I,s:s,s:i,s:s,s:s,s:o,s:I}", "depth", (int)r->set.depth, "cache_mb",
+		"{s:o,s:o,s:i,s:s,s:o,s:I,s:s,s:i,s:s,s:s,s:o,s:I}", "ready_rate",
+		jreal(replay_ratio((double)r->all.ready, (double)r->all.rows)), "stall_share", jshare(&r->stall_share),
+		"depth", (int)r->set.depth, "lookahead", in->lookahead == LOOKAHEAD_ORACLE ? "oracle" : "prompt",
+		"draft_accept", r->set.draft_accept < 0 ? json_null() : json_real(r->set.draft_accept), "cache_mb",
 		(json_int_t)r->set.cache_mb, "mode", mode_name(r->set.mode), "queue_depth", (int)r->set.queue_depth,
 		"backend", r->backend, "state", in->cold ? "cold" : "warm", "resident_at_start",
 		r->resident_start < 0 ? json_null() : json_real(r->resident_start), "steps", (json_int_t)r->steps);
 	json_t *rest = json_pack(
-		"{s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:o,s:o,s:o},s:{s:I,s:o,s:o},s:o}", "distinct_rows",
-		jint(r->distinct_rows), "distinct_row_bytes", jint(r->distinct_bytes), "dedup_ratio",
+		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o},"
+		"s:{s:I,s:o,s:o},s:o}",
+		"distinct_rows", jint(r->distinct_rows), "distinct_row_bytes", jint(r->distinct_bytes), "dedup_ratio",
 		jreal(replay_ratio((double)r->all.rows, (double)r->all.units)), "read_amplification",
 		jreal(replay_ratio((double)r->all.bytes, (double)r->distinct_bytes)), "stall_us", jdist(&r->stall_us),
-		"push_us", jdist(&r->push_us), "step_hit_rate", "min", jreal(r->hit_min), "mean", jreal(r->hit_mean),
-		"p95", jreal(r->hit_p95), "p99", jreal(r->hit_p99), "time_s", "wall", jreal(r->wall_s), "compute",
-		jreal(r->compute_s), "gather", jreal(r->stall_s), "kernel", "major_faults", (json_int_t)r->major_faults,
-		"read_bytes", r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes),
-		"read_amplification", jreal(kamp), "layers", layers);
+		"push_us", jdist(&r->push_us), "gather_us", jdist(&r->gather_us), "step_ready_rate", "min",
+		jreal(r->ready_min), "mean", jreal(r->ready_mean), "p95", jreal(r->ready_p95), "p99", jreal(r->ready_p99),
+		"ahead", "lookahead_rows", (json_int_t)r->ahead_rows, "drafts", (json_int_t)r->drafts, "drafts_right",
+		(json_int_t)r->drafts_accepted, "draft_rows", (json_int_t)r->draft_rows, "time_s", "wall",
+		jreal(r->wall_s), "compute", jreal(r->compute_s), "library", jreal(r->stall_s), "kernel", "major_faults",
+		(json_int_t)r->major_faults, "read_bytes",
+		r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes), "read_amplification",
+		jreal(kamp), "layers", layers);
 	layers = NULL;
 	if (!head || !rest || json_object_update(head, o) || json_object_update(head, rest)) {
 		json_decref(head);
@@ -364,8 +475,9 @@ char *replay_json(const struct replay_info *in, const struct replay_result *r, s
 	} keys[] = { { SWEEP_DEPTH, "depth" },
 		     { SWEEP_CACHE, "cache_mb" },
 		     { SWEEP_MODE, "mode" },
-		     { SWEEP_QUEUE, "queue_depth" } };
-	for (size_t k = 0; k < 4; k++)
+		     { SWEEP_QUEUE, "queue_depth" },
+		     { SWEEP_DRAFT, "draft_accept" } };
+	for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++)
 		if ((in->sweep & keys[k].bit) && json_array_append_new(sweep, json_string(keys[k].name)))
 			goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -438,6 +550,8 @@ struct panel {
 	double top, height, max;
 	const char *title, *color;
 	int decimals;
+	double line;          /* a dashed reference line at this value; NaN: none */
+	const char *line_label;
 };
 
 static void draw_panel(FILE *f, const struct panel *p, const double *v, size_t n, double x0, double slot)
@@ -453,6 +567,15 @@ static void draw_panel(FILE *f, const struct panel *p, const double *v, size_t n
 			x0 + slot * (double)n, y);
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", x0 - 6, y + 4);
 		fprintf(f, "%.*f", p->decimals, val);
+		fprintf(f, "</text>\n");
+	}
+	if (!isnan(p->line) && p->line <= p->max) {
+		double y = bottom - p->height * p->line / p->max;
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#2a9d8f\" "
+			   "stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n", x0, y, x0 + slot * (double)n, y);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#2a9d8f\">", x0 + slot * (double)n + 4,
+			y + 3);
+		xml_text(f, p->line_label);
 		fprintf(f, "</text>\n");
 	}
 	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", x0, p->top, x0, bottom);
@@ -477,7 +600,7 @@ static void draw_panel(FILE *f, const struct panel *p, const double *v, size_t n
 
 int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
 {
-	double slot = 90, x0 = 80, width = x0 + slot * (double)n + 30, ph = 170;
+	double slot = 90, x0 = 80, width = x0 + slot * (double)n + 70, ph = 170;
 	double *hit = malloc((n ? n : 1) * sizeof(*hit)), *p99 = malloc((n ? n : 1) * sizeof(*p99)), top = 0;
 	char title[1200], label[160];
 	const char *base = strrchr(in->shard, '/');
@@ -489,16 +612,18 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 	}
 	if (width < 680) {
 		width = 680;
-		slot = (width - x0 - 30) / (double)(n ? n : 1);
+		slot = (width - x0 - 70) / (double)(n ? n : 1);
 		if (slot > 140)
 			slot = 140;
 	}
 	for (size_t i = 0; i < n; i++) {
 		hit[i] = 100 * replay_ratio((double)r[i].all.ready, (double)r[i].all.rows);
-		p99[i] = r[i].stall_us.p99;
+		p99[i] = in->no_wait ? r[i].stall_us.mean : 100 * r[i].stall_share.mean;
 		if (!isnan(p99[i]) && p99[i] > top)
 			top = p99[i];
 	}
+	if (!in->no_wait && top < 2)
+		top = 2; /* the 1% line stays in view */
 	double height = 70 + 40 + ph + 60 + ph + 70;
 	fprintf(f,
 		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -522,27 +647,31 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"58\" font-size=\"11\">", x0 - 60);
 	if (in->no_wait)
 		snprintf(title, sizeof(title),
-			 "no compute time (--no-wait); hit rate: hits / rows gathered; stall: "
-			 "time in gather calls");
+			 "no compute time (--no-wait); ready: rows in memory when their gather was called; stall: "
+			 "time in the library");
 	else
 		snprintf(title, sizeof(title),
-			 "decode step %g ms of %u layers; hit rate: hits / rows gathered; stall: "
-			 "time in gather calls",
+			 "decode step %g ms of %u layers; ready: rows in memory when their gather was called; stall: the "
+			 "engine's time in the library / compute",
 			 in->step_ms, in->layers_total);
 	xml_text(f, title);
 	fprintf(f, "</text>\n");
 	struct panel hp = { .top = 110,
 			    .height = ph,
 			    .max = 100,
-			    .title = "hit rate (% of rows ready at gather)",
+			    .title = "ready rate (% of rows in memory when their gather was called)",
 			    .decimals = 1,
-			    .color = "#4c78a8" };
+			    .color = "#4c78a8",
+			    .line = NAN };
 	struct panel sp = { .top = 110 + ph + 60,
 			    .height = ph,
 			    .max = top > 0 ? 4 * nice_ceil(top / 4) : 1,
-			    .title = "p99 stall per step (microseconds)",
-			    .decimals = 0,
-			    .color = "#e45756" };
+			    .title = in->no_wait ? "time in the library per step (microseconds, mean)"
+						 : "stall share (% of the step's compute spent in the library, mean)",
+			    .decimals = in->no_wait ? 0 : 1,
+			    .color = "#e45756",
+			    .line = in->no_wait ? NAN : 1.0,
+			    .line_label = "1%: free" };
 	draw_panel(f, &hp, hit, n, x0, slot);
 	draw_panel(f, &sp, p99, n, x0, slot);
 	for (size_t i = 0; i < n; i++) {

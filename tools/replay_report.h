@@ -14,10 +14,18 @@ struct replay_setting {
 	uint64_t cache_mb;     /* private cache (0: the library's default) */
 	enum engram_mode mode;
 	unsigned queue_depth;  /* 0: the library's default */
+	double draft_accept;   /* speculative drafts accepted with this probability; < 0: no drafts */
 };
 
 /* Which settings the sweep varies (they name each run in tables, JSON and the chart). */
-enum { SWEEP_DEPTH = 1, SWEEP_CACHE = 2, SWEEP_MODE = 4, SWEEP_QUEUE = 8 };
+enum { SWEEP_DEPTH = 1, SWEEP_CACHE = 2, SWEEP_MODE = 4, SWEEP_QUEUE = 8, SWEEP_DRAFT = 16 };
+#define SWEEP_ALL (SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE | SWEEP_DRAFT)
+
+/* What a look-ahead (depth >= 2) may know of later steps. */
+enum replay_lookahead {
+	LOOKAHEAD_PROMPT = 0, /* prompt tokens only: known when a request is queued (what an engine has) */
+	LOOKAHEAD_ORACLE = 1, /* decode tokens too, before they are sampled: no engine has this */
+};
 
 /* Everything a report says about the replay as a whole. */
 struct replay_info {
@@ -44,6 +52,7 @@ struct replay_info {
 	double *lead_ms;            /* per Engram layer, of a decode step */
 	unsigned sweep;             /* SWEEP_* bits */
 	uint64_t shard_bytes;       /* all shard files */
+	enum replay_lookahead lookahead;
 };
 
 struct replay_layer {
@@ -51,6 +60,7 @@ struct replay_layer {
 	unsigned record_size;
 	uint64_t distinct_rows;
 	struct engram_io_stats st; /* over the run */
+	double lead_p50_ms, lead_p95_ms; /* the lead its rows' reads needed (engram_io_stats.lead_hist) */
 };
 
 struct replay_dist {
@@ -65,10 +75,16 @@ struct replay_result {
 	struct engram_io_stats all;
 	uint64_t distinct_rows, distinct_bytes;
 	size_t steps;
-	struct replay_dist stall_us;    /* per step: wall time inside gather calls */
+	/* per step: the engine thread's time inside the library (begin, pushes, look-ahead and draft prefetch,
+	 * gathers): all of it is time the layers are not running */
+	struct replay_dist stall_us;
+	struct replay_dist stall_share; /* per step: stall / the step's compute time (NaN with --no-wait) */
 	struct replay_dist push_us;     /* per step: begin, pushes and look-ahead prefetch */
-	double hit_min, hit_mean, hit_p95, hit_p99; /* per step; pN: N% of steps at or above it */
+	struct replay_dist gather_us;   /* per step: gathers */
+	double ready_min, ready_mean, ready_p95, ready_p99; /* per step's ready rate; pN: N% of steps at or above */
 	double wall_s, compute_s, stall_s;
+	uint64_t ahead_rows;            /* rows requested by the look-ahead (depth >= 2) */
+	uint64_t drafts, drafts_accepted, draft_rows; /* speculative drafts, and the rows their prefetch requested */
 	long major_faults;
 	int64_t kernel_read_bytes;      /* -1: /proc/self/io unreadable */
 	double resident_start;          /* fraction of shard pages in the page cache at the start; -1 unknown */
@@ -82,7 +98,10 @@ void replay_print_text(FILE *f, const struct replay_info *info, const struct rep
 char *replay_json(const struct replay_info *info, const struct replay_result *r, size_t n_runs);
 /* The chart as SVG text to f. Returns 0 or -1 (write error). */
 int replay_svg(FILE *f, const struct replay_info *info, const struct replay_result *r, size_t n_runs);
-/* "depth 2, cache 256 MB": the settings a sweep varies (all four when it varies none). */
+/* Nearest-rank percentile p (0..100) of a lead histogram (engram_io_stats.lead_hist), in ms: the upper edge of
+ * the bucket holding it; NaN when the histogram is empty. */
+double replay_lead_ms(const uint64_t *hist, double p);
+/* "depth 2, cache 256 MB": the settings a sweep varies (all of them when it varies none). */
 void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct replay_setting *s, const char *sep);
 
 #endif

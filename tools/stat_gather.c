@@ -2,6 +2,7 @@
  * path an engine uses) and written as .npy. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,24 +14,14 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: engram-stat gather SHARD --tokens T [--mask M] --layer L --dtype f32|bf16|native --out FILE.npy\n"
-		   "         [--mode pagecache|direct] [--cache-mb N] [--queue-depth N]\n"
-		   "  T, M: an .npy file or a comma-separated list; L: a model layer id with an Engram table\n"
+	fprintf(f, "usage: engram-stat gather SHARD --tokens T [--mask M] --layer L --dtype f32|bf16|native\n"
+		   "         --out FILE.npy [--mode pagecache|direct] [--cache-mb N] [--queue-depth N]\n"
+		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
+		   "  L: a model layer id with an Engram table\n"
+		   "  --cache-mb N: private cache of direct mode and zstd tables, N >= 1 (default 256)\n"
+		   "  --queue-depth N: reads in flight at most, 1 to 32768 (default 1024)\n"
 		   "  f32: float32 [positions, columns x head_dim]; bf16: the same as uint16 bit patterns;\n"
 		   "  native: uint8 [positions, columns, record bytes]\n");
-}
-
-static int parse_out(const char *s, enum engram_out *out)
-{
-	if (!strcmp(s, "f32"))
-		*out = ENGRAM_OUT_F32;
-	else if (!strcmp(s, "bf16"))
-		*out = ENGRAM_OUT_BF16;
-	else if (!strcmp(s, "native"))
-		*out = ENGRAM_OUT_NATIVE;
-	else
-		return -1;
-	return 0;
 }
 
 int stat_gather(int argc, char **argv)
@@ -45,45 +36,42 @@ int stat_gather(int argc, char **argv)
 	const char *tokens_arg = NULL, *mask_arg = NULL, *out_path = NULL, *layer_arg = NULL, *dtype_arg = NULL;
 	struct engram_session_options so = { .size = sizeof(struct engram_session_options), .max_seqs = 1 };
 	enum engram_out out = ENGRAM_OUT_F32;
-	int64_t *tokens = NULL, *mask_vals = NULL;
-	size_t n = 0, n_mask = 0;
+	int64_t *tokens = NULL;
+	size_t n = 0;
 	uint8_t *mask = NULL, *buf = NULL;
 	engram_store *st = NULL;
 	engram_session *s = NULL;
 	struct tool_out o = { 0 };
-	int c, err, status = 1;
-	char *end;
+	uint64_t cache_mb;
+	int c, err, status = 1, layer_id = 0;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': tokens_arg = optarg; break;
 		case 'k': mask_arg = optarg; break;
-		case 'l': layer_arg = optarg; break;
-		case 'd': dtype_arg = optarg; break;
 		case 'o': out_path = optarg; break;
 		case 'm':
-			if (!strcmp(optarg, "pagecache"))
-				so.mode = ENGRAM_MODE_PAGECACHE;
-			else if (!strcmp(optarg, "direct"))
-				so.mode = ENGRAM_MODE_DIRECT;
-			else {
-				tool_error("--mode '%s' is not pagecache or direct", optarg);
+			if (tool_parse_mode("--mode", optarg, &so.mode) < 0)
 				return 2;
-			}
 			break;
 		case 'c':
-			so.cache_bytes = strtoull(optarg, &end, 10) << 20;
-			if (*end || !so.cache_bytes) {
-				tool_error("--cache-mb '%s' is not a positive number", optarg);
+			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &cache_mb) < 0)
 				return 2;
-			}
+			so.cache_bytes = cache_mb << 20;
 			break;
 		case 'q':
-			so.queue_depth = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || !so.queue_depth) {
-				tool_error("--queue-depth '%s' is not a positive number", optarg);
+			if (tool_parse_unsigned("--queue-depth", optarg, 1, TOOL_QUEUE_DEPTH_MAX, &so.queue_depth) < 0)
 				return 2;
-			}
+			break;
+		case 'l':
+			if (tool_parse_int("--layer", optarg, 0, INT_MAX, &layer_id) < 0)
+				return 2;
+			layer_arg = optarg;
+			break;
+		case 'd':
+			if (tool_parse_dtype("--dtype", optarg, &out) < 0)
+				return 2;
+			dtype_arg = optarg;
 			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -94,40 +82,22 @@ int stat_gather(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (parse_out(dtype_arg, &out) < 0) {
-		tool_error("--dtype '%s' is not f32, bf16 or native", dtype_arg);
-		return 2;
-	}
-	long layer_id = strtol(layer_arg, &end, 10);
-	if (*end || end == layer_arg) {
-		tool_error("--layer '%s' is not a layer number", layer_arg);
-		return 2;
-	}
 	if ((err = engram_open(&st, argv[optind], 0)) < 0)
 		return tool_lib_error(err);
 	const engram_config *cfg = engram_store_config(st);
-	int li = engram_config_layer_index(cfg, (int)layer_id);
+	int li = engram_config_layer_index(cfg, layer_id);
 	if (li < 0) {
-		tool_error("layer %ld has no Engram table in '%s'", layer_id, argv[optind]);
+		tool_error("layer %d has no Engram table in '%s'", layer_id, argv[optind]);
 		goto done;
 	}
 	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)
 		goto done;
-	if (mask_arg) {
-		if (tool_load_ints(mask_arg, "--mask", &mask_vals, &n_mask) < 0)
-			goto done;
-		if (n_mask != n) {
-			tool_error("--mask has %zu values for %zu tokens", n_mask, n);
-			goto done;
-		}
-		mask = malloc(n ? n : 1);
-		for (size_t i = 0; mask && i < n; i++)
-			mask[i] = mask_vals[i] != 0;
-	}
+	if (mask_arg && tool_load_mask(mask_arg, n, &mask) < 0)
+		goto done;
 	unsigned cols = engram_config_columns(cfg);
 	size_t rb = engram_out_row_bytes(st, (unsigned)li, out);
 	buf = malloc((size_t)CHUNK * cols * rb);
-	if (!buf || (mask_arg && !mask)) {
+	if (!buf) {
 		tool_error("out of memory");
 		goto done;
 	}
@@ -135,7 +105,8 @@ int stat_gather(int argc, char **argv)
 		tool_lib_error(err);
 		goto done;
 	}
-	if (tool_out_open(&o, out_path) < 0)
+	const char *inputs[] = { argv[optind], tokens_arg, mask_arg };
+	if (tool_out_distinct("--out", out_path, st, inputs, 3) < 0 || tool_out_open(&o, out_path) < 0)
 		goto done;
 	uint64_t shape[3] = { n, (uint64_t)cols * engram_config_head_dim(cfg), 0 };
 	if (out == ENGRAM_OUT_NATIVE) {
@@ -168,7 +139,6 @@ done:
 	engram_session_destroy(s);
 	engram_close(st);
 	engram_free(tokens);
-	engram_free(mask_vals);
 	free(mask);
 	free(buf);
 	return status;

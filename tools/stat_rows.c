@@ -23,8 +23,8 @@ int stat_rows(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL, *map = NULL, *tokens_arg = NULL, *mask_arg = NULL;
-	int64_t *tokens = NULL, *mask_vals = NULL;
-	size_t n = 0, n_mask = 0;
+	int64_t *tokens = NULL;
+	size_t n = 0;
 	uint8_t *mask = NULL;
 	uint64_t *rows = NULL;
 	engram_config *cfg = NULL;
@@ -42,7 +42,8 @@ int stat_rows(int argc, char **argv)
 		}
 	}
 	if (!config || !map || !tokens_arg || optind != argc) {
-		tool_error("rows needs --config, --token-map and --tokens%s", optind != argc ? " and no other arguments" : "");
+		tool_error("rows needs --config, --token-map and --tokens%s",
+			   optind != argc ? " and no other arguments" : "");
 		usage(stderr);
 		return 2;
 	}
@@ -50,26 +51,8 @@ int stat_rows(int argc, char **argv)
 		return tool_lib_error(err);
 	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)
 		goto out;
-	if (mask_arg) {
-		if (tool_load_ints(mask_arg, "--mask", &mask_vals, &n_mask) < 0)
-			goto out;
-		if (n_mask != n) {
-			tool_error("--mask has %zu values for %zu tokens", n_mask, n);
-			goto out;
-		}
-		mask = malloc(n ? n : 1);
-		if (!mask) {
-			tool_error("out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < n; i++) {
-			if (mask_vals[i] != 0 && mask_vals[i] != 1) {
-				tool_error("--mask value %lld at position %zu is not 0 or 1", (long long)mask_vals[i], i);
-				goto out;
-			}
-			mask[i] = (uint8_t)mask_vals[i];
-		}
-	}
+	if (mask_arg && tool_load_mask(mask_arg, n, &mask) < 0)
+		goto out;
 
 	const unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
 	const size_t chunk = 4096;
@@ -107,7 +90,6 @@ out:
 	engram_hasher_destroy(h);
 	engram_config_free(cfg);
 	engram_free(tokens);
-	engram_free(mask_vals);
 	free(mask);
 	free(rows);
 	return status;

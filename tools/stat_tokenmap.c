@@ -41,6 +41,9 @@ int stat_tokenmap(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	const char *inputs[] = { argv[optind] };
+	if (out_path && tool_out_distinct("--out", out_path, NULL, inputs, 1) < 0)
+		return 1;
 	if ((err = engram_tokenmap_build(argv[optind], &map, &n, &n_compressed, digest)) < 0)
 		return tool_lib_error(err);
 	if (out_path) {

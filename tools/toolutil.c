@@ -1,5 +1,7 @@
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,180 @@ int tool_lib_error(int err)
 	return 1;
 }
 
+/* ---- option values ---- */
+
+enum { SCAN_OK, SCAN_NONE, SCAN_BIG };
+
+/* Decimal digits at s, at least one, into *v (SCAN_BIG: beyond UINT64_MAX, *v saturated); *end gets the
+ * first character after them. */
+static int scan_u64(const char *s, uint64_t *v, const char **end)
+{
+	uint64_t x = 0;
+	int big = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return SCAN_NONE;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+		big |= x > (UINT64_MAX - d) / 10;
+		x = big ? UINT64_MAX : x * 10 + d;
+	}
+	*v = x;
+	*end = p;
+	return big ? SCAN_BIG : SCAN_OK;
+}
+
+/* An integer with an optional '-' at s into *v (SCAN_BIG: beyond int64_t, *v saturated). */
+static int scan_i64(const char *s, int64_t *v, const char **end)
+{
+	int neg = *s == '-';
+	uint64_t mag;
+	int r = scan_u64(s + neg, &mag, end);
+
+	if (r == SCAN_NONE)
+		return r;
+	if (r == SCAN_BIG || mag > (uint64_t)INT64_MAX + neg) {
+		*v = neg ? INT64_MIN : INT64_MAX;
+		return SCAN_BIG;
+	}
+	*v = neg ? -(int64_t)(mag - 1) - 1 : (int64_t)mag;
+	return SCAN_OK;
+}
+
+static int not_a_number(const char *opt, const char *arg)
+{
+	tool_error("%s '%s' is not a number", opt, arg);
+	return -1;
+}
+
+static int check_u64(const char *opt, const char *arg, uint64_t x, int big, uint64_t min, uint64_t max)
+{
+	if (big || x > max) {
+		tool_error("%s '%s' must be at most %llu", opt, arg, (unsigned long long)max);
+		return -1;
+	}
+	if (x < min) {
+		tool_error("%s '%s' must be at least %llu", opt, arg, (unsigned long long)min);
+		return -1;
+	}
+	return 0;
+}
+
+int tool_parse_u64(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *v)
+{
+	const char *end;
+	uint64_t x;
+	int r = scan_u64(arg, &x, &end);
+
+	if (r == SCAN_NONE || *end)
+		return not_a_number(opt, arg);
+	if (check_u64(opt, arg, x, r == SCAN_BIG, min, max) < 0)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+int tool_parse_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *v)
+{
+	uint64_t x;
+
+	if (tool_parse_u64(opt, arg, min, max, &x) < 0)
+		return -1;
+	*v = (unsigned)x;
+	return 0;
+}
+
+int tool_parse_int(const char *opt, const char *arg, int min, int max, int *v)
+{
+	const char *end;
+	int64_t x;
+
+	if (scan_i64(arg, &x, &end) == SCAN_NONE || *end)
+		return not_a_number(opt, arg);
+	if (x < min) {
+		tool_error("%s '%s' must be at least %d", opt, arg, min);
+		return -1;
+	}
+	if (x > max) {
+		tool_error("%s '%s' must be at most %d", opt, arg, max);
+		return -1;
+	}
+	*v = (int)x;
+	return 0;
+}
+
+int tool_parse_size(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *v)
+{
+	static const char units[] = "KMGT";
+	const char *end, *u;
+	uint64_t x;
+	unsigned shift = 0;
+	int r = scan_u64(arg, &x, &end);
+
+	if (r == SCAN_NONE || (*end && (!(u = strchr(units, toupper((unsigned char)*end))) || !*u || end[1]))) {
+		tool_error("%s '%s' is not a size (a number with an optional K, M, G or T)", opt, arg);
+		return -1;
+	}
+	if (*end)
+		shift = 10 * (unsigned)(u - units + 1);
+	if (check_u64(opt, arg, x << shift, r == SCAN_BIG || x > UINT64_MAX >> shift, min, max) < 0)
+		return -1;
+	*v = x << shift;
+	return 0;
+}
+
+int tool_parse_double(const char *opt, const char *arg, double min, double max, double *v)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(arg, &end);
+	if (end == arg || *end || isspace((unsigned char)*arg) || isnan(x) || (isinf(x) && errno != ERANGE))
+		return not_a_number(opt, arg);
+	if (x > max) {
+		tool_error("%s '%s' must be at most %g", opt, arg, max);
+		return -1;
+	}
+	if (x < min) {
+		tool_error("%s '%s' must be at least %g", opt, arg, min);
+		return -1;
+	}
+	*v = x;
+	return 0;
+}
+
+int tool_parse_mode(const char *opt, const char *arg, enum engram_mode *m)
+{
+	if (!strcmp(arg, "pagecache"))
+		*m = ENGRAM_MODE_PAGECACHE;
+	else if (!strcmp(arg, "direct"))
+		*m = ENGRAM_MODE_DIRECT;
+	else {
+		tool_error("%s '%s' is not pagecache or direct", opt, arg);
+		return -1;
+	}
+	return 0;
+}
+
+int tool_parse_dtype(const char *opt, const char *arg, enum engram_out *out)
+{
+	if (!strcmp(arg, "native"))
+		*out = ENGRAM_OUT_NATIVE;
+	else if (!strcmp(arg, "bf16"))
+		*out = ENGRAM_OUT_BF16;
+	else if (!strcmp(arg, "f32"))
+		*out = ENGRAM_OUT_F32;
+	else {
+		tool_error("%s '%s' is not native, bf16 or f32", opt, arg);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- integer lists ---- */
+
 static int is_file(const char *arg)
 {
 	struct stat st;
@@ -62,10 +238,9 @@ int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *
 		return -1;
 	}
 	for (;;) {
-		char *end;
-		errno = 0;
-		long long x = strtoll(p, &end, 10);
-		if (end == p || errno || (*end && *end != ',')) {
+		const char *end;
+		int64_t x;
+		if (scan_i64(p, &x, &end) != SCAN_OK || (*end && *end != ',')) {
 			tool_error("%s '%s' is neither an .npy file nor a comma-separated list of integers", what, arg);
 			free(v);
 			return -1;
@@ -88,6 +263,39 @@ int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *
 	*values = v;
 	*count = n;
 	return 0;
+}
+
+int tool_load_mask(const char *arg, size_t n, uint8_t **mask)
+{
+	int64_t *v = NULL;
+	size_t n_v = 0;
+	uint8_t *m = NULL;
+	int status = -1;
+
+	if (tool_load_ints(arg, "--mask", &v, &n_v) < 0)
+		return -1;
+	if (n_v != n) {
+		tool_error("--mask has %zu values for %zu tokens", n_v, n);
+		goto out;
+	}
+	if (!(m = malloc(n ? n : 1))) {
+		tool_error("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] != 0 && v[i] != 1) {
+			tool_error("--mask value %lld at position %zu is not 0 or 1", (long long)v[i], i);
+			goto out;
+		}
+		m[i] = (uint8_t)v[i];
+	}
+	*mask = m;
+	m = NULL;
+	status = 0;
+out:
+	engram_free(v);
+	free(m);
+	return status;
 }
 
 void tool_put_u64(FILE *f, uint64_t v)
@@ -133,6 +341,35 @@ int tool_out_open(struct tool_out *o, const char *path)
 	return 0;
 }
 
+/* in names an existing file that is the file of *o. */
+static int same_file(const struct stat *o, const char *in)
+{
+	struct stat sb;
+
+	return in && stat(in, &sb) == 0 && sb.st_dev == o->st_dev && sb.st_ino == o->st_ino;
+}
+
+int tool_out_distinct(const char *opt, const char *out, const engram_store *st, const char *const *inputs,
+		      size_t n)
+{
+	unsigned n_shards = st ? engram_store_num_shards(st) : 0;
+	const char *in = NULL;
+	struct stat o;
+
+	if (stat(out, &o) < 0)
+		return 0; /* not there yet: no input */
+	for (size_t i = 0; i < n && !in; i++)
+		if (same_file(&o, inputs[i]))
+			in = inputs[i];
+	for (unsigned k = 0; k < n_shards && !in; k++)
+		if (same_file(&o, engram_store_shard_path(st, k)))
+			in = engram_store_shard_path(st, k);
+	if (!in)
+		return 0;
+	tool_error("%s '%s' is the same file as the input '%s': refusing to write over it", opt, out, in);
+	return -1;
+}
+
 int tool_out_commit(struct tool_out *o)
 {
 	int bad = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0 || fchmod(fileno(o->f), 0644) != 0;
@@ -173,7 +410,8 @@ int tool_npy_header(FILE *f, const char *descr, const uint64_t *shape, unsigned 
 	while ((10 + n + 1) % 64)
 		dict[n++] = ' ';
 	dict[n++] = '\n';
-	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8) };
+	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff),
+				  (unsigned char)(n >> 8) };
 	return fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, n, f) == n ? 0 : -1;
 }
 

@@ -16,17 +16,38 @@ void tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "<tool>: <engram_last_error()>" for a failed library call and return 1 (the exit status). */
 int tool_lib_error(int err);
 
+/* Option values. Each parser names the option (opt, "--batch") and its text in messages: "<tool>: --batch '0'
+ * must be at least 1"; it prints the problem and returns -1, or stores the value and returns 0. Integers are
+ * decimal digits, nothing else: no sign (tool_parse_int allows '-'), no space, no overflow, no trailing junk. */
+int tool_parse_u64(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *v);
+int tool_parse_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *v);
+int tool_parse_int(const char *opt, const char *arg, int min, int max, int *v);
+/* A byte count: digits with an optional K, M, G or T (powers of 1024, either case). */
+int tool_parse_size(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *v);
+/* A finite decimal number (strtod's syntax, no leading space): nan and inf are not numbers, and a value beyond
+ * the range of a double is beyond max. */
+int tool_parse_double(const char *opt, const char *arg, double min, double max, double *v);
+/* --mode pagecache|direct, and --dtype native|bf16|f32 of the gathers. */
+int tool_parse_mode(const char *opt, const char *arg, enum engram_mode *m);
+int tool_parse_dtype(const char *opt, const char *arg, enum engram_out *out);
+
+/* Bounds of the session options the tools share. */
+#define TOOL_QUEUE_DEPTH_MAX 32768u
+#define TOOL_CACHE_MB_MAX (UINT64_MAX >> 20)
+
 /* Integers from an .npy file, or from a comma-separated list; what names the option in messages.
  * Returns 0, or prints the error and returns -1. *values is freed with engram_free. */
 int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *count);
+
+/* The --mask of n tokens, loaded as tool_load_ints does: one 0 or 1 (0: a dead token) per token. Returns 0
+ * with *mask malloc'd (free()), or prints the error and returns -1. */
+int tool_load_mask(const char *arg, size_t n, uint8_t **mask);
 
 /* Flush standard output; on failure print "cannot write the output: ..." and return -1. */
 int tool_flush_stdout(void);
 
 /* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
 void tool_put_u64(FILE *f, uint64_t v);
-
-
 
 /* An output file that appears whole or not at all: written as a temporary beside path, renamed by
  * tool_out_commit. */
@@ -35,6 +56,12 @@ struct tool_out {
 	char *path, *tmp;
 };
 int tool_out_open(struct tool_out *o, const char *path);
+/* Before writing the output of option opt (e.g. "--out") to path out: refuse when out is the same file (same
+ * st_dev and st_ino, by whatever path or symlink) as one of the n inputs (NULL entries and paths that do not
+ * exist are skipped) or, when st is not NULL, as one of its shard files. Returns 0, or prints "OPT 'OUT' is
+ * the same file as the input 'IN'" and returns -1. */
+int tool_out_distinct(const char *opt, const char *out, const engram_store *st, const char *const *inputs,
+		      size_t n);
 int tool_out_commit(struct tool_out *o);
 void tool_out_abort(struct tool_out *o);
 

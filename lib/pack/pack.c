@@ -16,6 +16,8 @@
 
 #include "layout.h"
 #include "pack.h"
+#include "sha256.h"
+#include "tokenizer.h"
 
 #define BATCH_PAGES 1024 /* 4 MiB of pages per read, compression round and write */
 
@@ -37,6 +39,7 @@ struct packer {
 	uint64_t done, total;
 	unsigned elem;                /* element size of the piece being written, for shuffling */
 	uint8_t set_id[16];
+	struct eg_disk_source source;
 	struct engram_pack_result res;
 };
 
@@ -255,20 +258,26 @@ static int add_section(struct eg_outfile *f, struct eg_disk_section *sec, uint32
 	return 0;
 }
 
-/* Write one shard to f (a temporary file); the caller commits it. */
-static int write_shard(struct packer *pk, struct eg_outfile *f, const struct shard *sh, unsigned index,
-		       unsigned count)
+/* One shard while the set is written: its section entries (the header and section table are written once the
+ * set id, a digest of every shard's sections, is known). */
+struct shard_out {
+	struct eg_disk_section secs[6];
+	unsigned n_secs;
+	uint64_t secs_off;  /* where the section table goes */
+};
+
+/* Write the data and metadata sections of one shard to f. */
+static int write_body(struct packer *pk, struct eg_outfile *f, const struct shard *sh, struct shard_out *so)
 {
 	struct piece_out *po;
-	struct eg_disk_section secs[5];
-	struct eg_disk_header hdr;
+	struct eg_disk_section *secs = so->secs;
 	struct buf hash = { 0 };
 	uint64_t off = EG_PAGE, nframes = 0, nsums = 0;
 	uint64_t *frames = NULL, *sums = NULL;
 	struct eg_disk_table *tables = NULL;
 	int err;
 
-	memset(secs, 0, sizeof(secs));
+	memset(so, 0, sizeof(*so));
 	po = calloc(sh->n_pieces, sizeof(*po));
 	if (!po)
 		return eg_fail(-ENOMEM, "out of memory");
@@ -310,21 +319,15 @@ static int write_shard(struct packer *pk, struct eg_outfile *f, const struct sha
 	}
 	if ((err = add_section(f, &secs[2], EG_SEC_TABLES, tables, tables_len, &off)) < 0 ||
 	    (err = add_section(f, &secs[3], EG_SEC_FRAMES, frames, nframes * 8, &off)) < 0 ||
-	    (err = add_section(f, &secs[4], EG_SEC_BLOCKSUMS, sums, nsums * 8, &off)) < 0)
+	    (err = add_section(f, &secs[4], EG_SEC_BLOCKSUMS, sums, nsums * 8, &off)) < 0 ||
+	    (err = add_section(f, &secs[5], EG_SEC_SOURCE, &pk->source, sizeof(pk->source), &off)) < 0)
 		goto out;
 	if (secs[2].offset != tables_off || secs[3].offset != frames_off || secs[4].offset != sums_off) {
 		err = eg_fail(-EIO, "internal error: section layout");
 		goto out;
 	}
-	off = align_up(off, 8);
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	eg_header_encode(&hdr, pk->set_id, index, count, off, secs, 5,
-			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL));
-	if ((err = eg_outfile_pwrite(f, secs, sizeof(secs), off)) < 0 ||
-	    (err = eg_outfile_pwrite(f, &hdr, sizeof(hdr), 0)) < 0)
-		goto out;
-	pk->res.file_bytes += hdr.file_size;
-	pk->res.n_files++;
+	so->n_secs = 6;
+	so->secs_off = align_up(off, 8);
 out:
 	for (unsigned i = 0; i < sh->n_pieces; i++) {
 		free(po[i].sums);
@@ -338,28 +341,41 @@ out:
 	return err;
 }
 
-/* The manifest naming the shards (by base name) of one set, written atomically. */
-static int write_manifest(const char *path, const uint8_t set_id[16], const struct shard *shards, unsigned n)
+/* The section table and the header (last: a file whose writing stopped has no valid header), then fsync. */
+static int write_head(struct packer *pk, struct eg_outfile *f, const struct shard_out *so, unsigned index,
+		      unsigned count)
 {
-	const char **names = calloc(n, sizeof(*names));
-	struct eg_outfile f;
-	char *text;
+	struct eg_disk_header hdr;
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
 	int err;
 
-	if (!names)
+	eg_header_encode(&hdr, pk->set_id, index, count, so->secs_off, so->secs, so->n_secs,
+			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL));
+	if ((err = eg_outfile_pwrite(f, so->secs, so->n_secs * sizeof(*so->secs), so->secs_off)) < 0 ||
+	    (err = eg_outfile_pwrite(f, &hdr, sizeof(hdr), 0)) < 0 || (err = eg_outfile_sync(f)) < 0)
+		return err;
+	pk->res.file_bytes += hdr.file_size;
+	pk->res.n_files++;
+	return 0;
+}
+
+/* No output may be an input: packing would replace what it reads. */
+static int check_outputs(const struct packer *pk, const struct engram_pack_options *o)
+{
+	size_t n = 2 + o->n_weights + (pk->set ? eg_tensors_count(pk->set) : 0), k = 0;
+	const char **in = calloc(n, sizeof(*in));
+	int err;
+
+	if (!in)
 		return eg_fail(-ENOMEM, "out of memory");
-	for (unsigned i = 0; i < n; i++) {
-		const char *slash = strrchr(shards[i].path, '/');
-		names[i] = slash ? slash + 1 : shards[i].path;
-	}
-	text = eg_manifest_encode(set_id, names, n);
-	free(names);
-	if (!text)
-		return eg_fail(-ENOMEM, "out of memory");
-	if ((err = eg_outfile_create(&f, path)) == 0 && (err = eg_outfile_pwrite(&f, text, strlen(text), 0)) == 0)
-		err = eg_outfile_commit(&f);
-	eg_outfile_abort(&f);
-	free(text);
+	in[k++] = o->config_path;
+	in[k++] = o->tokenizer_path ? o->tokenizer_path : o->token_map_path;
+	for (size_t i = 0; i < o->n_weights; i++)
+		in[k++] = o->weights[i];
+	for (size_t i = 0; pk->set && i < eg_tensors_count(pk->set); i++)
+		in[k++] = eg_tensors_get(pk->set, i)->path;
+	err = eg_check_not_input(o->out_path, o->split != ENGRAM_SPLIT_NONE, in, k);
+	free(in);
 	return err;
 }
 
@@ -375,6 +391,33 @@ static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *ro
 	*rows = rec > EG_PAGE ? *pages / ppr : *pages * (EG_PAGE / rec);
 }
 
+/* The token map, from a .npy or a tokenizer.json, and where it came from (the source section). */
+static int load_map(struct packer *pk, const struct engram_pack_options *o, int32_t **map, uint64_t *n)
+{
+	const char *path = o->tokenizer_path ? o->tokenizer_path : o->token_map_path;
+	const char *base = strrchr(path, '/');
+	int err;
+
+	snprintf(pk->source.tokmap_name, sizeof(pk->source.tokmap_name), "%s", base ? base + 1 : path);
+	if (o->tokenizer_path) {
+		struct eg_tokenmap m;
+		if ((err = eg_tokenmap_build(path, &m)) < 0)
+			return err;
+		pk->source.tokmap_kind = EG_TOKMAP_TOKENIZER;
+		memcpy(pk->source.tokmap_sha256, m.digest, 32);
+		*map = m.map;
+		*n = m.n_ids;
+		return 0;
+	}
+	if ((err = eg_token_map_load(path, map, n)) < 0 || (err = eg_sha256_file(path, pk->source.tokmap_sha256)) < 0) {
+		free(*map);
+		*map = NULL;
+		return err;
+	}
+	pk->source.tokmap_kind = EG_TOKMAP_NPY;
+	return 0;
+}
+
 static int setup(struct packer *pk, const struct engram_pack_options *o)
 {
 	struct eg_hash_params p;
@@ -383,7 +426,7 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 	char what[512];
 	int err;
 
-	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = eg_token_map_load(o->token_map_path, &map, &n)) < 0)
+	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = load_map(pk, o, &map, &n)) < 0)
 		return err;
 	pk->row_scale = 1;
 	if (o->synthetic_scale > 1) {
@@ -392,7 +435,8 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 			p.vocab_size[i] = p.vocab_size[i] / o->synthetic_scale > 2 ? p.vocab_size[i] / o->synthetic_scale : 2;
 		p.has_num_embeddings = 0;
 	}
-	snprintf(what, sizeof(what), "'%s' with '%s'", o->config_path, o->token_map_path);
+	snprintf(what, sizeof(what), "'%s' with '%s'", o->config_path,
+		 o->tokenizer_path ? o->tokenizer_path : o->token_map_path);
 	return eg_config_build(&pk->cfg, &p, map, n, NULL, NULL, what);
 }
 
@@ -473,8 +517,8 @@ static void packer_free(struct packer *pk)
 
 static int check_options(const struct engram_pack_options *o, struct packer *pk)
 {
-	if (!o || !o->config_path || !o->token_map_path || !o->out_path)
-		return eg_fail(-EINVAL, "pack needs a config, a token map and an output path");
+	if (!o->config_path || !o->out_path || !o->token_map_path == !o->tokenizer_path)
+		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them)");
 	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
 		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
 	if (!o->codec || !strcmp(o->codec, "raw"))
@@ -503,9 +547,10 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 	struct packer pk;
 	struct shard *shards = NULL;
 	struct eg_outfile *files = NULL;
-	unsigned n_shards = 0, created = 0;
+	struct shard_out *so = NULL;
+	const struct eg_disk_section **secs = NULL;
+	unsigned *n_secs = NULL, n_shards = 0;
 	uint32_t rec[EG_MAX_LAYERS];
-	struct buf hash = { 0 };
 	int err;
 
 	memset(&pk, 0, sizeof(pk));
@@ -525,70 +570,65 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 		if (rec[l] > EG_PAGE && pk.ppb % ppr)
 			pk.ppb += ppr - pk.ppb % ppr;
 	}
-	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0)
+	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0 ||
+	    (err = check_outputs(&pk, o)) < 0)
 		goto out;
 	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */
 	pk.filter = EG_FILTER_NONE;
 	if (pk.codec == EG_CODEC_ZSTD && o->shuffle >= 0 && eg_dtype_elem_size(pk.src[0].dtype) > 1)
 		pk.filter = EG_FILTER_SHUFFLE;
-	/* The set id is a digest of the hash config and the cut, so identical inputs give identical files. */
-	if ((err = hash_section(&pk, &hash)) < 0)
-		goto out;
-	XXH3_state_t *st = XXH3_createState();
-	if (!st) {
-		err = eg_fail(-ENOMEM, "out of memory");
-		goto out;
-	}
-	XXH3_128bits_reset(st);
-	XXH3_128bits_update(st, hash.p, hash.len);
-	XXH3_128bits_update(st, pk.cfg->map, pk.cfg->raw_vocab * 4);
-	for (unsigned i = 0; i < n_shards; i++) {
+	for (unsigned i = 0; i < n_shards; i++)
 		for (unsigned k = 0; k < shards[i].n_pieces; k++) {
-			const struct piece *pc = &shards[i].pieces[k];
-			uint64_t fields[3] = { pc->layer_index, pc->row_begin, pc->row_count };
-			XXH3_128bits_update(st, fields, sizeof(fields));
 			struct eg_disk_table t;
 			eg_layout_init(&t, pk.src[shards[i].pieces[k].layer_index].dtype, pk.cfg->head_dim,
 				       shards[i].pieces[k].row_count, pk.ppb);
 			pk.total += t.n_pages * EG_PAGE;
 		}
-	}
-	XXH3_128bits_update(st, &o->synthetic_seed, sizeof(o->synthetic_seed));
-	XXH128_canonical_t canon;
-	XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(st));
-	XXH3_freeState(st);
-	memcpy(pk.set_id, canon.digest, 16);
-
 	files = calloc(n_shards, sizeof(*files));
-	if (!files) {
+	so = calloc(n_shards, sizeof(*so));
+	secs = calloc(n_shards, sizeof(*secs));
+	n_secs = calloc(n_shards, sizeof(*n_secs));
+	if (!files || !so || !secs || !n_secs) {
 		err = eg_fail(-ENOMEM, "out of memory");
 		goto out;
 	}
+	for (unsigned i = 0; i < n_shards; i++)
+		files[i].fd = -1;
 	for (unsigned i = 0; i < n_shards; i++) {
-		if ((err = eg_outfile_create(&files[i], shards[i].path)) < 0)
+		char name[64 + 4096];
+		if (o->split == ENGRAM_SPLIT_NONE)
+			snprintf(name, sizeof(name), "'%s'", o->out_path);
+		else
+			snprintf(name, sizeof(name), "shard %u of %u of '%s'", i + 1, n_shards, o->out_path);
+		if ((err = eg_outfile_create(&files[i], o->out_path, name)) < 0)
 			goto out;
-		created = i + 1;
-		if ((err = write_shard(&pk, &files[i], &shards[i], i, n_shards)) < 0) {
-			err = eg_fail_prefix(err, "packing '%s'", shards[i].path);
+		if ((err = write_body(&pk, &files[i], &shards[i], &so[i])) < 0) {
+			err = eg_fail_prefix(err, "packing %s", name);
 			goto out;
 		}
+		secs[i] = so[i].secs;
+		n_secs[i] = so[i].n_secs;
 	}
+	/* The set id is a digest of every shard's sections: identical inputs give identical files, and shards of
+	 * packs that differ in anything a reader relies on (weights, dtype, codec, cut) never share an id. */
+	eg_set_id(pk.set_id, secs, n_secs, n_shards);
 	for (unsigned i = 0; i < n_shards; i++)
-		if ((err = eg_outfile_commit(&files[i])) < 0)
+		if ((err = write_head(&pk, &files[i], &so[i], i, n_shards)) < 0)
 			goto out;
-	if (o->split != ENGRAM_SPLIT_NONE) {
-		if ((err = write_manifest(o->out_path, pk.set_id, shards, n_shards)) < 0)
-			goto out;
+	if ((err = eg_set_commit(o->out_path, o->split != ENGRAM_SPLIT_NONE, files, n_shards, pk.set_id)) < 0)
+		goto out;
+	if (o->split != ENGRAM_SPLIT_NONE)
 		pk.res.n_files++;
-	}
 	if (result)
 		err = eg_struct_out(result, &pk.res, sizeof(pk.res), EG_SIZE_THROUGH(struct engram_pack_result, n_files),
 				    "engram_pack_result");
 out:
-	for (unsigned i = 0; i < created; i++)
+	for (unsigned i = 0; files && i < n_shards; i++)
 		eg_outfile_abort(&files[i]);
 	free(files);
-	free(hash.p);
+	free(so);
+	free(secs);
+	free(n_secs);
 	eg_plan_free(shards, n_shards);
 	packer_free(&pk);
 	return err;

@@ -42,7 +42,6 @@ struct piece {
 };
 
 struct shard {
-	char *path;
 	struct piece *pieces;
 	unsigned n_pieces;
 };
@@ -54,18 +53,35 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *record_size, const 
 void eg_plan_free(struct shard *s, unsigned n);
 
 
-/* A file written under a temporary name in its destination's directory and renamed into place. */
+/* An output file that appears whole or not at all (outfile.c): written unnamed in the directory of dest_path,
+ * synced, then placed at a name (replacing what was there atomically). name says what it is in messages. */
 struct eg_outfile {
 	int fd;
-	char *final_path;
-	char *tmp_path;
+	char *dir;
+	char *tmp_path;  /* where O_TMPFILE is missing: the hidden name it is written under */
+	char *name;
 };
-int eg_outfile_create(struct eg_outfile *f, const char *final_path);
+int eg_outfile_create(struct eg_outfile *f, const char *dest_path, const char *name);
 int eg_outfile_pwrite(struct eg_outfile *f, const void *buf, size_t len, uint64_t off);
-/* fsync, rename over final_path, fsync the directory. */
-int eg_outfile_commit(struct eg_outfile *f);
-/* Close and unlink the temporary file; safe after a failed or successful commit. */
+/* fchmod 0644 and fsync. */
+int eg_outfile_sync(struct eg_outfile *f);
+/* Give the file its name (atomically replacing a file of that name). */
+int eg_outfile_place(struct eg_outfile *f, const char *final_path);
+/* Fault injection for tests (not exported): the place_fail-th eg_outfile_place from now fails with -EIO. */
+extern unsigned eg_outfile_place_fail;
+/* Close it; a file not placed disappears. Safe after a failed or successful place. */
 void eg_outfile_abort(struct eg_outfile *f);
+int eg_sync_dir(const char *dir);
 
+/* The set (pack_set.c). The set id: a digest of every shard's section entries, which carry the checksums of
+ * all a reader relies on (config, token map, table directory, frame index, every data block). */
+void eg_set_id(uint8_t id[16], const struct eg_disk_section *const *secs, const unsigned *n_secs, unsigned n_shards);
+/* Shard i of n of a split set written at out (the manifest): <stem>-<first 8 hex digits of the id>-i-of-n. */
+char *eg_set_shard_path(const char *out, const uint8_t id[16], unsigned i, unsigned n);
+/* Make the files (synced, unnamed) the set at out: the shard itself (not split), or the shards under their
+ * names, then the manifest, then removal of the shards the replaced set had. */
+int eg_set_commit(const char *out, int split, struct eg_outfile *files, unsigned n, const uint8_t id[16]);
+/* -EINVAL naming both when out (or, split, a shard of the set out names now) is one of the inputs. */
+int eg_check_not_input(const char *out, int split, const char *const *inputs, size_t n_inputs);
 
 #endif

@@ -43,22 +43,6 @@ static uint64_t rows_in_pages(uint32_t rec, uint64_t pages)
 	return rec <= EG_PAGE ? pages * (EG_PAGE / rec) : pages / ((rec + EG_PAGE - 1) / EG_PAGE);
 }
 
-static int name_shards(struct shard *v, unsigned n, const char *out)
-{
-	const char *base = strrchr(out, '/');
-	const char *dot = strrchr(base ? base + 1 : out, '.');
-	size_t stem = dot && dot != (base ? base + 1 : out) ? (size_t)(dot - out) : strlen(out);
-
-	for (unsigned i = 0; i < n; i++) {
-		size_t len = stem + 40;
-		v[i].path = malloc(len);
-		if (!v[i].path)
-			return eg_fail(-ENOMEM, "out of memory");
-		snprintf(v[i].path, len, "%.*s-%05u-of-%05u.engram", (int)stem, out, i + 1, n);
-	}
-	return 0;
-}
-
 int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct engram_pack_options *o,
 		   struct shard **out, unsigned *n_out)
 {
@@ -140,15 +124,6 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct e
 	default:
 		err = eg_fail(-EINVAL, "unknown split mode %d", (int)o->split);
 	}
-	if (!err) {
-		if (o->split == ENGRAM_SPLIT_NONE) {
-			v[0].path = strdup(o->out_path);
-			if (!v[0].path)
-				err = eg_fail(-ENOMEM, "out of memory");
-		} else {
-			err = name_shards(v, n, o->out_path);
-		}
-	}
 	if (err) {
 		eg_plan_free(v, n);
 		return err;
@@ -160,9 +135,7 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct e
 
 void eg_plan_free(struct shard *s, unsigned n)
 {
-	for (unsigned i = 0; s && i < n; i++) {
-		free(s[i].path);
+	for (unsigned i = 0; s && i < n; i++)
 		free(s[i].pieces);
-	}
 	free(s);
 }

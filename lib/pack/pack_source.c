@@ -15,16 +15,27 @@ static const char *const default_templates[] = {
 	"layers.{L}.engram.multi_head_embedding.embedding.weight", /* Engram demo */
 };
 
+/* The template with every {L} replaced by the layer id. */
 static int expand(char *dst, size_t cap, const char *tmpl, int layer_id)
 {
-	const char *p = strstr(tmpl, "{L}");
-	int n;
+	size_t k = 0;
 
-	if (!p)
-		n = snprintf(dst, cap, "%s", tmpl);
-	else
-		n = snprintf(dst, cap, "%.*s%d%s", (int)(p - tmpl), tmpl, layer_id, p + 3);
-	return n < 0 || (size_t)n >= cap ? -1 : 0;
+	for (const char *p = tmpl; *p;) {
+		int n;
+		if (!strncmp(p, "{L}", 3)) {
+			n = snprintf(dst + k, cap - k, "%d", layer_id);
+			p += 3;
+		} else {
+			n = snprintf(dst + k, cap - k, "%c", *p++);
+		}
+		if (n < 0 || (size_t)n >= cap - k)
+			return -1;
+		k += (size_t)n;
+	}
+	if (k >= cap)
+		return -1;
+	dst[k] = 0;
+	return 0;
 }
 
 static int dtype_code(const char *name)
@@ -64,10 +75,20 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 		if ((err = find(set, wname, &w)) < 0)
 			return err;
 	} else {
-		for (size_t i = 0; i < sizeof(default_templates) / sizeof(*default_templates) && !w; i++) {
-			expand(wname, sizeof(wname), default_templates[i], layer_id);
-			if ((err = find(set, wname, &w)) < 0)
+		/* both names for one layer: which table is meant is a guess, so it is an error */
+		for (size_t i = 0; i < sizeof(default_templates) / sizeof(*default_templates); i++) {
+			const struct eg_tensor *c = NULL;
+			char cname[512];
+			expand(cname, sizeof(cname), default_templates[i], layer_id);
+			if ((err = find(set, cname, &c)) < 0)
 				return err;
+			if (c && w)
+				return eg_fail(-EEXIST, "the weights hold two Engram tables for layer %d, '%s' and '%s': name the "
+							"one to pack with a template (--template)", layer_id, w->name, c->name);
+			if (c) {
+				w = c;
+				snprintf(wname, sizeof(wname), "%s", cname);
+			}
 		}
 	}
 	if (!w) {

@@ -16,7 +16,10 @@
 #include "file.h"
 #include "safetensors.h"
 
-#define ST_MAX_HEADER (100u << 20)
+/* What a header may ask for: real checkpoint shards have headers of kilobytes to a few MiB and thousands of
+ * tensors; a hostile one must not cost minutes or gigabytes. */
+#define ST_MAX_HEADER (16u << 20)
+#define ST_MAX_TENSORS 250000u
 
 struct st_file {
 	char *path;
@@ -271,6 +274,7 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 	uint64_t hlen = 0;
 	size_t first = b->s->n;
 	json_error_t jerr;
+	char why[JSON_ERROR_TEXT_LENGTH];
 	json_t *root, *v;
 	const char *key;
 	char *hdr;
@@ -283,9 +287,10 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 		return err;
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | len8[i];
+	/* the value is not printed: it is the file's first bytes, and the file may not be a checkpoint at all */
 	if (hlen > ST_MAX_HEADER)
-		return eg_fail(ENGRAM_EPARSE, "'%s': header length %llu is over the 100 MiB limit "
-			       "(not a safetensors file?)", c.path, (unsigned long long)hlen);
+		return eg_fail(ENGRAM_EPARSE, "'%s': its header length field is over the %u MiB limit (not a safetensors "
+			       "file?)", c.path, ST_MAX_HEADER >> 20);
 	if (hlen < 2)
 		return eg_fail(ENGRAM_EPARSE, "'%s': header length %llu is too small for a JSON object", c.path,
 			       (unsigned long long)hlen);
@@ -305,9 +310,12 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 		return err;
 	if (!root)
 		return eg_fail(eg_json_error(&jerr), "'%s': header is not valid JSON (line %d, column %d): %s", c.path,
-			       jerr.line, jerr.column, jerr.text);
+			       jerr.line, jerr.column, eg_json_error_text(&jerr, why, sizeof(why)));
 	if (!json_is_object(root))
 		err = eg_fail(ENGRAM_EPARSE, "'%s': header is not a JSON object", c.path);
+	else if (json_object_size(root) > ST_MAX_TENSORS)
+		err = eg_fail(ENGRAM_EPARSE, "'%s': header lists %zu tensors, more than the %u a file may have", c.path,
+			      json_object_size(root), ST_MAX_TENSORS);
 	json_object_foreach(root, key, v) {
 		if (err < 0)
 			break;
@@ -372,6 +380,26 @@ static int read_index(struct build *b, int fd, const char *path);
 
 /* Open path (a shard of `index` when index is not NULL) unless that file was read already, and read its
  * tensors. *file is its index in s->files. */
+/* The file path resolves (symbolic links followed) to somewhere inside the directory of index. */
+static int inside(const char *index, const char *path)
+{
+	char *dir = strdup(index), *rd = NULL, *rp = realpath(path, NULL);
+	int ok = !rp && errno == ENOENT; /* missing: opening it says so */
+
+	if (dir && rp) {
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			slash[slash == dir] = 0;
+		rd = realpath(slash ? dir : ".", NULL);
+		size_t n = rd ? strlen(rd) : 0;
+		ok = rd && !strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
+	}
+	free(dir);
+	free(rd);
+	free(rp);
+	return ok;
+}
+
 static int load(struct build *b, const char *path, const char *index, size_t *file)
 {
 	struct eg_tensor_set *s = b->s;
@@ -379,6 +407,9 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 	struct stat st;
 	int fd, err;
 
+	if (index && !inside(index, path))
+		return eg_fail(ENGRAM_EPARSE, "'%s': shard '%s' resolves to a file outside the index's directory", index,
+			       path);
 	if ((fd = eg_open_regular(path, index ? "checkpoint shard" : "checkpoint")) < 0)
 		return index ? eg_fail_prefix(fd, "'%s': cannot open shard", index) : fd;
 	if (fstat(fd, &st) < 0) {
@@ -433,8 +464,25 @@ static int add_mapping(struct build *b, const char *name, size_t file, const cha
 	return 0;
 }
 
+/* A shard path of an index names a file in the index's directory or below it: relative, without a ".."
+ * component (symbolic links leaving the directory are refused once the file is opened, see load()). */
+static int beneath(const char *p)
+{
+	if (p[0] == '/')
+		return 0;
+	for (const char *c = p; *c;) {
+		size_t n = strcspn(c, "/");
+		if (n == 2 && c[0] == '.' && c[1] == '.')
+			return 0;
+		c += n;
+		c += *c == '/';
+	}
+	return 1;
+}
+
 static int read_index(struct build *b, int fd, const char *path)
 {
+	char why[JSON_ERROR_TEXT_LENGTH];
 	const char *slash = strrchr(path, '/'), *name;
 	int dirlen = slash ? (int)(slash - path + 1) : 0;
 	json_t *root, *wm, *v, *seen = NULL;
@@ -444,7 +492,8 @@ static int read_index(struct build *b, int fd, const char *path)
 
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
+		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d, column %d: %s", path, jerr.line,
+			       jerr.column, eg_json_error_text(&jerr, why, sizeof(why)));
 	wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
 	if (!json_is_object(wm)) {
 		err = eg_fail(ENGRAM_EPARSE, "'%s': no 'weight_map' object (not a sharded-checkpoint index?)", path);
@@ -464,8 +513,9 @@ static int read_index(struct build *b, int fd, const char *path)
 			err = eg_fail(ENGRAM_EPARSE, "'%s': weight_map entry '%s' is not a file name", path, name);
 			break;
 		}
-		if (shard[0] == '/') {
-			err = eg_fail(ENGRAM_EPARSE, "'%s': shard path '%s' is not relative to the index", path, shard);
+		if (!beneath(shard)) {
+			err = eg_fail(ENGRAM_EPARSE, "'%s': shard path '%s' is not relative to the index's directory, or "
+						     "leaves it", path, shard);
 			break;
 		}
 		known = json_object_get(seen, shard);

@@ -1,6 +1,12 @@
 /* SHA-256 after FIPS 180-4, one call over a whole buffer. */
 #include <string.h>
 
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "file.h"
 #include "sha256.h"
 
 static const uint32_t K[64] = {
@@ -75,4 +81,29 @@ void eg_sha256(const void *data, size_t n, uint8_t out[32])
 		out[4 * i + 2] = (uint8_t)(h[i] >> 8);
 		out[4 * i + 3] = (uint8_t)h[i];
 	}
+}
+
+int eg_sha256_file(const char *path, uint8_t out[32])
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd, err;
+
+	if ((fd = eg_open_regular(path, "file")) < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || st.st_size > (off_t)1 << 30) {
+		err = fstat(fd, &st) < 0 ? eg_fail(-errno, "cannot stat '%s': %s", path, strerror(errno))
+					  : eg_fail(-EFBIG, "'%s' is larger than 1 GiB", path);
+		close(fd);
+		return err;
+	}
+	if (!(buf = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+		close(fd);
+		return eg_fail(-ENOMEM, "out of memory for '%s'", path);
+	}
+	if ((err = eg_pread_full(fd, buf, (size_t)st.st_size, (size_t)st.st_size, 0, path)) == 0)
+		eg_sha256(buf, (size_t)st.st_size, out);
+	free(buf);
+	close(fd);
+	return err;
 }

@@ -6,5 +6,7 @@
 #include <stdint.h>
 
 void eg_sha256(const void *data, size_t n, uint8_t out[32]);
+/* Of a whole (regular) file of at most 1 GiB; errors name the file. */
+int eg_sha256_file(const char *path, uint8_t out[32]);
 
 #endif

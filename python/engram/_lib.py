@@ -39,6 +39,9 @@ class StoreInfo(ctypes.Structure):
         ("file_bytes", c_uint64),
         ("created_unix", c_uint64),
         ("writer", c_char_p),
+        ("token_map_source", c_char_p),
+        ("token_map_name", c_char_p),
+        ("token_map_sha256", c_uint8 * 32),
     ]
 
 
@@ -71,6 +74,8 @@ class SessionOptions(ctypes.Structure):
         ("cache_bytes", c_uint64),
         ("queue_depth", c_uint),
         ("flags", c_uint),
+        ("row_cache", c_void_p),
+        ("page_cache_bytes", c_uint64),
     ]
 
 
@@ -88,6 +93,8 @@ class IoStats(ctypes.Structure):
         ("bytes", c_uint64),
         ("wait_ns", c_uint64),
         ("lead_hist", c_uint64 * LEAD_BUCKETS),
+        ("ram", c_uint64),
+        ("disk_bytes", c_uint64),
     ]
 
 

@@ -1,0 +1,369 @@
+/* The row cache (see rowcache.h and engram.h). Layout of the mapping: a header page (struct rc_header), the CLOCK
+ * hands (one byte per set), then n_sets x EG_RC_WAYS slots, each a struct rc_slot and one record.
+ *
+ * Concurrency, within a process and across processes sharing the mapping: a slot's seq is even when the slot is
+ * stable and odd while one writer fills it. A writer claims a slot by moving seq from even to odd with a
+ * compare-and-swap, writes key and record, and releases it with seq + 2. A reader loads seq (acquire), skips odd
+ * ones, compares the key, copies the record out, and keeps it only if seq is unchanged after an acquire fence.
+ * Every shared byte is read and written with atomic operations (relaxed for data), so there is no data race in
+ * C11's sense. A process killed while writing leaves its slot odd: that slot is lost to the cache (readers and
+ * writers pass it by), never read. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rowcache.h"
+#include "store.h"
+
+#define RC_MAGIC 0x3143524d41524745ull /* "EGRAMRC1" little-endian */
+#define RC_VERSION 1
+#define RC_HEADER_BYTES 4096u
+
+struct rc_header {
+	_Atomic uint64_t magic;      /* set last by the creator */
+	uint32_t version;
+	uint32_t ways;
+	uint64_t n_sets;
+	uint64_t slot_bytes;
+	uint64_t record_bytes;
+	uint64_t map_bytes;
+	uint8_t set_id[16];          /* the table set whose rows it holds */
+	_Atomic uint64_t hits, misses, inserts;
+};
+
+struct rc_slot {
+	_Atomic uint64_t seq;
+	_Atomic uint64_t key;
+	_Atomic uint8_t ref;
+	uint8_t pad[7];
+	/* the record follows, in 8-byte words */
+};
+
+static_assert(sizeof(struct rc_header) <= RC_HEADER_BYTES, "row cache header");
+static_assert(sizeof(struct rc_slot) == 24, "row cache slot header");
+
+static struct rc_slot *slot_at(const struct engram_rowcache *rc, uint64_t set, unsigned way)
+{
+	return (struct rc_slot *)(rc->slots + ((size_t)set * EG_RC_WAYS + way) * rc->slot_bytes);
+}
+
+static _Atomic uint64_t *words(struct rc_slot *s)
+{
+	return (_Atomic uint64_t *)(s + 1);
+}
+
+static uint64_t set_of(const struct engram_rowcache *rc, uint64_t key)
+{
+	key ^= key >> 31;
+	key *= 0x7fb5d329728ea185ull;
+	key ^= key >> 27;
+	key *= 0x81dadef4bc2dd44dull;
+	key ^= key >> 33;
+	return (uint64_t)(((unsigned __int128)key * rc->n_sets) >> 64);
+}
+
+int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len)
+{
+	uint64_t set = set_of(rc, key);
+	size_t nw = (len + 7) / 8;
+
+	for (unsigned w = 0; w < EG_RC_WAYS; w++) {
+		struct rc_slot *s = slot_at(rc, set, w);
+		uint64_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (!s1 || (s1 & 1) || atomic_load_explicit(&s->key, memory_order_relaxed) != key)
+			continue;
+		_Atomic uint64_t *src = words(s);
+		for (size_t i = 0; i < nw; i++) {
+			uint64_t x = atomic_load_explicit(&src[i], memory_order_relaxed);
+			memcpy(dst + 8 * i, &x, i + 1 < nw || len % 8 == 0 ? 8 : len % 8);
+		}
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
+			continue; /* rewritten while copied: not this row any more */
+		if (!atomic_load_explicit(&s->ref, memory_order_relaxed))
+			atomic_store_explicit(&s->ref, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&rc->h->hits, 1, memory_order_relaxed);
+		return 1;
+	}
+	atomic_fetch_add_explicit(&rc->h->misses, 1, memory_order_relaxed);
+	return 0;
+}
+
+int eg_rc_has(struct engram_rowcache *rc, uint64_t key)
+{
+	uint64_t set = set_of(rc, key);
+
+	for (unsigned w = 0; w < EG_RC_WAYS; w++) {
+		struct rc_slot *s = slot_at(rc, set, w);
+		uint64_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (q && !(q & 1) && atomic_load_explicit(&s->key, memory_order_relaxed) == key)
+			return 1;
+	}
+	return 0;
+}
+
+void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len)
+{
+	uint64_t set = set_of(rc, key);
+	_Atomic uint8_t *hand = (_Atomic uint8_t *)&rc->hands[set];
+	size_t nw = (len + 7) / 8;
+
+	if (len > rc->record_bytes || eg_rc_has(rc, key))
+		return;
+	/* CLOCK over the set's ways: a used slot gets a second chance, a slot being written is passed by */
+	for (unsigned tries = 0; tries < 2 * EG_RC_WAYS + 1; tries++) {
+		unsigned w = atomic_fetch_add_explicit(hand, 1, memory_order_relaxed) % EG_RC_WAYS;
+		struct rc_slot *s = slot_at(rc, set, w);
+		uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+		if (q & 1)
+			continue;
+		if (atomic_load_explicit(&s->ref, memory_order_relaxed)) {
+			atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
+			continue;
+		}
+		if (!atomic_compare_exchange_strong_explicit(&s->seq, &q, q + 1, memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		atomic_store_explicit(&s->key, key, memory_order_relaxed);
+		_Atomic uint64_t *dst = words(s);
+		for (size_t i = 0; i < nw; i++) {
+			uint64_t x = 0;
+			memcpy(&x, src + 8 * i, i + 1 < nw || len % 8 == 0 ? 8 : len % 8);
+			atomic_store_explicit(&dst[i], x, memory_order_relaxed);
+		}
+		atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+		atomic_fetch_add_explicit(&rc->h->inserts, 1, memory_order_relaxed);
+		return;
+	}
+}
+
+/* ---- life cycle ---- */
+
+static size_t record_bytes_of(const engram_store *st)
+{
+	size_t r = 0;
+
+	for (unsigned i = 0; i < st->n_pieces; i++)
+		if (st->pieces[i].t->record_size > r)
+			r = st->pieces[i].t->record_size;
+	return r;
+}
+
+/* Geometry for a mapping of bytes. */
+static int geometry(struct engram_rowcache *rc, uint64_t bytes, size_t record_bytes)
+{
+	rc->record_bytes = record_bytes;
+	rc->slot_bytes = sizeof(struct rc_slot) + (record_bytes + 7) / 8 * 8;
+	if (bytes < RC_HEADER_BYTES + (uint64_t)EG_RC_WAYS * (rc->slot_bytes + 1))
+		return eg_fail(-EINVAL, "a row cache of %llu bytes cannot hold one set of %u rows of %zu bytes",
+			       (unsigned long long)bytes, EG_RC_WAYS, record_bytes);
+	rc->n_sets = (bytes - RC_HEADER_BYTES) / ((uint64_t)EG_RC_WAYS * rc->slot_bytes + 1);
+	size_t hands = (size_t)(rc->n_sets + 63) / 64 * 64;
+	while (rc->n_sets && RC_HEADER_BYTES + hands + rc->n_sets * EG_RC_WAYS * rc->slot_bytes > bytes) {
+		rc->n_sets--;
+		hands = (size_t)(rc->n_sets + 63) / 64 * 64;
+	}
+	rc->map_bytes = RC_HEADER_BYTES + hands + (size_t)rc->n_sets * EG_RC_WAYS * rc->slot_bytes;
+	return 0;
+}
+
+static void place(struct engram_rowcache *rc, void *map)
+{
+	rc->h = map;
+	rc->hands = (uint8_t *)map + RC_HEADER_BYTES;
+	rc->slots = rc->hands + (rc->n_sets + 63) / 64 * 64;
+}
+
+static void init_header(struct engram_rowcache *rc)
+{
+	struct rc_header *h = rc->h;
+
+	h->version = RC_VERSION;
+	h->ways = EG_RC_WAYS;
+	h->n_sets = rc->n_sets;
+	h->slot_bytes = rc->slot_bytes;
+	h->record_bytes = rc->record_bytes;
+	h->map_bytes = rc->map_bytes;
+	memcpy(h->set_id, rc->set_id, 16);
+	atomic_store_explicit(&h->magic, RC_MAGIC, memory_order_release);
+}
+
+/* An existing shared mapping: wait (a little) for its creator to finish, then check it is for this set. */
+static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes)
+{
+	struct stat st;
+	struct rc_header hd;
+	void *map;
+
+	for (int i = 0; i < 200; i++) {
+		if (fstat(fd, &st) < 0)
+			return eg_fail(-errno, "row cache '%s': %s", rc->name, strerror(errno));
+		if ((uint64_t)st.st_size >= RC_HEADER_BYTES) {
+			ssize_t got = pread(fd, &hd, sizeof(hd), 0);
+			if (got == (ssize_t)sizeof(hd) && hd.magic == RC_MAGIC)
+				break;
+		}
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if ((uint64_t)st.st_size < RC_HEADER_BYTES || hd.magic != RC_MAGIC)
+		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' is not ready: its creator died while making it? "
+						"(engram_rowcache_remove it)", rc->name);
+	if (hd.version != RC_VERSION || hd.ways != EG_RC_WAYS || hd.map_bytes != (uint64_t)st.st_size ||
+	    hd.slot_bytes != sizeof(struct rc_slot) + (hd.record_bytes + 7) / 8 * 8 || hd.n_sets == 0 ||
+	    RC_HEADER_BYTES + (hd.n_sets + 63) / 64 * 64 + hd.n_sets * EG_RC_WAYS * hd.slot_bytes != hd.map_bytes)
+		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' has a layout this library does not know", rc->name);
+	if (memcmp(hd.set_id, rc->set_id, 16) != 0)
+		return eg_fail(-EEXIST, "row cache '%s' holds the rows of another table set", rc->name);
+	if (hd.record_bytes != record_bytes)
+		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' holds rows of %llu bytes, this set's are %zu", rc->name,
+			       (unsigned long long)hd.record_bytes, record_bytes);
+	rc->record_bytes = hd.record_bytes;
+	rc->slot_bytes = hd.slot_bytes;
+	rc->n_sets = hd.n_sets;
+	rc->map_bytes = hd.map_bytes;
+	map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return eg_fail(-errno, "cannot map row cache '%s': %s", rc->name, strerror(errno));
+	place(rc, map);
+	return 0;
+}
+
+static int valid_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n >= 2 && n < 200 && name[0] == '/' && !strchr(name + 1, '/');
+}
+
+ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *st, const char *name, uint64_t bytes,
+				    unsigned flags)
+{
+	EG_KEEP_ERRNO;
+	struct engram_rowcache *rc;
+	size_t rec;
+	int err = 0, fd = -1, created = 0;
+	void *map;
+
+	if (!out || !st)
+		return eg_fail(-EINVAL, "engram_rowcache_open: NULL argument");
+	*out = NULL;
+	if (flags)
+		return eg_fail(-EINVAL, "engram_rowcache_open: unknown flags 0x%x", flags);
+	if (name && !valid_name(name))
+		return eg_fail(-EINVAL, "row cache name '%s' is not '/' and a name without '/'", name);
+	if (!(rc = calloc(1, sizeof(*rc))) || (name && !(rc->name = strdup(name)))) {
+		free(rc);
+		return eg_fail(-ENOMEM, "out of memory");
+	}
+	memcpy(rc->set_id, st->shards[0].hdr->set_id, 16);
+	rec = record_bytes_of(st);
+	if (!name) {
+		if ((err = geometry(rc, bytes, rec)) < 0)
+			goto fail;
+		map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (map == MAP_FAILED) {
+			err = eg_fail(-ENOMEM, "out of memory for a row cache of %zu bytes", rc->map_bytes);
+			goto fail;
+		}
+		place(rc, map);
+		init_header(rc);
+		*out = rc;
+		return 0;
+	}
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		created = 1;
+		/* ours to make: size it, map it, and publish the header last */
+		if ((err = geometry(rc, bytes, rec)) < 0)
+			goto fail;
+		if (ftruncate(fd, (off_t)rc->map_bytes) < 0) {
+			err = eg_fail(-errno, "cannot size row cache '%s' to %zu bytes: %s", name, rc->map_bytes,
+				      strerror(errno));
+			goto fail;
+		}
+		map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (map == MAP_FAILED) {
+			err = eg_fail(-errno, "cannot map row cache '%s': %s", name, strerror(errno));
+			goto fail;
+		}
+		place(rc, map);
+		init_header(rc);
+	} else if (errno == EEXIST) {
+		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+		if (fd < 0 || (err = attach(rc, fd, rec)) < 0) {
+			if (fd < 0)
+				err = eg_fail(-errno, "cannot open row cache '%s': %s", name, strerror(errno));
+			goto fail;
+		}
+	} else {
+		err = eg_fail(-errno, "cannot create row cache '%s': %s", name, strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	*out = rc;
+	return 0;
+fail:
+	if (fd >= 0) {
+		if (created)
+			shm_unlink(name); /* a segment we created but could not make */
+		close(fd);
+	}
+	free(rc->name);
+	free(rc);
+	return err;
+}
+
+ENGRAM_API void engram_rowcache_close(engram_rowcache *rc)
+{
+	EG_KEEP_ERRNO;
+	if (!rc)
+		return;
+	munmap(rc->h, rc->map_bytes);
+	free(rc->name);
+	free(rc);
+}
+
+ENGRAM_API int engram_rowcache_remove(const char *name)
+{
+	EG_KEEP_ERRNO;
+	if (!name || !valid_name(name))
+		return eg_fail(-EINVAL, "row cache name '%s' is not '/' and a name without '/'", name ? name : "(null)");
+	if (shm_unlink(name) < 0)
+		return eg_fail(-errno, "cannot remove row cache '%s': %s", name, strerror(errno));
+	return 0;
+}
+
+ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_rowcache_info *info)
+{
+	EG_KEEP_ERRNO;
+	struct engram_rowcache_info v = { .size = sizeof(v) };
+	uint64_t used = 0;
+
+	v.bytes = rc->map_bytes;
+	v.slots = rc->n_sets * EG_RC_WAYS;
+	v.ways = EG_RC_WAYS;
+	v.record_bytes = (unsigned)rc->record_bytes;
+	v.slot_bytes = (unsigned)rc->slot_bytes;
+	v.overhead_per_row = (double)(rc->map_bytes - v.slots * rc->record_bytes) / (double)v.slots;
+	for (uint64_t i = 0; i < v.slots; i++) {
+		struct rc_slot *s = (struct rc_slot *)(rc->slots + i * rc->slot_bytes);
+		used += atomic_load_explicit(&s->key, memory_order_relaxed) != 0;
+	}
+	v.rows = used;
+	v.hits = atomic_load_explicit(&rc->h->hits, memory_order_relaxed);
+	v.misses = atomic_load_explicit(&rc->h->misses, memory_order_relaxed);
+	v.inserts = atomic_load_explicit(&rc->h->inserts, memory_order_relaxed);
+	v.name = rc->name ? rc->name : "";
+	return eg_struct_out(info, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_rowcache_info, name),
+			     "engram_rowcache_info");
+}

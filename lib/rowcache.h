@@ -1,0 +1,44 @@
+/* The row cache (rowcache.c): RAM that holds rows, not pages. A set-associative table of row slots with CLOCK
+ * replacement within each set, in one mapping that may be shared by the processes of a node (POSIX shared
+ * memory) or private to one. Slots are read under a sequence lock: a reader copies a row out and keeps it only
+ * if the slot did not change meanwhile, so a row is never returned torn or for another key, whatever other
+ * threads and processes insert concurrently. */
+#ifndef ENGRAM_ROWCACHE_H
+#define ENGRAM_ROWCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define EG_RC_WAYS 8
+
+struct rc_header;
+
+struct engram_rowcache {
+	struct rc_header *h;
+	uint8_t *slots;          /* n_sets x EG_RC_WAYS slots of slot_bytes */
+	uint8_t *hands;          /* per set: the CLOCK hand */
+	uint64_t n_sets;
+	size_t slot_bytes, record_bytes;
+	size_t map_bytes;
+	char *name;              /* NULL: private */
+	uint8_t set_id[16];
+	uint64_t row_limit;      /* keys hold rows below this */
+};
+
+/* The key of a row of a layer (never 0). */
+static inline uint64_t eg_rc_key(unsigned layer_index, uint64_t row)
+{
+	return (uint64_t)(layer_index + 1) << 40 | row;
+}
+
+/* Copy the record of key into dst (record_bytes); 1 when it was there, whole, 0 when not. Marks it used. */
+int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len);
+/* 1 when key is there now (it may be gone by the time it is read). */
+int eg_rc_has(struct engram_rowcache *rc, uint64_t key);
+/* Insert a record (len <= record_bytes) under key, evicting the set's CLOCK victim; a no-op when the key is
+ * there already or every way of the set is being written. */
+void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len);
+
+#endif

@@ -1,0 +1,283 @@
+/* engram-stat replay: one run (see replay_run.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replay_run.h"
+#include "replay_stats.h"
+#include "toolutil.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* The look-ahead (depth >= 2): hash step `step` with a hasher of its own and submit its rows' reads. A prompt
+ * (a sequence's first push) is known once its request is queued, so its rows can be read steps ahead; a decode
+ * token exists only when the step before it ends, so only the oracle look-ahead (no engine has it) reads it
+ * ahead. *rows counts the rows requested. */
+static int prefetch_step(engram_session *s, engram_hasher *ah, const struct replay_ctx *c, size_t step, uint64_t *tmp,
+			 uint64_t **la, unsigned L, unsigned cols, uint64_t *rows)
+{
+	const struct replay_sched *sc = c->sc;
+	int oracle = c->info->lookahead == LOOKAHEAD_ORACLE;
+	size_t npos = 0;
+	int err;
+
+	for (size_t i = sc->step_begin[step]; i < sc->step_begin[step + 1]; i++) {
+		const struct replay_entry *e = &sc->e[i];
+		if (!oracle && !e->prefill)
+			continue;
+		if (e->reset)
+			engram_hasher_reset(ah, e->slot);
+		if ((err = engram_hasher_push(ah, e->slot, c->tokens + e->off, NULL, e->n, tmp)) < 0)
+			return err;
+		for (unsigned l = 0; l < L; l++)
+			memcpy(la[l] + npos * cols, tmp + (size_t)l * e->n * cols, (size_t)e->n * cols * sizeof(*tmp));
+		npos += e->n;
+	}
+	for (unsigned l = 0; l < L; l++)
+		if ((err = engram_session_prefetch_rows(s, l, la[l], npos * cols)) < 0)
+			return err;
+	*rows += (uint64_t)npos * cols * L;
+	return 0;
+}
+
+/* A draft of a token: the true one with probability p, else another id, decided by a hash of (seed, step, slot)
+ * so that every run of the same settings drafts alike. */
+static int64_t draft_of(int64_t token, uint64_t vocab, double p, uint64_t seed, size_t step, unsigned slot,
+			int *accepted)
+{
+	uint64_t x = seed ^ (uint64_t)step * 0x9e3779b97f4a7c15ull ^ (uint64_t)slot * 0xc2b2ae3d27d4eb4full;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	*accepted = (double)(x >> 11) * 0x1p-53 < p;
+	if (*accepted || vocab < 2 || token < 0)
+		return token;
+	return (int64_t)(((uint64_t)token + 1 + (x & 0xffffffffu) % (vocab - 1)) % vocab);
+}
+
+/* Speculative decoding (--draft-accept): at the end of step `step`, the next step's decode tokens are known as
+ * drafts; their rows are prefetched with engram_session_prefetch_next. */
+static int prefetch_drafts(engram_session *s, const struct replay_ctx *c, size_t step, double p, unsigned *seqs,
+			   int64_t *drafts, struct replay_result *r, uint64_t vocab, unsigned L, unsigned cols)
+{
+	const struct replay_sched *sc = c->sc;
+	size_t m = 0;
+
+	if (step + 1 >= sc->n_steps)
+		return 0;
+	for (size_t i = sc->step_begin[step + 1]; i < sc->step_begin[step + 2]; i++) {
+		const struct replay_entry *e = &sc->e[i];
+		int accepted;
+		if (e->prefill || e->reset || e->n != 1)
+			continue;
+		seqs[m] = e->slot;
+		drafts[m++] = draft_of(c->tokens[e->off], vocab, p, c->info->seed, step + 1, e->slot, &accepted);
+		r->drafts_accepted += (uint64_t)accepted;
+	}
+	r->drafts += m;
+	r->draft_rows += (uint64_t)m * cols * L;
+	return m ? engram_session_prefetch_next(s, seqs, drafts, NULL, m) : 0;
+}
+
+int replay_run(const struct replay_ctx *c, struct replay_result *r)
+{
+	const struct replay_sched *sc = c->sc;
+	const struct replay_info *in = c->info;
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	engram_hasher *ah = NULL;
+	uint64_t *tmp = NULL, **la = NULL;
+	unsigned *seqs = NULL;
+	int64_t *drafts = NULL;
+	struct replay_samples smp = { 0 };
+	uint8_t *buf = NULL;
+	int err, status = -1;
+
+	if (replay_files_prepare(c->files, in->cold) < 0)
+		return -1;
+	r->resident_start = replay_files_resident(c->files);
+	if ((err = engram_open(&st, c->shard, 0)) < 0) {
+		tool_lib_error(err);
+		return -1;
+	}
+	const engram_config *cfg = engram_store_config(st);
+	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
+	uint64_t vocab = engram_config_raw_vocab(cfg);
+	struct engram_session_options so = {
+		.size = sizeof(struct engram_session_options),
+		.max_seqs = in->batch,
+		.mode = r->set.mode,
+		.cache_bytes = r->set.cache_mb << 20,
+		.queue_depth = r->set.queue_depth,
+		.flags = (in->no_uring ? ENGRAM_SESSION_NO_URING : 0) | (r->set.depth ? 0 : ENGRAM_SESSION_NO_PREFETCH),
+	};
+	size_t ob = 0;
+	for (unsigned l = 0; l < L; l++)
+		if (engram_out_row_bytes(st, l, c->out) > ob)
+			ob = engram_out_row_bytes(st, l, c->out);
+	size_t buf_bytes = (sc->max_step_positions ? sc->max_step_positions : 1) * cols * ob;
+	r->n_layers = L;
+	r->layers = calloc(L, sizeof(*r->layers));
+	buf = malloc(buf_bytes);
+	if (!r->layers || !buf) {
+		tool_error("out of memory");
+		goto out;
+	}
+	if (replay_samples_init(&smp, sc->n_steps) < 0)
+		goto out;
+	if ((err = engram_session_create(&s, st, &so)) < 0) {
+		tool_lib_error(err);
+		goto out;
+	}
+	snprintf(r->backend, sizeof(r->backend), "%s", engram_session_backend(s));
+	if (r->set.depth >= 2) {
+		tmp = malloc((size_t)L * sc->max_push * cols * sizeof(*tmp));
+		la = calloc(L, sizeof(*la));
+		for (unsigned l = 0; tmp && la && l < L; l++)
+			if (!(la[l] = malloc(sc->max_step_positions * cols * sizeof(**la))))
+				break;
+		if (!tmp || !la || !la[L - 1]) {
+			tool_error("out of memory");
+			goto out;
+		}
+		if ((err = engram_hasher_create(&ah, cfg, in->batch)) < 0) {
+			tool_lib_error(err);
+			goto out;
+		}
+	}
+
+	if (r->set.draft_accept >= 0) {
+		seqs = malloc((sc->max_step_positions ? sc->max_step_positions : 1) * sizeof(*seqs));
+		drafts = malloc((sc->max_step_positions ? sc->max_step_positions : 1) * sizeof(*drafts));
+		if (!seqs || !drafts) {
+			tool_error("out of memory");
+			goto out;
+		}
+	}
+
+	long flt0 = replay_major_faults();
+	int64_t io0 = replay_kernel_read_bytes();
+	uint64_t start = now_ns(), compute_ns = 0, stall_total = 0;
+	size_t ahead = 1;
+	for (size_t step = 0; step < sc->n_steps; step++) {
+		uint64_t t0 = now_ns(), shift = 0, gather_ns = 0;
+		uint64_t prefill = 0;
+		engram_session_begin(s);
+		for (size_t i = sc->step_begin[step]; i < sc->step_begin[step + 1]; i++) {
+			const struct replay_entry *e = &sc->e[i];
+			if (e->reset)
+				engram_session_reset(s, e->slot);
+			if (e->prefill)
+				prefill += e->n;
+			if ((err = engram_session_push(s, e->slot, c->tokens + e->off, NULL, e->n)) < 0) {
+				tool_lib_error(err);
+				goto out;
+			}
+		}
+		if (r->set.depth >= 2) {
+			size_t target = step + r->set.depth - 1;
+			if (target >= sc->n_steps)
+				target = sc->n_steps - 1;
+			for (; ahead <= target; ahead++)
+				if ((err = prefetch_step(s, ah, c, ahead, tmp, la, L, cols, &r->ahead_rows)) < 0) {
+					tool_lib_error(err);
+					goto out;
+				}
+		}
+		uint64_t push_ns = now_ns() - t0;
+		uint64_t step_ns = (uint64_t)llround((in->step_ms + in->prefill_ms_per_token * (double)prefill) * 1e6);
+		size_t n = engram_session_positions(s) * cols;
+		/* the library's time is time the layers do not run: each call delays the compute after it */
+		shift = push_ns;
+		for (unsigned l = 0; l < L; l++) {
+			if (!in->no_wait)
+				sleep_until(t0 + (uint64_t)llround(c->lead_frac[l] * (double)step_ns) + shift);
+			uint64_t g0 = now_ns();
+			err = engram_session_gather(s, l, c->out, buf, n * ob);
+			uint64_t g = now_ns() - g0;
+			if (err < 0) {
+				tool_lib_error(err);
+				goto out;
+			}
+			gather_ns += g;
+			shift += g;
+		}
+		/* the drafts of the next step's tokens come with this step's sampling, at its end */
+		if (!in->no_wait)
+			sleep_until(t0 + step_ns + shift);
+		if (r->set.draft_accept >= 0) {
+			uint64_t d0 = now_ns();
+			if ((err = prefetch_drafts(s, c, step, r->set.draft_accept, seqs, drafts, r, vocab, L, cols)) < 0) {
+				tool_lib_error(err);
+				goto out;
+			}
+			push_ns += now_ns() - d0;
+		}
+		compute_ns += step_ns;
+		stall_total += push_ns + gather_ns;
+		struct engram_io_stats ss = ENGRAM_INIT(struct engram_io_stats);
+		engram_session_stats(s, -1, 1, &ss);
+		replay_samples_add(&smp, step, (double)push_ns / 1e3, (double)gather_ns / 1e3,
+				   in->no_wait ? 0 : (double)step_ns / 1e3, &ss);
+	}
+	uint64_t wall = now_ns() - start;
+	long flt1 = replay_major_faults();
+	int64_t io1 = replay_kernel_read_bytes();
+
+	r->steps = sc->n_steps;
+	r->wall_s = (double)wall / 1e9;
+	r->compute_s = in->no_wait ? 0 : (double)compute_ns / 1e9;
+	r->stall_s = (double)stall_total / 1e9;
+	r->major_faults = flt1 - flt0;
+	r->kernel_read_bytes = io0 >= 0 && io1 >= 0 ? io1 - io0 : -1;
+	r->all = ENGRAM_INIT(struct engram_io_stats);
+	engram_session_stats(s, -1, 0, &r->all);
+	r->distinct_rows = r->distinct_bytes = 0;
+	for (unsigned l = 0; l < L; l++) {
+		struct replay_layer *ly = &r->layers[l];
+		ly->layer_id = engram_config_layer_id(cfg, l);
+		ly->record_size = c->record_size[l];
+		ly->distinct_rows = c->distinct[l];
+		ly->st = ENGRAM_INIT(struct engram_io_stats);
+		engram_session_stats(s, (int)l, 0, &ly->st);
+		ly->lead_p50_ms = replay_lead_ms(ly->st.lead_hist, 50);
+		ly->lead_p95_ms = replay_lead_ms(ly->st.lead_hist, 95);
+		r->distinct_rows += ly->distinct_rows;
+		r->distinct_bytes += ly->distinct_rows * ly->record_size;
+	}
+	replay_samples_summarize(&smp, sc->n_steps, r);
+	status = 0;
+out:
+	free(seqs);
+	free(drafts);
+	engram_hasher_destroy(ah);
+	for (unsigned l = 0; la && l < L; l++)
+		free(la[l]);
+	free(la);
+	free(tmp);
+	engram_session_destroy(s);
+	engram_close(st);
+	free(buf);
+	replay_samples_free(&smp);
+	return status;
+}
