@@ -8,11 +8,11 @@
 
 A ctypes binding over libengram.so: no compiler at install or import. ctypes.CDLL releases the GIL around each
 library call, so calls that wait or copy (Config.rows, Store.preload, Store.verify, Session.push, push_batch,
-gather, gather_rows, prefetch_rows) let other Python threads run.
+prefetch_next, gather, gather_rows, prefetch_rows) let other Python threads run.
 
-Threads (as in libengram(3)): a Config and a Store may be used by any number of threads at once. A Session
-belongs to one thread at a time: use one per engine thread, all on one Store; a session entered by a second
-thread while in use raises RuntimeError instead of corrupting it.
+Threads (as in libengram(3)): a Config, a Store and a RowCache may be used by any number of threads at once. A
+Session belongs to one thread at a time: use one per engine thread, all on one Store; a session entered by a
+second thread while in use raises RuntimeError instead of corrupting it.
 
 Errors: a failed library call raises engram.Error, an OSError whose errno is the error number (errno.ENOENT ...,
 or engram.EMAGIC ... engram.EDTYPE) and whose strerror is the library's message naming the file and the
@@ -26,12 +26,13 @@ from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EMAGIC, EPARSE, ESHAPE
                       Error, InvalidArgument)
 from ._config import Config
 from ._lib import lib as _cdll
+from ._rowcache import RowCache
 from ._session import Session
 from ._store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "Store", "Session", "Error", "InvalidArgument", "library_version", "library_path",
+__all__ = ["Config", "Store", "Session", "RowCache", "Error", "InvalidArgument", "library_version", "library_path",
            "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE"]
 
 

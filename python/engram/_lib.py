@@ -13,7 +13,7 @@ ctypes.CDLL releases the GIL around every foreign call: other Python threads run
 import ctypes
 import os
 import threading
-from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_uint, c_uint8, c_uint64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint, c_uint8, c_uint64, c_void_p
 
 SONAME = "libengram.so.0"
 PACK_SONAME = "libengram-pack.so.0"
@@ -98,6 +98,23 @@ class IoStats(ctypes.Structure):
     ]
 
 
+class RowCacheInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("bytes", c_uint64),
+        ("slots", c_uint64),
+        ("ways", c_uint),
+        ("record_bytes", c_uint),
+        ("slot_bytes", c_uint),
+        ("overhead_per_row", c_double),
+        ("rows", c_uint64),
+        ("hits", c_uint64),
+        ("misses", c_uint64),
+        ("inserts", c_uint64),
+        ("name", c_char_p),
+    ]
+
+
 def new(struct):
     """A zeroed caller-allocated struct with its size field set (ENGRAM_INIT)."""
     s = struct()
@@ -110,6 +127,7 @@ STRUCTS = {
     "engram_table_info": TableInfo,
     "engram_session_options": SessionOptions,
     "engram_io_stats": IoStats,
+    "engram_rowcache_info": RowCacheInfo,
 }
 
 _p = c_void_p  # opaque handles and caller buffers
@@ -153,6 +171,10 @@ _FUNCS = {
     "engram_preload": (c_int, [_p, c_int]),
     "engram_verify": (c_int, [_p, REPORT, _p]),
     "engram_out_row_bytes": (c_size_t, [_p, c_uint, c_int]),
+    "engram_rowcache_open": (c_int, [_pp, _p, c_char_p, c_uint64, c_uint]),
+    "engram_rowcache_close": (None, [_p]),
+    "engram_rowcache_remove": (c_int, [c_char_p]),
+    "engram_rowcache_info": (c_int, [_p, POINTER(RowCacheInfo)]),
     "engram_session_create": (c_int, [_pp, _p, POINTER(SessionOptions)]),
     "engram_session_destroy": (None, [_p]),
     "engram_session_backend": (c_char_p, [_p]),
@@ -164,6 +186,7 @@ _FUNCS = {
     "engram_session_rows": (_p, [_p, c_uint]),
     "engram_session_gather_bytes": (c_size_t, [_p, c_uint, c_int]),
     "engram_session_gather": (c_int, [_p, c_uint, c_int, _p, c_size_t]),
+    "engram_session_prefetch_next": (c_int, [_p, _p, _p, _p, c_size_t]),
     "engram_session_prefetch_rows": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_session_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_session_stats": (c_int, [_p, c_int, c_int, POINTER(IoStats)]),

@@ -1,4 +1,5 @@
 """engram.Session: one engine loop's addressing, prefetch and gathers (engram_session_*)."""
+import contextlib
 import ctypes
 import errno
 import threading
@@ -9,6 +10,7 @@ import numpy as np
 from . import _arrays, _lib
 from ._errors import error
 from ._lib import MODE_DIRECT, MODE_PAGECACHE, OUT_BF16, OUT_F32, OUT_NATIVE, lib
+from ._rowcache import RowCache
 
 _KINDS = {"native": OUT_NATIVE, "bf16": OUT_BF16, "f32": OUT_F32}
 _NP_OUT = {OUT_NATIVE: np.dtype(np.uint8), OUT_BF16: np.dtype(np.uint16), OUT_F32: np.dtype(np.float32)}
@@ -22,6 +24,7 @@ _STATS_FIELDS = tuple(name for name, _ in _lib.IoStats._fields_ if name != "size
 _begin = lib.engram_session_begin
 _push = lib.engram_session_push
 _push_batch = lib.engram_session_push_batch
+_prefetch_next = lib.engram_session_prefetch_next
 _gather_bytes = lib.engram_session_gather_bytes
 _gather = lib.engram_session_gather
 
@@ -58,7 +61,8 @@ class Session:
     corrupted session); use one session per engine thread, all on one shared Store. Calls that wait or copy
     (push, push_batch, gather, gather_rows, prefetch_rows) release the GIL."""
 
-    def __init__(self, store, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll):
+    def __init__(self, store, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
+                 page_cache_mb):
         self._ptr = None
         o = _lib.new(_lib.SessionOptions)
         o.max_seqs = _count(max_seqs, "max_seqs", False)
@@ -69,13 +73,21 @@ class Session:
         o.cache_bytes = _count(cache_mb, "cache_mb", True) << 20
         o.flags = ((0 if uring else _lib.SESSION_NO_URING) | (0 if prefetch else _lib.SESSION_NO_PREFETCH) |
                    (_lib.SESSION_SQPOLL if sqpoll else 0))
+        o.page_cache_bytes = _count(page_cache_mb, "page_cache_mb", True) << 20
+        if row_cache is not None and not isinstance(row_cache, RowCache):
+            raise TypeError(f"row_cache must be an engram.RowCache, not {type(row_cache).__name__}")
+        if row_cache is not None and row_cache._set_id != store._set_id:
+            # the library takes the rows of any row cache for this store's: refuse another set's here
+            raise ValueError(f"{row_cache._what} serves another table set than store '{store.path}'")
         self._store = store
+        self._row_cache = row_cache
         self._cfg = cfg = store.config
         self._max_seqs = o.max_seqs
         self._mode = mode
         self._busy = threading.Lock()
         ptr = ctypes.c_void_p()
-        with store._use() as sp:
+        with store._use() as sp, (row_cache._use() if row_cache else contextlib.nullcontext()) as rp:
+            o.row_cache = rp
             # per (layer index, output type): numpy dtype, shape of a position, bytes of a position
             self._layout = {}
             for li in range(len(cfg.layer_ids)):
@@ -89,7 +101,9 @@ class Session:
             self._ptr = ptr.value
             self._finalizer = weakref.finalize(self, lib.engram_session_destroy, ptr.value)
             self._finalizer.atexit = False
-            store._sessions.add(self)
+            store._adopt(self)
+            if row_cache:
+                row_cache._adopt(self)
         self._backend = lib.engram_session_backend(self._ptr).decode(errors="replace")
 
     def _enter(self):
@@ -150,11 +164,8 @@ class Session:
         finally:
             self._busy.release()
 
-    def push_batch(self, seqs, tokens, mask=None):
-        """A decode step in one call: tokens[i] into slot seqs[i] (distinct slots, any order), appended to the
-        step in that order, their reads submitted. seqs as a numpy.uintc array and tokens as int64 are used
-        without a copy. A bad or repeated slot or a bad token id raises engram.InvalidArgument and appends
-        nothing."""
+    def _batch(self, call, seqs, tokens, mask):
+        """call(session, seqs, tokens, mask, n) with one token for each of n slots, as the C API takes them."""
         s = _arrays.slots(seqs)
         t = _arrays.tokens(tokens)
         n = s.shape[0]
@@ -166,11 +177,25 @@ class Session:
         ma, _mk = (None, None) if m is None else _arrays.address(m)
         ptr = self._enter()
         try:
-            rc = _push_batch(ptr, sa, ta, ma, n)
+            rc = call(ptr, sa, ta, ma, n)
             if rc < 0:
                 raise error(rc)
         finally:
             self._busy.release()
+
+    def push_batch(self, seqs, tokens, mask=None):
+        """A decode step in one call: tokens[i] into slot seqs[i] (distinct slots, any order), appended to the
+        step in that order, their reads submitted. seqs as a numpy.uintc array and tokens as int64 are used
+        without a copy. A bad or repeated slot or a bad token id raises engram.InvalidArgument and appends
+        nothing."""
+        self._batch(_push_batch, seqs, tokens, mask)
+
+    def prefetch_next(self, seqs, tokens, mask=None):
+        """Speculative decoding: submit the reads of the rows that push_batch(seqs, tokens, mask) would address
+        (drafts of each sequence's next token), without adding positions or changing any slot's history. Call it
+        at the end of the step that proposed the drafts: a confirmed draft's push finds its reads done or in
+        flight, a rejected one's reads were for nothing. Errors as push_batch."""
+        self._batch(_prefetch_next, seqs, tokens, mask)
 
     def reset(self, seq):
         """Forget slot seq's history: its next token starts a sequence."""

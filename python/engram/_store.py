@@ -1,17 +1,16 @@
 """engram.Store: a shard file, or every shard of a manifest, mapped read-only and shared."""
-import contextlib
 import ctypes
 import os
-import threading
 import weakref
 
 from . import _lib
 from ._config import Config, fspath
 from ._errors import error
+from ._handle import Handle
 from ._lib import lib
 
 
-class Store:
+class Store(Handle):
     """A shard file or a manifest's shards, opened read-only and shared (MAP_SHARED), its headers and metadata
     checksums validated. Immutable: any number of threads may use one Store at once, each with its own sessions.
 
@@ -24,29 +23,14 @@ class Store:
         rc = lib.engram_open(ctypes.byref(ptr), fspath(path, "path"), 0)
         if rc < 0:
             raise error(rc)
-        self._ptr = ptr.value
         self._path = os.fsdecode(path)
-        self._lock = threading.Lock()
-        self._users = 0
-        self._sessions = weakref.WeakSet()
+        self._open(ptr.value, lib.engram_close, f"store '{self._path}'")
         self._config = None
-        self._finalizer = weakref.finalize(self, lib.engram_close, ptr.value)
-        self._finalizer.atexit = False
+        si = _lib.new(_lib.StoreInfo)
+        lib.engram_store_info(self._ptr, ctypes.byref(si))
+        self._set_id = bytes(si.set_id)  # which row caches serve this store
         self._shards = tuple(lib.engram_store_shard_path(self._ptr, i).decode(errors="surrogateescape")
                              for i in range(lib.engram_store_num_shards(self._ptr)))
-
-    @contextlib.contextmanager
-    def _use(self):
-        """The store pointer, kept open for the duration of a call."""
-        with self._lock:
-            if not self._ptr:
-                raise ValueError(f"store '{self._path}' is closed")
-            self._users += 1
-        try:
-            yield self._ptr
-        finally:
-            with self._lock:
-                self._users -= 1
 
     @property
     def path(self):
@@ -56,10 +40,6 @@ class Store:
     def shards(self):
         """Shard files of the store: the one opened, or every shard its manifest names, in order."""
         return self._shards
-
-    @property
-    def closed(self):
-        return not self._ptr
 
     @property
     def config(self):
@@ -120,6 +100,12 @@ class Store:
             "set_id": bytes(si.set_id).hex(),
             "created_unix": si.created_unix,
             "writer": si.writer.decode(errors="replace") if si.writer else "",
+            # where the packer got the token map: "tokenizer.json", ".npy", or "" for shards that do not say
+            "token_map": {
+                "source": (si.token_map_source or b"").decode(errors="replace"),
+                "name": (si.token_map_name or b"").decode(errors="surrogateescape"),
+                "sha256": bytes(si.token_map_sha256).hex() if any(si.token_map_sha256) else None,
+            },
         }
 
     def preload(self, layer=None):
@@ -157,29 +143,17 @@ class Store:
             return lib.engram_out_row_bytes(ptr, index, out_kind(dtype))
 
     def session(self, max_seqs=1, mode="pagecache", queue_depth=None, cache_mb=None, uring=True, prefetch=True,
-                sqpoll=False):
+                sqpoll=False, row_cache=None, page_cache_mb=None):
         """A new engram.Session on this store (see Session). max_seqs: sequence slots; mode: 'pagecache' or
         'direct'; queue_depth: reads in flight at most (default 1024); cache_mb: the private cache in MiB (default
         256); uring=False: the pread thread pool instead of io_uring; prefetch=False: push only hashes and every
-        row is read when gathered; sqpoll=True: io_uring submission by a kernel thread."""
+        row is read when gathered; sqpoll=True: io_uring submission by a kernel thread; row_cache: an
+        engram.RowCache of this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept
+        there); page_cache_mb: in page-cache mode, the page cache the session may count on (default half of
+        physical memory)."""
         from ._session import Session
-        return Session(self, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll)
-
-    def close(self):
-        """Unmap the store. RuntimeError while one of its sessions is open or another thread is in a call on it."""
-        with self._lock:
-            if not self._ptr:
-                return
-            if self._users or any(not s.closed for s in self._sessions):
-                raise RuntimeError(f"store '{self._path}' is in use: close its sessions first")
-            self._ptr = None
-        self._finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        return Session(self, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
+                       page_cache_mb)
 
     def __repr__(self):
         return f"<engram.Store '{self._path}'{' (closed)' if self.closed else ''}>"

@@ -271,3 +271,27 @@ def test_read_errors_raise_with_the_file(packed, tmp_path):
             with pytest.raises(engram.Error) as e:
                 s.gather(1, "f32")
             assert e.value.errno == engram.ECORRUPT and "bad.engram" in e.value.strerror
+
+
+def test_prefetch_next_reads_drafts_without_pushing_them(synthetic):
+    slots, first, drafts = np.arange(8), np.arange(100, 108), np.arange(5000, 5008)
+    with engram.Store(synthetic) as store, store.session(8, mode="direct") as s, \
+            store.session(8, mode="direct") as ref:
+        for x in (s, ref):
+            x.begin()
+            x.push_batch(slots, first)
+        rows, requested = s.rows(1), s.stats()["requested"]
+        s.prefetch_next(slots, drafts)
+        assert s.positions == 8 and s.stats()["requested"] == requested + 8 * 24 * 2
+        np.testing.assert_array_equal(s.rows(1), rows)
+        with pytest.raises(engram.InvalidArgument):
+            s.prefetch_next([1, 1], [5, 6])
+        with pytest.raises(ValueError, match="1 tokens for 2 seqs"):
+            s.prefetch_next([1, 2], [5])
+        for x in (s, ref):  # the drafts confirmed: the next step pushes them
+            x.begin()
+            x.push_batch(slots, drafts)
+        assert s.stats(step=True)["ios"] == 0 < ref.stats(step=True)["ios"]
+        for layer in (1, 14):
+            np.testing.assert_array_equal(s.rows(layer), ref.rows(layer))
+            np.testing.assert_array_equal(s.gather(layer, "native"), ref.gather(layer, "native"))

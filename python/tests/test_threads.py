@@ -47,11 +47,11 @@ def test_other_threads_run_while_a_gather_waits(synthetic):
     pytest.fail("no gather took 20 ms: cannot tell whether the GIL is released")
 
 
-def _decode(store, seed, steps, results, spans):
+def _decode(store, seed, steps, results, spans, **options):
     rng = np.random.default_rng(seed)
     out = []
     t0 = time.perf_counter()
-    with store.session(16) as s:
+    with store.session(16, **options) as s:
         buf = np.empty((16, 24 * 256), np.uint16)
         for _ in range(steps):
             s.begin()
@@ -63,14 +63,18 @@ def _decode(store, seed, steps, results, spans):
     results[seed] = out
 
 
-def test_sessions_of_one_store_run_concurrently(synthetic):
+@pytest.mark.parametrize("shared_row_cache", [False, True])
+def test_sessions_of_one_store_run_concurrently(synthetic, shared_row_cache):
+    """Two threads, a session each on one store (and, direct, one row cache both fill and read)."""
     steps = 150
     with engram.Store(synthetic) as store:
         alone, spans = {}, {}
         for seed in (1, 2):
             _decode(store, seed, steps, alone, spans)
         together, spans = {}, {}
-        ts = [threading.Thread(target=_decode, args=(store, seed, steps, together, spans)) for seed in (1, 2)]
+        options = dict(mode="direct", row_cache=engram.RowCache(store, 4)) if shared_row_cache else {}
+        ts = [threading.Thread(target=_decode, args=(store, seed, steps, together, spans), kwargs=options)
+              for seed in (1, 2)]
         for t in ts:
             t.start()
         for t in ts:
