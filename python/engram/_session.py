@@ -59,7 +59,7 @@ class Session:
 
     A session belongs to one thread at a time (a second thread calling in meanwhile gets RuntimeError, never a
     corrupted session); use one session per engine thread, all on one shared Store. Calls that wait or copy
-    (push, push_batch, gather, gather_rows, prefetch_rows) release the GIL."""
+    (push, push_batch, prefetch_next, gather, gather_rows, prefetch_rows) release the GIL."""
 
     def __init__(self, store, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
                  page_cache_mb):
