@@ -65,7 +65,7 @@ all: lib tools
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
 tools: $(TOOLS)
 tests: $(TESTS) $(FUZZ_REPLAY)
-benches: $(BENCHES)
+benches: $(BENCHES) $(B)/bench/libbench_step.so
 
 # the packer's headers are for the packer and the tests and benchmarks that reach into it; these also use
 # helpers of the tools (tools/residency.h, tools/toolutil.h)
@@ -143,6 +143,11 @@ fuzz:
 
 $(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
+
+# bench_step's pass alone, against libengram.so: bench/step_python.py runs it in its own process
+$(B)/bench/libbench_step.so: bench/bench_step.c $(B)/libengram.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DBENCH_STEP_LIBRARY -shared $(ALL_LDFLAGS) -o $@ $< -L$(B) -lengram
 
 check:
 	@scripts/install-deps build test

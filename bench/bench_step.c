@@ -1,5 +1,5 @@
 /* A warm decode step in C, the reference for the Python binding's overhead (bench/step_python.py runs the same
- * step through engram.Session; scripts/bench python runs both in one run and compares).
+ * step through engram.Session; scripts/bench python compares them).
  *
  * The step: engram_session_begin, engram_session_push_batch of one token for each of S sequences, and
  * engram_session_gather of every Engram layer into preallocated buffers. Sequence l reads the token stream from
@@ -12,7 +12,11 @@
  * the steps (gather_us: one gather call); step_mean_us: the mean of every timed step. digest: the sum of the
  * gathered bytes as little-endian 64-bit words over the warm-up pass (mod 2^64), as step_python.py computes it.
  *
- * usage: bench_step -s SHARD [-t TOKENS.npy] [-S SEQS] [-n STEPS] [-r PASSES] [-d bf16|f32|native] */
+ * usage: bench_step -s SHARD [-t TOKENS.npy] [-S SEQS] [-n STEPS] [-r PASSES] [-d bf16|f32|native]
+ *
+ * Built with -DBENCH_STEP_LIBRARY as $(B)/bench/libbench_step.so (against libengram.so), it is bench_step_pass()
+ * alone: step_python.py then runs C steps in its own process, alternating step by step with the binding's, so
+ * that both meet the same machine. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,6 +28,72 @@
 #define ENGRAM_STATIC_LINKING_ONLY /* engram_load_ints: the benchmarks link the static library */
 #include "engram.h"
 
+/* n steps on session s (its slots reset first when reset is set): seqs holds the S slots, steps the tokens of
+ * step t at steps[t * S + l], buf the L layers' buffers of bytes each, out the output type. With t_step non-NULL
+ * it writes the nanoseconds of each step's begin, push_batch, gathers ([n][L]) and whole step; with digest
+ * non-NULL it adds the gathered bytes to *digest as 64-bit words. Returns 0 or the first error. */
+__attribute__((visibility("default"))) int bench_step_pass(engram_session *s, int reset, unsigned S, unsigned n,
+							   const unsigned *seqs, const int64_t *steps, unsigned L,
+							   void *const *buf, size_t bytes, int out, uint64_t *t_begin,
+							   uint64_t *t_push, uint64_t *t_gather, uint64_t *t_step,
+							   uint64_t *digest);
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t word_sum(const void *p, size_t bytes)
+{
+	uint64_t s = 0, w;
+
+	for (size_t i = 0; i + 8 <= bytes; i += 8) {
+		memcpy(&w, (const char *)p + i, 8);
+		s += w;
+	}
+	return s;
+}
+
+int bench_step_pass(engram_session *s, int reset, unsigned S, unsigned n, const unsigned *seqs, const int64_t *steps,
+		    unsigned L, void *const *buf, size_t bytes, int out, uint64_t *t_begin, uint64_t *t_push,
+		    uint64_t *t_gather, uint64_t *t_step, uint64_t *digest)
+{
+	int err;
+
+	for (unsigned l = 0; reset && l < S; l++)
+		if ((err = engram_session_reset(s, l)) < 0)
+			return err;
+	for (unsigned t = 0; t < n; t++) {
+		uint64_t a = now_ns();
+		if ((err = engram_session_begin(s)) < 0)
+			return err;
+		uint64_t b = now_ns();
+		if ((err = engram_session_push_batch(s, seqs, steps + (size_t)t * S, NULL, S)) < 0)
+			return err;
+		uint64_t p = now_ns(), g = p;
+		for (unsigned li = 0; li < L; li++) {
+			if ((err = engram_session_gather(s, li, (enum engram_out)out, buf[li], bytes)) < 0)
+				return err;
+			uint64_t e = now_ns();
+			if (t_gather)
+				t_gather[(size_t)t * L + li] = e - g;
+			g = e;
+		}
+		if (t_step) {
+			t_begin[t] = b - a;
+			t_push[t] = p - b;
+			t_step[t] = g - a;
+		}
+		for (unsigned li = 0; digest && li < L; li++)
+			*digest += word_sum(buf[li], bytes);
+	}
+	return 0;
+}
+
+#ifndef BENCH_STEP_LIBRARY
 static void die(const char *what, int err)
 {
 	fprintf(stderr, "bench_step: %s: %s (%s)\n", what, engram_strerror(err), engram_last_error());
@@ -39,14 +109,6 @@ static void *xcalloc(size_t n, size_t size)
 		exit(1);
 	}
 	return p;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -66,17 +128,6 @@ static double best_us(uint64_t *v, unsigned passes, size_t m)
 				v[i] = v[r * m + i];
 	qsort(v, m, sizeof(*v), cmp_u64);
 	return m % 2 ? (double)v[m / 2] / 1e3 : ((double)v[m / 2 - 1] + (double)v[m / 2]) / 2e3;
-}
-
-static uint64_t word_sum(const void *p, size_t bytes)
-{
-	uint64_t s = 0, w;
-
-	for (size_t i = 0; i + 8 <= bytes; i += 8) {
-		memcpy(&w, (const char *)p + i, 8);
-		s += w;
-	}
-	return s;
 }
 
 static void usage(FILE *f)
@@ -159,37 +210,13 @@ int main(int argc, char **argv)
 	uint64_t digest = 0, total = 0;
 
 	for (unsigned r = 0; r <= R; r++) {
-		for (unsigned l = 0; l < S; l++)
-			if ((err = engram_session_reset(s, l)) < 0)
-				die("reset", err);
-		for (unsigned t = 0; t < N; t++) {
-			size_t k = (size_t)(r ? r - 1 : 0) * N + t;
-			uint64_t a = now_ns();
-			if ((err = engram_session_begin(s)) < 0)
-				die("begin", err);
-			uint64_t b = now_ns();
-			if ((err = engram_session_push_batch(s, seqs, steps + (size_t)t * S, NULL, S)) < 0)
-				die("push_batch", err);
-			uint64_t p = now_ns(), g = p;
-			for (unsigned li = 0; li < L; li++) {
-				if ((err = engram_session_gather(s, li, out, buf[li], bytes)) < 0)
-					die("gather", err);
-				uint64_t e = now_ns();
-				if (r)
-					t_gather[k * L + li] = e - g;
-				g = e;
-			}
-			if (r) {
-				t_begin[k] = b - a;
-				t_push[k] = p - b;
-				t_step[k] = g - a;
-				total += g - a;
-			} else {
-				for (unsigned li = 0; li < L; li++)
-					digest += word_sum(buf[li], bytes);
-			}
-		}
+		size_t k = (size_t)(r ? r - 1 : 0) * N;
+		if ((err = bench_step_pass(s, 1, S, N, seqs, steps, L, (void *const *)buf, bytes, out, t_begin + k,
+					   t_push + k, t_gather + k * L, t_step + k, r ? NULL : &digest)) < 0)
+			die("step", err);
 	}
+	for (size_t k = 0; k < (size_t)R * N; k++)
+		total += t_step[k];
 	printf("mode=c seqs=%u steps=%u passes=%u dtype=%s layers=%u step_us=%.2f begin_us=%.2f push_batch_us=%.2f "
 	       "gather_us=%.2f step_mean_us=%.2f digest=%016" PRIx64 "\n",
 	       S, N, R, dname, L, best_us(t_step, R, N), best_us(t_begin, R, N), best_us(t_push, R, N),
@@ -209,3 +236,4 @@ int main(int argc, char **argv)
 	engram_free(tok);
 	return 0;
 }
+#endif /* BENCH_STEP_LIBRARY */
