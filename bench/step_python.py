@@ -9,12 +9,13 @@ every layer into preallocated page-aligned numpy arrays (mode=python) and, when 
 tensors of the gather's dtype (mode=python-torch; torch aligns them to 64 bytes).
 
 With --c-pass LIB (bench_step built as $(B)/bench/libbench_step.so), bench_step's own C step runs in this
-process too, on a session of its own, into page-aligned buffers (mode=c-inprocess), alternating step by step
-with the binding's: both meet the same machine state, which on a shared machine separate processes do not.
-Every mode prints a line in bench_step's format (times: for each step and call the fastest of the timed
-passes, then the median over them) with the digest of its warm-up pass's gathered bytes; with --c-pass,
-mode=python-added (and python-torch-added) gives what the binding adds to each call against the C steps it
-alternated with, and the ratio of the steps. Last, mode=python-call-path: what the binding's code costs per call next to a bare ctypes call, on an empty step, warm.
+process too, on a session of its own, into page-aligned buffers (mode=c-with-python, c-with-python-torch),
+alternating step by step with the binding's: both meet the same machine state, which on a shared machine
+separate processes do not. Every mode prints a line in bench_step's format (times: for each step and call the
+fastest of the timed passes, then the median over them) with the digest of its warm-up pass's gathered bytes;
+with --c-pass, mode=python-added (and python-torch-added) gives what the binding adds to each call against the
+C steps it alternated with, and the ratio of the steps. Last, mode=python-call-path: what the binding's code
+costs per call next to a bare ctypes call, on an empty step, warm.
 Run with the package of this checkout and the library of the build: PYTHONPATH=python ENGRAM_LIBDIR=build,
 pinned.
 """
@@ -137,11 +138,13 @@ def best_us(v, passes):
 
 
 def report(mode, a, times, n_layers):
+    """Print MODE's line; returns the figures (us) by call."""
     us = lambda v: best_us(v, a.passes)  # noqa: E731
-    return {k: us(getattr(times, k)) for k in ("begin", "push", "gather", "step")}, print(f"mode={mode} seqs={a.seqs} steps={a.steps} passes={a.passes} dtype={a.dtype} layers={n_layers} "
+    print(f"mode={mode} seqs={a.seqs} steps={a.steps} passes={a.passes} dtype={a.dtype} layers={n_layers} "
           f"step_us={us(times.step):.2f} begin_us={us(times.begin):.2f} push_batch_us={us(times.push):.2f} "
           f"gather_us={us(times.gather):.2f} step_mean_us={times.step.mean() / 1e3:.2f} "
           f"digest={times.digest % (1 << 64):016x}", flush=True)
+    return {k: us(getattr(times, k)) for k in ("begin", "push", "gather", "step")}
 
 
 def call_path(session, layer, dtype):
@@ -208,8 +211,8 @@ def main():
             runners.append(C(lib, c_session, layers, seqs, steps, a.dtype, c_buffers))
         times = measure(runners, a.passes, N, len(layers))
         if lib:
-            c, _ = report("c-inprocess", a, times[1], len(layers))
-        py, _ = report(mode, a, times[0], len(layers))
+            c = report(f"c-with-{mode}", a, times[1], len(layers))
+        py = report(mode, a, times[0], len(layers))
         if lib:  # what the binding adds to each call, and the step's ratio, against the C steps between its own
             print(f"mode={mode}-added begin_us={py['begin'] - c['begin']:.2f} "
                   f"push_batch_us={py['push'] - c['push']:.2f} gather_us={py['gather'] - c['gather']:.2f} "
