@@ -1,6 +1,6 @@
-# libengram: make [all] | check | demo | bench | fuzz | install | uninstall | clean
+# libengram: make [all] | check | python-check | demo | bench | fuzz | install | uninstall | clean
 # Variables: CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, B (build directory),
-# WERROR=1, SANITIZE=address,undefined
+# WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3), PYTHONDIR (its site directory for PREFIX)
 
 VERSION := $(shell sed -n 's/^\#define ENGRAM_VERSION_STRING "\(.*\)"/\1/p' include/engram.h)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
@@ -53,15 +53,19 @@ FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 MAN := $(wildcard man/*.[135])
+# the Python binding (python/): tested by make check against this build's library, installed for $(PYTHON)
+PYTHON ?= /usr/bin/python3
+PYTHONDIR ?= $(shell scripts/python-sitedir $(PYTHON) $(PREFIX))
+PY_SRC := $(wildcard python/engram/*.py)
 
 .SECONDARY:
-.PHONY: all lib tools tests benches check demo bench fuzz install uninstall clean
+.PHONY: all lib tools tests benches check python-check demo bench fuzz install uninstall clean
 all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
 tools: $(TOOLS)
 tests: $(TESTS) $(FUZZ_REPLAY)
-benches: $(BENCHES)
+benches: $(BENCHES) $(B)/bench/libbench_step.so
 
 # the packer's headers are for the packer and the tests and benchmarks that reach into it; these also use
 # helpers of the tools (tools/residency.h, tools/toolutil.h)
@@ -140,10 +144,19 @@ fuzz:
 $(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
+# bench_step's pass alone, against libengram.so: bench/step_python.py runs it in its own process
+$(B)/bench/libbench_step.so: bench/bench_step.c $(B)/libengram.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DBENCH_STEP_LIBRARY -shared $(ALL_LDFLAGS) -o $@ $< -L$(B) -lengram
+
 check:
 	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory python-check
+
+python-check: all
+	@B=$(B) PYTHON=$(PYTHON) CC="$(CC)" SANITIZE=$(SANITIZE) scripts/python-check
 
 demo:
 	@scripts/install-deps build
@@ -171,6 +184,11 @@ install: all
 		> $(DESTDIR)$(PKGCONFIGDIR)/engram-pack.pc
 	for m in $(MAN); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+	@if [ -z "$(PYTHONDIR)" ]; then echo "install: no $(PYTHON): the Python package is not installed"; else \
+		echo "install: Python package engram in $(DESTDIR)$(PYTHONDIR), LIBDIR $(LIBDIR) recorded" && \
+		install -d $(DESTDIR)$(PYTHONDIR)/engram && install -m 644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/engram/ && \
+		printf '# written by make install: where that install put libengram\nLIBDIR = %s\n' "'$(LIBDIR)'" \
+			> $(DESTDIR)$(PYTHONDIR)/engram/_install.py; fi
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
@@ -179,6 +197,10 @@ uninstall:
 	for l in libengram libengram-pack; do rm -f $(DESTDIR)$(LIBDIR)/$$l.a $(DESTDIR)$(LIBDIR)/$$l.so \
 		$(DESTDIR)$(LIBDIR)/$$l.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$$l.so.$(VERSION); done
 	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	@if [ -n "$(PYTHONDIR)" ] && [ -d $(DESTDIR)$(PYTHONDIR)/engram ]; then cd $(DESTDIR)$(PYTHONDIR) && \
+		echo "uninstall: Python package engram in $(DESTDIR)$(PYTHONDIR)" && \
+		rm -f $(addprefix engram/,$(notdir $(PY_SRC)) _install.py) engram/__pycache__/*.pyc && \
+		{ rmdir engram/__pycache__ 2>/dev/null; rmdir engram 2>/dev/null; true; }; fi
 
 clean:
 	rm -rf $(B) $(FB)

@@ -118,7 +118,7 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 		return err;
 	err = seqs ? engram_hasher_push_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)
 		   : engram_hasher_push(s->hasher, seq, tokens, mask, n, s->push_rows);
-	if (err < 0)
+	if (err < 0 || !n) /* no tokens: the slot checked, nothing to append (and the step's rows may be NULL) */
 		return err;
 	for (unsigned l = 0; l < L; l++) {
 		uint64_t *dst = s->rows[l] + s->n_pos * cols;

@@ -1,0 +1,175 @@
+"""engram.Config: a hash config (layers, orders, heads, primes, multipliers, token map) and addressing."""
+import contextlib
+import ctypes
+import os
+import weakref
+
+import numpy as np
+
+from . import _arrays
+from ._errors import error
+from ._lib import lib
+
+
+def fspath(p, what):
+    """A path argument as the bytes the C API takes."""
+    try:
+        return os.fsencode(p)
+    except TypeError:
+        raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), not {type(p).__name__}") from None
+
+
+class Config:
+    """The hash config of an Engram model: which layers have tables, n-gram orders, heads, primes, multipliers,
+    pad id and the compressed-token map. Immutable; any number of threads may use one Config at once.
+
+    Config(config_json, token_map=None, tokenizer=None) loads the JSON (the Engram demo's EngramConfig fields, or
+    a Hugging Face config.json) with the compressed-token map from a .npy file (token_map) or built from a
+    Hugging Face tokenizer.json (tokenizer; this loads libengram-pack). Store.config is the config stored in a
+    shard."""
+
+    def __init__(self, config_json, token_map=None, tokenizer=None):
+        if (token_map is None) == (tokenizer is None):
+            raise ValueError("Config needs one of token_map (a .npy file) and tokenizer (a tokenizer.json)")
+        ptr = ctypes.c_void_p()
+        cfg = fspath(config_json, "config_json")
+        if tokenizer is not None:
+            from ._lib import pack
+            rc = pack().engram_config_load_tokenizer(ctypes.byref(ptr), cfg, fspath(tokenizer, "tokenizer"))
+        else:
+            rc = lib.engram_config_load(ctypes.byref(ptr), cfg, fspath(token_map, "token_map"))
+        if rc < 0:
+            raise error(rc)
+        self._init(ptr.value, None, f"'{os.fsdecode(config_json)}'")
+        self._finalizer = weakref.finalize(self, lib.engram_config_free, ptr.value)
+        self._finalizer.atexit = False
+
+    @classmethod
+    def _of_store(cls, ptr, store, what):
+        """The config a store owns: it keeps the store alive, and refuses use once the store is closed."""
+        self = cls.__new__(cls)
+        self._init(ptr, store, what)
+        return self
+
+    def _init(self, ptr, store, what):
+        self._ptr = ptr
+        self._store = store
+        self._what = what
+        n = lib.engram_config_num_layers(ptr)
+        self._layer_ids = tuple(lib.engram_config_layer_id(ptr, i) for i in range(n))
+        self._index = {lid: i for i, lid in enumerate(self._layer_ids)}
+        self._columns = lib.engram_config_columns(ptr)
+        self._head_dim = lib.engram_config_head_dim(ptr)
+        self._max_ngram = lib.engram_config_max_ngram(ptr)
+        self._heads = lib.engram_config_num_heads(ptr)
+        self._table_rows = tuple(lib.engram_config_table_rows(ptr, i) for i in range(n))
+        self._primes = tuple(tuple(lib.engram_config_prime(ptr, i, c) for c in range(self._columns))
+                             for i in range(n))
+        self._multipliers = tuple(tuple(lib.engram_config_multiplier(ptr, i, k) for k in range(self._max_ngram))
+                                  for i in range(n))
+        self._raw_vocab = lib.engram_config_raw_vocab(ptr)
+        self._compressed_vocab = lib.engram_config_compressed_vocab(ptr)
+        self._pad_id = lib.engram_config_pad_id(ptr)
+        self._compressed_pad = lib.engram_config_compressed_pad(ptr)
+
+    @property
+    def layer_ids(self):
+        """Model layer ids that have an Engram table, in config order (the layer arguments of this module)."""
+        return self._layer_ids
+
+    @property
+    def columns(self):
+        """Rows fetched per position and layer: (max_ngram - 1) x heads."""
+        return self._columns
+
+    @property
+    def head_dim(self):
+        """Elements per row."""
+        return self._head_dim
+
+    @property
+    def max_ngram(self):
+        """Largest n-gram order N (orders 2..N are hashed)."""
+        return self._max_ngram
+
+    @property
+    def heads(self):
+        """Heads per n-gram order."""
+        return self._heads
+
+    @property
+    def table_rows(self):
+        """Rows of each layer's table (the sum of its primes), in layer_ids order."""
+        return self._table_rows
+
+    @property
+    def raw_vocab(self):
+        """Entries of the token map (raw token ids)."""
+        return self._raw_vocab
+
+    @property
+    def compressed_vocab(self):
+        """Distinct compressed ids of the token map."""
+        return self._compressed_vocab
+
+    @property
+    def pad_id(self):
+        return self._pad_id
+
+    @property
+    def compressed_pad(self):
+        return self._compressed_pad
+
+    def layer_index(self, layer_id):
+        """Position of a model layer id in layer_ids; ValueError when that layer has no Engram table."""
+        if type(layer_id) is not int:
+            if isinstance(layer_id, bool) or not hasattr(type(layer_id), "__index__"):
+                raise TypeError(f"layer id must be an integer, not {type(layer_id).__name__}")
+            layer_id = layer_id.__index__()
+        i = self._index.get(layer_id)
+        if i is not None:
+            return i
+        raise ValueError(f"layer {layer_id} has no Engram table in {self._what} "
+                         f"(layers {', '.join(map(str, self._layer_ids))})")
+
+    def primes(self, layer_id):
+        """The layer's prime (modulus) of each column, column = (order - 2) x heads + head."""
+        return self._primes[self.layer_index(layer_id)]
+
+    def multipliers(self, layer_id):
+        """The layer's N odd multipliers."""
+        return self._multipliers[self.layer_index(layer_id)]
+
+    @contextlib.contextmanager
+    def _use(self):
+        if self._store is None:
+            yield self._ptr
+        else:
+            with self._store._use():
+                yield self._ptr
+
+    def rows(self, tokens, mask=None):
+        """Table rows that one sequence of raw token ids addresses: numpy uint64 [layers, positions, columns], the
+        row inside each layer's table, as `engram-stat rows` prints them. mask (optional): one bool or 0/1 per
+        token, 0 = dead (DeepSeek-V4.1's dead tokens)."""
+        t = _arrays.tokens(tokens)
+        n = t.shape[0]
+        m = _arrays.mask(mask, n)
+        out = np.empty((len(self._layer_ids), n, self._columns), dtype=np.uint64)
+        h = ctypes.c_void_p()
+        with self._use() as ptr:
+            rc = lib.engram_hasher_create(ctypes.byref(h), ptr, 1)
+            if rc < 0:
+                raise error(rc)
+            try:
+                rc = lib.engram_hasher_push(h, 0, t.ctypes.data, None if m is None else m.ctypes.data, n,
+                                            out.ctypes.data)
+                if rc < 0:
+                    raise error(rc)
+            finally:
+                lib.engram_hasher_destroy(h)
+        return out
+
+    def __repr__(self):
+        return (f"<engram.Config {self._what}: layers {list(self._layer_ids)}, orders 2..{self._max_ngram}, "
+                f"{self._heads} heads, head dim {self._head_dim}>")

@@ -1,0 +1,54 @@
+"""What Store and RowCache share: a library object that sessions use, open until close(), which refuses while a
+session uses it or another thread is in a call on it; without close(), freed with the last reference."""
+import contextlib
+import threading
+import weakref
+
+
+class Handle:
+    def _open(self, ptr, free, what):
+        """Own ptr, released by free(ptr); what names the object in messages ("store 'x.engram'")."""
+        self._ptr = ptr
+        self._what = what
+        self._lock = threading.Lock()
+        self._users = 0
+        self._sessions = weakref.WeakSet()
+        self._finalizer = weakref.finalize(self, free, ptr)
+        self._finalizer.atexit = False  # at exit, threads may still be in calls: leave it to the process's end
+
+    @contextlib.contextmanager
+    def _use(self):
+        """The pointer, kept open for the duration of a call."""
+        with self._lock:
+            if not self._ptr:
+                raise ValueError(f"{self._what} is closed")
+            self._users += 1
+        try:
+            yield self._ptr
+        finally:
+            with self._lock:
+                self._users -= 1
+
+    def _adopt(self, session):
+        """Count a session created while in _use() among the users that keep close() from closing."""
+        self._sessions.add(session)
+
+    @property
+    def closed(self):
+        return not self._ptr
+
+    def close(self):
+        """Release it now. RuntimeError while one of its sessions is open or another thread is in a call on it."""
+        with self._lock:
+            if not self._ptr:
+                return
+            if self._users or any(not s.closed for s in self._sessions):
+                raise RuntimeError(f"{self._what} is in use: close its sessions first")
+            self._ptr = None
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,67 @@
+"""engram.RowCache: RAM that holds rows, not pages (engram_rowcache_*)."""
+import ctypes
+import os
+
+from . import _lib
+from ._config import fspath
+from ._errors import error
+from ._handle import Handle
+from ._lib import lib
+
+_UINT64_MAX = (1 << 64) - 1
+
+
+class RowCache(Handle):
+    """RAM for the rows of one table set: sessions given it (Store.session(row_cache=...)) look rows up there
+    first, read the others with O_DIRECT and keep them. RowCache(store, mb, name=None): private to this process
+    (name None), or the POSIX shared-memory segment name ("/something") that every process of the node opening
+    that name maps: the first creates it with mb MiB, later ones attach to it as it is (mb is then ignored) and
+    must serve the same table set. A segment outlives its processes until RowCache.remove(name).
+
+    Any number of threads and sessions may use one RowCache at once. close() refuses while a session using it is
+    open; without close() it goes with its last reference (its sessions keep it)."""
+
+    def __init__(self, store, mb, name=None):
+        if isinstance(mb, bool) or not hasattr(type(mb), "__index__"):
+            raise TypeError(f"mb must be a positive integer, not {type(mb).__name__}")
+        nbytes = mb.__index__() << 20
+        if nbytes <= 0 or nbytes > _UINT64_MAX:
+            raise ValueError(f"mb {mb} is not a positive size")
+        ptr = ctypes.c_void_p()
+        with store._use() as sp:
+            rc = lib.engram_rowcache_open(ctypes.byref(ptr), sp, None if name is None else fspath(name, "name"),
+                                          nbytes, 0)
+            if rc < 0:
+                raise error(rc)
+            self._set_id = store._set_id
+        self._name = None if name is None else os.fsdecode(name)
+        self._open(ptr.value, lib.engram_rowcache_close,
+                   "private row cache" if name is None else f"row cache '{self._name}'")
+
+    @property
+    def name(self):
+        """The shared segment's name, or None for a private row cache."""
+        return self._name
+
+    def info(self):
+        """Its geometry and counters as a dict (every field of struct engram_rowcache_info): bytes, slots, ways,
+        record_bytes, slot_bytes, overhead_per_row, rows held now, and the hits, misses and inserts of every
+        process since it was created."""
+        ri = _lib.new(_lib.RowCacheInfo)
+        with self._use() as ptr:
+            rc = lib.engram_rowcache_info(ptr, ctypes.byref(ri))
+        if rc < 0:
+            raise error(rc)
+        d = {k: getattr(ri, k) for k, _ in _lib.RowCacheInfo._fields_ if k != "size"}
+        d["name"] = (d["name"] or b"").decode(errors="surrogateescape")
+        return d
+
+    @staticmethod
+    def remove(name):
+        """Remove a shared row cache's name; processes that have it mapped keep it until they close it."""
+        rc = lib.engram_rowcache_remove(fspath(name, "name"))
+        if rc < 0:
+            raise error(rc)
+
+    def __repr__(self):
+        return f"<engram.RowCache {self._what}{' (closed)' if self.closed else ''}>"

@@ -1,0 +1,159 @@
+"""engram.Store: a shard file, or every shard of a manifest, mapped read-only and shared."""
+import ctypes
+import os
+import weakref
+
+from . import _lib
+from ._config import Config, fspath
+from ._errors import error
+from ._handle import Handle
+from ._lib import lib
+
+
+class Store(Handle):
+    """A shard file or a manifest's shards, opened read-only and shared (MAP_SHARED), its headers and metadata
+    checksums validated. Immutable: any number of threads may use one Store at once, each with its own sessions.
+
+    close() (or leaving a `with` block) unmaps it; it refuses while a session of the store is open or another
+    thread is inside a call on it. Without close(), the store is closed when the last reference to it (from the
+    program, its sessions or its config) goes."""
+
+    def __init__(self, path):
+        ptr = ctypes.c_void_p()
+        rc = lib.engram_open(ctypes.byref(ptr), fspath(path, "path"), 0)
+        if rc < 0:
+            raise error(rc)
+        self._path = os.fsdecode(path)
+        self._open(ptr.value, lib.engram_close, f"store '{self._path}'")
+        self._config = None
+        si = _lib.new(_lib.StoreInfo)
+        lib.engram_store_info(self._ptr, ctypes.byref(si))
+        self._set_id = bytes(si.set_id)  # which row caches serve this store
+        self._shards = tuple(lib.engram_store_shard_path(self._ptr, i).decode(errors="surrogateescape")
+                             for i in range(lib.engram_store_num_shards(self._ptr)))
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def shards(self):
+        """Shard files of the store: the one opened, or every shard its manifest names, in order."""
+        return self._shards
+
+    @property
+    def config(self):
+        """The hash config stored in the shards (an engram.Config that keeps this store alive)."""
+        cfg = self._config() if self._config is not None else None
+        if cfg is None:
+            with self._use() as ptr:
+                cfg = Config._of_store(lib.engram_store_config(ptr), self, f"'{self._path}'")
+            self._config = weakref.ref(cfg)
+        return cfg
+
+    def info(self):
+        """What `engram-stat info` shows, as a dict: the config, the shards, one dict per table piece (layer, rows,
+        dtype, record size, codec...) and the totals."""
+        cfg = self.config
+        with self._use() as ptr:
+            si = _lib.new(_lib.StoreInfo)
+            rc = lib.engram_store_info(ptr, ctypes.byref(si))
+            if rc < 0:
+                raise error(rc)
+            tables = []
+            for i in range(lib.engram_store_num_tables(ptr)):
+                ti = _lib.new(_lib.TableInfo)
+                rc = lib.engram_store_table_info(ptr, i, ctypes.byref(ti))
+                if rc < 0:
+                    raise error(rc)
+                t = {name: getattr(ti, name) for name, _ in _lib.TableInfo._fields_ if name != "size"}
+                for k in ("path", "dtype", "codec"):
+                    t[k] = t[k].decode(errors="surrogateescape")
+                t["shuffled"] = bool(t["shuffled"])
+                tables.append(t)
+        raw = sum(t["raw_bytes"] for t in tables)
+        stored = sum(t["stored_bytes"] for t in tables)
+        return {
+            "path": self._path,
+            "config": {
+                "layer_ids": list(cfg.layer_ids),
+                "max_ngram": cfg.max_ngram,
+                "heads": cfg.heads,
+                "head_dim": cfg.head_dim,
+                "columns": cfg.columns,
+                "table_rows": list(cfg.table_rows),
+                "raw_vocab": cfg.raw_vocab,
+                "compressed_vocab": cfg.compressed_vocab,
+                "pad_id": cfg.pad_id,
+                "compressed_pad": cfg.compressed_pad,
+            },
+            "row_scale": si.row_scale,
+            "shards": list(self._shards),
+            "tables": tables,
+            "n_shards": si.n_shards,
+            "n_tables": si.n_tables,
+            "n_layers": si.n_layers,
+            "raw_bytes": raw,
+            "stored_bytes": stored,
+            "codec_ratio": raw / stored if stored else 0.0,
+            "file_bytes": si.file_bytes,
+            "set_id": bytes(si.set_id).hex(),
+            "created_unix": si.created_unix,
+            "writer": si.writer.decode(errors="replace") if si.writer else "",
+            # where the packer got the token map: "tokenizer.json", ".npy", or "" for shards that do not say
+            "token_map": {
+                "source": (si.token_map_source or b"").decode(errors="replace"),
+                "name": (si.token_map_name or b"").decode(errors="surrogateescape"),
+                "sha256": bytes(si.token_map_sha256).hex() if any(si.token_map_sha256) else None,
+            },
+        }
+
+    def preload(self, layer=None):
+        """Read the tables of one layer (a model layer id) or of all (None) into the page cache in file order and
+        map them (engram_preload): blocking, in the calling thread; other threads may gather meanwhile."""
+        index = -1 if layer is None else self.config.layer_index(layer)
+        with self._use() as ptr:
+            rc = lib.engram_preload(ptr, index)
+        if rc < 0:
+            raise error(rc)
+
+    def verify(self):
+        """Check every checksum: metadata and each data block of each shard (reads all the data). Returns None when
+        all match; raises engram.Error (errno ECORRUPT) otherwise, whose failures attribute lists every message
+        (each names the file, table and block)."""
+        failures = []
+
+        def report(arg, msg):
+            failures.append(msg.decode(errors="replace"))
+            return 0
+
+        cb = _lib.REPORT(report)
+        with self._use() as ptr:
+            rc = lib.engram_verify(ptr, cb, None)
+        if rc < 0:
+            e = error(rc)
+            e.failures = failures
+            raise e
+
+    def row_bytes(self, layer, dtype):
+        """Bytes one gathered row of the layer takes in dtype ('native', 'bf16', 'f32')."""
+        from ._session import out_kind
+        index = self.config.layer_index(layer)
+        with self._use() as ptr:
+            return lib.engram_out_row_bytes(ptr, index, out_kind(dtype))
+
+    def session(self, max_seqs=1, mode="direct", queue_depth=None, cache_mb=None, uring=True, prefetch=True,
+                sqpoll=False, row_cache=None, page_cache_mb=None):
+        """A new engram.Session on this store (see Session). max_seqs: sequence slots; mode: 'direct' (the
+        default) or 'pagecache'; queue_depth: reads in flight at most (default 1024); cache_mb: the private cache in MiB (default
+        256); uring=False: the pread thread pool instead of io_uring; prefetch=False: push only hashes and every
+        row is read when gathered; sqpoll=True: io_uring submission by a kernel thread; row_cache: an
+        engram.RowCache of this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept
+        there); page_cache_mb: in page-cache mode, the page cache the session may count on (default half of
+        physical memory)."""
+        from ._session import Session
+        return Session(self, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
+                       page_cache_mb)
+
+    def __repr__(self):
+        return f"<engram.Store '{self._path}'{' (closed)' if self.closed else ''}>"
