@@ -143,6 +143,7 @@ $(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 check:
 	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
+	@scripts/check-abi $(B)
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 
 demo:
