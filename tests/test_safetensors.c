@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "engram.h"
-#include "engram_pack.h"
 #include "internal.h"
 #include "safetensors.h"
 #include "util.h"
@@ -583,9 +582,6 @@ static void test_index_in_hf_cache_snapshot(void **state)
 		"\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}";
 	const char *dir = tmpdir_create_once(), *ref;
 	char repo[600], snap[700], ip[800], out[700], s2[512], cfg[600], map[600], want[64], got[64];
-	const char *wp[1] = { ip };
-	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
-	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
 	struct eg_tensor_set *s;
 	const struct eg_tensor *t;
 	engram_store *a, *b;
@@ -615,13 +611,7 @@ static void test_index_in_hf_cache_snapshot(void **state)
 	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/tiny/tiny.config.json"));
 	snprintf(map, sizeof(map), "%s", fixture("ref/tiny/tiny.token_map.npy"));
 	snprintf(out, sizeof(out), "%s/hf.engram", dir);
-	o.config_path = cfg;
-	o.token_map_path = map;
-	o.weights = wp;
-	o.n_weights = 1;
-	o.out_path = out;
-	must(engram_pack(&o, &res), ip);
-	assert_int_equal(res.n_files, 1);
+	pack_files(cfg, map, ip, out, "raw");
 	ref = pack_ref("ref/tiny", "tiny.config.json", "tiny.token_map.npy", "tiny.bf16.safetensors", "raw");
 	must(engram_open(&a, out, 0), out);
 	must(engram_open(&b, ref, 0), ref);
