@@ -390,7 +390,9 @@ struct engram_session_options {
 	 * session. */
 	engram_rowcache *row_cache;
 	/* page-cache mode: the page cache a session may count on. A page it brought in is trusted to be there (not
-	 * read again) until about this many bytes of other pages came in after it. 0: half of physical memory. */
+	 * read again) until about this many bytes of other pages came in after it. 0: half of physical memory.
+	 * When the kernel keeps less (a memory cgroup, other processes), the session learns it from the faults of
+	 * its gathers and trusts fewer pages (see engram_io_stats.ram). */
 	uint64_t page_cache_bytes;
 };
 
@@ -464,7 +466,10 @@ struct engram_io_stats {
 	uint64_t ready;     /* rows whose bytes were in memory when the gather call began (after collecting the
 			       reads completed by then, before any waiting) */
 	uint64_t not_ready; /* rows requested before the gather whose read had not completed when it began */
-	uint64_t misses;    /* rows never requested before the gather: read then (page faults in page-cache mode) */
+	uint64_t misses;    /* rows not in memory and not being read when the gather began: never requested (read
+			       then: page faults in page-cache mode), or, in page-cache mode, on a page the session
+			       had brought in and the kernel dropped since (seen by the major fault the gather took;
+			       rows of one call on one such page count once) */
 	uint64_t requested; /* rows requested by push or prefetch */
 	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
 	uint64_t ios;       /* reads issued, gather's own included */
@@ -477,7 +482,10 @@ struct engram_io_stats {
 	 * in this step: found in the row cache, in a private-cache unit read before the step, or on a page the
 	 * page cache held (checked with a RWF_NOWAIT read when the session first needed it, or brought in by this
 	 * session and trusted since; see page_cache_bytes). disk_bytes counts the bytes read from the disk: direct
-	 * reads, and page-cache reads of pages that were not cached. */
+	 * reads, page-cache reads of pages that were not cached, and pages a gather faulted in. A trusted page the
+	 * kernel dropped is found by the major fault its gather takes (getrusage of the calling thread): its row
+	 * moves from ready and ram to misses, the page to disk_bytes, and the session trusts fewer pages from then
+	 * on (so that a page cache smaller than page_cache_bytes, e.g. a memory cgroup's, is learned). */
 	uint64_t ram;
 	uint64_t disk_bytes;
 };

@@ -177,6 +177,9 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 		s->cache.u[s->pinned[i]].pins--;
 	s->n_pinned = 0;
 	s->n_pos = 0;
+	if (!s->evicted)
+		eg_seen_grow(&s->seen);
+	s->evicted = 0;
 	s->step_t0 = eg_sess_now_ns();
 	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
 	return 0;

@@ -77,6 +77,7 @@ struct engram_session {
 	char backend[160];
 	int *fd_buf, *fd_direct;          /* per shard */
 	struct eg_units track, cache;
+	int evicted;                      /* this step found a trusted page evicted (see seen.h) */
 	struct eg_seen seen;              /* page-cache mode: units of raw tables brought in, so not read again */
 	uint64_t *seen_base;              /* per piece: its first bit in seen (raw pieces in page-cache mode) */
 	size_t unit_max;                  /* bytes of the largest unit of any piece */

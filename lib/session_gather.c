@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "dtype.h"
 #include "layout.h"
@@ -53,8 +54,10 @@ static int grow_refs(engram_session *s, size_t n)
 }
 
 /* Locate every row and classify it, without waiting: ready or not, and whether its bytes are in RAM with no
- * disk read on their behalf in this step (ram). */
-static int classify(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
+ * disk read on their behalf in this step (ram). *trusted counts the rows held ready because their page was
+ * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram. */
+static int classify(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, uint64_t *trusted,
+		    uint64_t *trusted_ram)
 {
 	const struct eg_piece *p = NULL;
 	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = s->step_t0;
@@ -84,11 +87,18 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 		const struct eg_units *t = eg_sess_table(s, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
+		/* page-cache mode: a read completed before this step proves nothing now; the seen bits say whether
+		 * the page is still trusted to be there */
+		if (!r->cached && u && u->state == EG_UNIT_READY && u->t_done < t0)
+			u = NULL;
 		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
 			/* in the page cache: brought in before this step, or found there by this step's probe */
+			int in_ram = !u || !u->disk || u->t_done < t0;
 			r->state = ROW_READY;
 			ready++;
-			ram += !u || !u->disk || u->t_done < t0;
+			ram += (uint64_t)in_ram;
+			++*trusted;
+			*trusted_ram += (uint64_t)in_ram;
 			continue;
 		}
 		if (!u)
@@ -97,9 +107,14 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 			r->state = ROW_READY;
 		else
 			r->state = ROW_NOT_READY; /* in flight, queued, or a failed read to retry */
+		int in_ram = r->state == ROW_READY && (!u->disk || u->t_done < t0);
 		ready += r->state == ROW_READY;
 		not_ready += r->state == ROW_NOT_READY;
-		ram += r->state == ROW_READY && (!u->disk || u->t_done < t0);
+		ram += (uint64_t)in_ram;
+		if (!r->cached && r->state == ROW_READY) { /* read into the page cache this step */
+			++*trusted;
+			*trusted_ram += (uint64_t)in_ram;
+		}
 	}
 	COUNT(s, layer, rows, n);
 	COUNT(s, layer, ready, ready);
@@ -190,10 +205,10 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	if (!r->cached) {
 		/* page-cache mode reads through the mapping; a page never requested faults in now (from the disk,
 		 * unless the page cache holds it: the only case a miss costs no disk read) */
-		if (slot == EG_NO_UNIT) {
-			if (r->state == ROW_MISS && eg_sess_probe(s, p, r->unit))
+		if (r->state == ROW_MISS) {
+			if (eg_sess_probe(s, p, r->unit))
 				COUNT(s, layer, ram, 1);
-			else if (r->state == ROW_MISS)
+			else
 				COUNT(s, layer, disk_bytes, eg_sess_unit_bytes(p->t));
 			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t));
 		}
@@ -232,12 +247,39 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	return 0;
 }
 
+/* Major page faults of the calling thread so far, or -1. */
+static long thread_major_faults(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_majflt : -1;
+}
+
+/* Pages the session trusted to be in the page cache (brought in by it, not read again) may have been evicted
+ * since: reading them through the mapping then faulted them in from the disk. Each such major fault of the
+ * gather is a row that was not in memory when the gather was called: it moves from ready to misses, from
+ * ram to the disk (a fault reads one page: the mapping is MADV_RANDOM). Rows of one call sharing an evicted
+ * page fault once and are counted once. */
+static void count_evicted(engram_session *s, unsigned layer, uint64_t faults, uint64_t trusted, uint64_t trusted_ram)
+{
+	uint64_t x = faults < trusted ? faults : trusted;
+
+	COUNT(s, layer, ready, -x);
+	COUNT(s, layer, misses, x);
+	COUNT(s, layer, ram, -(x < trusted_ram ? x : trusted_ram));
+	COUNT(s, layer, disk_bytes, faults * EG_PAGE);
+	/* the kernel keeps fewer pages than the session trusted: trust fewer */
+	eg_seen_shrink(&s->seen);
+	s->evicted = 1;
+}
+
 int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 		   uint8_t *dst)
 {
 	const struct eg_disk_table *t0 = eg_store_layer_table(s->st, layer);
 	struct chunk c = { .k = 0, .out = out, .dst = dst };
-	uint64_t step_t0 = s->step_t0;
+	uint64_t step_t0 = s->step_t0, trusted = 0, trusted_ram = 0;
+	long f0 = -1;
 	int err;
 
 	if (!n)
@@ -251,8 +293,10 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 	 * reads, and a page already in the page cache completes as it is submitted: collect until none is left */
 	while ((err = eg_sess_reap(s, 0)) > 0)
 		;
-	if (err < 0 || (err = grow_refs(s, n)) < 0 || (err = classify(s, layer, rows, n)) < 0)
+	if (err < 0 || (err = grow_refs(s, n)) < 0 || (err = classify(s, layer, rows, n, &trusted, &trusted_ram)) < 0)
 		return err;
+	if (trusted)
+		f0 = thread_major_faults();
 	for (size_t i = 0; i < n; i++) {
 		if ((err = resolve(s, layer, &s->refs[i], step_t0, &c)) < 0)
 			break;
@@ -263,5 +307,8 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 		release(s, &c);
 	else
 		flush(s, &c);
+	long f1 = f0 >= 0 ? thread_major_faults() : -1;
+	if (f0 >= 0 && f1 > f0)
+		count_evicted(s, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
 	return err;
 }

@@ -291,15 +291,21 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 
 	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_sess_unit_pages(p->t)))
 		return 0;
+	slot = eg_units_find(t, key);
+	/* page-cache mode: a read completed before this step, of a page the seen bits no longer trust, proves
+	 * nothing now (the kernel may have dropped the page since) */
+	if (!cached && slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < s->step_t0) {
+		eg_units_drop(t, slot);
+		slot = EG_NO_UNIT;
+	}
 	/* a page already in the page cache is there now: no read to wait for, and no disk read on its behalf */
-	if (!cached && eg_units_find(t, key) == EG_NO_UNIT && eg_sess_probe(s, p, unit)) {
+	if (!cached && slot == EG_NO_UNIT && eg_sess_probe(s, p, unit)) {
 		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_sess_unit_pages(p->t));
 		COUNT(s, layer, units, 1);
 		COUNT(s, layer, ios, 1);
 		COUNT(s, layer, bytes, eg_sess_unit_bytes(p->t));
 		return 0;
 	}
-	slot = eg_units_find(t, key);
 	if (slot != EG_NO_UNIT && t->u[slot].err == 0) {
 		t->u[slot].ref = 1;
 	} else {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engram.h"
@@ -287,6 +288,84 @@ static void test_page_cache_reads_a_page_once(void **state)
 	assert_int_equal(a.units, 0);
 	assert_int_equal(a.ready, a.rows);
 	assert_true(a.rows > 0);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
+/* Drop a shard's pages from the page cache as the kernel's reclaim would: unmap them from this process's
+ * mappings of the file (the library's), then evict them. Returns 1 when they left, 0 when the file system
+ * keeps them (tmpfs). */
+static int evict_file(const char *path)
+{
+	char line[1200], real[1024];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int fd, gone = 1;
+
+	assert_non_null(f);
+	assert_non_null(realpath(path, real));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		char *name = strchr(line, '/');
+		if (!name || sscanf(line, "%lx-%lx", &a, &b) != 2)
+			continue;
+		name[strcspn(name, "\n")] = 0;
+		if (!strcmp(name, real))
+			assert_int_equal(madvise((void *)a, b - a, MADV_DONTNEED), 0);
+	}
+	fclose(f);
+	assert_true((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	off_t size = lseek(fd, 0, SEEK_END);
+	void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+	unsigned char *v = malloc((size_t)(size + 4095) / 4096);
+	assert_true(m != MAP_FAILED && v);
+	assert_int_equal(mincore(m, (size_t)size, v), 0);
+	for (off_t i = 0; i < (size + 4095) / 4096; i++)
+		gone &= !(v[i] & 1);
+	munmap(m, (size_t)size);
+	free(v);
+	close(fd);
+	return gone;
+}
+
+/* Page-cache mode trusts a page it brought in; when the kernel has dropped it since, the gather faults it in
+ * from the disk. The session sees the faults: those rows were not ready, not from RAM, and their pages count
+ * as read from the disk. The rows are right either way. */
+static void test_page_cache_counts_evicted_pages(void **state)
+{
+	const char *path = pack(&tiny_v41, "raw");
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+					    .mode = ENGRAM_MODE_PAGECACHE };
+	int64_t tok[8] = { 41, 42, 43, 44, 45, 46, 47, 48 };
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
+	static float got[8 * 12 * 64], want[8 * 12 * 64];
+
+	(void)state;
+	must(engram_open(&st, path, 0), "open");
+	must(engram_session_create(&s, st, &o), "session");
+	push_gather(s, tok, 8, &a);
+	assert_true(a.ios > 0);
+	must(engram_session_begin(s), "begin");
+	must(engram_session_reset(s, 0), "reset");
+	must(engram_session_push(s, 0, tok, NULL, 8), "push");
+	if (!evict_file(path)) {
+		print_message("the page cache keeps '%s' (tmpfs?): eviction not tested\n", path);
+		engram_session_destroy(s);
+		engram_close(st);
+		skip();
+	}
+	size_t n = engram_session_positions(s) * engram_config_columns(engram_store_config(st));
+	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, got, sizeof(got)), "gather");
+	must(engram_session_stats(s, 0, 1, &a), "stats");
+	assert_int_equal(a.ios, 0); /* trusted: not read again at push */
+	assert_true(a.misses > 0);
+	assert_int_equal(a.ready + a.not_ready + a.misses, a.rows);
+	assert_true(a.ram <= a.ready);
+	assert_int_equal(a.disk_bytes, a.misses * 4096); /* one fault a page, fewer pages than rows here */
+	must(engram_gather_rows(st, 0, engram_session_rows(s, 0), n, ENGRAM_OUT_F32, want, sizeof(want)), "rows");
+	assert_memory_equal(got, want, n * engram_out_row_bytes(st, 0, ENGRAM_OUT_F32));
 	engram_session_destroy(s);
 	engram_close(st);
 }
@@ -586,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_rows_completing_during_a_wait_are_not_ready),
 		cmocka_unit_test(test_prefetch_next_reads_a_draft_ahead),
 		cmocka_unit_test(test_page_cache_reads_a_page_once),
+		cmocka_unit_test(test_page_cache_counts_evicted_pages),
 		cmocka_unit_test(test_waiting_reads_start_by_layer),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_push_batch_decodes_in_lockstep),

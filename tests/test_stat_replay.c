@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -113,8 +114,9 @@ static void check_run(const json_t *sched, const json_t *run)
 		assert_int_equal(u(l, "ready") + u(l, "not_ready") + u(l, "misses"), u(l, "rows"));
 		assert_true(fabs(real(l, "ready_rate") - (double)u(l, "ready") / (double)u(l, "rows")) < 1e-5);
 		assert_true(json_is_object(json_object_get(l, "needed_lead_ms")));
-		assert_int_equal(u(l, "rows"), u(sched, "positions") * COLUMNS);
-		assert_true(u(l, "distinct_rows") <= u(l, "rows"));
+		assert_int_equal(u(l, "rows"), u(run, "positions") * COLUMNS);
+		if (u(sched, "warmup_steps") == 0) /* distinct over the schedule, rows over the measured steps */
+			assert_true(u(l, "distinct_rows") <= u(l, "rows"));
 		assert_true(u(l, "distinct_rows") > 0);
 		assert_int_equal(u(l, "record_bytes"), 512);
 		if (u(run, "depth") >= 1) {
@@ -132,7 +134,11 @@ static void check_run(const json_t *sched, const json_t *run)
 	assert_int_equal(u(run, "ready") + u(run, "not_ready") + u(run, "misses"), u(run, "rows"));
 	assert_int_equal(distinct, u(run, "distinct_rows"));
 	assert_int_equal(u(run, "distinct_row_bytes"), distinct * 512);
-	assert_int_equal(u(run, "steps"), u(sched, "steps"));
+	assert_int_equal(u(run, "steps"), u(sched, "steps") - u(sched, "warmup_steps"));
+	if (u(sched, "warmup_steps") == 0)
+		assert_int_equal(u(run, "positions"), u(sched, "positions"));
+	else
+		assert_true(u(run, "positions") < u(sched, "positions"));
 	assert_true(fabs(real(run, "ready_rate") - (double)u(run, "ready") / (double)u(run, "rows")) < 1e-5);
 	/* the headline keys come first, as the issue asks: ready_rate, then stall_share */
 	assert_string_equal(json_object_iter_key(json_object_iter((json_t *)run)), "ready_rate");
@@ -456,6 +462,143 @@ static void test_text_report(void **state)
 			 0);
 }
 
+static const char *str(const json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_string(v))
+		fail_msg("'%s' is not a string", key);
+	return json_string_value(v);
+}
+
+/* Each run names its tier and budget; ram_rate is ram / rows; the bytes the session counted read from the disk
+ * agree with the kernel's read_bytes (when the eviction before the run worked). */
+static void check_tier(const json_t *run, const char *tier, uint64_t mem_mb)
+{
+	json_t *dc = json_object_get(run, "disk_check");
+
+	assert_string_equal(str(run, "tier"), tier);
+	assert_int_equal(u(run, "mem_mb"), mem_mb);
+	assert_true(fabs(real(run, "ram_rate") - (double)u(run, "ram") / (double)u(run, "rows")) < 1e-5);
+	assert_true(u(run, "ram") <= u(run, "rows"));
+	assert_int_equal(u(dc, "session_disk_bytes"), u(run, "disk_bytes"));
+	if (real(run, "resident_at_start") < 0.5) {
+		if (!json_is_true(json_object_get(dc, "agree")))
+			fail_msg("tier %s: the session counted %llu bytes read from the disk, the kernel %lld", tier,
+				 (unsigned long long)u(dc, "session_disk_bytes"),
+				 (long long)json_integer_value(json_object_get(dc, "kernel_read_bytes")));
+	} else {
+		print_message("the page cache kept the shard (tmpfs?): disk bytes not checked against the kernel\n");
+	}
+}
+
+/* The row tier: a row cache of --mem-mb less the staging cache, reads direct; its JSON says so. A stream that
+ * repeats a few tokens is all served from the row cache once the warm-up has read its rows: every measured row
+ * from RAM, nothing read from the disk. */
+static void test_row_tier(void **state)
+{
+	char rep[4096];
+	size_t n = 0;
+	json_t *doc, *r, *rc;
+
+	(void)state;
+	doc = replay_json("--tokens %s --max-steps 30 --warmup-steps 10 --no-wait --tier row --mem-mb 8 --cache-mb 2",
+			  tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	check_run(json_object_get(doc, "schedule"), r);
+	check_tier(r, "row", 8);
+	assert_string_equal(str(r, "mode"), "direct");
+	assert_int_equal(u(json_object_get(doc, "schedule"), "warmup_steps"), 10);
+	assert_int_equal(u(r, "steps"), 20);
+	rc = json_object_get(r, "row_cache");
+	assert_true(u(rc, "bytes") <= 6u << 20 && u(rc, "bytes") > (6u << 20) - 8 * 4096); /* whole sets of slots */
+	assert_int_equal(u(rc, "staging_bytes"), 2u << 20);
+	assert_int_equal(u(rc, "record_bytes"), 512);
+	assert_true(u(rc, "slots") > 0 && u(rc, "slots") * (512 + 24) <= 6u << 20);
+	assert_true(real(rc, "overhead_per_row") >= 24 && real(rc, "overhead_per_row") < 40);
+	assert_true(u(rc, "rows_held") > 0 && u(rc, "rows_held") <= u(rc, "slots"));
+	json_decref(doc);
+
+	for (int i = 0; i < 200; i++)
+		n += (size_t)snprintf(rep + n, sizeof(rep) - n, "%s%d", i ? "," : "", 1 + i % 3);
+	doc = replay_json("--tokens %s --seq-len 40 --batch 2 --prefill 4 --warmup-steps 30 --no-wait --tier row "
+			  "--mem-mb 8 --cache-mb 2",
+			  rep);
+	r = json_array_get(runs_of(doc, 1), 0);
+	check_tier(r, "row", 8);
+	assert_true(u(r, "rows") > 0);
+	assert_int_equal(u(r, "ram"), u(r, "rows"));
+	assert_int_equal(u(r, "disk_bytes"), 0);
+	json_decref(doc);
+}
+
+/* --sweep tier=page,row: one run per tier at the same budget (the page tier in direct mode: its cache is the
+ * budget), and --sweep mem=...: one run per budget. */
+static void test_tier_sweep(void **state)
+{
+	json_t *doc, *runs;
+
+	(void)state;
+	doc = replay_json("--tokens %s --max-steps 20 --warmup-steps 5 --no-wait --mode direct --mem-mb 8 "
+			  "--cache-mb 2 --sweep tier=page,row",
+			  tokens());
+	runs = runs_of(doc, 2);
+	check_tier(json_array_get(runs, 0), "page", 8);
+	check_tier(json_array_get(runs, 1), "row", 8);
+	assert_int_equal(u(json_array_get(runs, 0), "cache_mb"), 2); /* as given; the budget set the cache */
+	assert_true(json_is_null(json_object_get(json_array_get(runs, 0), "row_cache")));
+	assert_string_equal(json_string_value(json_array_get(json_object_get(doc, "sweep"), 0)), "tier");
+	assert_string_equal(str(doc, "state"), "cold"); /* a budget counts from nothing */
+	json_decref(doc);
+
+	doc = replay_json("--tokens %s --max-steps 10 --no-wait --tier row --sweep mem=4,8", tokens());
+	runs = runs_of(doc, 2);
+	check_tier(json_array_get(runs, 0), "row", 4);
+	check_tier(json_array_get(runs, 1), "row", 8);
+	json_decref(doc);
+}
+
+/* --mem-mb in page-cache mode: the run's page cache is bounded by a memory cgroup of that size (root only; the
+ * test runs as root in CI, and checks the refusal for anyone else). */
+static void test_page_budget_cgroup(void **state)
+{
+	json_t *doc, *r;
+
+	(void)state;
+	if (geteuid() != 0) {
+		sh_fails(1, "engram-stat: --mem-mb in page-cache mode bounds the page cache with a memory cgroup, "
+			    "which needs root",
+			 "%s replay %s --tokens %s --max-steps 5 --no-wait --mem-mb 64", tool_path("engram-stat"),
+			 shard(), tokens());
+		return;
+	}
+	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK) != 0 &&
+	    access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0 &&
+	    access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) != 0) {
+		skip(); /* no cgroup file system at all */
+	}
+	doc = replay_json("--tokens %s --max-steps 20 --warmup-steps 5 --no-wait --mem-mb 64", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	check_run(json_object_get(doc, "schedule"), r);
+	check_tier(r, "page", 64);
+	assert_string_equal(str(r, "mode"), "pagecache");
+	assert_true(u(r, "cgroup_peak_bytes") > 0 && u(r, "cgroup_peak_bytes") <= 64u << 20);
+	json_decref(doc);
+	/* the run's cgroup is gone afterwards */
+	assert_int_equal(sh("ls -d /sys/fs/cgroup/memory/engram-replay-* /sys/fs/cgroup/engram-replay-* "
+			    "/sys/fs/cgroup/unified/engram-replay-* 2>/dev/null | grep -q ."),
+			 1);
+	/* and anyone but root is told why not */
+	if (sh("command -v setpriv >/dev/null") == 0) {
+		assert_int_equal(chmod(tmpdir_create_once(), 0755), 0);
+		sh_fails(1, "engram-stat: --mem-mb in page-cache mode bounds the page cache with a memory cgroup, "
+			    "which needs root",
+			 "setpriv --reuid=65534 --regid=65534 --clear-groups %s replay %s --tokens %s --max-steps 5 "
+			 "--no-wait --mem-mb 64",
+			 tool_path("engram-stat"), shard(), tokens());
+	}
+}
+
 static void test_errors(void **state)
 {
 	static const struct {
@@ -481,6 +624,15 @@ static void test_errors(void **state)
 		  "engram-stat: --tokens: id 999999 at position 1 is beyond the token map" },
 		{ "--tokens 1,2 --layers-total 10 --no-wait", 1, "engram-stat: layer 14 is beyond --layers-total 10" },
 		{ "--tokens 1,2 --no-wait --svg /nonexistent/dir/x.svg", 1, "engram-stat: cannot create" },
+		{ "--tokens 1,2 --tier row", 1, "engram-stat: --tier row needs --mem-mb" },
+		{ "--tokens 1,2 --tier cell", 2, "engram-stat: --tier 'cell' is not page or row" },
+		{ "--tokens 1,2 --sweep tier=page,cell", 2, "engram-stat: --sweep tier value 'cell' is not page or row" },
+		{ "--tokens 1,2 --mem-mb 0", 2, "engram-stat: --mem-mb '0' must be at least 1" },
+		{ "--tokens 1,2 --sweep mem=0", 2, "engram-stat: --sweep mem value '0' must be at least 1" },
+		{ "--tokens 1,2 --no-wait --warmup-steps 1", 1,
+		  "engram-stat: --warmup-steps 1 leaves no step to measure: the schedule has 1" },
+		{ "--tokens 1,2 --no-wait --tier row --mem-mb 4 --cache-mb 4", 1,
+		  "engram-stat: --tier row: --mem-mb 4 leaves nothing for rows beside the 4 MiB" },
 	};
 
 	(void)state;
@@ -565,6 +717,9 @@ int main(void)
 		cmocka_unit_test(test_zipf),
 		cmocka_unit_test(test_sweep_json_svg),
 		cmocka_unit_test(test_text_report),
+		cmocka_unit_test(test_row_tier),
+		cmocka_unit_test(test_tier_sweep),
+		cmocka_unit_test(test_page_budget_cgroup),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_bad_numbers),
 		cmocka_unit_test(test_svg_over_input),

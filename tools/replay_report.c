@@ -17,6 +17,21 @@ static const char *mode_name(enum engram_mode m)
 	return m == ENGRAM_MODE_DIRECT ? "direct" : "pagecache";
 }
 
+static const char *tier_name(enum replay_tier t)
+{
+	return t == TIER_ROW ? "row" : "page";
+}
+
+int replay_disk_agrees(const struct replay_result *r)
+{
+	double k = (double)r->kernel_read_bytes, d = (double)r->all.disk_bytes;
+
+	if (r->kernel_read_bytes < 0)
+		return -1;
+	/* within 10%, and a few pages of slack for what else the process reads (its token file is read before) */
+	return fabs(k - d) <= 0.1 * fmax(k, d) + 64 * 1024.0;
+}
+
 void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct replay_setting *s, const char *sep)
 {
 	size_t n = 0;
@@ -43,6 +58,12 @@ void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct r
 		ADD("drafts %.2f", s->draft_accept);
 	else if (sweep & SWEEP_DRAFT)
 		ADD("no drafts");
+	if (sweep & SWEEP_TIER)
+		ADD("%s tier", tier_name(s->tier));
+	if ((sweep & SWEEP_MEM) && s->mem_mb)
+		ADD("mem %llu MiB", (unsigned long long)s->mem_mb);
+	else if (sweep & SWEEP_MEM)
+		ADD("mem unbounded");
 #undef ADD
 }
 
@@ -89,6 +110,31 @@ static const char *depth_text(unsigned depth, enum replay_lookahead la)
 					  "a request is queued)";
 }
 
+/* What RAM holds, and its budget. */
+static void print_tier(FILE *f, const struct replay_info *in, const struct replay_result *r)
+{
+	char b[64];
+
+	if (r->set.tier == TIER_ROW) {
+		mib(b, sizeof(b), (double)r->rc_bytes);
+		fprintf(f, "tier      rows: a row cache of %s (%llu slots of %u-byte records, %.0f bytes of overhead a row)"
+			   "\n          and %llu MiB staging a step's direct reads: %llu MiB in all\n",
+			b, (unsigned long long)r->rc_slots, r->rc_record_bytes, r->rc_overhead_per_row,
+			(unsigned long long)r->staging_mb, (unsigned long long)r->set.mem_mb);
+	} else if (!r->set.mem_mb) {
+		fprintf(f, "tier      pages: %s, unbounded\n",
+			r->set.mode == ENGRAM_MODE_DIRECT ? "the private cache" : "the page cache");
+	} else if (r->set.mode == ENGRAM_MODE_DIRECT) {
+		fprintf(f, "tier      pages: the private cache, %llu MiB\n", (unsigned long long)r->set.mem_mb);
+	} else {
+		mib(b, sizeof(b), (double)r->cgroup_peak_bytes);
+		fprintf(f, "tier      pages: the page cache, in a memory cgroup of %llu MiB (it held %s at most)\n",
+			(unsigned long long)r->set.mem_mb, r->cgroup_peak_bytes ? b : "-");
+	}
+	if (in->warmup_steps)
+		fprintf(f, "warm-up   the first %zu steps replayed before the counters started\n", in->warmup_steps);
+}
+
 static void print_header(FILE *f, const struct replay_info *in, const struct replay_result *r)
 {
 	char b[64];
@@ -99,7 +145,9 @@ static void print_header(FILE *f, const struct replay_info *in, const struct rep
 	if (r)
 		fprintf(f, "settings  depth %u: %s\n          %s, %s, queue depth %u, cache %llu MB\n", r->set.depth,
 			depth_text(r->set.depth, in->lookahead), mode_name(r->set.mode), r->backend, r->set.queue_depth,
-			(unsigned long long)r->set.cache_mb);
+			(unsigned long long)(r->set.tier == TIER_ROW ? r->staging_mb : r->set.cache_mb));
+	if (r)
+		print_tier(f, in, r);
 	if (r && r->set.draft_accept >= 0)
 		fprintf(f, "drafts    each decode token known one step early, right with probability %.2f: its rows\n"
 			   "          prefetched at the end of the step before (for nothing when wrong)\n",
@@ -168,6 +216,12 @@ static void print_headline(FILE *f, const struct replay_info *in, const struct r
 		fprintf(f, "%sL%d %s", l ? ", " : " (", r->layers[l].layer_id,
 			num(d, sizeof(d), 4, replay_ratio((double)r->layers[l].st.ready, (double)r->layers[l].st.rows)));
 	fprintf(f, "%s\n", r->n_layers ? ")" : "");
+	fprintf(f, "ram       %s of the rows gathered came from RAM with no disk read on their behalf",
+		num(d, sizeof(d), 4, replay_ratio((double)r->all.ram, (double)r->all.rows)));
+	for (unsigned l = 0; l < r->n_layers; l++)
+		fprintf(f, "%sL%d %s", l ? ", " : " (", r->layers[l].layer_id,
+			num(d, sizeof(d), 4, replay_ratio((double)r->layers[l].st.ram, (double)r->layers[l].st.rows)));
+	fprintf(f, "%s\n", r->n_layers ? ")" : "");
 	if (in->no_wait)
 		fprintf(f, "stall     no compute time (--no-wait): %.1f us per step in the library (mean; p99 %.1f)\n",
 			r->stall_us.mean, r->stall_us.p99);
@@ -224,6 +278,10 @@ static void print_one(FILE *f, const struct replay_info *in, const struct replay
 		    r->kernel_read_bytes < 0 ? NAN
 					     : replay_ratio((double)r->kernel_read_bytes, (double)r->distinct_bytes)),
 		c);
+	mib(c, sizeof(c), (double)r->all.disk_bytes);
+	int agree = replay_disk_agrees(r);
+	fprintf(f, "disk      the session counted %s read from the disk, the kernel %s: %s\n", c, b,
+		agree < 0 ? "cannot be checked" : agree ? "they agree within 10%" : "they DISAGREE by more than 10%");
 	if (in->no_wait)
 		fprintf(f, "time      %.3f s wall (--no-wait), %.3f s in the library\n", r->wall_s, r->stall_s);
 	else
@@ -245,6 +303,12 @@ static void print_settings(FILE *f, unsigned sw, const struct replay_setting *s)
 		fprintf(f, "%5.2f ", s->draft_accept);
 	else if (sw & SWEEP_DRAFT)
 		fprintf(f, "%5s ", "-");
+	if (sw & SWEEP_TIER)
+		fprintf(f, "%4s ", tier_name(s->tier));
+	if ((sw & SWEEP_MEM) && s->mem_mb)
+		fprintf(f, "%6llu ", (unsigned long long)s->mem_mb);
+	else if (sw & SWEEP_MEM)
+		fprintf(f, "%6s ", "-");
 }
 
 static void print_settings_head(FILE *f, unsigned sw)
@@ -259,6 +323,10 @@ static void print_settings_head(FILE *f, unsigned sw)
 		fprintf(f, "QUEUE ");
 	if (sw & SWEEP_DRAFT)
 		fprintf(f, "DRAFT ");
+	if (sw & SWEEP_TIER)
+		fprintf(f, "TIER ");
+	if (sw & SWEEP_MEM)
+		fprintf(f, "MEM_MB ");
 }
 
 /* One plain sentence for a sweep with and without prefetch: what the engine waits of a step. */
@@ -305,7 +373,7 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 		snprintf(h, sizeof(h), "L%d", in->layer_ids[l]);
 		fprintf(f, " %7s", h);
 	}
-	fprintf(f, " %7s %7s %7s %7s", "STALL%", "P50", "P95", "P99");
+	fprintf(f, " %7s %7s %7s %7s %7s", "RAM", "STALL%", "P50", "P95", "P99");
 	for (unsigned l = 0; l < in->n_layers; l++) {
 		char h[16];
 		snprintf(h, sizeof(h), "NEED_L%d", in->layer_ids[l]);
@@ -320,6 +388,7 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 			fprintf(f, " %7s",
 				num(a, sizeof(a), 4,
 				    replay_ratio((double)x->layers[l].st.ready, (double)x->layers[l].st.rows)));
+		fprintf(f, " %7s", num(a, sizeof(a), 4, replay_ratio((double)x->all.ram, (double)x->all.rows)));
 		fprintf(f, " %7s %7s %7s %7s", num(b, sizeof(b), 2, 100 * x->stall_share.mean),
 			num(c, sizeof(c), 2, 100 * x->stall_share.p50), num(d, sizeof(d), 2, 100 * x->stall_share.p95),
 			num(e, sizeof(e), 2, 100 * x->stall_share.p99));
@@ -329,27 +398,32 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 	}
 	fputc('\n', f);
 	print_settings_head(f, sw);
-	fprintf(f, "%9s %8s %8s %8s %8s %6s %6s %8s %10s %6s %8s\n", "NOT_READY", "MISSES", "UNITS", "READS",
-		"READ_MIB", "DEDUP", "AMPL", "MAJFLT", "KERNEL_MIB", "K_AMPL", "WALL_S");
+	fprintf(f, "%9s %8s %8s %8s %8s %6s %6s %8s %8s %10s %6s %8s\n", "NOT_READY", "MISSES", "UNITS", "READS",
+		"READ_MIB", "DEDUP", "AMPL", "MAJFLT", "DISK_MIB", "KERNEL_MIB", "K_AMPL", "WALL_S");
 	for (size_t i = 0; i < n; i++) {
 		const struct replay_result *x = &r[i];
 		double kb = x->kernel_read_bytes < 0 ? NAN : (double)x->kernel_read_bytes;
 		print_settings(f, sw, &x->set);
-		fprintf(f, "%9llu %8llu %8llu %8llu %8s %6s %6s %8ld %10s %6s %8s\n", (unsigned long long)x->all.not_ready,
-			(unsigned long long)x->all.misses, (unsigned long long)x->all.units, (unsigned long long)x->all.ios,
+		char h[32];
+		fprintf(f, "%9llu %8llu %8llu %8llu %8s %6s %6s %8ld %8s %10s %6s %8s\n",
+			(unsigned long long)x->all.not_ready, (unsigned long long)x->all.misses,
+			(unsigned long long)x->all.units, (unsigned long long)x->all.ios,
 			num(a, sizeof(a), 1, (double)x->all.bytes / (1024.0 * 1024)),
 			num(b, sizeof(b), 2, replay_ratio((double)x->all.rows, (double)x->all.units)),
 			num(c, sizeof(c), 2, replay_ratio((double)x->all.bytes, (double)x->distinct_bytes)),
-			x->major_faults, num(d, sizeof(d), 1, kb / (1024.0 * 1024)),
+			x->major_faults, num(h, sizeof(h), 1, (double)x->all.disk_bytes / (1024.0 * 1024)),
+			num(d, sizeof(d), 1, kb / (1024.0 * 1024)),
 			num(e, sizeof(e), 2, replay_ratio(kb, (double)x->distinct_bytes)),
 			num(g, sizeof(g), 2, x->wall_s));
 	}
 	fprintf(f, "\nREADY, L<id>: rows in memory when their gather was called / rows gathered (all layers, each "
-		   "layer); STALL%%:\nthe engine thread's time in the library (begin, pushes, prefetch, gathers) as a "
-		   "share of the step's\ncompute time, mean and P50..P99 over steps; NEED_L<id>: p95 of the lead (ms) a "
-		   "row's read needed, push\nto completion; DEDUP: rows gathered per unit read; AMPL: bytes read / "
-		   "(distinct rows x record bytes);\nMAJFLT: major page faults; KERNEL_MIB, K_AMPL: read_bytes of "
-		   "/proc/self/io, and the same over distinct row bytes\n");
+		   "layer); RAM: rows\nwhose bytes came from RAM with no disk read on their behalf / rows gathered; "
+		   "STALL%%: the engine thread's\ntime in the library (begin, pushes, prefetch, gathers) as a share of "
+		   "the step's compute time, mean\nand P50..P99 over steps; NEED_L<id>: p95 of the lead (ms) a row's "
+		   "read needed, push to completion;\nDEDUP: rows gathered per unit read; AMPL: bytes read / (distinct "
+		   "rows x record bytes); MAJFLT: major\npage faults; DISK_MIB: bytes the session counted read from the "
+		   "disk; KERNEL_MIB, K_AMPL: read_bytes\nof /proc/self/io (the same, if the session counts right), and "
+		   "it over distinct row bytes\n");
 	print_verdict(f, in, r, n);
 }
 
@@ -382,11 +456,33 @@ static json_t *jdist(const struct replay_dist *d)
 
 static json_t *jstats(const struct engram_io_stats *s)
 {
-	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "ready_rate",
-			 jreal(replay_ratio((double)s->ready, (double)s->rows)), "rows", jint(s->rows), "ready",
-			 jint(s->ready), "not_ready", jint(s->not_ready), "misses", jint(s->misses), "requested",
-			 jint(s->requested), "units", jint(s->units), "ios", jint(s->ios), "bytes_read", jint(s->bytes),
-			 "wait_ms", jreal((double)s->wait_ns / 1e6));
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "ready_rate",
+			 jreal(replay_ratio((double)s->ready, (double)s->rows)), "ram_rate",
+			 jreal(replay_ratio((double)s->ram, (double)s->rows)), "rows", jint(s->rows), "ready",
+			 jint(s->ready), "not_ready", jint(s->not_ready), "misses", jint(s->misses), "ram", jint(s->ram),
+			 "requested", jint(s->requested), "units", jint(s->units), "ios", jint(s->ios), "bytes_read",
+			 jint(s->bytes), "disk_bytes", jint(s->disk_bytes), "wait_ms", jreal((double)s->wait_ns / 1e6));
+}
+
+/* What RAM held for the run: the tier, its budget, and the check of disk bytes against the kernel's. */
+static json_t *jtier(const struct replay_result *r)
+{
+	int agree = replay_disk_agrees(r);
+	json_t *rc = r->set.tier != TIER_ROW
+			     ? json_null()
+			     : json_pack("{s:I,s:I,s:I,s:i,s:f,s:I}", "bytes", (json_int_t)r->rc_bytes, "slots",
+					 (json_int_t)r->rc_slots, "rows_held", (json_int_t)r->rc_rows, "record_bytes",
+					 (int)r->rc_record_bytes, "overhead_per_row", r->rc_overhead_per_row,
+					 "staging_bytes", (json_int_t)(r->staging_mb << 20));
+	return json_pack("{s:s,s:o,s:o,s:o,s:{s:I,s:o,s:o,s:o}}", "tier", tier_name(r->set.tier), "mem_mb",
+			 r->set.mem_mb ? jint(r->set.mem_mb) : json_null(), "cgroup_peak_bytes",
+			 r->cgroup_peak_bytes ? jint(r->cgroup_peak_bytes) : json_null(), "row_cache", rc, "disk_check",
+			 "session_disk_bytes", (json_int_t)r->all.disk_bytes, "kernel_read_bytes",
+			 r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes), "ratio",
+			 r->kernel_read_bytes < 0
+				 ? json_null()
+				 : jreal(replay_ratio((double)r->kernel_read_bytes, (double)r->all.disk_bytes)),
+			 "agree", agree < 0 ? json_null() : json_boolean(agree));
 }
 
 static json_t *jshare(const struct replay_dist *d)
@@ -422,13 +518,18 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		}
 	}
 	json_t *head = json_pack(
-		"{s:o,s:o,s:i,s:s,s:o,s:I,s:s,s:i,s:s,s:s,s:o,s:I}", "ready_rate",
+		"{s:o,s:o,s:o,s:i,s:s,s:o,s:I,s:s,s:i,s:s,s:s,s:o,s:I}", "ready_rate",
 		jreal(replay_ratio((double)r->all.ready, (double)r->all.rows)), "stall_share", jshare(&r->stall_share),
+		"ram_rate", jreal(replay_ratio((double)r->all.ram, (double)r->all.rows)),
 		"depth", (int)r->set.depth, "lookahead", in->lookahead == LOOKAHEAD_ORACLE ? "oracle" : "prompt",
 		"draft_accept", r->set.draft_accept < 0 ? json_null() : json_real(r->set.draft_accept), "cache_mb",
 		(json_int_t)r->set.cache_mb, "mode", mode_name(r->set.mode), "queue_depth", (int)r->set.queue_depth,
 		"backend", r->backend, "state", in->cold ? "cold" : "warm", "resident_at_start",
 		r->resident_start < 0 ? json_null() : json_real(r->resident_start), "steps", (json_int_t)r->steps);
+	if (head && json_object_set_new(head, "positions", jint(r->positions))) {
+		json_decref(head);
+		head = NULL;
+	}
 	json_t *rest = json_pack(
 		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o},"
 		"s:{s:I,s:o,s:o},s:o}",
@@ -444,13 +545,17 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes), "read_amplification",
 		jreal(kamp), "layers", layers);
 	layers = NULL;
-	if (!head || !rest || json_object_update(head, o) || json_object_update(head, rest)) {
+	json_t *tier = jtier(r);
+	if (!head || !rest || !tier || json_object_update(head, tier) || json_object_update(head, o) ||
+	    json_object_update(head, rest)) {
 		json_decref(head);
 		json_decref(rest);
+		json_decref(tier);
 		goto fail;
 	}
 	json_decref(o);
 	json_decref(rest);
+	json_decref(tier);
 	return head;
 fail:
 	json_decref(o);
@@ -476,7 +581,9 @@ char *replay_json(const struct replay_info *in, const struct replay_result *r, s
 		     { SWEEP_CACHE, "cache_mb" },
 		     { SWEEP_MODE, "mode" },
 		     { SWEEP_QUEUE, "queue_depth" },
-		     { SWEEP_DRAFT, "draft_accept" } };
+		     { SWEEP_DRAFT, "draft_accept" },
+		     { SWEEP_TIER, "tier" },
+		     { SWEEP_MEM, "mem_mb" } };
 	for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++)
 		if ((in->sweep & keys[k].bit) && json_array_append_new(sweep, json_string(keys[k].name)))
 			goto out;
@@ -506,6 +613,10 @@ char *replay_json(const struct replay_info *in, const struct replay_result *r, s
 			  "prefill_ms_per_token", in->prefill_ms_per_token, "layers_total", (int)in->layers_total,
 			  "no_wait", in->no_wait, "leads", leads);
 	leads = NULL;
+	if (sched && json_object_set_new(sched, "warmup_steps", jint(in->warmup_steps))) {
+		json_decref(sched);
+		sched = NULL;
+	}
 	doc = json_pack("{s:s,s:I,s:s,s:s,s:b,s:o,s:o,s:o,s:o}", "shard", in->shard, "shard_bytes",
 			(json_int_t)in->shard_bytes, "state", in->cold ? "cold" : "warm", "dtype", in->dtype,
 			"no_uring", in->no_uring, "stream", stream, "schedule", sched, "sweep", sweep, "runs", runs);

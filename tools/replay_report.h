@@ -8,6 +8,12 @@
 
 #include "engram.h"
 
+/* Where RAM holds table data. */
+enum replay_tier {
+	TIER_PAGE = 0, /* pages: the page cache (page-cache mode) or the private cache of units (direct mode) */
+	TIER_ROW = 1,  /* rows: a row cache (engram_rowcache), read with O_DIRECT */
+};
+
 /* Settings that a sweep can vary: one run's values. */
 struct replay_setting {
 	unsigned depth;        /* prefetch depth in steps */
@@ -15,11 +21,21 @@ struct replay_setting {
 	enum engram_mode mode;
 	unsigned queue_depth;  /* 0: the library's default */
 	double draft_accept;   /* speculative drafts accepted with this probability; < 0: no drafts */
+	enum replay_tier tier;
+	uint64_t mem_mb;       /* RAM for table data (--mem-mb); 0: unbounded */
 };
 
 /* Which settings the sweep varies (they name each run in tables, JSON and the chart). */
-enum { SWEEP_DEPTH = 1, SWEEP_CACHE = 2, SWEEP_MODE = 4, SWEEP_QUEUE = 8, SWEEP_DRAFT = 16 };
-#define SWEEP_ALL (SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE | SWEEP_DRAFT)
+enum {
+	SWEEP_DEPTH = 1,
+	SWEEP_CACHE = 2,
+	SWEEP_MODE = 4,
+	SWEEP_QUEUE = 8,
+	SWEEP_DRAFT = 16,
+	SWEEP_TIER = 32,
+	SWEEP_MEM = 64,
+};
+#define SWEEP_ALL (SWEEP_DEPTH | SWEEP_CACHE | SWEEP_MODE | SWEEP_QUEUE | SWEEP_DRAFT | SWEEP_TIER | SWEEP_MEM)
 
 /* What a look-ahead (depth >= 2) may know of later steps. */
 enum replay_lookahead {
@@ -45,7 +61,8 @@ struct replay_info {
 	size_t seqs_started, seqs_done;
 	double step_ms, prefill_ms_per_token;
 	unsigned layers_total;
-	int no_wait, cold, no_uring;
+	int no_wait, no_uring;
+	int cold;                   /* evicted before each run (--cold, or implied by --mem-mb) */
 	const char *dtype;
 	unsigned n_layers;
 	const int *layer_ids;
@@ -53,6 +70,9 @@ struct replay_info {
 	unsigned sweep;             /* SWEEP_* bits */
 	uint64_t shard_bytes;       /* all shard files */
 	enum replay_lookahead lookahead;
+	size_t warmup_steps;        /* replayed before the counters start */
+	uint64_t staging_mb;        /* --tier row: the private cache that stages a step's reads (--cache-mb); 0:
+				       an eighth of the budget, 1 to 16 MiB */
 };
 
 struct replay_layer {
@@ -88,8 +108,18 @@ struct replay_result {
 	long major_faults;
 	int64_t kernel_read_bytes;      /* -1: /proc/self/io unreadable */
 	double resident_start;          /* fraction of shard pages in the page cache at the start; -1 unknown */
+	uint64_t cgroup_peak_bytes;     /* --mem-mb in page-cache mode: the most its cgroup held; 0: no cgroup */
+	uint64_t positions;             /* positions of the measured steps (after the warm-up) */
+	/* --tier row: the row cache, and the private cache that stages a step's reads */
+	uint64_t staging_mb;
+	uint64_t rc_bytes, rc_slots, rc_rows;
+	double rc_overhead_per_row;
+	unsigned rc_record_bytes;
 };
 
+/* Whether the bytes the session counted read from the disk (engram_io_stats.disk_bytes) agree with the
+ * kernel's read_bytes of the same run within 10%: 1, 0, or -1 when the kernel's count is unknown. */
+int replay_disk_agrees(const struct replay_result *r);
 /* Fraction, or NaN when the denominator is 0. */
 double replay_ratio(double num, double den);
 

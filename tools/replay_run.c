@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "replay_cgroup.h"
 #include "replay_run.h"
 #include "replay_stats.h"
 #include "toolutil.h"
@@ -99,6 +100,54 @@ static int prefetch_drafts(engram_session *s, const struct replay_ctx *c, size_t
 	return m ? engram_session_prefetch_next(s, seqs, drafts, NULL, m) : 0;
 }
 
+/* Counters since `then` (the end of the warm-up): now - then, field by field. */
+static void stats_since(struct engram_io_stats *now, const struct engram_io_stats *then)
+{
+	now->rows -= then->rows;
+	now->ready -= then->ready;
+	now->not_ready -= then->not_ready;
+	now->misses -= then->misses;
+	now->requested -= then->requested;
+	now->units -= then->units;
+	now->ios -= then->ios;
+	now->bytes -= then->bytes;
+	now->wait_ns -= then->wait_ns;
+	for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++)
+		now->lead_hist[b] -= then->lead_hist[b];
+	now->ram -= then->ram;
+	now->disk_bytes -= then->disk_bytes;
+}
+
+/* The row tier: a private row cache of the budget less the staging cache. */
+static int open_row_cache(const struct replay_ctx *c, const engram_store *st, struct replay_result *r,
+			  engram_rowcache **rc)
+{
+	uint64_t mem = r->set.mem_mb << 20;
+	struct engram_rowcache_info ri = ENGRAM_INIT(struct engram_rowcache_info);
+	int err;
+
+	r->staging_mb = c->info->staging_mb;
+	if (!r->staging_mb)
+		r->staging_mb = r->set.mem_mb / 8 < 1 ? 1 : r->set.mem_mb / 8 > 16 ? 16 : r->set.mem_mb / 8;
+	uint64_t staging = r->staging_mb << 20;
+	if (mem <= staging) {
+		tool_error("--tier row: --mem-mb %llu leaves nothing for rows beside the %llu MiB that stage a step's "
+			   "reads (--cache-mb)",
+			   (unsigned long long)r->set.mem_mb, (unsigned long long)r->staging_mb);
+		return -1;
+	}
+	if ((err = engram_rowcache_open(rc, st, NULL, mem - staging, 0)) < 0 ||
+	    (err = engram_rowcache_info(*rc, &ri)) < 0) {
+		tool_lib_error(err);
+		return -1;
+	}
+	r->rc_bytes = ri.bytes;
+	r->rc_slots = ri.slots;
+	r->rc_record_bytes = ri.record_bytes;
+	r->rc_overhead_per_row = ri.overhead_per_row;
+	return 0;
+}
+
 int replay_run(const struct replay_ctx *c, struct replay_result *r)
 {
 	const struct replay_sched *sc = c->sc;
@@ -110,8 +159,13 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	unsigned *seqs = NULL;
 	int64_t *drafts = NULL;
 	struct replay_samples smp = { 0 };
+	struct replay_cgroup cg = { 0 };
+	engram_rowcache *rc = NULL;
+	struct engram_io_stats *base = NULL;
 	uint8_t *buf = NULL;
 	int err, status = -1;
+	int page_budget = r->set.mem_mb && r->set.tier == TIER_PAGE && r->set.mode == ENGRAM_MODE_PAGECACHE;
+	size_t warm = in->warmup_steps;
 
 	if (replay_files_prepare(c->files, in->cold) < 0)
 		return -1;
@@ -131,6 +185,16 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		.queue_depth = r->set.queue_depth,
 		.flags = (in->no_uring ? ENGRAM_SESSION_NO_URING : 0) | (r->set.depth ? 0 : ENGRAM_SESSION_NO_PREFETCH),
 	};
+	if (r->set.tier == TIER_ROW) {
+		if (open_row_cache(c, st, r, &rc) < 0)
+			goto out;
+		so.row_cache = rc;
+		so.cache_bytes = r->staging_mb << 20;
+	} else if (r->set.mem_mb && r->set.mode == ENGRAM_MODE_DIRECT) {
+		so.cache_bytes = r->set.mem_mb << 20;
+	} else if (page_budget) {
+		so.page_cache_bytes = r->set.mem_mb << 20;
+	}
 	size_t ob = 0;
 	for (unsigned l = 0; l < L; l++)
 		if (engram_out_row_bytes(st, l, c->out) > ob)
@@ -138,12 +202,13 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	size_t buf_bytes = (sc->max_step_positions ? sc->max_step_positions : 1) * cols * ob;
 	r->n_layers = L;
 	r->layers = calloc(L, sizeof(*r->layers));
+	base = calloc(L + 1, sizeof(*base));
 	buf = malloc(buf_bytes);
-	if (!r->layers || !buf) {
+	if (!r->layers || !base || !buf) {
 		tool_error("out of memory");
 		goto out;
 	}
-	if (replay_samples_init(&smp, sc->n_steps) < 0)
+	if (replay_samples_init(&smp, sc->n_steps - warm) < 0)
 		goto out;
 	if ((err = engram_session_create(&s, st, &so)) < 0) {
 		tool_lib_error(err);
@@ -175,13 +240,28 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		}
 	}
 
-	long flt0 = replay_major_faults();
-	int64_t io0 = replay_kernel_read_bytes();
-	uint64_t start = now_ns(), compute_ns = 0, stall_total = 0;
+	/* the process's own memory is allocated: from here on, what the cgroup is charged is table data */
+	if (page_budget && replay_cgroup_enter(&cg, r->set.mem_mb << 20) < 0)
+		goto out;
+
+	long flt0 = 0;
+	int64_t io0 = 0;
+	uint64_t start = 0, compute_ns = 0, stall_total = 0;
 	size_t ahead = 1;
 	for (size_t step = 0; step < sc->n_steps; step++) {
-		uint64_t t0 = now_ns(), shift = 0, gather_ns = 0;
+		uint64_t t0, shift = 0, gather_ns = 0;
 		uint64_t prefill = 0;
+		if (step == warm) { /* the counters start */
+			for (unsigned l = 0; l <= L; l++) {
+				base[l] = ENGRAM_INIT(struct engram_io_stats);
+				engram_session_stats(s, l < L ? (int)l : -1, 0, &base[l]);
+			}
+			r->ahead_rows = r->drafts = r->drafts_accepted = r->draft_rows = 0;
+			flt0 = replay_major_faults();
+			io0 = replay_kernel_read_bytes();
+			start = now_ns();
+		}
+		t0 = now_ns();
 		engram_session_begin(s);
 		for (size_t i = sc->step_begin[step]; i < sc->step_begin[step + 1]; i++) {
 			const struct replay_entry *e = &sc->e[i];
@@ -233,18 +313,23 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			}
 			push_ns += now_ns() - d0;
 		}
+		if (step < warm)
+			continue;
 		compute_ns += step_ns;
 		stall_total += push_ns + gather_ns;
+		r->positions += engram_session_positions(s);
 		struct engram_io_stats ss = ENGRAM_INIT(struct engram_io_stats);
 		engram_session_stats(s, -1, 1, &ss);
-		replay_samples_add(&smp, step, (double)push_ns / 1e3, (double)gather_ns / 1e3,
+		replay_samples_add(&smp, step - warm, (double)push_ns / 1e3, (double)gather_ns / 1e3,
 				   in->no_wait ? 0 : (double)step_ns / 1e3, &ss);
 	}
 	uint64_t wall = now_ns() - start;
 	long flt1 = replay_major_faults();
 	int64_t io1 = replay_kernel_read_bytes();
 
-	r->steps = sc->n_steps;
+	r->cgroup_peak_bytes = replay_cgroup_peak(&cg);
+	replay_cgroup_leave(&cg);
+	r->steps = sc->n_steps - warm;
 	r->wall_s = (double)wall / 1e9;
 	r->compute_s = in->no_wait ? 0 : (double)compute_ns / 1e9;
 	r->stall_s = (double)stall_total / 1e9;
@@ -252,6 +337,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	r->kernel_read_bytes = io0 >= 0 && io1 >= 0 ? io1 - io0 : -1;
 	r->all = ENGRAM_INIT(struct engram_io_stats);
 	engram_session_stats(s, -1, 0, &r->all);
+	stats_since(&r->all, &base[L]);
 	r->distinct_rows = r->distinct_bytes = 0;
 	for (unsigned l = 0; l < L; l++) {
 		struct replay_layer *ly = &r->layers[l];
@@ -260,14 +346,21 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		ly->distinct_rows = c->distinct[l];
 		ly->st = ENGRAM_INIT(struct engram_io_stats);
 		engram_session_stats(s, (int)l, 0, &ly->st);
+		stats_since(&ly->st, &base[l]);
 		ly->lead_p50_ms = replay_lead_ms(ly->st.lead_hist, 50);
 		ly->lead_p95_ms = replay_lead_ms(ly->st.lead_hist, 95);
 		r->distinct_rows += ly->distinct_rows;
 		r->distinct_bytes += ly->distinct_rows * ly->record_size;
 	}
-	replay_samples_summarize(&smp, sc->n_steps, r);
+	replay_samples_summarize(&smp, sc->n_steps - warm, r);
+	if (rc) {
+		struct engram_rowcache_info ri = ENGRAM_INIT(struct engram_rowcache_info);
+		if (engram_rowcache_info(rc, &ri) == 0)
+			r->rc_rows = ri.rows;
+	}
 	status = 0;
 out:
+	replay_cgroup_leave(&cg);
 	free(seqs);
 	free(drafts);
 	engram_hasher_destroy(ah);
@@ -276,7 +369,9 @@ out:
 	free(la);
 	free(tmp);
 	engram_session_destroy(s);
+	engram_rowcache_close(rc);
 	engram_close(st);
+	free(base);
 	free(buf);
 	replay_samples_free(&smp);
 	return status;

@@ -53,13 +53,22 @@ static void usage(FILE *f)
 		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default pagecache)\n"
-		"  --cache-mb N             private cache of direct mode and zstd tables (default 256)\n"
+		"  --cache-mb N             private cache of direct mode and zstd tables (default 256); with\n"
+		"                           --tier row, the part of --mem-mb that stages a step's reads\n"
+		"                           (default an eighth of it, 1 to 16)\n"
+		"  --mem-mb N               RAM for table data, in MiB (default: unbounded): page-cache mode runs\n"
+		"                           in a memory cgroup of N MiB (root only), direct mode's cache is N\n"
+		"                           MiB, the row tier's row cache and staging together are N MiB;\n"
+		"                           implies --cold\n"
+		"  --tier page|row          what RAM holds: pages (page cache or private cache; default) or rows\n"
+		"                           (a row cache; reads are direct)\n"
+		"  --warmup-steps W         replay the schedule's first W steps before the counters start\n"
 		"  --queue-depth N          reads in flight at most, 1 to 32768 (default 1024)\n"
 		"  --no-uring               read with the pread thread pool\n"
 		"  --dtype native|bf16|f32  gathered output (default native)\n"
 		"report:\n"
-		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth, draft-accept;\n"
-		"                           repeat for the cross product\n"
+		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth, draft-accept,\n"
+		"                           tier, mem (MiB); repeat for the cross product\n"
 		"  --json                   one JSON document on standard output\n"
 		"  --svg FILE               chart of the ready rate and the stall share per run\n");
 }
@@ -71,6 +80,19 @@ struct sweep_axis {
 	size_t n;
 	double v[MAX_RUNS];
 };
+
+static int parse_tier(const char *opt, const char *arg, enum replay_tier *t)
+{
+	if (!strcmp(arg, "page"))
+		*t = TIER_PAGE;
+	else if (!strcmp(arg, "row"))
+		*t = TIER_ROW;
+	else {
+		tool_error("%s '%s' is not page or row", opt, arg);
+		return -1;
+	}
+	return 0;
+}
 
 static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axes, unsigned *keys)
 {
@@ -84,6 +106,8 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 		{ "mode", SWEEP_MODE, 0, 1 },
 		{ "queue-depth", SWEEP_QUEUE, 1, TOOL_QUEUE_DEPTH_MAX },
 		{ "draft-accept", SWEEP_DRAFT, 0, 1 },
+		{ "tier", SWEEP_TIER, 0, 1 },
+		{ "mem", SWEEP_MEM, 1, TOOL_CACHE_MB_MAX },
 	};
 	const char *eq = strchr(arg, '=');
 	size_t i;
@@ -92,7 +116,9 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 		if (strlen(names[i].name) == (size_t)(eq - arg) && !strncmp(arg, names[i].name, (size_t)(eq - arg)))
 			break;
 	if (!eq || i == sizeof(names) / sizeof(names[0])) {
-		tool_error("--sweep '%s' is not KEY=V,V... with KEY depth, cache, mode, queue-depth or draft-accept", arg);
+		tool_error("--sweep '%s' is not KEY=V,V... with KEY depth, cache, mode, queue-depth, draft-accept, tier "
+			   "or mem",
+			   arg);
 		return -1;
 	}
 	if (*keys & names[i].key) {
@@ -123,6 +149,11 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 			if (tool_parse_mode(opt, tok, &m) < 0)
 				status = -1;
 			a->v[a->n++] = (double)m;
+		} else if (a->key == SWEEP_TIER) {
+			enum replay_tier t = TIER_PAGE;
+			if (parse_tier(opt, tok, &t) < 0)
+				status = -1;
+			a->v[a->n++] = (double)t;
 		} else if (a->key == SWEEP_DRAFT) {
 			if (tool_parse_double(opt, tok, 0, 1, &a->v[a->n++]) < 0)
 				status = -1;
@@ -163,6 +194,9 @@ enum {
 	OPT_SWEEP,
 	OPT_DRAFT,
 	OPT_LOOKAHEAD,
+	OPT_MEM_MB,
+	OPT_TIER,
+	OPT_WARMUP,
 	OPT_JSON,
 	OPT_SVG,
 };
@@ -193,6 +227,9 @@ int stat_replay(int argc, char **argv)
 		{ "sweep", required_argument, NULL, OPT_SWEEP },
 		{ "draft-accept", required_argument, NULL, OPT_DRAFT },
 		{ "lookahead", required_argument, NULL, OPT_LOOKAHEAD },
+		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
+		{ "tier", required_argument, NULL, OPT_TIER },
+		{ "warmup-steps", required_argument, NULL, OPT_WARMUP },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "svg", required_argument, NULL, OPT_SVG },
 		{ "help", no_argument, NULL, 'h' },
@@ -210,10 +247,10 @@ int stat_replay(int argc, char **argv)
 	struct replay_setting base = {
 		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_PAGECACHE, .queue_depth = 1024, .draft_accept = -1
 	};
-	struct sweep_axis axes[5];
+	struct sweep_axis axes[7];
 	unsigned n_axes = 0;
 	const char *tokens_arg = NULL, *svg_path = NULL, *zipf_arg = NULL;
-	int json = 0, c, err, status = 1, seq_len_given = 0;
+	int json = 0, c, err, status = 1, seq_len_given = 0, cache_given = 0;
 	uint64_t v;
 	enum engram_out out = ENGRAM_OUT_NATIVE;
 	int64_t *tokens = NULL;
@@ -297,6 +334,20 @@ int stat_replay(int argc, char **argv)
 		case OPT_CACHE_MB:
 			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &base.cache_mb) < 0)
 				return 2;
+			cache_given = 1;
+			break;
+		case OPT_MEM_MB:
+			if (tool_parse_u64("--mem-mb", optarg, 1, TOOL_CACHE_MB_MAX, &base.mem_mb) < 0)
+				return 2;
+			break;
+		case OPT_TIER:
+			if (parse_tier("--tier", optarg, &base.tier) < 0)
+				return 2;
+			break;
+		case OPT_WARMUP:
+			if (tool_parse_u64("--warmup-steps", optarg, 0, (uint64_t)1 << 40, &v) < 0)
+				return 2;
+			info.warmup_steps = (size_t)v;
 			break;
 		case OPT_QUEUE_DEPTH:
 			if (tool_parse_unsigned("--queue-depth", optarg, 1, TOOL_QUEUE_DEPTH_MAX,
@@ -310,8 +361,8 @@ int stat_replay(int argc, char **argv)
 			info.dtype = optarg;
 			break;
 		case OPT_SWEEP:
-			if (n_axes == 5) {
-				tool_error("--sweep is given more than 5 times");
+			if (n_axes == 7) {
+				tool_error("--sweep is given more than 7 times");
 				return 2;
 			}
 			if (parse_sweep(optarg, axes, &n_axes, &info.sweep) < 0)
@@ -356,6 +407,10 @@ int stat_replay(int argc, char **argv)
 		}
 		n_runs *= axes[a].n;
 	}
+	info.staging_mb = cache_given ? base.cache_mb : 0;
+	/* a budget counts from nothing: pages read before a run would sit outside it */
+	if (base.mem_mb || (info.sweep & SWEEP_MEM))
+		info.cold = 1;
 	if (zipf_arg && !seq_len_given)
 		info.seq_len = 256;
 	info.cut_bos = info.seq_len == 0;
@@ -403,6 +458,11 @@ int stat_replay(int argc, char **argv)
 		goto done;
 	}
 	info.steps = sc.n_steps;
+	if (info.warmup_steps >= sc.n_steps) {
+		tool_error("--warmup-steps %zu leaves no step to measure: the schedule has %zu", info.warmup_steps,
+			   sc.n_steps);
+		goto done;
+	}
 	info.positions = sc.positions;
 	info.prefill_positions = sc.prefill_positions;
 	info.seqs_started = sc.seqs_started;
@@ -457,9 +517,17 @@ int stat_replay(int argc, char **argv)
 			case SWEEP_CACHE: set.cache_mb = (uint64_t)x; break;
 			case SWEEP_MODE: set.mode = (enum engram_mode)x; break;
 			case SWEEP_DRAFT: set.draft_accept = x; break;
+			case SWEEP_TIER: set.tier = (enum replay_tier)x; break;
+			case SWEEP_MEM: set.mem_mb = (uint64_t)x; break;
 			default: set.queue_depth = (unsigned)x; break;
 			}
 		}
+		if (set.tier == TIER_ROW && !set.mem_mb) {
+			tool_error("--tier row needs --mem-mb (or --sweep mem=...): the row cache's size");
+			goto done;
+		}
+		if (set.tier == TIER_ROW) /* rows the cache lacks are read with O_DIRECT */
+			set.mode = ENGRAM_MODE_DIRECT;
 		runs[i].set = set;
 	}
 	struct replay_ctx ctx = { .shard = info.shard,
