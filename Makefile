@@ -152,6 +152,7 @@ $(B)/bench/libbench_step.so: bench/bench_step.c $(B)/libengram.so
 check:
 	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
+	@scripts/check-abi $(B)
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@$(MAKE) --no-print-directory python-check
 

@@ -570,6 +570,70 @@ static void test_index_paths_stay_in_its_directory(void **state)
 	assert_null(strstr(engram_last_error(), "SECRET9"));
 }
 
+/* A sharded checkpoint in the Hugging Face cache: snapshots/<rev>/ holds symbolic links into the cache's blobs/,
+ * the index's among them. Its shards resolve inside the directory the index resolves to, so it packs, and the
+ * shard's rows are the checkpoint's; a link of the snapshot that leads anywhere else is still refused. */
+static void test_index_in_hf_cache_snapshot(void **state)
+{
+	static const char index[] =
+		"{\"metadata\": {\"total_size\": 0}, \"weight_map\": {"
+		"\"" W1 "\": \"model-00001-of-00002.safetensors\", "
+		"\"" W3 "\": \"model-00001-of-00002.safetensors\", "
+		"\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}";
+	const char *dir = tmpdir_create_once(), *ref;
+	char repo[600], snap[700], ip[800], out[700], s2[512], cfg[600], map[600], want[64], got[64];
+	struct eg_tensor_set *s;
+	const struct eg_tensor *t;
+	engram_store *a, *b;
+
+	(void)state;
+	snprintf(repo, sizeof(repo), "%s/hub/models--tiny--engram", dir);
+	snprintf(snap, sizeof(snap), "%s/snapshots/0123abcd", repo);
+	write_st(s2, sizeof(s2), "norm.safetensors",
+		 "{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [8], \"data_offsets\": [0, 32]}}", 32);
+	ref = fixture("ref/tiny/tiny.bf16.safetensors");
+	assert_int_equal(sh("mkdir -p %s/blobs %s && cp %s %s/blobs/5e1f && mv %s %s/blobs/77aa", repo, snap, ref, repo, s2,
+			    repo), 0);
+	assert_int_equal(sh("mv %s %s/blobs/90c4", write_tmp("index.json", index, strlen(index)), repo), 0);
+	assert_int_equal(sh("cd %s && ln -s ../../blobs/90c4 model.safetensors.index.json && "
+			    "ln -s ../../blobs/5e1f model-00001-of-00002.safetensors && "
+			    "ln -s ../../blobs/77aa model-00002-of-00002.safetensors", snap), 0);
+	snprintf(ip, sizeof(ip), "%s/model.safetensors.index.json", snap);
+
+	/* the tensors are found under the snapshot's names */
+	s = open1(ip);
+	assert_int_equal(eg_tensors_count(s), 3);
+	assert_int_equal(eg_tensors_find_unique(s, W3, &t), 0);
+	assert_non_null(strstr(t->path, "snapshots/0123abcd/model-00001-of-00002.safetensors"));
+	eg_tensors_free(s);
+
+	/* it packs, and every row is the checkpoint's */
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/tiny/tiny.config.json"));
+	snprintf(map, sizeof(map), "%s", fixture("ref/tiny/tiny.token_map.npy"));
+	snprintf(out, sizeof(out), "%s/hf.engram", dir);
+	pack_files(cfg, map, ip, out, "raw");
+	ref = pack_ref("ref/tiny", "tiny.config.json", "tiny.token_map.npy", "tiny.bf16.safetensors", "raw");
+	must(engram_open(&a, out, 0), out);
+	must(engram_open(&b, ref, 0), ref);
+	for (unsigned li = 0; li < engram_config_num_layers(engram_store_config(b)); li++)
+		for (uint64_t r = 0; r < engram_config_table_rows(engram_store_config(b), li); r++) {
+			int n = engram_read_row(b, li, r, want, sizeof(want));
+			assert_true(n > 0);
+			assert_int_equal(engram_read_row(a, li, r, got, sizeof(got)), n);
+			assert_memory_equal(got, want, (size_t)n);
+		}
+	engram_close(a);
+	engram_close(b);
+
+	/* a snapshot link that leads out of blobs/ is refused as any link leading out of the index's directory */
+	assert_int_equal(sh("mkdir -p %s/elsewhere && mv %s/blobs/77aa %s/elsewhere/ && "
+			    "ln -sf ../../../../elsewhere/77aa %s/model-00002-of-00002.safetensors", dir, repo, dir, snap),
+			 0);
+	assert_int_equal(access(ip, F_OK) | access(out, F_OK), 0);
+	expect_fail(ip, ENGRAM_EPARSE, "outside the index's directory");
+	assert_non_null(strstr(engram_last_error(), "model-00002-of-00002.safetensors"));
+}
+
 static void test_index_tensor_not_in_shard(void **state)
 {
 	char s1[512], s2[512], ip[512];
@@ -727,6 +791,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_index_missing_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_paths_stay_in_its_directory, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_index_in_hf_cache_snapshot, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_npy_header_is_parsed_strictly, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_duplicate_across_shards, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_tensor_beyond_4gib, cleanup_tmpdir),

@@ -278,15 +278,28 @@ void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *sha
 	return data;
 }
 
+void pack_files(const char *config, const char *map, const char *weights, const char *out, const char *codec)
+{
+	const char *wp[1] = { weights };
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+
+	o.config_path = config;
+	o.token_map_path = map;
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = out;
+	o.codec = codec;
+	o.block_pages = 2;
+	if (engram_pack(&o, NULL) < 0)
+		fail_msg("packing '%s': %s", out, engram_last_error());
+}
+
 const char *pack_ref(const char *dir, const char *config, const char *map, const char *weights, const char *codec)
 {
 	static char out[8][600];
 	static unsigned k;
 	char cfg[4096], mp[4096], w[4096], rel[300];
-	const char *wp[1] = { w };
-	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	char *dst = out[k++ % 8];
-	int err;
 
 	snprintf(rel, sizeof(rel), "%s/%s", dir, config);
 	snprintf(cfg, sizeof(cfg), "%s", fixture(rel));
@@ -295,18 +308,8 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 	snprintf(rel, sizeof(rel), "%s/%s", dir, weights);
 	snprintf(w, sizeof(w), "%s", fixture(rel));
 	snprintf(dst, 600, "%s/%s-%s.engram", tmpdir_create_once(), weights, codec);
-	if (access(dst, F_OK) == 0)
-		return dst;
-	o = ENGRAM_INIT(struct engram_pack_options);
-	o.config_path = cfg;
-	o.token_map_path = mp;
-	o.weights = wp;
-	o.n_weights = 1;
-	o.out_path = dst;
-	o.codec = codec;
-	o.block_pages = 2;
-	if ((err = engram_pack(&o, NULL)) < 0)
-		fail_msg("packing '%s': %s", dst, engram_last_error());
+	if (access(dst, F_OK) != 0)
+		pack_files(cfg, mp, w, dst, codec);
 	return dst;
 }
 

@@ -45,6 +45,10 @@ const char *write_tmp_npy_ints(const char *name, const int64_t *v, size_t n, int
 
 
 
+/* Pack weights (a checkpoint file or index) with config and map (paths) into out, with codec (NULL: raw) and 2-page
+ * blocks. Fails the test if packing fails. */
+void pack_files(const char *config, const char *map, const char *weights, const char *out, const char *codec);
+
 /* Pack fixtures/<dir>/<weights> with <config> and <map> (file names inside fixtures/<dir>) into the scratch
  * directory with codec and 2-page blocks, once per (weights, codec); returns the shard path (a static buffer,
  * 8 slots). Fails the test if packing fails. */

@@ -378,28 +378,64 @@ static int has_suffix(const char *s, const char *suf)
 
 static int read_index(struct build *b, int fd, const char *path);
 
-/* Open path (a shard of `index` when index is not NULL) unless that file was read already, and read its
- * tensors. *file is its index in s->files. */
-/* The file path resolves (symbolic links followed) to somewhere inside the directory of index. */
+/* Whether the real path rp lies in directory dir or below it (dir's links followed): 1 or 0; -ENOMEM. */
+static int in_dir(const char *rp, const char *dir)
+{
+	char *rd = realpath(dir, NULL);
+	size_t n;
+	int ok;
+
+	if (!rd)
+		return errno == ENOMEM ? -ENOMEM : 0;
+	n = strlen(rd);
+	ok = !strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
+	free(rd);
+	return ok;
+}
+
+/* Whether the real path rp lies in the directory of path (the directory as named): 1 or 0; -ENOMEM. */
+static int in_dir_of(const char *rp, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int ok;
+
+	if (!slash)
+		return in_dir(rp, ".");
+	if (!(dir = strndup(path, slash == path ? 1 : (size_t)(slash - path))))
+		return -ENOMEM;
+	ok = in_dir(rp, dir);
+	free(dir);
+	return ok;
+}
+
+/*
+ * Whether shard file path, links followed, is one the index was shipped with: it resolves inside the directory
+ * of the index as named, or inside the directory of the file the index itself resolves to. The second is a
+ * Hugging Face cache snapshot: snapshots/<rev>/ holds links into the cache's blobs/, the index's among them.
+ * Any name in the index's directory, wherever its link leads, would not do: a checkout (a git clone) may hold a
+ * link to /etc/shadow, but no directory the index did not come from. 1 or 0 (a missing file is 1: opening it
+ * says so); -ENOMEM.
+ */
 static int inside(const char *index, const char *path)
 {
-	char *dir = strdup(index), *rd = NULL, *rp = realpath(path, NULL);
-	int ok = !rp && errno == ENOENT; /* missing: opening it says so */
+	char *rp = realpath(path, NULL), *ri;
+	int ok;
 
-	if (dir && rp) {
-		char *slash = strrchr(dir, '/');
-		if (slash)
-			slash[slash == dir] = 0;
-		rd = realpath(slash ? dir : ".", NULL);
-		size_t n = rd ? strlen(rd) : 0;
-		ok = rd && !strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
+	if (!rp)
+		return errno == ENOENT ? 1 : errno == ENOMEM ? -ENOMEM : 0;
+	ok = in_dir_of(rp, index);
+	if (!ok) {
+		ri = realpath(index, NULL);
+		ok = ri ? in_dir_of(rp, ri) : errno == ENOMEM ? -ENOMEM : 0;
+		free(ri);
 	}
-	free(dir);
-	free(rd);
 	free(rp);
 	return ok;
 }
 
+/* Open path (a shard of `index` when index is not NULL) unless that file was read already, and read its
+ * tensors. *file is its index in s->files. */
 static int load(struct build *b, const char *path, const char *index, size_t *file)
 {
 	struct eg_tensor_set *s = b->s;
@@ -407,9 +443,10 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 	struct stat st;
 	int fd, err;
 
-	if (index && !inside(index, path))
-		return eg_fail(ENGRAM_EPARSE, "'%s': shard '%s' resolves to a file outside the index's directory", index,
-			       path);
+	if (index && (err = inside(index, path)) <= 0)
+		return err < 0 ? eg_fail(err, "'%s': out of memory", index) :
+				 eg_fail(ENGRAM_EPARSE, "'%s': shard '%s' resolves to a file outside the index's directory",
+					 index, path);
 	if ((fd = eg_open_regular(path, index ? "checkpoint shard" : "checkpoint")) < 0)
 		return index ? eg_fail_prefix(fd, "'%s': cannot open shard", index) : fd;
 	if (fstat(fd, &st) < 0) {
@@ -465,7 +502,7 @@ static int add_mapping(struct build *b, const char *name, size_t file, const cha
 }
 
 /* A shard path of an index names a file in the index's directory or below it: relative, without a ".."
- * component (symbolic links leaving the directory are refused once the file is opened, see load()). */
+ * component (where symbolic links may lead is checked before the file is opened, see inside()). */
 static int beneath(const char *p)
 {
 	if (p[0] == '/')
