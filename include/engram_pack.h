@@ -65,8 +65,8 @@ struct engram_pack_result {
 /*
  * Build shard files. Tensors are found by name (any prefix such as "model."), their shapes checked against
  * the config (rows = the layer's prime sum, columns = head dim), and streamed with bounded memory. Each
- * file is written under a temporary name in the destination directory, fsynced and renamed, so an
- * interrupted pack leaves nothing at out_path; a split pack writes its manifest last.
+ * file is written unnamed in the destination directory (O_TMPFILE), fsynced and given its name only when
+ * complete, so an interrupted pack leaves nothing at out_path; a split pack writes its manifest last.
  * Returns 0 (and fills *result when not NULL), or: errors of engram_config_load, -errno of the files,
  * ENGRAM_EPARSE / ENGRAM_ETRUNC (bad checkpoint files), ENGRAM_ESHAPE, ENGRAM_EDTYPE (tensor missing a
  * scale, unsupported dtype), -ENOENT (tensor not found), -EINVAL (bad options, an output that is also an
