@@ -119,57 +119,94 @@ int eg_rc_has(struct engram_rowcache *rc, uint64_t key)
 	return find(rc, set_of(rc, key), key) != NULL;
 }
 
-/* Insert into a slot never written or holding a row only filled in, else into the set's CLOCK victim; or
- * (free_only) only into a slot never written. */
+/* Write key and record into slot s, whose seq was q (even) and is claimed (q + 1) by the caller. */
+static void write_slot(struct engram_rowcache *rc, struct rc_slot *s, uint64_t q, uint64_t key, const uint8_t *src,
+		       size_t len, uint8_t ref)
+{
+	size_t nw = (len + 7) / 8;
+
+	if (!q)
+		atomic_fetch_add_explicit(&rc->h->filled, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->key, key, memory_order_relaxed);
+	_Atomic uint64_t *dst = words(s);
+	for (size_t i = 0; i < nw; i++) {
+		uint64_t x = 0;
+		memcpy(&x, src + 8 * i, i + 1 < nw || len % 8 == 0 ? 8 : len % 8);
+		atomic_store_explicit(&dst[i], x, memory_order_relaxed);
+	}
+	atomic_store_explicit(&s->ref, ref, memory_order_relaxed);
+	atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+	atomic_fetch_add_explicit(&rc->h->inserts, 1, memory_order_relaxed);
+}
+
+static int claim(struct rc_slot *s, uint64_t q)
+{
+	return atomic_compare_exchange_strong_explicit(&s->seq, &q, q + 1, memory_order_acquire, memory_order_relaxed);
+}
+
+/* Insert into a slot never written, else one holding a row only filled in, else the set's CLOCK victim; or
+ * (free_only) only into a slot never written. One pass over the set finds the key (then nothing is written)
+ * and those candidates. */
 static void insert(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len, int free_only)
 {
-	uint64_t set = set_of(rc, key);
+	uint64_t set = set_of(rc, key), q_filled = 0;
 	_Atomic uint8_t *hand = (_Atomic uint8_t *)&rc->hands[set];
-	size_t nw = (len + 7) / 8;
+	struct rc_slot *free_slot = NULL, *filled = NULL;
+	uint8_t ref = free_only ? REF_FILLED : 0;
 
 	if (len > rc->record_bytes)
 		return;
-	struct rc_slot *there = find(rc, set, key);
-	if (there) {
-		/* a row filled in and now asked for is kept like one read for itself */
-		if (!free_only && atomic_load_explicit(&there->ref, memory_order_relaxed) == REF_FILLED)
-			atomic_store_explicit(&there->ref, 0, memory_order_relaxed);
+	for (unsigned w = 0; w < EG_RC_WAYS; w++) {
+		struct rc_slot *s = slot_at(rc, set, w);
+		uint64_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (q & 1)
+			continue;
+		if (q && atomic_load_explicit(&s->key, memory_order_relaxed) == key) {
+			/* there already; a row filled in and now asked for is kept like one read for itself */
+			if (!free_only && atomic_load_explicit(&s->ref, memory_order_relaxed) == REF_FILLED)
+				atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
+			return;
+		}
+		if (!q && !free_slot)
+			free_slot = s;
+		else if (q && !filled && atomic_load_explicit(&s->ref, memory_order_relaxed) == REF_FILLED) {
+			filled = s;
+			q_filled = q;
+		}
+	}
+	if (free_slot && claim(free_slot, 0)) {
+		write_slot(rc, free_slot, 0, key, src, len, ref);
 		return;
 	}
-	/* the ways in order for a slot never written, then for a row only filled in, then CLOCK over them: a used
-	 * slot gets a second chance; a slot being written is passed by */
-	for (unsigned tries = 0; tries < 4 * EG_RC_WAYS + 1; tries++) {
-		unsigned phase = tries < 2 * EG_RC_WAYS ? tries / EG_RC_WAYS : 2, scan = phase < 2;
-		unsigned w = scan ? tries % EG_RC_WAYS
-				  : atomic_fetch_add_explicit(hand, 1, memory_order_relaxed) % EG_RC_WAYS;
-		if (free_only && phase > 0)
-			return;
-		struct rc_slot *s = slot_at(rc, set, w);
+	if (free_only)
+		return;
+	if (filled && claim(filled, q_filled)) {
+		write_slot(rc, filled, q_filled, key, src, len, ref);
+		return;
+	}
+	/* CLOCK over the ways: a used slot gets a second chance, a slot being written is passed by */
+	for (unsigned tries = 0; tries < 2 * EG_RC_WAYS + 1; tries++) {
+		struct rc_slot *s = slot_at(rc, set, atomic_fetch_add_explicit(hand, 1, memory_order_relaxed) % EG_RC_WAYS);
 		uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
-		if ((q & 1) || (phase == 0 && q) ||
-		    (phase == 1 && atomic_load_explicit(&s->ref, memory_order_relaxed) != REF_FILLED))
+		if (q & 1)
 			continue;
-		if (!scan && atomic_load_explicit(&s->ref, memory_order_relaxed)) {
+		if (atomic_load_explicit(&s->ref, memory_order_relaxed)) {
 			atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
 			continue;
 		}
-		if (!atomic_compare_exchange_strong_explicit(&s->seq, &q, q + 1, memory_order_acquire,
-							     memory_order_relaxed))
-			continue;
-		if (!q)
-			atomic_fetch_add_explicit(&rc->h->filled, 1, memory_order_relaxed);
-		atomic_store_explicit(&s->key, key, memory_order_relaxed);
-		_Atomic uint64_t *dst = words(s);
-		for (size_t i = 0; i < nw; i++) {
-			uint64_t x = 0;
-			memcpy(&x, src + 8 * i, i + 1 < nw || len % 8 == 0 ? 8 : len % 8);
-			atomic_store_explicit(&dst[i], x, memory_order_relaxed);
+		if (claim(s, q)) {
+			write_slot(rc, s, q, key, src, len, ref);
+			return;
 		}
-		atomic_store_explicit(&s->ref, free_only ? REF_FILLED : 0, memory_order_relaxed);
-		atomic_store_explicit(&s->seq, q + 2, memory_order_release);
-		atomic_fetch_add_explicit(&rc->h->inserts, 1, memory_order_relaxed);
-		return;
 	}
+}
+
+void eg_rc_prefetch(const struct engram_rowcache *rc, uint64_t key)
+{
+	uint64_t set = set_of(rc, key);
+
+	for (unsigned w = 0; w < EG_RC_WAYS; w++)
+		__builtin_prefetch(slot_at(rc, set, w));
 }
 
 void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len)
@@ -177,9 +214,14 @@ void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, siz
 	insert(rc, key, src, len, 0);
 }
 
+int eg_rc_filling(const struct engram_rowcache *rc)
+{
+	return atomic_load_explicit(&rc->h->filled, memory_order_relaxed) < rc->n_sets * EG_RC_WAYS;
+}
+
 void eg_rc_fill(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len)
 {
-	if (atomic_load_explicit(&rc->h->filled, memory_order_relaxed) < rc->n_sets * EG_RC_WAYS)
+	if (eg_rc_filling(rc))
 		insert(rc, key, src, len, 1);
 }
 

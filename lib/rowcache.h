@@ -44,5 +44,10 @@ void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, siz
  * other rows of a page read for one row go in this way: while the cache is filling they cost nothing, and
  * they catch some of the rows asked for the first time, as a page cache's neighbours do. */
 void eg_rc_fill(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len);
+/* 1 while some slot was never written (eg_rc_fill may still insert). */
+int eg_rc_filling(const struct engram_rowcache *rc);
+/* Start loading the slots of key's set (a fill of many rows prefetches them all first: their sets are scattered
+ * over the mapping, and the loads then overlap). */
+void eg_rc_prefetch(const struct engram_rowcache *rc, uint64_t key);
 
 #endif

@@ -82,6 +82,11 @@ static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_pi
 
 	if (!t->rows_per_page)
 		return; /* a row of a page or more: its unit holds it alone, and gather keeps it */
+	if (!eg_rc_filling(s->rc))
+		return;
+	uint64_t end = first + (uint64_t)eg_sess_unit_pages(t) * t->rows_per_page;
+	for (uint64_t local = first; local < end && local < t->row_count; local++)
+		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
 	for (unsigned pg = 0; pg < eg_sess_unit_pages(t); pg++)
 		for (unsigned k = 0; k < t->rows_per_page; k++) {
 			uint64_t local = first + (uint64_t)pg * t->rows_per_page + k;
