@@ -49,5 +49,14 @@ int eg_rc_filling(const struct engram_rowcache *rc);
 /* Start loading the slots of key's set (a fill of many rows prefetches them all first: their sets are scattered
  * over the mapping, and the loads then overlap). */
 void eg_rc_prefetch(const struct engram_rowcache *rc, uint64_t key);
+/* In a loop over rows[0..n) of a layer at row k: prefetch the set of the row EG_RC_PREFETCH_AHEAD ahead (and at
+ * k = 0 the first ones), so that lookups of rows scattered over the mapping overlap their cache misses. */
+#define EG_RC_PREFETCH_AHEAD 8
+static inline void eg_rc_prefetch_ahead(const struct engram_rowcache *rc, unsigned layer, const uint64_t *rows,
+					size_t n, size_t k)
+{
+	for (size_t j = k ? k + EG_RC_PREFETCH_AHEAD : 0; j <= k + EG_RC_PREFETCH_AHEAD && j < n; j++)
+		eg_rc_prefetch(rc, eg_rc_key(layer, rows[j]));
+}
 
 #endif

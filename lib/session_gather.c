@@ -64,6 +64,8 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 
 	for (size_t i = 0; i < n; i++) {
 		struct row_ref *r = &s->refs[i];
+		if (s->rc)
+			eg_rc_prefetch_ahead(s->rc, layer, rows, n, i);
 		if (!p || rows[i] - p->t->row_begin >= p->t->row_count) {
 			if (!(p = eg_store_find(s->st, layer, rows[i])))
 				return eg_fail(-EINVAL, "row %llu of layer %d is not in this store",

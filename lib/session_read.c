@@ -362,6 +362,8 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 {
 	for (size_t k = 0; k < n; k++) {
 		const struct eg_piece *p = eg_store_find(s->st, layer, rows[k]);
+		if (s->rc)
+			eg_rc_prefetch_ahead(s->rc, layer, rows, n, k);
 		if (!p)
 			continue; /* gather reports it */
 		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[k])))
