@@ -127,8 +127,20 @@ static int open_row_cache(const struct replay_ctx *c, const engram_store *st, st
 	int err;
 
 	r->staging_mb = c->info->staging_mb;
-	if (!r->staging_mb)
-		r->staging_mb = r->set.mem_mb / 8 < 1 ? 1 : r->set.mem_mb / 8 > 16 ? 16 : r->set.mem_mb / 8;
+	if (!r->staging_mb) {
+		/* a decode step's pages (one a row at worst) must fit with room to spare, or rows requested at push
+		 * are read again at their gather; beyond that an eighth of the budget, up to 16 MiB */
+		const engram_config *cfg = engram_store_config(st);
+		uint64_t step = ((uint64_t)c->info->batch * engram_config_columns(cfg) * engram_config_num_layers(cfg) *
+				 4096 * 3 / 2 + (1u << 20) - 1) >> 20;
+		uint64_t eighth = r->set.mem_mb / 8 > 16 ? 16 : r->set.mem_mb / 8;
+		uint64_t most = r->set.mem_mb - (r->set.mem_mb / 4 ? r->set.mem_mb / 4 : 1); /* rows keep a quarter */
+		r->staging_mb = step > eighth ? step : eighth;
+		if (r->staging_mb > most)
+			r->staging_mb = most;
+		if (!r->staging_mb)
+			r->staging_mb = 1;
+	}
 	uint64_t staging = r->staging_mb << 20;
 	if (mem <= staging) {
 		tool_error("--tier row: --mem-mb %llu leaves nothing for rows beside the %llu MiB that stage a step's "

@@ -55,7 +55,7 @@ static void usage(FILE *f)
 		"  --mode pagecache|direct  (default direct)\n"
 		"  --cache-mb N             private cache of direct mode and zstd tables (default 256); with\n"
 		"                           --tier row, the part of --mem-mb that stages a step's reads\n"
-		"                           (default an eighth of it, 1 to 16)\n"
+		"                           (default: a decode step's pages, or an eighth of it up to 16)\n"
 		"  --mem-mb N               RAM for table data, in MiB (default: unbounded): page-cache mode runs\n"
 		"                           in a memory cgroup of N MiB (root only), direct mode's cache is N\n"
 		"                           MiB, the row tier's row cache and staging together are N MiB;\n"
