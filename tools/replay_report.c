@@ -1,5 +1,6 @@
 /* engram-stat replay: text tables, the JSON document and the SVG chart (see replay_report.h). */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,22 +208,31 @@ static void print_layers(FILE *f, const struct replay_result *r)
 
 /* The headline: how many rows were ready when asked for, and what share of the step the engine spent inside
  * the library. */
+/* A counter of engram_io_stats (at byte offset field) over rows, for all layers and each. */
+static double rate_of(const struct engram_io_stats *st, size_t field)
+{
+	return replay_ratio((double)*(const uint64_t *)((const char *)st + field), (double)st->rows);
+}
+
+static void print_rate(FILE *f, const struct replay_result *r, const char *label, const char *what, size_t field)
+{
+	char d[32];
+
+	fprintf(f, "%s%s of the rows gathered %s", label, num(d, sizeof(d), 4, rate_of(&r->all, field)), what);
+	for (unsigned l = 0; l < r->n_layers; l++)
+		fprintf(f, "%sL%d %s", l ? ", " : " (", r->layers[l].layer_id,
+			num(d, sizeof(d), 4, rate_of(&r->layers[l].st, field)));
+	fprintf(f, "%s\n", r->n_layers ? ")" : "");
+}
+
 static void print_headline(FILE *f, const struct replay_info *in, const struct replay_result *r)
 {
 	char d[32];
 
-	fprintf(f, "ready     %s of the rows gathered were in memory when their gather was called",
-		num(d, sizeof(d), 4, replay_ratio((double)r->all.ready, (double)r->all.rows)));
-	for (unsigned l = 0; l < r->n_layers; l++)
-		fprintf(f, "%sL%d %s", l ? ", " : " (", r->layers[l].layer_id,
-			num(d, sizeof(d), 4, replay_ratio((double)r->layers[l].st.ready, (double)r->layers[l].st.rows)));
-	fprintf(f, "%s\n", r->n_layers ? ")" : "");
-	fprintf(f, "ram       %s of the rows gathered came from RAM with no disk read on their behalf",
-		num(d, sizeof(d), 4, replay_ratio((double)r->all.ram, (double)r->all.rows)));
-	for (unsigned l = 0; l < r->n_layers; l++)
-		fprintf(f, "%sL%d %s", l ? ", " : " (", r->layers[l].layer_id,
-			num(d, sizeof(d), 4, replay_ratio((double)r->layers[l].st.ram, (double)r->layers[l].st.rows)));
-	fprintf(f, "%s\n", r->n_layers ? ")" : "");
+	print_rate(f, r, "ready     ", "were in memory when their gather was called",
+		   offsetof(struct engram_io_stats, ready));
+	print_rate(f, r, "ram       ", "came from RAM with no disk read on their behalf",
+		   offsetof(struct engram_io_stats, ram));
 	if (in->no_wait)
 		fprintf(f, "stall     no compute time (--no-wait): %.1f us per step in the library (mean; p99 %.1f)\n",
 			r->stall_us.mean, r->stall_us.p99);
