@@ -306,6 +306,68 @@ static void test_errors(void **state)
 	engram_close(b);
 }
 
+/* A shared segment's header is checked field by field before it is mapped: each field changed alone is refused
+ * with a clear error (and a changed table set by -EEXIST), never mapped with another geometry. */
+static void test_corrupt_segment_headers(void **state)
+{
+	static const struct {
+		const char *what;
+		size_t off, len;
+		uint64_t add; /* added to the field (little-endian, len bytes) */
+		int err;
+		const char *msg;
+	} cases[] = {
+		{ "magic", 0, 8, 1, ENGRAM_ECORRUPT, "not ready" },
+		{ "version", 8, 4, 1, ENGRAM_ECORRUPT, "layout this library does not know" },
+		{ "ways", 12, 4, 1, ENGRAM_ECORRUPT, "layout this library does not know" },
+		{ "sets", 16, 8, 1, ENGRAM_ECORRUPT, "layout this library does not know" },
+		{ "no sets", 16, 8, 0, ENGRAM_ECORRUPT, "layout this library does not know" }, /* set to 0 below */
+		{ "slot bytes", 24, 8, 8, ENGRAM_ECORRUPT, "layout this library does not know" },
+		{ "record bytes", 32, 8, 8, ENGRAM_ECORRUPT, "layout this library does not know" },
+		{ "map bytes", 40, 8, 4096, ENGRAM_ECORRUPT, "layout this library does not know" },
+		{ "set id", 48, 1, 1, -EEXIST, "another table set" },
+	};
+	engram_store *st = NULL;
+	engram_rowcache *rc = NULL;
+	const char *name = name_for("headers");
+	uint8_t orig[64];
+	char path[128];
+
+	(void)state;
+	must(engram_open(&st, tiny_v41("raw"), 0), "open");
+	engram_rowcache_remove(name);
+	must(engram_rowcache_open(&rc, st, name, 1 << 20, 0), "create");
+	engram_rowcache_close(rc);
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, orig, sizeof(orig), 0), (ssize_t)sizeof(orig));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t h[64];
+		uint64_t v = 0;
+		memcpy(h, orig, sizeof(h));
+		memcpy(&v, h + cases[i].off, cases[i].len);
+		v = cases[i].add ? v + cases[i].add : 0;
+		memcpy(h + cases[i].off, &v, cases[i].len);
+		assert_int_equal(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+		rc = NULL;
+		int err = engram_rowcache_open(&rc, st, name, 1 << 20, 0);
+		if (err != cases[i].err || !strstr(engram_last_error(), cases[i].msg))
+			fail_msg("%s changed: %d '%s', expected %d '%s'", cases[i].what, err, engram_last_error(),
+				 cases[i].err, cases[i].msg);
+		assert_null(rc);
+	}
+	/* restored, it opens again; cut short, it is refused */
+	assert_int_equal(pwrite(fd, orig, sizeof(orig), 0), (ssize_t)sizeof(orig));
+	must(engram_rowcache_open(&rc, st, name, 1 << 20, 0), "attach");
+	engram_rowcache_close(rc);
+	assert_int_equal(ftruncate(fd, 100), 0);
+	assert_int_equal(engram_rowcache_open(&rc, st, name, 1 << 20, 0), ENGRAM_ECORRUPT);
+	close(fd);
+	engram_rowcache_remove(name);
+	engram_close(st);
+}
+
 /* A session refuses a row cache made for another table set: its keys would name other rows. */
 static void test_row_cache_of_another_set_is_refused(void **state)
 {
@@ -456,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_clock_keeps_used_rows),
 		cmocka_unit_test(test_fill_takes_free_slots_and_goes_first),
 		cmocka_unit_test(test_row_cache_of_another_set_is_refused),
+		cmocka_unit_test(test_corrupt_segment_headers),
 		cmocka_unit_test(test_page_neighbours_fill_the_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
