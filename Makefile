@@ -1,4 +1,4 @@
-# libengram: make [all] | check | python-check | demo | bench | fuzz | install | uninstall | clean
+# libengram: make [all] | check | python-check | demo | bench | fuzz | fuzz-merge | install | uninstall | clean
 # Variables: CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, B (build directory),
 # WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3), PYTHONDIR (its site directory for PREFIX)
 
@@ -59,7 +59,7 @@ PYTHONDIR ?= $(shell scripts/python-sitedir $(PYTHON) $(PREFIX))
 PY_SRC := $(wildcard python/engram/*.py)
 
 .SECONDARY:
-.PHONY: all lib tools tests benches check python-check demo bench fuzz install uninstall clean
+.PHONY: all lib tools tests benches check python-check demo bench fuzz fuzz-merge install uninstall clean
 all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
@@ -140,6 +140,10 @@ fuzz:
 			$(FB)/libengram-pack.a $(FB)/libengram.a $(LIBS) $(PACK_LIBS) -o $(FB)/fuzz_$$t || exit 1; \
 	done
 	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZ_TARGETS)
+
+# after make fuzz: the inputs of $(FB)/corpus that add coverage, into fixtures/fuzz/NAME (review, then commit)
+fuzz-merge:
+	@FB=$(FB) scripts/fuzz-merge $(FUZZ_TARGETS)
 
 $(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
