@@ -48,8 +48,10 @@ TEST_UTIL := $(B)/tests/util.o
 # helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
 TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard safetensors npy config tokenizer
+FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
+# a replay that make check does not run: test_fuzz_replay checks its time limit with a target that hangs
+FUZZ_REPLAY_SLEEP := $(B)/tests/fuzz_replay_sleep
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 MAN := $(wildcard man/*.[135])
@@ -64,7 +66,7 @@ all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
 tools: $(TOOLS)
-tests: $(TESTS) $(FUZZ_REPLAY)
+tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP)
 benches: $(BENCHES) $(B)/bench/libbench_step.so
 
 # the packer's headers are for the packer and the tests and benchmarks that reach into it; these also use
@@ -124,11 +126,12 @@ $(B)/tests/fuzz/replay_%.o: tests/fuzz/replay.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/fuzz -DFUZZ_CORPUS='"fixtures/fuzz/$*"' -MMD -MP -c $< -o $@
 
-$(FUZZ_REPLAY): $(B)/tests/fuzz_replay_%: $(B)/tests/fuzz/fuzz_%.o $(B)/tests/fuzz/fuzz_file.o $(B)/tests/fuzz/replay_%.o \
-		$(PSTATIC) $(STATIC)
+$(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP): $(B)/tests/fuzz_replay_%: $(B)/tests/fuzz/fuzz_%.o $(B)/tests/fuzz/fuzz_file.o \
+		$(B)/tests/fuzz/replay_%.o $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
 FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 10
 FB := build-fuzz
 fuzz:
 	@scripts/install-deps build test fuzz
@@ -139,7 +142,7 @@ fuzz:
 			-fsanitize=fuzzer,address,undefined tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_file.c \
 			$(FB)/libengram-pack.a $(FB)/libengram.a $(LIBS) $(PACK_LIBS) -o $(FB)/fuzz_$$t || exit 1; \
 	done
-	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZ_TARGETS)
+	@FB=$(FB) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) scripts/fuzz $(FUZZ_TARGETS)
 
 # after make fuzz: the inputs of $(FB)/corpus that add coverage, into fixtures/fuzz/NAME (review, then commit)
 fuzz-merge:

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "block.h"
@@ -24,15 +23,7 @@ int eg_block_range(const struct eg_piece *p, uint64_t b, uint64_t *start, uint64
 	if (b >= t->n_blocks)
 		return eg_fail(-EINVAL, "internal: block %llu of a %llu-block table", (unsigned long long)b,
 			       (unsigned long long)t->n_blocks);
-	if (t->codec == EG_CODEC_RAW) {
-		uint64_t bsize = (uint64_t)t->pages_per_block * EG_PAGE;
-		*start = b * bsize;
-		*end = *start + bsize < t->data_length ? *start + bsize : t->data_length;
-		return 0;
-	}
-	*start = b ? p->frames[b - 1] : 0;
-	*end = p->frames[b];
-	if (*start > *end || *end > t->data_length || *end - *start > t->max_frame)
+	if (eg_block_span(t, p->frames, b, start, end) < 0)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu: frame index entry [%llu, %llu) is out of "
 						"order, past the data or larger than the largest frame",
 			       p->shard->path, t->layer_id, (unsigned long long)b, (unsigned long long)*start,
@@ -49,7 +40,7 @@ size_t eg_block_bytes(const struct eg_disk_table *t, uint64_t b)
 
 int eg_block_check(const struct eg_piece *p, uint64_t b, const uint8_t *stored, size_t len)
 {
-	if (XXH3_64bits(stored, len) != p->sums[b])
+	if (eg_checksum(stored, len) != p->sums[b])
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu checksum mismatch", p->shard->path,
 			       p->t->layer_id, (unsigned long long)b);
 	return 0;

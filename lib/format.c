@@ -26,6 +26,85 @@ static int in_range(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
+/* ---- checksums ---- */
+
+uint64_t eg_checksum(const void *data, size_t len)
+{
+	return XXH3_64bits(data, len);
+}
+
+void eg_header_seal(struct eg_disk_header *h, const struct eg_disk_section *secs, uint64_t file_size)
+{
+	h->file_size = file_size;
+	h->section_table_checksum = eg_checksum(secs, (size_t)h->n_sections * sizeof(*secs));
+	h->header_checksum = eg_checksum(h, offsetof(struct eg_disk_header, header_checksum));
+}
+
+int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_t b, uint64_t *start, uint64_t *end)
+{
+	if (b >= t->n_blocks)
+		return -1;
+	if (t->codec == EG_CODEC_RAW) {
+		uint64_t bsize = (uint64_t)t->pages_per_block * EG_PAGE;
+		*start = b * bsize;
+		*end = *start + bsize < t->data_length ? *start + bsize : t->data_length;
+		return *start <= *end ? 0 : -1;
+	}
+	*start = b ? frames[b - 1] : 0;
+	*end = frames[b];
+	return *start > *end || *end > t->data_length || *end - *start > t->max_frame ? -1 : 0;
+}
+
+/* The block checksums of one table entry, where its data, frame index and checksums lie inside the image. */
+static void seal_blocks(uint8_t *map, uint64_t len, const struct eg_disk_table *t)
+{
+	uint64_t start, end, sum;
+
+	if ((t->codec != EG_CODEC_RAW && t->codec != EG_CODEC_ZSTD) || !in_range(t->data_offset, t->data_length, len) ||
+	    t->blocksums_offset % 8 || t->n_blocks > len / 8 || !in_range(t->blocksums_offset, t->n_blocks * 8, len) ||
+	    (t->codec == EG_CODEC_ZSTD &&
+	     (t->frames_offset % 8 || !in_range(t->frames_offset, t->n_blocks * 8, len))))
+		return;
+	const uint64_t *frames = t->codec == EG_CODEC_ZSTD ? (const uint64_t *)(map + t->frames_offset) : NULL;
+	for (uint64_t b = 0; b < t->n_blocks; b++) {
+		if (eg_block_span(t, frames, b, &start, &end) < 0)
+			continue;
+		sum = eg_checksum(map + t->data_offset + start, (size_t)(end - start));
+		memcpy(map + t->blocksums_offset + b * 8, &sum, 8);
+	}
+}
+
+int eg_shard_seal(uint8_t *map, uint64_t len)
+{
+	struct eg_disk_header *h = (struct eg_disk_header *)map;
+
+	if (len < sizeof(*h))
+		return -1;
+	if (h->section_table_offset % 8 || h->n_sections > len / sizeof(struct eg_disk_section) ||
+	    !in_range(h->section_table_offset, (uint64_t)h->n_sections * sizeof(struct eg_disk_section), len)) {
+		h->file_size = len;
+		h->header_checksum = eg_checksum(h, offsetof(struct eg_disk_header, header_checksum));
+		return -1;
+	}
+	struct eg_disk_section *secs = (struct eg_disk_section *)(map + h->section_table_offset);
+	/* block checksums first: they are the bytes of a section, whose checksum follows */
+	for (unsigned i = 0; i < h->n_sections; i++) {
+		const struct eg_disk_section *e = &secs[i];
+		if (e->type != EG_SEC_TABLES || e->offset % 8 || !in_range(e->offset, e->length, len))
+			continue;
+		for (uint64_t k = 0; k < e->length / sizeof(struct eg_disk_table); k++) {
+			struct eg_disk_table t;
+			memcpy(&t, map + e->offset + k * sizeof(t), sizeof(t));
+			seal_blocks(map, len, &t);
+		}
+	}
+	for (unsigned i = 0; i < h->n_sections; i++)
+		if (in_range(secs[i].offset, secs[i].length, len))
+			secs[i].checksum = eg_checksum(map + secs[i].offset, (size_t)secs[i].length);
+	eg_header_seal(h, secs, len);
+	return 0;
+}
+
 /* ---- header ---- */
 
 int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path)
@@ -43,7 +122,7 @@ int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, 
 	if (h->format_major != EG_FORMAT_MAJOR)
 		return eg_fail(ENGRAM_EVERSION, "'%s': format version %u.%u, this library reads %u.x", path,
 			       h->format_major, h->format_minor, EG_FORMAT_MAJOR);
-	if (XXH3_64bits(h, offsetof(struct eg_disk_header, header_checksum)) != h->header_checksum)
+	if (eg_checksum(h, offsetof(struct eg_disk_header, header_checksum)) != h->header_checksum)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': header checksum mismatch", path);
 	if (h->header_size != EG_HEADER_SIZE || h->page_size != EG_PAGE ||
 	    h->section_entry_size != sizeof(struct eg_disk_section))
@@ -82,9 +161,7 @@ void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32
 	h->shard_count = shard_count;
 	h->created_unix = created_unix;
 	snprintf(h->writer, sizeof(h->writer), "libengram %s", ENGRAM_VERSION_STRING);
-	h->section_table_checksum = XXH3_64bits(secs, (size_t)n_sections * sizeof(*secs));
-	h->file_size = section_table_offset + (uint64_t)n_sections * sizeof(*secs);
-	h->header_checksum = XXH3_64bits(h, offsetof(struct eg_disk_header, header_checksum));
+	eg_header_seal(h, secs, section_table_offset + (uint64_t)n_sections * sizeof(*secs));
 }
 
 /* ---- section table ---- */
@@ -102,12 +179,12 @@ void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off,
 	sec->type = type;
 	sec->offset = off;
 	sec->length = len;
-	sec->checksum = XXH3_64bits(data, (size_t)len);
+	sec->checksum = eg_checksum(data, (size_t)len);
 }
 
 int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path)
 {
-	if (XXH3_64bits(map + sec->offset, (size_t)sec->length) != sec->checksum)
+	if (eg_checksum(map + sec->offset, (size_t)sec->length) != sec->checksum)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': %s section checksum mismatch (%llu bytes at %llu)", path,
 			       eg_section_name(sec->type), (unsigned long long)sec->length, (unsigned long long)sec->offset);
 	return 0;
@@ -117,7 +194,7 @@ int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct e
 {
 	memset(s, 0, sizeof(*s));
 	s->table = (const struct eg_disk_section *)(map + h->section_table_offset);
-	if (XXH3_64bits(s->table, (size_t)h->n_sections * sizeof(*s->table)) != h->section_table_checksum)
+	if (eg_checksum(s->table, (size_t)h->n_sections * sizeof(*s->table)) != h->section_table_checksum)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table checksum mismatch", path);
 	for (unsigned i = 0; i < h->n_sections; i++) {
 		const struct eg_disk_section *e = &s->table[i];

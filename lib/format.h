@@ -198,6 +198,25 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
  * fail with eg_fail() naming the file (path) and the structure; encoders fill the fixed fields and checksums.
  */
 
+/* ---- checksums and sealing: the one place that says how each checksum of a file is computed ----
+ * Every checksum of format 1 (the header's, the section table's, each section's, each data block's stored bytes)
+ * is eg_checksum() of the bytes it covers. The writer seals as it writes (eg_section_encode, eg_header_encode,
+ * eg_checksum of each block); eg_shard_seal() seals a whole file image after its structures were changed, for
+ * tests and the structured fuzzer, so that what they change is what a reader sees past the checksums. */
+EG_PRIVATE uint64_t eg_checksum(const void *data, size_t len);
+/* The header's file size, section table checksum (of n_sections entries at secs) and header checksum. */
+void eg_header_seal(struct eg_disk_header *h, const struct eg_disk_section *secs, uint64_t file_size);
+/* Stored bytes [start, end) of block b of a table, relative to its data, from its geometry (raw) or its frame
+ * index (zstd; frames: n_blocks end offsets): -1 when b is past the table or the frame index entry is out of
+ * order, past the data or larger than the table's largest frame, 0 otherwise. */
+int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_t b, uint64_t *start, uint64_t *end);
+/* Reseal a shard file image of len bytes (8-byte aligned): every block checksum that a table directory entry
+ * locates inside the image (blocks its frame index places wrongly are left as they are), every section's
+ * checksum, then the header's file size (len) and its two checksums. Fields other than checksums and the file
+ * size are left as they are, inconsistent or not. Returns 0, or -1 when the image has no header or its section
+ * table is not inside it (then nothing but the header, when there is one, is sealed). */
+int eg_shard_seal(uint8_t *map, uint64_t len);
+
 /* Header from the first `have` bytes of a file of file_size bytes. */
 int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
 /* A complete header: magic, versions, sizes, set, shard index/count, section table and the checksums. */

@@ -302,19 +302,30 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s);
 }
 
+/* Units of the store's tables that this session reads into the page cache (the others go through its cache), and
+ * where each piece's begin in that count (seen_base, when not NULL). */
+static uint64_t page_cache_units(const engram_session *s, uint64_t *seen_base)
+{
+	uint64_t units = 0;
+
+	for (unsigned i = 0; i < s->st->n_pieces; i++) {
+		const struct eg_piece *p = &s->st->pieces[i];
+		if (seen_base)
+			seen_base[i] = units;
+		if (!eg_sess_is_cached(s, p))
+			units += (p->t->data_length + eg_sess_unit_bytes(p->t) - 1) / eg_sess_unit_bytes(p->t);
+	}
+	return units;
+}
+
 /* Bits for every unit of the tables this session reads into the page cache. */
 static int init_seen(engram_session *s, uint64_t page_cache_bytes)
 {
-	uint64_t bits = 0;
+	uint64_t bits;
 
 	if (!(s->seen_base = calloc(s->st->n_pieces ? s->st->n_pieces : 1, sizeof(*s->seen_base))))
 		return eg_fail(-ENOMEM, "out of memory");
-	for (unsigned i = 0; i < s->st->n_pieces; i++) {
-		const struct eg_piece *p = &s->st->pieces[i];
-		s->seen_base[i] = bits;
-		if (!eg_sess_is_cached(s, p))
-			bits += (p->t->data_length + eg_sess_unit_bytes(p->t) - 1) / eg_sess_unit_bytes(p->t);
-	}
+	bits = page_cache_units(s, s->seen_base);
 	/* two generations of half the page cache the session may count on each */
 	if (eg_seen_init(&s->seen, bits, page_cache_bytes / EG_PAGE / 2 ? page_cache_bytes / EG_PAGE / 2 : 0) < 0)
 		return eg_fail(-ENOMEM, "out of memory for the page map of %llu units", (unsigned long long)bits);
@@ -450,7 +461,11 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 			s->layer_order[j - 1] = x;
 		}
 	s->req_free = 0;
-	if ((err = eg_units_init(&s->track, depth * 4 > TRACK_MIN ? depth * 4 : TRACK_MIN, 0)) < 0 ||
+	/* the reads in flight into the page cache: never more units than the store has there (none in direct mode) */
+	uint64_t track = depth * 4 > TRACK_MIN ? depth * 4 : TRACK_MIN, pc_units = page_cache_units(s, NULL);
+	if (track > pc_units)
+		track = pc_units ? pc_units : 1;
+	if ((err = eg_units_init(&s->track, (uint32_t)track, 0)) < 0 ||
 	    (slots && (err = eg_units_init(&s->cache, (uint32_t)slots, s->unit_max)) < 0)) {
 		err = eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
 			      (unsigned long long)slots, s->unit_max);

@@ -17,6 +17,7 @@
 
 #include "engram.h"
 #include "file.h"
+#include "session.h"
 #include "util.h"
 
 struct fx {
@@ -580,6 +581,36 @@ static void test_push_batch_decodes_in_lockstep(void **state)
 	engram_close(st);
 }
 
+/* The page-cache track table (reads in flight into the page cache) holds at most the units the store has there:
+ * a session on a small store does not allocate and clear 2^18 slots, and a direct-mode session, which reads
+ * nothing into the page cache, has one. */
+static void test_track_table_sized_by_store_units(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+	uint64_t units = 0;
+
+	(void)state;
+	must(engram_open(&st, pack(&tiny_f32, "raw"), 0), "open");
+	for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
+		must(engram_store_table_info(st, i, &ti), "table info");
+		units += ti.raw_bytes / 4096 / (ti.rows_per_page ? 1 : (ti.record_size + 4095) / 4096);
+	}
+	o.mode = ENGRAM_MODE_PAGECACHE;
+	must(engram_session_create(&s, st, &o), "page-cache session");
+	if (s->track.n > units)
+		fail_msg("page-cache session: a track table of %u slots for a store of %llu units", s->track.n,
+			 (unsigned long long)units);
+	engram_session_destroy(s);
+	o.mode = ENGRAM_MODE_DIRECT;
+	must(engram_session_create(&s, st, &o), "direct session");
+	assert_int_equal(s->track.n, 1);
+	engram_session_destroy(s);
+	engram_close(st);
+}
+
 static void test_bad_arguments(void **state)
 {
 	engram_store *st = NULL;
@@ -669,6 +700,7 @@ int main(void)
 		cmocka_unit_test(test_waiting_reads_start_by_layer),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_push_batch_decodes_in_lockstep),
+		cmocka_unit_test(test_track_table_sized_by_store_units),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_concurrent_sessions),
 	};

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "engram.h"
 #include "engram_pack.h"
@@ -86,10 +85,9 @@ static void reseal(uint8_t *b, uint32_t type)
 {
 	if (type) {
 		struct eg_disk_section *s = section(b, type);
-		s->checksum = XXH3_64bits(b + s->offset, s->length);
+		s->checksum = eg_checksum(b + s->offset, s->length);
 	}
-	hdr(b)->section_table_checksum = XXH3_64bits(sections(b), hdr(b)->n_sections * sizeof(struct eg_disk_section));
-	hdr(b)->header_checksum = XXH3_64bits(b, offsetof(struct eg_disk_header, header_checksum));
+	eg_header_seal(hdr(b), sections(b), hdr(b)->file_size);
 }
 
 static const char *write_copy(const uint8_t *b, size_t len)
@@ -125,6 +123,32 @@ static uint8_t *copy(void)
 
 	memcpy(b, orig, orig_len);
 	return b;
+}
+
+/* eg_shard_seal, the seal tests and the structured fuzzer use, agrees with the writer to the byte, and reseals
+ * what it is given: a changed data byte passes verify, a changed table entry is refused for what it says. */
+static void test_seal_agrees_with_the_writer(void **state)
+{
+	uint8_t *b = copy();
+	engram_store *s = NULL;
+	struct eg_disk_section *td;
+	struct eg_disk_table *t;
+
+	(void)state;
+	assert_int_equal(eg_shard_seal(b, orig_len), 0);
+	assert_memory_equal(b, orig, orig_len);
+	b[EG_PAGE + 100] ^= 0x20;
+	assert_int_equal(eg_shard_seal(b, orig_len), 0);
+	must(engram_open(&s, write_copy(b, orig_len), 0), "sealed copy");
+	assert_int_equal(engram_verify(s, NULL, NULL), 0);
+	engram_close(s);
+	td = section(b, EG_SEC_TABLES);
+	t = (struct eg_disk_table *)(b + td->offset);
+	t->layer_id += 100;
+	assert_int_equal(eg_shard_seal(b, orig_len), 0);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "not in the config", "sealed table entry");
+	assert_int_equal(eg_shard_seal(b, 100), -1);
+	free(b);
 }
 
 static void test_pristine_copy_opens(void **state)
@@ -228,7 +252,7 @@ static void test_section_table_bounds(void **state)
 	expect_open(b, orig_len, ENGRAM_ECORRUPT, "section table checksum mismatch", "entry flipped");
 	memcpy(b, orig, orig_len);
 	hdr(b)->section_table_offset = orig_len;
-	hdr(b)->header_checksum = XXH3_64bits(b, offsetof(struct eg_disk_header, header_checksum));
+	hdr(b)->header_checksum = eg_checksum(b, offsetof(struct eg_disk_header, header_checksum));
 	expect_open(b, orig_len, ENGRAM_ECORRUPT, "section table", "table past the end");
 	memcpy(b, orig, orig_len);
 	section(b, EG_SEC_TOKMAP)->length = orig_len;
@@ -489,6 +513,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pristine_copy_opens),
+		cmocka_unit_test(test_seal_agrees_with_the_writer),
 		cmocka_unit_test(test_every_header_byte),
 		cmocka_unit_test(test_other_byte_order),
 		cmocka_unit_test(test_newer_minor_version_opens),

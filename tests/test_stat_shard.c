@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "engram.h"
 #include "format.h"
@@ -293,8 +292,7 @@ static const char *as_format_1_0(const char *shard_path)
 	memset(&secs[k], 0, sizeof(secs[k]));
 	h->n_sections = k;
 	h->format_minor = 0;
-	h->section_table_checksum = XXH3_64bits(secs, k * sizeof(*secs));
-	h->header_checksum = XXH3_64bits(b, offsetof(struct eg_disk_header, header_checksum));
+	eg_header_seal(h, secs, h->file_size);
 	const char *copy = write_tmp("format-1.0.engram", b, len);
 	free(b);
 	return copy;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <xxhash.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -147,7 +146,7 @@ static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out
 	if (pk->codec == EG_CODEC_RAW) {
 		for (size_t b = 0; b < nblocks; b++) {
 			size_t pages = npages - b * pk->ppb < pk->ppb ? npages - b * pk->ppb : pk->ppb;
-			po->sums[po->block++] = XXH3_64bits(pk->batch + b * bsize, pages * EG_PAGE);
+			po->sums[po->block++] = eg_checksum(pk->batch + b * bsize, pages * EG_PAGE);
 		}
 		if ((err = eg_outfile_pwrite(f, pk->batch, npages * EG_PAGE, *off)) < 0)
 			return err;
@@ -159,7 +158,7 @@ static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out
 		for (size_t b = 0; b < nblocks; b++) {
 			const uint8_t *frame = pk->frames_buf + b * pk->frame_cap;
 			size_t len = pk->frame_len[b];
-			po->sums[po->block] = XXH3_64bits(frame, len);
+			po->sums[po->block] = eg_checksum(frame, len);
 			po->t.data_length += len;
 			po->frames[po->block++] = po->t.data_length;
 			if (len > po->t.max_frame)

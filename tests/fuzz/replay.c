@@ -1,14 +1,56 @@
 /* Replays a fuzz target's corpus (every file of the directories given) without libFuzzer, so make check
- * runs every seed and every crash reproducer ever saved. */
+ * runs every seed and every crash reproducer ever saved. Each input has FUZZ_TIMEOUT seconds (default 10, 0:
+ * no limit), as libFuzzer's -timeout gives it: past that the replay names the input and fails, so a hang is a
+ * failure that says which file, never a make check that does not end. */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 
-static int replay_file(const char *path)
+#define DEFAULT_TIMEOUT 10u
+
+static char current[4096]; /* the input being replayed, for the alarm handler */
+
+static void put(const char *s)
+{
+	ssize_t w = write(STDERR_FILENO, s, strlen(s));
+	(void)w;
+}
+
+/* Async-signal-safe: write(2) and _exit(2) only. */
+static void on_alarm(int sig)
+{
+	(void)sig;
+	put("replay: '");
+	put(current);
+	put("' did not finish within FUZZ_TIMEOUT seconds (a hang)\n");
+	_exit(1);
+}
+
+/* FUZZ_TIMEOUT: whole seconds from 0 to 86400; -1 (after a message) when it is anything else. */
+static long timeout_seconds(void)
+{
+	const char *v = getenv("FUZZ_TIMEOUT");
+	char *end;
+	long t;
+
+	if (!v || !*v)
+		return DEFAULT_TIMEOUT;
+	errno = 0;
+	t = strtol(v, &end, 10);
+	if (errno || *end || end == v || t < 0 || t > 86400) {
+		fprintf(stderr, "replay: FUZZ_TIMEOUT '%s' is not a whole number of seconds from 0 to 86400\n", v);
+		return -1;
+	}
+	return t;
+}
+
+static int replay_file(const char *path, unsigned timeout)
 {
 	FILE *f = fopen(path, "rb");
 	uint8_t *buf;
@@ -28,7 +70,10 @@ static int replay_file(const char *path)
 		return -1;
 	}
 	fclose(f);
+	snprintf(current, sizeof(current), "%s", path);
+	alarm(timeout);
 	LLVMFuzzerTestOneInput(buf, (size_t)n);
+	alarm(0);
 	free(buf);
 	return 0;
 }
@@ -36,9 +81,18 @@ static int replay_file(const char *path)
 int main(int argc, char **argv)
 {
 	unsigned files = 0;
+	long timeout = timeout_seconds();
+	struct sigaction sa = { .sa_handler = on_alarm };
 
 	static char *def[] = { NULL, FUZZ_CORPUS };
 
+	if (timeout < 0)
+		return 2;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0) {
+		fprintf(stderr, "replay: cannot set the alarm handler: %s\n", strerror(errno));
+		return 1;
+	}
 	if (argc < 2) {
 		argv = def;
 		argc = 2;
@@ -55,7 +109,7 @@ int main(int argc, char **argv)
 			if (e->d_name[0] == '.')
 				continue;
 			snprintf(path, sizeof(path), "%s/%s", argv[i], e->d_name);
-			if (replay_file(path) < 0) {
+			if (replay_file(path, (unsigned)timeout) < 0) {
 				closedir(d);
 				return 1;
 			}
@@ -67,6 +121,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "replay: no inputs in the corpus\n");
 		return 1;
 	}
-	printf("%s: %u inputs replayed\n", FUZZ_CORPUS, files);
+	printf("%s: %u inputs replayed\n", argv[1], files);
 	return 0;
 }
