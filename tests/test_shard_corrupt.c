@@ -316,6 +316,18 @@ static void test_inconsistent_content(void **state)
 	reseal(b, EG_SEC_HASH);
 	expect_open(b, orig_len, ENGRAM_ECORRUPT, "distinct ids", "compressed vocab");
 	RESET();
+	/* a compressed id past the map's entries (every entry of one id changed, so that the distinct count is
+	 * the same): refused, before it sizes a table of the ids seen */
+	int32_t *tokmap = (int32_t *)(b + section(b, EG_SEC_TOKMAP)->offset), id = tokmap[0] == tokmap[h->pad_id] ? 1 : 0;
+	uint64_t entries = section(b, EG_SEC_TOKMAP)->length / 4;
+	assert_int_not_equal(tokmap[id], tokmap[h->pad_id]);
+	id = tokmap[id];
+	for (uint64_t i = 0; i < entries; i++)
+		if (tokmap[i] == id)
+			tokmap[i] = INT32_MAX;
+	reseal(b, EG_SEC_TOKMAP);
+	expect_open(b, orig_len, ENGRAM_ECORRUPT, "not below the map's", "compressed id past the map");
+	RESET();
 	t = (struct eg_disk_table *)(b + section(b, EG_SEC_TABLES)->offset);
 	t[1].layer_id = 2;
 	reseal(b, EG_SEC_TABLES);

@@ -4,7 +4,7 @@
  *   byte 0     which base set (below), modulo their number
  *   byte 1     flags: bit 0 keep the table layout fields as edited (else they are derived again from dtype, head
  *              dim, row count and block pages, as the packer derives them); bits 1-2 the output type of the gathers
- *              (native, bf16, f32); bit 3 a small private cache (16 units) instead of 1 MiB; bit 4 queue depth 2
+ *              (native, bf16, f32); bit 3 a small private cache (16 units) instead of 1 MiB; bit 4 queue depth 2 (else 8)
  *   byte 2     tokens to push, modulo 17 (0: the default stream), then that many bytes (ids modulo the raw vocab)
  *   then       12-byte edits: kind (low 4 bits), width (bits 4-5: 1, 2, 4, 8 bytes), operation (bits 6-7: set,
  *              add, xor, set); file (modulo the files of the set); offset (16 bits); value (64 bits)
@@ -465,7 +465,7 @@ static void run_session(const engram_store *st, enum engram_mode mode, unsigned 
 	o.mode = mode;
 	o.flags = flags;
 	o.cache_bytes = fuzz_flags & 8 ? 1 : 1u << 20;
-	o.queue_depth = fuzz_flags & 16 ? 2 : 64;
+	o.queue_depth = fuzz_flags & 16 ? 2 : 8;
 	if ((err = engram_session_create(&s, st, &o)) < 0) {
 		failed(err, what);
 		return;
