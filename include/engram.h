@@ -100,8 +100,8 @@ typedef struct engram_config engram_config;
  * Multipliers are derived as numpy's default_rng does and primes as the reference picks them.
  * On success *out owns a new config (free with engram_config_free) and 0 is returned. Errors: -ENOENT etc.
  * from opening files, ENGRAM_EPARSE (malformed JSON or .npy), ENGRAM_ECONFIG (missing or inconsistent
- * fields, num_embeddings not the prime sums), ENGRAM_ETOKMAP (map values negative, pad id beyond the map, or
- * distinct ids != engram_compressed_vocab_size), -ENOMEM.
+ * fields, num_embeddings not the prime sums), ENGRAM_ETOKMAP (map values negative or at or past the map's entry
+ * count, pad id beyond the map, or distinct ids != engram_compressed_vocab_size), -ENOMEM.
  */
 ENGRAM_API int engram_config_load(engram_config **out, const char *config_json_path, const char *token_map_npy_path);
 ENGRAM_API void engram_config_free(engram_config *cfg);

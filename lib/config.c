@@ -57,6 +57,11 @@ static int check_map(const struct eg_hash_params *p, const int32_t *map, uint64_
 		if (map[i] < 0)
 			return eg_fail(ENGRAM_ETOKMAP, "%s: token map entry %llu is negative (%d)", what,
 				       (unsigned long long)i, map[i]);
+		/* ids are numbered from 0 in order of first appearance, so each is below the entry count (which
+		 * also bounds the table of ids seen below by the map's size) */
+		if ((uint64_t)map[i] >= raw_vocab)
+			return eg_fail(ENGRAM_ETOKMAP, "%s: token map entry %llu is %d, not below the map's %llu entries",
+				       what, (unsigned long long)i, map[i], (unsigned long long)raw_vocab);
 		if (map[i] > max)
 			max = map[i];
 	}

@@ -55,13 +55,16 @@ int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_
 	return *start > *end || *end > t->data_length || *end - *start > t->max_frame ? -1 : 0;
 }
 
-/* The block checksums of one table entry, where its data, frame index and checksums lie inside the image. */
-static void seal_blocks(uint8_t *map, uint64_t len, const struct eg_disk_table *t)
+/* The block checksums of one table entry, where its data, frame index and checksums lie inside the image and the
+ * checksums stay clear of the header and of the section table [sto, len), which the seal still reads (an entry that
+ * places them there is left unsealed, as open refuses it anyway). */
+static void seal_blocks(uint8_t *map, uint64_t len, uint64_t sto, const struct eg_disk_table *t)
 {
 	uint64_t start, end, sum;
 
 	if ((t->codec != EG_CODEC_RAW && t->codec != EG_CODEC_ZSTD) || !in_range(t->data_offset, t->data_length, len) ||
-	    t->blocksums_offset % 8 || t->n_blocks > len / 8 || !in_range(t->blocksums_offset, t->n_blocks * 8, len) ||
+	    t->blocksums_offset % 8 || t->blocksums_offset < EG_HEADER_SIZE || t->n_blocks > len / 8 ||
+	    !in_range(t->blocksums_offset, t->n_blocks * 8, sto) ||
 	    (t->codec == EG_CODEC_ZSTD &&
 	     (t->frames_offset % 8 || !in_range(t->frames_offset, t->n_blocks * 8, len))))
 		return;
@@ -87,7 +90,8 @@ int eg_shard_seal(uint8_t *map, uint64_t len)
 		return -1;
 	}
 	struct eg_disk_section *secs = (struct eg_disk_section *)(map + h->section_table_offset);
-	/* block checksums first: they are the bytes of a section, whose checksum follows */
+	/* block checksums first: they are the bytes of a section, whose checksum follows (the header and the section
+	 * table are never written here, so the loops below read them as they were) */
 	for (unsigned i = 0; i < h->n_sections; i++) {
 		const struct eg_disk_section *e = &secs[i];
 		if (e->type != EG_SEC_TABLES || e->offset % 8 || !in_range(e->offset, e->length, len))
@@ -95,7 +99,7 @@ int eg_shard_seal(uint8_t *map, uint64_t len)
 		for (uint64_t k = 0; k < e->length / sizeof(struct eg_disk_table); k++) {
 			struct eg_disk_table t;
 			memcpy(&t, map + e->offset + k * sizeof(t), sizeof(t));
-			seal_blocks(map, len, &t);
+			seal_blocks(map, len, h->section_table_offset, &t);
 		}
 	}
 	for (unsigned i = 0; i < h->n_sections; i++)

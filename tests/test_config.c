@@ -173,11 +173,17 @@ static void test_map_with_other_distinct_count_is_rejected(void **state)
 static void test_bad_maps(void **state)
 {
 	int64_t neg[] = { 0, 1, -3, 2 }, small[] = { 0, 1 }, ok[] = { 0, 1, 2, 1, 0 };
+	int64_t sparse[] = { 0, 1, 2, 1, 5 }, huge[] = { 0, 1, 2, 1, 2147483647 };
 
 	(void)state;
 	expect_load(TINY_DEMO, write_tmp_npy_ints("neg.npy", neg, 4, 8), ENGRAM_ETOKMAP, "entry 2 is negative");
 	expect_load(TINY_DEMO, write_tmp_npy_ints("small.npy", small, 2, 4), ENGRAM_ETOKMAP, "pad id 2 is beyond");
 	expect_load(TINY_DEMO, write_tmp_npy_ints("ok32.npy", ok, 5, 4), 0, NULL);
+	/* compressed ids are numbered from 0: none reaches the entry count (a huge one would size a 2 GiB table) */
+	expect_load(TINY_DEMO, write_tmp_npy_ints("sparse.npy", sparse, 5, 4), ENGRAM_ETOKMAP,
+		    "entry 4 is 5, not below the map's 5 entries");
+	expect_load(TINY_DEMO, write_tmp_npy_ints("huge.npy", huge, 5, 4), ENGRAM_ETOKMAP,
+		    "entry 4 is 2147483647, not below the map's 5 entries");
 	expect_load(TINY_DEMO, write_tmp("text.npy", "hello", 5), ENGRAM_EPARSE, "not a .npy file");
 	expect_load(TINY_DEMO, "/nonexistent/map.npy", -ENOENT, "cannot open '/nonexistent/map.npy'");
 	static const unsigned char zeros[64];
