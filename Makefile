@@ -136,7 +136,8 @@ FB := build-fuzz
 fuzz:
 	@scripts/install-deps build test fuzz
 	$(MAKE) --no-print-directory B=$(FB) CC=clang SANITIZE=address,undefined \
-		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link" $(FB)/libengram.a $(FB)/libengram-pack.a
+		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt" \
+		$(FB)/libengram.a $(FB)/libengram-pack.a
 	@for t in $(FUZZ_TARGETS); do \
 		clang -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -Ilib/pack -Itests/fuzz -O1 -g \
 			-fsanitize=fuzzer,address,undefined tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_file.c \
