@@ -190,6 +190,8 @@ static void fill_rows(struct cs_sim *s, const engram_store *st, unsigned layer, 
 	if (!t->rows_per_page || !eg_rc_filling(s->rc))
 		return;
 	eg_sess_unit_rows(t, ukey & ((1ull << 40) - 1), &first, &end);
+	for (uint64_t local = first; local < end; local++) /* the sets are scattered: their loads overlap */
+		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
 	for (uint64_t local = first; local < end; local++)
 		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local), NULL, 0);
 }
@@ -235,6 +237,8 @@ static int gather(struct cs_sim *s, const struct cs_layer_rows *lr, uint32_t ste
 	}
 	for (size_t k = 0; k < lr->n; k++) {
 		uint64_t key = eg_rc_key(lr->layer, lr->rows[k]);
+		if (s->rc)
+			eg_rc_prefetch_ahead(s->rc, lr->layer, lr->rows, lr->n, k);
 		uint32_t i = s->units ? eg_units_find(&s->u, lr->ukeys[k]) : EG_NO_UNIT;
 		int read_now = i != EG_NO_UNIT && s->stamp[i] == step + 1;
 		if (s->hot.n && keyset_has(&s->hot, key)) {
@@ -279,8 +283,12 @@ int cs_sim_step(struct cs_sim *s, const engram_store *st, const struct cs_layer_
 	for (size_t j = 0; n_layers && j < layers[0].n_push; j++)
 		for (unsigned l = 0; l < n_layers; l++) {
 			const struct cs_layer_rows *lr = &layers[l];
-			for (size_t k = lr->push_begin[j]; k < lr->push_begin[j + 1]; k++)
-				request(s, st, lr->layer, lr->rows[k], lr->ukeys[k], step);
+			size_t b = lr->push_begin[j], n = lr->push_begin[j + 1] - b;
+			for (size_t k = 0; k < n; k++) {
+				if (s->rc)
+					eg_rc_prefetch_ahead(s->rc, lr->layer, lr->rows + b, n, k);
+				request(s, st, lr->layer, lr->rows[b + k], lr->ukeys[b + k], step);
+			}
 		}
 	for (unsigned l = 0; l < n_layers; l++)
 		if (gather(s, &layers[l], step, measure) < 0)
