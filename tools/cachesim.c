@@ -72,8 +72,10 @@ int cs_sim_init(struct cs_sim *s, enum cs_policy policy, uint64_t mem_mb, uint64
 	}
 	if (policy == CS_HOT_ROW && row) {
 		s->hot_rows = hot_bytes / (record_bytes + CS_HOT_INDEX_BYTES);
-		if (s->hot_rows > n_hot)
-			s->hot_rows = n_hot; /* the profile ranks no more rows: the rest of the share is not spent */
+		if (s->hot_rows > n_hot) { /* the profile ranks no more rows: the rest of the share goes to rows */
+			s->hot_rows = n_hot;
+			hot_bytes = n_hot * (record_bytes + CS_HOT_INDEX_BYTES);
+		}
 		if (keyset_init(&s->hot, hot, s->hot_rows) < 0)
 			goto oom;
 	}
