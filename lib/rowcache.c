@@ -324,6 +324,35 @@ static int valid_name(const char *name)
 	return n >= 2 && n < 200 && name[0] == '/' && !strchr(name + 1, '/');
 }
 
+int eg_rc_open_keys(struct engram_rowcache **out, uint64_t bytes, size_t record_bytes)
+{
+	struct engram_rowcache *rc = calloc(1, sizeof(*rc));
+	void *map;
+	int err;
+
+	*out = NULL;
+	if (!rc)
+		return eg_fail(-ENOMEM, "out of memory");
+	if ((err = geometry(rc, bytes, record_bytes)) < 0) {
+		free(rc);
+		return err;
+	}
+	/* the sets and ways of the budget; a slot is its header alone: every access passes len 0 */
+	rc->slot_bytes = sizeof(struct rc_slot);
+	rc->map_bytes = RC_HEADER_BYTES + (size_t)(rc->n_sets + 63) / 64 * 64 + (size_t)rc->n_sets * EG_RC_WAYS *
+										  rc->slot_bytes;
+	map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED) {
+		free(rc);
+		return eg_fail(-ENOMEM, "out of memory for the keys of a row cache of %llu bytes",
+			       (unsigned long long)bytes);
+	}
+	place(rc, map);
+	init_header(rc);
+	*out = rc;
+	return 0;
+}
+
 ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *st, const char *name, uint64_t bytes,
 				    unsigned flags)
 {

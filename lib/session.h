@@ -129,6 +129,15 @@ static inline unsigned eg_sess_unit_pages(const struct eg_disk_table *t)
 	return (unsigned)(eg_sess_unit_bytes(t) / EG_PAGE);
 }
 
+/* The local rows that unit holds (rows of less than a page only): [*first, *end), end clipped to the table. */
+static inline void eg_sess_unit_rows(const struct eg_disk_table *t, uint64_t unit, uint64_t *first, uint64_t *end)
+{
+	*first = unit * eg_sess_unit_pages(t) * t->rows_per_page;
+	*end = *first + (uint64_t)eg_sess_unit_pages(t) * t->rows_per_page;
+	if (*end > t->row_count)
+		*end = t->row_count;
+}
+
 static inline uint32_t eg_sess_piece_index(const engram_session *s, const struct eg_piece *p)
 {
 	return (uint32_t)(p - s->st->pieces);

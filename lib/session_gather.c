@@ -80,15 +80,17 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 		r->row = rows[i];
 		r->cached = (uint8_t)eg_sess_is_cached(s, p);
 		r->in_rc = s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[i]));
-		if (r->in_rc) {
-			r->state = ROW_READY;
-			ready++;
-			ram++;
-			continue;
-		}
 		const struct eg_units *t = eg_sess_table(s, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
+		if (r->in_rc) {
+			/* while the row cache fills, a page read in this step puts its rows there: those came from
+			 * the disk */
+			r->state = ROW_READY;
+			ready++;
+			ram += !(u && u->state == EG_UNIT_READY && u->disk && u->t_done >= t0);
+			continue;
+		}
 		/* page-cache mode: a read completed before this step proves nothing now; the seen bits say whether
 		 * the page is still trusted to be there */
 		if (!r->cached && u && u->state == EG_UNIT_READY && u->t_done < t0)

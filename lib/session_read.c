@@ -78,23 +78,21 @@ static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_pi
 			   const uint8_t *data)
 {
 	const struct eg_disk_table *t = p->t;
-	uint64_t first = unit * eg_sess_unit_pages(t) * t->rows_per_page;
+	uint64_t first, end;
 
 	if (!t->rows_per_page)
 		return; /* a row of a page or more: its unit holds it alone, and gather keeps it */
 	if (!eg_rc_filling(s->rc))
 		return;
-	uint64_t end = first + (uint64_t)eg_sess_unit_pages(t) * t->rows_per_page;
-	for (uint64_t local = first; local < end && local < t->row_count; local++)
+	eg_sess_unit_rows(t, unit, &first, &end);
+	for (uint64_t local = first; local < end; local++)
 		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
-	for (unsigned pg = 0; pg < eg_sess_unit_pages(t); pg++)
-		for (unsigned k = 0; k < t->rows_per_page; k++) {
-			uint64_t local = first + (uint64_t)pg * t->rows_per_page + k;
-			if (local >= t->row_count)
-				return;
-			eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local),
-				   data + (size_t)pg * EG_PAGE + (size_t)k * t->record_size, t->record_size);
-		}
+	for (uint64_t local = first; local < end; local++) {
+		uint64_t i = local - first;
+		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local),
+			   data + i / t->rows_per_page * EG_PAGE + i % t->rows_per_page * t->record_size,
+			   t->record_size);
+	}
 }
 
 static void on_complete(void *arg, uint64_t tag, int res)

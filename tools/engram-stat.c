@@ -18,6 +18,7 @@ static const struct {
 	{ "replay", stat_replay, "replay a token stream as an engine would: prefetch hit rates, stalls, I/O" },
 	{ "tokenmap", stat_tokenmap, "build the compressed-token map of a tokenizer.json as .npy" },
 	{ "plan", stat_plan, "size a config's tables on disk and in memory before any weights" },
+	{ "cachesim", stat_cachesim, "the share of row lookups RAM serves at each budget and policy, simulated" },
 };
 
 static void usage(FILE *f)
@@ -25,7 +26,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: engram-stat COMMAND [OPTIONS]   (engram-stat COMMAND --help for its options)\n\n"
 		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv)

@@ -118,6 +118,22 @@ static void stats_since(struct engram_io_stats *now, const struct engram_io_stat
 	now->disk_bytes -= then->disk_bytes;
 }
 
+uint64_t replay_staging_mb(const engram_config *cfg, unsigned batch, uint64_t mem_mb, uint64_t given_mb)
+{
+	if (given_mb)
+		return given_mb;
+	/* a decode step's pages (one a row at worst) must fit with room to spare, or rows requested at push are
+	 * read again at their gather; beyond that an eighth of the budget, up to 16 MiB */
+	uint64_t step = ((uint64_t)batch * engram_config_columns(cfg) * engram_config_num_layers(cfg) * 4096 * 3 / 2 +
+			 (1u << 20) - 1) >> 20;
+	uint64_t eighth = mem_mb / 8 > 16 ? 16 : mem_mb / 8;
+	uint64_t most = mem_mb - (mem_mb / 4 ? mem_mb / 4 : 1); /* rows keep a quarter */
+	uint64_t mb = step > eighth ? step : eighth;
+	if (mb > most)
+		mb = most;
+	return mb ? mb : 1;
+}
+
 /* The row tier: a private row cache of the budget less the staging cache. */
 static int open_row_cache(const struct replay_ctx *c, const engram_store *st, struct replay_result *r,
 			  engram_rowcache **rc)
@@ -126,21 +142,7 @@ static int open_row_cache(const struct replay_ctx *c, const engram_store *st, st
 	struct engram_rowcache_info ri = ENGRAM_INIT(struct engram_rowcache_info);
 	int err;
 
-	r->staging_mb = c->info->staging_mb;
-	if (!r->staging_mb) {
-		/* a decode step's pages (one a row at worst) must fit with room to spare, or rows requested at push
-		 * are read again at their gather; beyond that an eighth of the budget, up to 16 MiB */
-		const engram_config *cfg = engram_store_config(st);
-		uint64_t step = ((uint64_t)c->info->batch * engram_config_columns(cfg) * engram_config_num_layers(cfg) *
-				 4096 * 3 / 2 + (1u << 20) - 1) >> 20;
-		uint64_t eighth = r->set.mem_mb / 8 > 16 ? 16 : r->set.mem_mb / 8;
-		uint64_t most = r->set.mem_mb - (r->set.mem_mb / 4 ? r->set.mem_mb / 4 : 1); /* rows keep a quarter */
-		r->staging_mb = step > eighth ? step : eighth;
-		if (r->staging_mb > most)
-			r->staging_mb = most;
-		if (!r->staging_mb)
-			r->staging_mb = 1;
-	}
+	r->staging_mb = replay_staging_mb(engram_store_config(st), c->info->batch, r->set.mem_mb, c->info->staging_mb);
 	uint64_t staging = r->staging_mb << 20;
 	if (mem <= staging) {
 		tool_error("--tier row: --mem-mb %llu leaves nothing for rows beside the %llu MiB that stage a step's "

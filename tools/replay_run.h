@@ -24,6 +24,11 @@ struct replay_ctx {
 	const double *lead_frac;     /* per Engram layer: layer id / layers total */
 };
 
+/* MiB of a --tier row budget of mem_mb that stage a step's reads (a private page cache): given_mb (--cache-mb)
+ * when not 0, else a decode step's pages at batch with room to spare, or an eighth of the budget up to 16 MiB,
+ * whichever is more, leaving the rows at least a quarter of the budget; at least 1. */
+uint64_t replay_staging_mb(const engram_config *cfg, unsigned batch, uint64_t mem_mb, uint64_t given_mb);
+
 /* One run with the settings in r->set; fills the rest of r (r->layers is malloc'd: the caller frees it, also
  * after a failure). Returns 0, or prints the error and returns -1. */
 int replay_run(const struct replay_ctx *c, struct replay_result *r);

@@ -11,6 +11,7 @@
 #include "replay_report.h"
 #include "replay_run.h"
 #include "replay_sched.h"
+#include "replay_stream.h"
 #include "replay_stats.h"
 #include "stat.h"
 #include "toolutil.h"
@@ -19,24 +20,13 @@
 #define MAX_DEPTH 1024
 #define MAX_STEP_MS 60000.0   /* a decode step's compute time: a minute */
 #define MAX_PREFILL_MS 1000.0 /* per prefill token: a second */
-#define MAX_ZIPF 100.0        /* beyond, all but the first ranks have a weight of about 0 anyway */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: engram-stat replay SHARD (--tokens T | --zipf ALPHA) [OPTIONS]\n"
-		"stream:\n"
-		"  --tokens T               token ids: an .npy file or a comma-separated list\n"
-		"  --zipf ALPHA             synthesize the stream: ids drawn from Zipf(ALPHA) over the raw\n"
-		"                           vocabulary, ALPHA from 0 to 100\n"
-		"  --zipf-tokens N          tokens of the synthetic stream (default 200000)\n"
-		"  --seed N                 seed of the synthetic stream (default 0)\n"
-		"  --bos ID                 a sequence starts at each BOS id (default 0)\n"
-		"  --seq-len N              cut into sequences of N tokens instead (default with --zipf: 256)\n"
-		"schedule:\n"
-		"  --batch B                concurrent sequence slots (default 16)\n"
-		"  --prefill N              tokens of a sequence's first step (default 32)\n"
-		"  --max-steps N            stop after N steps (default: the whole stream)\n"
+		"usage: engram-stat replay SHARD (--tokens T | --zipf ALPHA) [OPTIONS]\n");
+	replay_stream_usage(f);
+	fprintf(f,
 		"  --step-ms MS             compute time of a decode step, 0 to 60000 (default 20)\n"
 		"  --prefill-ms-per-token MS   added per prefill token of a step, 0 to 1000 (default 0.05)\n"
 		"  --layers-total N         model layers; layer L is gathered L/N into the step (default 61)\n"
@@ -62,8 +52,6 @@ static void usage(FILE *f)
 		"                           implies --cold\n"
 		"  --tier page|row          what RAM holds: pages (page cache or private cache; default) or rows\n"
 		"                           (a row cache; reads are direct)\n"
-		"  --warmup-steps W         replay the schedule's first W steps, as fast as they go, before the\n"
-		"                           counters start\n"
 		"  --queue-depth N          reads in flight at most, 1 to 32768 (default 1024)\n"
 		"  --no-uring               read with the pread thread pool\n"
 		"  --sqpoll                 io_uring submission by a kernel thread (ENGRAM_SESSION_SQPOLL): push\n"
@@ -174,16 +162,7 @@ static int parse_sweep(const char *arg, struct sweep_axis *axes, unsigned *n_axe
 /* ---- the command ---- */
 
 enum {
-	OPT_TOKENS = 256,
-	OPT_ZIPF,
-	OPT_ZIPF_TOKENS,
-	OPT_SEED,
-	OPT_BOS,
-	OPT_SEQ_LEN,
-	OPT_BATCH,
-	OPT_PREFILL,
-	OPT_MAX_STEPS,
-	OPT_STEP_MS,
+	OPT_STEP_MS = RS_OPT_END,
 	OPT_PREFILL_MS,
 	OPT_LAYERS_TOTAL,
 	OPT_NO_WAIT,
@@ -200,7 +179,6 @@ enum {
 	OPT_LOOKAHEAD,
 	OPT_MEM_MB,
 	OPT_TIER,
-	OPT_WARMUP,
 	OPT_JSON,
 	OPT_SVG,
 };
@@ -208,15 +186,7 @@ enum {
 int stat_replay(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "tokens", required_argument, NULL, OPT_TOKENS },
-		{ "zipf", required_argument, NULL, OPT_ZIPF },
-		{ "zipf-tokens", required_argument, NULL, OPT_ZIPF_TOKENS },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "bos", required_argument, NULL, OPT_BOS },
-		{ "seq-len", required_argument, NULL, OPT_SEQ_LEN },
-		{ "batch", required_argument, NULL, OPT_BATCH },
-		{ "prefill", required_argument, NULL, OPT_PREFILL },
-		{ "max-steps", required_argument, NULL, OPT_MAX_STEPS },
+		REPLAY_STREAM_OPTIONS,
 		{ "step-ms", required_argument, NULL, OPT_STEP_MS },
 		{ "prefill-ms-per-token", required_argument, NULL, OPT_PREFILL_MS },
 		{ "layers-total", required_argument, NULL, OPT_LAYERS_TOTAL },
@@ -234,29 +204,20 @@ int stat_replay(int argc, char **argv)
 		{ "lookahead", required_argument, NULL, OPT_LOOKAHEAD },
 		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
 		{ "tier", required_argument, NULL, OPT_TIER },
-		{ "warmup-steps", required_argument, NULL, OPT_WARMUP },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "svg", required_argument, NULL, OPT_SVG },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct replay_info info = { .bos = 0,
-				    .batch = 16,
-				    .prefill = 32,
-				    .step_ms = 20,
-				    .prefill_ms_per_token = 0.05,
-				    .layers_total = 61,
-				    .zipf_tokens = 200000,
-				    .dtype = "native",
-				    .cut_bos = 1 };
+	struct replay_info info = { .step_ms = 20, .prefill_ms_per_token = 0.05, .layers_total = 61, .dtype = "native" };
+	struct replay_stream_args sa = { 0 };
 	struct replay_setting base = {
 		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 1024, .draft_accept = -1
 	};
 	struct sweep_axis axes[7];
 	unsigned n_axes = 0;
-	const char *tokens_arg = NULL, *svg_path = NULL, *zipf_arg = NULL;
-	int json = 0, c, err, status = 1, seq_len_given = 0, cache_given = 0;
-	uint64_t v;
+	const char *svg_path = NULL;
+	int json = 0, c, err, status = 1, cache_given = 0;
 	enum engram_out out = ENGRAM_OUT_NATIVE;
 	int64_t *tokens = NULL;
 	size_t *starts = NULL;
@@ -272,47 +233,14 @@ int stat_replay(int argc, char **argv)
 	char *doc = NULL;
 	struct tool_out svg = { 0 };
 
+	replay_stream_defaults(&info);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int mine = replay_stream_option(c, optarg, &info, &sa);
+		if (mine < 0)
+			return 2;
+		if (mine)
+			continue;
 		switch (c) {
-		case OPT_TOKENS: tokens_arg = optarg; break;
-		case OPT_ZIPF:
-			zipf_arg = optarg;
-			if (tool_parse_double("--zipf", optarg, 0, MAX_ZIPF, &info.zipf_alpha) < 0)
-				return 2;
-			break;
-		case OPT_ZIPF_TOKENS:
-			if (tool_parse_u64("--zipf-tokens", optarg, 1, (uint64_t)1 << 40, &v) < 0)
-				return 2;
-			info.zipf_tokens = (size_t)v;
-			break;
-		case OPT_SEED:
-			if (tool_parse_u64("--seed", optarg, 0, UINT64_MAX, &info.seed) < 0)
-				return 2;
-			break;
-		case OPT_BOS:
-			if (tool_parse_u64("--bos", optarg, 0, INT64_MAX, &v) < 0)
-				return 2;
-			info.bos = (int64_t)v;
-			break;
-		case OPT_SEQ_LEN:
-			if (tool_parse_u64("--seq-len", optarg, 1, (uint64_t)1 << 40, &v) < 0)
-				return 2;
-			info.seq_len = (size_t)v;
-			seq_len_given = 1;
-			break;
-		case OPT_BATCH:
-			if (tool_parse_unsigned("--batch", optarg, 1, 65536, &info.batch) < 0)
-				return 2;
-			break;
-		case OPT_PREFILL:
-			if (tool_parse_unsigned("--prefill", optarg, 1, 1u << 20, &info.prefill) < 0)
-				return 2;
-			break;
-		case OPT_MAX_STEPS:
-			if (tool_parse_u64("--max-steps", optarg, 1, (uint64_t)1 << 40, &v) < 0)
-				return 2;
-			info.max_steps = (size_t)v;
-			break;
 		case OPT_STEP_MS:
 			if (tool_parse_double("--step-ms", optarg, 0, MAX_STEP_MS, &info.step_ms) < 0)
 				return 2;
@@ -348,11 +276,6 @@ int stat_replay(int argc, char **argv)
 		case OPT_TIER:
 			if (parse_tier("--tier", optarg, &base.tier) < 0)
 				return 2;
-			break;
-		case OPT_WARMUP:
-			if (tool_parse_u64("--warmup-steps", optarg, 0, (uint64_t)1 << 40, &v) < 0)
-				return 2;
-			info.warmup_steps = (size_t)v;
 			break;
 		case OPT_QUEUE_DEPTH:
 			if (tool_parse_unsigned("--queue-depth", optarg, 1, TOOL_QUEUE_DEPTH_MAX,
@@ -394,18 +317,8 @@ int stat_replay(int argc, char **argv)
 		default: fprintf(stderr, "run 'engram-stat replay --help' for the options\n"); return 2;
 		}
 	}
-	if (optind + 1 != argc) {
-		if (optind == argc)
-			tool_error("replay needs a SHARD");
-		else
-			tool_error("replay takes one SHARD, not also '%s'", argv[optind + 1]);
-		fprintf(stderr, "run 'engram-stat replay --help' for the options\n");
+	if (replay_stream_check("replay", argc, argv, &sa) < 0)
 		return 2;
-	}
-	if (!tokens_arg == !zipf_arg) {
-		tool_error(tokens_arg ? "--tokens and --zipf exclude each other" : "replay needs --tokens or --zipf");
-		return 2;
-	}
 	for (unsigned a = 0; a < n_axes; a++) {
 		if (n_runs * axes[a].n > MAX_RUNS) {
 			tool_error("--sweep makes more than %d runs", MAX_RUNS);
@@ -417,62 +330,18 @@ int stat_replay(int argc, char **argv)
 	/* a budget counts from nothing: pages read before a run would sit outside it */
 	if (base.mem_mb || (info.sweep & SWEEP_MEM))
 		info.cold = 1;
-	if (zipf_arg && !seq_len_given)
-		info.seq_len = 256;
-	info.cut_bos = info.seq_len == 0;
 	info.shard = argv[optind];
-	info.tokens_path = tokens_arg;
 
 	/* the store once: the config, the files, the distinct rows of the schedule */
 	if ((err = engram_open(&st, info.shard, 0)) < 0)
 		return tool_lib_error(err);
-	const char *inputs[] = { info.shard, tokens_arg };
+	const char *inputs[] = { info.shard, sa.tokens_arg };
 	if (svg_path && tool_out_distinct("--svg", svg_path, st, inputs, 2) < 0)
 		goto done;
 	const engram_config *cfg = engram_store_config(st);
-	uint64_t vocab = engram_config_raw_vocab(cfg);
 	unsigned L = engram_config_num_layers(cfg);
-	if (zipf_arg) {
-		if (info.bos >= (int64_t)vocab) {
-			tool_error("--bos %lld is beyond the token map (%llu ids)", (long long)info.bos,
-				   (unsigned long long)vocab);
-			goto done;
-		}
-		if (replay_zipf(&tokens, info.zipf_tokens, info.zipf_alpha, vocab, info.bos, info.seq_len, info.seed) <
-		    0) {
-			tool_error("out of memory for %zu tokens", info.zipf_tokens);
-			goto done;
-		}
-		info.n_tokens = info.zipf_tokens;
-	} else {
-		if (tool_load_ints(tokens_arg, "--tokens", &tokens, &info.n_tokens) < 0)
-			goto done;
-		for (size_t i = 0; i < info.n_tokens; i++)
-			if (tokens[i] >= (int64_t)vocab) {
-				tool_error("--tokens: id %lld at position %zu is beyond the token map (%llu ids)",
-					   (long long)tokens[i], i, (unsigned long long)vocab);
-				goto done;
-			}
-	}
-	if (!info.n_tokens) {
-		tool_error("--tokens '%s' holds no tokens", tokens_arg);
+	if (replay_stream_build(&info, &sa, cfg, &tokens, &starts, &sc) < 0)
 		goto done;
-	}
-	if (replay_cut(tokens, info.n_tokens, info.bos, info.seq_len, &starts, &info.n_seqs) < 0 ||
-	    replay_schedule(&sc, starts, info.n_seqs, info.batch, info.prefill, info.max_steps) < 0) {
-		tool_error("out of memory for the schedule");
-		goto done;
-	}
-	info.steps = sc.n_steps;
-	if (info.warmup_steps >= sc.n_steps) {
-		tool_error("--warmup-steps %zu leaves no step to measure: the schedule has %zu", info.warmup_steps,
-			   sc.n_steps);
-		goto done;
-	}
-	info.positions = sc.positions;
-	info.prefill_positions = sc.prefill_positions;
-	info.seqs_started = sc.seqs_started;
-	info.seqs_done = sc.seqs_done;
 	info.n_layers = L;
 	distinct = calloc(L, sizeof(*distinct));
 	record_size = calloc(L, sizeof(*record_size));

@@ -1,0 +1,654 @@
+/* engram-stat cachesim: how many row lookups RAM serves at each budget, for each RAM tier policy, under the
+ * shard's real layout and replay's step schedule, from the keys alone (no table data is read): the answer to
+ * "how much RAM for 90%?" in seconds. The policies are in cachesim.c. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cachesim.h"
+#include "layout.h"
+#include "replay_run.h"
+#include "replay_stream.h"
+#include "session.h"
+#include "stat.h"
+#include "toolutil.h"
+
+#define MAX_BUDGETS 64
+#define UNIT_TAG (1ull << 63) /* seen-map keys of units, beside those of rows */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engram-stat cachesim SHARD (--tokens T | --zipf ALPHA) --mem-mb N[,N...] [OPTIONS]\n");
+	replay_stream_usage(f);
+	fprintf(f,
+		"RAM:\n"
+		"  --mem-mb N[,N...]        RAM budgets for table data, in MiB (one run of each policy per budget)\n"
+		"  --policy P[,P...]        page-lru (4 KiB pages, LRU), page (the page tier's unit cache: CLOCK),\n"
+		"                           row (the row tier: its row cache of the budget less the staging), hot+row\n"
+		"                           (a static hot region ranked from --profile, the rest a row tier)\n"
+		"                           (default: page-lru,page,row, and hot+row with --profile)\n"
+		"  --cache-mb N             the row tier's staging, as replay --tier row takes it (default: a decode\n"
+		"                           step's pages, or an eighth of the budget up to 16)\n"
+		"  --profile T[,T...]       token streams (.npy) whose lookups rank the rows of the hot region\n"
+		"  --hot-share F            the hot region's share of each budget, 0 to 1 (default 0.5)\n"
+		"report:\n"
+		"  --json                   one JSON document on standard output\n");
+}
+
+/* ---- a map of keys to the first step that used them ---- */
+
+struct seen_map {
+	uint64_t *k;
+	uint32_t *step;
+	uint64_t mask, n;
+};
+
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 31;
+	k *= 0x7fb5d329728ea185ull;
+	k ^= k >> 27;
+	return k;
+}
+
+static int seen_grow(struct seen_map *m)
+{
+	uint64_t cap = m->k ? 2 * (m->mask + 1) : 1u << 20;
+	struct seen_map g = { calloc(cap, sizeof(uint64_t)), calloc(cap, sizeof(uint32_t)), cap - 1, 0 };
+
+	if (!g.k || !g.step) {
+		free(g.k);
+		free(g.step);
+		return -1;
+	}
+	for (uint64_t i = 0; m->k && i <= m->mask; i++) {
+		if (!m->k[i])
+			continue;
+		uint64_t b = mix(m->k[i]) & g.mask;
+		while (g.k[b])
+			b = (b + 1) & g.mask;
+		g.k[b] = m->k[i];
+		g.step[b] = m->step[i];
+		g.n++;
+	}
+	free(m->k);
+	free(m->step);
+	*m = g;
+	return 0;
+}
+
+/* The first step that used key (step itself when it is new); -1 when out of memory. */
+static int64_t seen_first(struct seen_map *m, uint64_t key, uint32_t step)
+{
+	if ((!m->k || 2 * (m->n + 1) > m->mask + 1) && seen_grow(m) < 0)
+		return -1;
+	uint64_t b = mix(key) & m->mask;
+	for (; m->k[b]; b = (b + 1) & m->mask)
+		if (m->k[b] == key)
+			return m->step[b];
+	m->k[b] = key;
+	m->step[b] = step;
+	m->n++;
+	return step;
+}
+
+/* ---- the hot region's ranking ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+struct ranked {
+	uint64_t key, count;
+};
+
+static int cmp_ranked(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return (x->key > y->key) - (x->key < y->key);
+}
+
+/* The row keys of the profile streams (comma-separated), most looked up first (ties: lower key first), each
+ * stream cut into sequences as the measured one is. */
+static int rank_profile(const char *list, const engram_config *cfg, const struct replay_info *info,
+			uint64_t **out, uint64_t *n_out)
+{
+	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
+	uint64_t vocab = engram_config_raw_vocab(cfg), n = 0, cap = 0, *keys = NULL, *rows = NULL;
+	enum { CHUNK = 4096 };
+	char *copy = strdup(list), *save = NULL;
+	engram_hasher *h = NULL;
+	struct ranked *rk = NULL;
+	int err, status = -1;
+
+	if (!copy || !(rows = malloc((size_t)L * CHUNK * cols * sizeof(*rows)))) {
+		tool_error("out of memory");
+		goto out;
+	}
+	if ((err = engram_hasher_create(&h, cfg, 1)) < 0) {
+		tool_lib_error(err);
+		goto out;
+	}
+	for (char *path = strtok_r(copy, ",", &save); path; path = strtok_r(NULL, ",", &save)) {
+		int64_t *tok = NULL;
+		size_t nt = 0, *starts = NULL, n_seqs = 0;
+		if (tool_load_ints(path, "--profile", &tok, &nt) < 0)
+			goto out;
+		for (size_t i = 0; i < nt; i++)
+			if (tok[i] < 0 || tok[i] >= (int64_t)vocab) {
+				tool_error("--profile '%s': id %lld at position %zu is beyond the token map (%llu ids)", path,
+					   (long long)tok[i], i, (unsigned long long)vocab);
+				engram_free(tok);
+				goto out;
+			}
+		if (replay_cut(tok, nt, info->bos, info->seq_len, &starts, &n_seqs) < 0) {
+			engram_free(tok);
+			tool_error("out of memory");
+			goto out;
+		}
+		for (size_t q = 0; q < n_seqs; q++) {
+			engram_hasher_reset(h, 0);
+			for (size_t at = starts[q]; at < starts[q + 1]; at += CHUNK) {
+				size_t m = starts[q + 1] - at < CHUNK ? starts[q + 1] - at : CHUNK;
+				if ((err = engram_hasher_push(h, 0, tok + at, NULL, m, rows)) < 0) {
+					tool_lib_error(err);
+					free(starts);
+					engram_free(tok);
+					goto out;
+				}
+				if (n + (uint64_t)L * m * cols > cap) {
+					uint64_t nc = cap ? 2 * cap : 1u << 20;
+					while (nc < n + (uint64_t)L * m * cols)
+						nc *= 2;
+					uint64_t *v = realloc(keys, nc * sizeof(*v));
+					if (!v) {
+						tool_error("out of memory for the profile's lookups");
+						free(starts);
+						engram_free(tok);
+						goto out;
+					}
+					keys = v;
+					cap = nc;
+				}
+				for (unsigned l = 0; l < L; l++)
+					for (size_t k = 0; k < m * cols; k++)
+						keys[n++] = eg_rc_key(l, rows[(size_t)l * m * cols + k]);
+			}
+		}
+		free(starts);
+		engram_free(tok);
+	}
+	qsort(keys, n, sizeof(*keys), cmp_u64);
+	uint64_t d = 0;
+	for (uint64_t i = 0; i < n; i++)
+		d += !i || keys[i] != keys[i - 1];
+	if (!(rk = malloc((d ? d : 1) * sizeof(*rk)))) {
+		tool_error("out of memory for the profile's ranking");
+		goto out;
+	}
+	d = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!i || keys[i] != keys[i - 1])
+			rk[d++] = (struct ranked){ keys[i], 0 };
+		rk[d - 1].count++;
+	}
+	qsort(rk, d, sizeof(*rk), cmp_ranked);
+	for (uint64_t i = 0; i < d; i++)
+		keys[i] = rk[i].key;
+	*out = keys;
+	*n_out = d;
+	keys = NULL;
+	status = 0;
+out:
+	engram_hasher_destroy(h);
+	free(copy);
+	free(rows);
+	free(rk);
+	free(keys);
+	return status;
+}
+
+/* ---- options ---- */
+
+static int parse_budgets(const char *arg, uint64_t *mb, size_t *n)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int status = 0;
+
+	*n = 0;
+	if (!copy) {
+		tool_error("out of memory");
+		return -1;
+	}
+	if (!*copy || copy[strlen(copy) - 1] == ',' || strstr(copy, ",,")) {
+		tool_error("--mem-mb '%s' has an empty value", arg);
+		status = -1;
+	}
+	for (char *t = strtok_r(copy, ",", &save); t && !status; t = strtok_r(NULL, ",", &save)) {
+		if (*n == MAX_BUDGETS) {
+			tool_error("--mem-mb '%s' has more than %d budgets", arg, MAX_BUDGETS);
+			status = -1;
+		} else if (tool_parse_u64("--mem-mb", t, 0, TOOL_CACHE_MB_MAX, &mb[(*n)++]) < 0) {
+			status = -1;
+		}
+	}
+	free(copy);
+	return status;
+}
+
+static int parse_policies(const char *arg, unsigned *mask)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int status = 0;
+
+	*mask = 0;
+	if (!copy) {
+		tool_error("out of memory");
+		return -1;
+	}
+	for (char *t = strtok_r(copy, ",", &save); t && !status; t = strtok_r(NULL, ",", &save)) {
+		unsigned p = 0;
+		while (p < CS_POLICIES && strcmp(t, cs_policy_names[p]))
+			p++;
+		if (p == CS_POLICIES) {
+			tool_error("--policy '%s' is not page-lru, page, row or hot+row", t);
+			status = -1;
+		} else {
+			*mask |= 1u << p;
+		}
+	}
+	if (!status && !*mask) {
+		tool_error("--policy '%s' names no policy", arg);
+		status = -1;
+	}
+	free(copy);
+	return status;
+}
+
+/* ---- the replay of the schedule ---- */
+
+/* Per Engram layer (in the order the layers run), the step's rows and units, and where its pushes begin. */
+struct step_rows {
+	struct cs_layer_rows *lr;
+	uint64_t **rows, **ukeys;
+	size_t **push_begin;
+	uint64_t *tmp;
+};
+
+static int step_rows_init(struct step_rows *r, unsigned L, size_t max_rows, size_t max_pushes, size_t tmp_n)
+{
+	memset(r, 0, sizeof(*r));
+	r->lr = calloc(L, sizeof(*r->lr));
+	r->rows = calloc(L, sizeof(*r->rows));
+	r->ukeys = calloc(L, sizeof(*r->ukeys));
+	r->push_begin = calloc(L, sizeof(*r->push_begin));
+	r->tmp = malloc((tmp_n ? tmp_n : 1) * sizeof(*r->tmp));
+	if (!r->lr || !r->rows || !r->ukeys || !r->push_begin || !r->tmp)
+		return -1;
+	for (unsigned l = 0; l < L; l++)
+		if (!(r->rows[l] = malloc((max_rows ? max_rows : 1) * sizeof(uint64_t))) ||
+		    !(r->ukeys[l] = malloc((max_rows ? max_rows : 1) * sizeof(uint64_t))) ||
+		    !(r->push_begin[l] = malloc((max_pushes + 1) * sizeof(size_t))))
+			return -1;
+	return 0;
+}
+
+static void step_rows_free(struct step_rows *r, unsigned L)
+{
+	for (unsigned l = 0; r->rows && l < L; l++) {
+		free(r->rows[l]);
+		free(r->ukeys[l]);
+		free(r->push_begin[l]);
+	}
+	free(r->lr);
+	free(r->rows);
+	free(r->ukeys);
+	free(r->push_begin);
+	free(r->tmp);
+}
+
+/* A layer's index order by layer id: the layer that runs first first (as a session requests and replay
+ * gathers). */
+static void layer_order(const engram_config *cfg, unsigned *order)
+{
+	unsigned L = engram_config_num_layers(cfg);
+
+	for (unsigned l = 0; l < L; l++)
+		order[l] = l;
+	for (unsigned a = 1; a < L; a++)
+		for (unsigned b = a; b > 0 && engram_config_layer_id(cfg, order[b]) < engram_config_layer_id(cfg, order[b - 1]);
+		     b--) {
+			unsigned t = order[b];
+			order[b] = order[b - 1];
+			order[b - 1] = t;
+		}
+}
+
+struct totals {
+	uint64_t lookups, first_rows, first_units;
+};
+
+static int replay_steps(const engram_store *st, const struct replay_sched *sc, const int64_t *tokens,
+			const struct replay_info *info, struct cs_sim *sims, size_t n_sims, struct totals *tot)
+{
+	const engram_config *cfg = engram_store_config(st);
+	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
+	unsigned *order = malloc(L * sizeof(*order));
+	size_t max_pushes = 0;
+	struct step_rows r = { 0 };
+	struct seen_map seen = { 0 };
+	engram_hasher *h = NULL;
+	int err, status = -1;
+
+	for (size_t s = 0; s < sc->n_steps; s++)
+		if (sc->step_begin[s + 1] - sc->step_begin[s] > max_pushes)
+			max_pushes = sc->step_begin[s + 1] - sc->step_begin[s];
+	if (!order || step_rows_init(&r, L, sc->max_step_positions * cols, max_pushes, (size_t)L * sc->max_push * cols) < 0) {
+		tool_error("out of memory");
+		goto out;
+	}
+	layer_order(cfg, order);
+	if ((err = engram_hasher_create(&h, cfg, info->batch)) < 0) {
+		tool_lib_error(err);
+		goto out;
+	}
+	for (size_t s = 0; s < sc->n_steps; s++) {
+		int measure = s >= info->warmup_steps;
+		size_t pos = 0, j = 0;
+		for (size_t i = sc->step_begin[s]; i < sc->step_begin[s + 1]; i++, j++) {
+			const struct replay_entry *e = &sc->e[i];
+			if (e->reset)
+				engram_hasher_reset(h, e->slot);
+			if ((err = engram_hasher_push(h, e->slot, tokens + e->off, NULL, e->n, r.tmp)) < 0) {
+				tool_lib_error(err);
+				goto out;
+			}
+			for (unsigned k = 0; k < L; k++) {
+				unsigned l = order[k];
+				r.push_begin[k][j] = pos * cols;
+				memcpy(r.rows[k] + pos * cols, r.tmp + (size_t)l * e->n * cols, (size_t)e->n * cols * sizeof(uint64_t));
+			}
+			pos += e->n;
+		}
+		for (unsigned k = 0; k < L; k++) {
+			unsigned l = order[k];
+			r.push_begin[k][j] = pos * cols;
+			for (size_t q = 0; q < pos * cols; q++) {
+				uint64_t row = r.rows[k][q];
+				const struct eg_piece *p = eg_store_find(st, l, row);
+				if (!p) {
+					tool_error("row %llu of layer %d is not in '%s'", (unsigned long long)row,
+						   engram_config_layer_id(cfg, l), info->shard);
+					goto out;
+				}
+				uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
+				r.ukeys[k][q] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_sess_unit_bytes(p->t));
+				if (measure) {
+					int64_t a = seen_first(&seen, eg_rc_key(l, row), (uint32_t)s);
+					int64_t b = seen_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s);
+					if (a < 0 || b < 0) {
+						tool_error("out of memory for the rows seen");
+						goto out;
+					}
+					tot->first_rows += a == (int64_t)s;
+					tot->first_units += b == (int64_t)s;
+				} else if (seen_first(&seen, eg_rc_key(l, row), (uint32_t)s) < 0 ||
+					   seen_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s) < 0) {
+					tool_error("out of memory for the rows seen");
+					goto out;
+				}
+			}
+			r.lr[k] = (struct cs_layer_rows){ .layer = l, .rows = r.rows[k], .ukeys = r.ukeys[k], .n = pos * cols,
+							  .push_begin = r.push_begin[k], .n_push = j };
+			if (measure)
+				tot->lookups += pos * cols;
+		}
+		for (size_t i = 0; i < n_sims; i++)
+			if (cs_sim_step(&sims[i], st, r.lr, L, (uint32_t)s, measure) < 0)
+				goto out;
+	}
+	status = 0;
+out:
+	engram_hasher_destroy(h);
+	step_rows_free(&r, L);
+	free(order);
+	free(seen.k);
+	free(seen.step);
+	return status;
+}
+
+/* ---- the report ---- */
+
+static double rate(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+static void print_text(const struct replay_info *info, uint64_t table_bytes, const struct totals *tot,
+		       const uint64_t *mb, size_t n_mb, unsigned pol, const struct cs_sim *sims, double hot_share)
+{
+	printf("cachesim: '%s', %zu tokens in %zu sequences, batch %u: %zu steps (%zu warm-up, %zu measured)\n",
+	       info->shard, info->n_tokens, info->n_seqs, info->batch, info->steps, info->warmup_steps,
+	       info->steps - info->warmup_steps);
+	printf("measured lookups %llu: rows never looked up before their step %.4f, pages never read before %.4f\n"
+	       "(unbounded RAM serves at most 1 - the first: rows asked for the first time are on disk)\n\n",
+	       (unsigned long long)tot->lookups, rate(tot->first_rows, tot->lookups),
+	       rate(tot->first_units, tot->lookups));
+	printf("%10s %8s", "MiB", "% table");
+	for (unsigned p = 0; p < CS_POLICIES; p++)
+		if (pol & 1u << p)
+			printf(" %9s", cs_policy_names[p]);
+	printf("\n");
+	for (size_t b = 0, i = 0; b < n_mb; b++) {
+		printf("%10llu %7.2f%%", (unsigned long long)mb[b], 100.0 * (double)(mb[b] << 20) / (double)table_bytes);
+		for (unsigned p = 0; p < CS_POLICIES; p++)
+			if (pol & 1u << p) {
+				printf(" %9.4f", rate(sims[i].ram, sims[i].lookups));
+				i++;
+			}
+		printf("\n");
+	}
+	printf("\n(RAM-served fraction of the measured row lookups)\n");
+	for (size_t i = 0; i < n_mb * (size_t)__builtin_popcount(pol); i++) {
+		const struct cs_sim *s = &sims[i];
+		if (!s->rc_slots)
+			continue; /* not a row tier, or one of no RAM */
+		printf("%7llu MiB %-8s staging %llu MiB (%llu pages), %llu row slots of %zu B in sets of %u",
+		       (unsigned long long)s->mem_mb, cs_policy_names[s->policy], (unsigned long long)s->staging_mb,
+		       (unsigned long long)s->units, (unsigned long long)s->rc_slots, s->rc_slot_bytes, EG_RC_WAYS);
+		if (s->policy == CS_HOT_ROW)
+			printf(", %llu hot rows (%.2f of the budget; %.4f of lookups)", (unsigned long long)s->hot_rows,
+			       hot_share, rate(s->hot_hits, s->lookups));
+		printf("\n");
+	}
+}
+
+static json_t *jint(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+static char *to_json(const struct replay_info *info, uint64_t table_bytes, const struct totals *tot,
+		     const struct cs_sim *sims, size_t n_sims, double hot_share, const char *profile)
+{
+	json_t *doc = json_object(), *runs = json_array();
+	char *s = NULL;
+	int bad = !doc || !runs;
+
+	bad = bad || json_object_set_new(doc, "shard", json_string(info->shard)) ||
+	      json_object_set_new(doc, "tokens", info->tokens_path ? json_string(info->tokens_path) : json_null()) ||
+	      json_object_set_new(doc, "n_tokens", jint(info->n_tokens)) ||
+	      json_object_set_new(doc, "batch", jint(info->batch)) ||
+	      json_object_set_new(doc, "steps", jint(info->steps)) ||
+	      json_object_set_new(doc, "warmup_steps", jint(info->warmup_steps)) ||
+	      json_object_set_new(doc, "table_bytes", jint(table_bytes)) ||
+	      json_object_set_new(doc, "lookups", jint(tot->lookups)) ||
+	      json_object_set_new(doc, "first_rows", jint(tot->first_rows)) ||
+	      json_object_set_new(doc, "first_units", jint(tot->first_units)) ||
+	      json_object_set_new(doc, "profile", profile ? json_string(profile) : json_null()) ||
+	      json_object_set_new(doc, "hot_share", json_real(hot_share));
+	for (size_t i = 0; !bad && i < n_sims; i++) {
+		const struct cs_sim *m = &sims[i];
+		json_t *r = json_object();
+		bad = !r || json_array_append_new(runs, r) ||
+		      json_object_set_new(r, "policy", json_string(cs_policy_names[m->policy])) ||
+		      json_object_set_new(r, "mem_mb", jint(m->mem_mb)) ||
+		      json_object_set_new(r, "ram_rate", json_real(rate(m->ram, m->lookups))) ||
+		      json_object_set_new(r, "lookups", jint(m->lookups)) || json_object_set_new(r, "ram", jint(m->ram)) ||
+		      json_object_set_new(r, "pages", jint(m->units));
+		if (!bad && (m->policy == CS_ROW || m->policy == CS_HOT_ROW))
+			bad = json_object_set_new(r, "staging_mb", jint(m->staging_mb)) ||
+			      json_object_set_new(r, "row_slots", jint(m->rc_slots)) ||
+			      json_object_set_new(r, "slot_bytes", jint(m->rc_slot_bytes)) ||
+			      json_object_set_new(r, "ways", jint(EG_RC_WAYS)) ||
+			      json_object_set_new(r, "hot_rows", jint(m->hot_rows)) ||
+			      json_object_set_new(r, "hot_hits", jint(m->hot_hits));
+	}
+	if (!bad && !json_object_set_new(doc, "runs", runs)) {
+		runs = NULL;
+		s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	}
+	json_decref(runs);
+	json_decref(doc);
+	return s;
+}
+
+/* ---- the command ---- */
+
+enum { OPT_MEM_MB = RS_OPT_END, OPT_POLICY, OPT_CACHE_MB, OPT_PROFILE, OPT_HOT_SHARE, OPT_JSON };
+
+int stat_cachesim(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		REPLAY_STREAM_OPTIONS,
+		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
+		{ "policy", required_argument, NULL, OPT_POLICY },
+		{ "cache-mb", required_argument, NULL, OPT_CACHE_MB },
+		{ "profile", required_argument, NULL, OPT_PROFILE },
+		{ "hot-share", required_argument, NULL, OPT_HOT_SHARE },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct replay_info info = { 0 };
+	struct replay_stream_args sa = { 0 };
+	uint64_t mb[MAX_BUDGETS], staging_given = 0, *hot = NULL, n_hot = 0, table_bytes = 0;
+	size_t n_mb = 0, n_sims = 0, *starts = NULL;
+	unsigned pol = 0;
+	double hot_share = 0.5;
+	const char *profile = NULL;
+	int json = 0, c, err, status = 1;
+	int64_t *tokens = NULL;
+	struct replay_sched sc = { 0 };
+	struct cs_sim *sims = NULL;
+	struct totals tot = { 0 };
+	engram_store *st = NULL;
+	char *doc = NULL;
+
+	replay_stream_defaults(&info);
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int mine = replay_stream_option(c, optarg, &info, &sa);
+		if (mine < 0)
+			return 2;
+		if (mine)
+			continue;
+		switch (c) {
+		case OPT_MEM_MB:
+			if (parse_budgets(optarg, mb, &n_mb) < 0)
+				return 2;
+			break;
+		case OPT_POLICY:
+			if (parse_policies(optarg, &pol) < 0)
+				return 2;
+			break;
+		case OPT_CACHE_MB:
+			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &staging_given) < 0)
+				return 2;
+			break;
+		case OPT_PROFILE: profile = optarg; break;
+		case OPT_HOT_SHARE:
+			if (tool_parse_double("--hot-share", optarg, 0, 1, &hot_share) < 0)
+				return 2;
+			break;
+		case OPT_JSON: json = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: fprintf(stderr, "run 'engram-stat cachesim --help' for the options\n"); return 2;
+		}
+	}
+	if (replay_stream_check("cachesim", argc, argv, &sa) < 0)
+		return 2;
+	if (!n_mb) {
+		tool_error("cachesim needs --mem-mb: the budgets to simulate");
+		return 2;
+	}
+	if (!pol)
+		pol = (1u << CS_PAGE_LRU) | (1u << CS_PAGE) | (1u << CS_ROW) | (profile ? 1u << CS_HOT_ROW : 0);
+	if ((pol & 1u << CS_HOT_ROW) && !profile) {
+		tool_error("--policy hot+row needs --profile: the streams that rank its hot rows");
+		return 2;
+	}
+	info.shard = argv[optind];
+
+	if ((err = engram_open(&st, info.shard, 0)) < 0)
+		return tool_lib_error(err);
+	const engram_config *cfg = engram_store_config(st);
+	if (replay_stream_build(&info, &sa, cfg, &tokens, &starts, &sc) < 0)
+		goto done;
+	if ((pol & 1u << CS_HOT_ROW) && rank_profile(profile, cfg, &info, &hot, &n_hot) < 0)
+		goto done;
+	size_t record_bytes = 0;
+	for (unsigned i = 0; i < st->n_pieces; i++) {
+		table_bytes += st->pieces[i].t->n_pages * EG_PAGE;
+		if (st->pieces[i].t->record_size > record_bytes)
+			record_bytes = st->pieces[i].t->record_size;
+	}
+	if (!(sims = calloc(n_mb * CS_POLICIES, sizeof(*sims)))) {
+		tool_error("out of memory");
+		goto done;
+	}
+	for (size_t b = 0; b < n_mb; b++)
+		for (unsigned p = 0; p < CS_POLICIES; p++) {
+			if (!(pol & 1u << p))
+				continue;
+			uint64_t staging = 0;
+			if (p == CS_ROW || p == CS_HOT_ROW)
+				staging = replay_staging_mb(cfg, info.batch, mb[b], staging_given);
+			uint64_t hot_bytes = (uint64_t)(hot_share * (double)(mb[b] << 20));
+			if (cs_sim_init(&sims[n_sims++], (enum cs_policy)p, mb[b], staging, hot_bytes, record_bytes, hot,
+					n_hot) < 0)
+				goto done;
+		}
+	if (replay_steps(st, &sc, tokens, &info, sims, n_sims, &tot) < 0)
+		goto done;
+	if (json) {
+		if (!(doc = to_json(&info, table_bytes, &tot, sims, n_sims, hot_share, profile))) {
+			tool_error("out of memory");
+			goto done;
+		}
+		fputs(doc, stdout);
+		fputc('\n', stdout);
+	} else {
+		print_text(&info, table_bytes, &tot, mb, n_mb, pol, sims, hot_share);
+	}
+	if (tool_flush_stdout() < 0)
+		goto done;
+	status = 0;
+done:
+	for (size_t i = 0; i < n_sims; i++)
+		cs_sim_free(&sims[i]);
+	free(sims);
+	free(hot);
+	free(doc);
+	replay_sched_free(&sc);
+	free(starts);
+	engram_free(tokens);
+	engram_close(st);
+	return status;
+}
