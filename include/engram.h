@@ -505,6 +505,89 @@ struct engram_io_stats {
  * Returns 0 or -EINVAL (bad layer, size below the first version's). */
 ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, int step, struct engram_io_stats *out);
 
+/* ---------------------------------------------------------------------------------------------------
+ * Cache simulation: the share of row lookups that RAM would serve, for one policy of the RAM tiers at one budget,
+ * run on the row numbers alone (no table data is read, no I/O): "how much RAM for 90%?" answered in seconds.
+ *
+ * The caller feeds the steps of a schedule as a session meets them: engram_cachesim_begin(), then, for each push
+ * of the step, its rows of every layer (engram_cachesim_push, layers in the order they run), then each layer's
+ * gather of the step's rows (engram_cachesim_gather). A push requests its rows' units (the 4 KiB pages of the
+ * shard's layout, a multi-page row's pages or a zstd block); a gather finds its rows, and counts one RAM-served
+ * when the row's bytes were in RAM with no read on its behalf in this step, as engram_io_stats.ram counts it.
+ * The policies run the library's own code: the private unit cache (CLOCK, a step's units pinned), the row cache
+ * on keys only (the sets and ways the budget gives), and the same layout. A simulation belongs to one thread at
+ * a time; any number may share a store.
+ */
+typedef struct engram_cachesim engram_cachesim;
+
+enum engram_cachesim_policy {
+	ENGRAM_CACHESIM_PAGE_LRU = 0, /* "page-lru": the budget as 4 KiB pages, least recently used out first */
+	ENGRAM_CACHESIM_PAGE = 1,     /* "page": the page tier, a direct-mode session's unit cache of the budget */
+	ENGRAM_CACHESIM_ROW = 2,      /* "row": the row tier, a row cache of the budget less the staging */
+	ENGRAM_CACHESIM_HOT_ROW = 3,  /* "hot+row": a static hot region of the caller's ranked rows, then a row tier */
+};
+
+struct engram_cachesim_options {
+	size_t size;               /* sizeof(struct engram_cachesim_options), set by the caller (ENGRAM_INIT) */
+	/* The row tiers: the unit cache that stages a step's reads, taken from the budget. 0: an eighth of the
+	 * budget, at most 16 MiB, at least a page. Ignored by the page policies. */
+	uint64_t staging_bytes;
+	/* hot+row: the bytes of the budget for the hot region (a hot row costs its record and an 8-byte index
+	 * entry), and the rows ranked for it, best first: (hot_layers[i], hot_rows[i]), i < n_hot, layer indexes
+	 * and rows of their tables. As many as hot_bytes holds make the region (all when fewer: the rest of the
+	 * share goes to the row tier); the arrays are read at create. Ignored by the other policies. */
+	uint64_t hot_bytes;
+	const unsigned *hot_layers;
+	const uint64_t *hot_rows;
+	uint64_t n_hot;
+};
+
+/* A simulation of policy at budget_bytes of RAM (0: none, every row is read) for the store's tables; opts may
+ * be NULL (defaults). The store must outlive it. Returns 0, -EINVAL (a NULL argument, a bad policy, a budget of
+ * more than 2^30 pages, no room for a row cache beside the staging and the hot region, a hot row out of its
+ * table), -E2BIG (options this library does not know), -ENOMEM. */
+ENGRAM_API int engram_cachesim_create(engram_cachesim **out, const engram_store *store,
+				      enum engram_cachesim_policy policy, uint64_t budget_bytes,
+				      const struct engram_cachesim_options *opts);
+ENGRAM_API void engram_cachesim_destroy(engram_cachesim *sim);
+/* "page-lru", "page", "row", "hot+row"; NULL for another value (static storage). */
+ENGRAM_API const char *engram_cachesim_policy_name(enum engram_cachesim_policy policy);
+
+#define ENGRAM_CACHESIM_UNCOUNTED 1u /* engram_cachesim_begin: a warm-up step, its gathers are not counted */
+
+/* Start a step: the previous step's units are no longer pinned. flags: 0 or ENGRAM_CACHESIM_UNCOUNTED. Returns
+ * 0 or -EINVAL (NULL, unknown flags). */
+ENGRAM_API int engram_cachesim_begin(engram_cachesim *sim, unsigned flags);
+/* A push's rows of one layer (n rows, as engram_hasher_push writes them for that layer): their units are
+ * requested, as engram_session_push does. Returns 0 or -EINVAL (NULL, bad layer, a row not in the store). */
+ENGRAM_API int engram_cachesim_push(engram_cachesim *sim, unsigned layer_index, const uint64_t *rows, size_t n);
+/* A layer's gather of the step's rows (every push's, in push order): counted, then read where not in RAM, as
+ * engram_session_gather does. Returns 0, -EINVAL (NULL, bad layer, a row not in the store), -ENOMEM. */
+ENGRAM_API int engram_cachesim_gather(engram_cachesim *sim, unsigned layer_index, const uint64_t *rows, size_t n);
+
+struct engram_cachesim_result {
+	size_t size;              /* sizeof(struct engram_cachesim_result), set by the caller */
+	enum engram_cachesim_policy policy;
+	uint64_t budget_bytes;
+	uint64_t lookups;         /* rows gathered in counted steps */
+	uint64_t ram;             /* of those, served from RAM */
+	uint64_t hot_hits;        /* of those, found in the hot region */
+	uint64_t pages;           /* 4 KiB slots of the unit cache: the budget's, or the row tiers' staging */
+	uint64_t staging_bytes;   /* row tiers: the staging (0 otherwise, and at a budget of 0) */
+	uint64_t row_slots;       /* row tiers: rows the row cache holds (0 otherwise) */
+	unsigned ways;            /* row tiers: slots a set */
+	unsigned slot_bytes;      /* row tiers: a slot of a real row cache (record rounded to 8 bytes, and 24) */
+	uint64_t hot_rows;        /* hot+row: rows in the hot region */
+};
+/* Fill *out (as far as out->size allows). Returns 0 or -EINVAL (NULL, size below the first version's). */
+ENGRAM_API int engram_cachesim_result(const engram_cachesim *sim, struct engram_cachesim_result *out);
+
+/* The unit of each of n rows of a layer (units[i] for rows[i]): a key equal for rows read together (a 4 KiB
+ * page of rows, a multi-page row's pages, a zstd block), distinct across the store's tables. Returns 0 or
+ * -EINVAL (NULL, bad layer, a row not in the store). */
+ENGRAM_API int engram_cachesim_units(const engram_store *store, unsigned layer_index, const uint64_t *rows,
+				     size_t n, uint64_t *units);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,7 +47,7 @@ void eg_rc_fill(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, si
 /* 1 while some slot was never written (eg_rc_fill may still insert). */
 int eg_rc_filling(const struct engram_rowcache *rc);
 /* A private row cache of the sets and ways that a budget of bytes gives rows of record_bytes, holding keys only
- * (a slot is its header): the policy alone, for simulations (engram-stat cachesim). Every eg_rc_* call on it
+ * (a slot is its header): the policy alone, for simulations (cachesim.c). Every eg_rc_* call on it
  * passes len 0 (and dst/src NULL); engram_rowcache_close frees it. Returns 0, -EINVAL (a budget too small for one
  * set) or -ENOMEM, with the error set. */
 int eg_rc_open_keys(struct engram_rowcache **out, uint64_t bytes, size_t record_bytes);

@@ -170,6 +170,24 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_rowcache_close, 0, (engram_rowcache_close(rc), 0));
 	CALL(engram_rowcache_remove, 1, engram_rowcache_remove("/engram-test-never-made"));
 
+	engram_cachesim *sim = NULL;
+	struct engram_cachesim_result cr = ENGRAM_INIT(struct engram_cachesim_result);
+	uint64_t units[2];
+	CALL(engram_cachesim_create, 1, engram_cachesim_create(&sim, st, (enum engram_cachesim_policy)9, 1 << 20, NULL));
+	CALL(engram_cachesim_create, 0, engram_cachesim_create(&sim, st, ENGRAM_CACHESIM_ROW, 1 << 20, NULL));
+	CALL(engram_cachesim_policy_name, 0, engram_cachesim_policy_name(ENGRAM_CACHESIM_ROW) != NULL);
+	CALL(engram_cachesim_begin, 1, engram_cachesim_begin(sim, 0x80));
+	CALL(engram_cachesim_begin, 0, engram_cachesim_begin(sim, 0));
+	CALL(engram_cachesim_push, 1, engram_cachesim_push(sim, 0, &huge, 1));
+	CALL(engram_cachesim_push, 0, engram_cachesim_push(sim, 0, rows, 2));
+	CALL(engram_cachesim_gather, 1, engram_cachesim_gather(sim, 99, rows, 2));
+	CALL(engram_cachesim_gather, 0, engram_cachesim_gather(sim, 0, rows, 2));
+	CALL(engram_cachesim_result, 1, engram_cachesim_result(NULL, &cr));
+	CALL(engram_cachesim_result, 0, engram_cachesim_result(sim, &cr));
+	CALL(engram_cachesim_units, 1, engram_cachesim_units(st, 0, &huge, 1, units));
+	CALL(engram_cachesim_units, 0, engram_cachesim_units(st, 0, rows, 2, units));
+	CALL(engram_cachesim_destroy, 0, (engram_cachesim_destroy(sim), 0));
+
 	so.mode = (enum engram_mode)9;
 	CALL(engram_session_create, 1, engram_session_create(&s, st, &so));
 	so.mode = ENGRAM_MODE_DIRECT;

@@ -1,0 +1,482 @@
+/* engram_cachesim_*: the RAM tiers' policies replayed on keys alone (no table data, no I/O), step by step as a
+ * session meets them: each step's pushes request their rows' units (4 KiB pages of the shard's layout), then each
+ * layer's gather finds its rows. A row counts as served from RAM when its bytes were in RAM with no read on its
+ * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: cache.c's
+ * unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry a
+ * budget gives), and the session's units of the layout. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "internal.h"
+#include "layout.h"
+#include "rowcache.h"
+#include "session.h"
+#include "store.h"
+
+#define CS_POLICIES 4
+
+static const char *const policy_names[CS_POLICIES] = { "page-lru", "page", "row", "hot+row" };
+
+/* A hot row costs its record and an 8-byte entry of the index that finds it. */
+#define CS_HOT_INDEX_BYTES 8
+
+/* Where classify found a row. */
+enum { CLS_HOT = 1, CLS_RC = 2, CLS_UNIT = 3 };
+
+/* A static set of row keys (eg_rc_key), for the hot region. */
+struct cs_keyset {
+	uint64_t *k; /* 0: empty */
+	uint64_t mask;
+	uint64_t n;
+};
+
+struct engram_cachesim {
+	const engram_store *st;
+	enum engram_cachesim_policy policy;
+	uint64_t budget;
+	uint64_t staging;         /* row tiers: the unit cache that stages a step's reads */
+	uint64_t units;           /* slots of the unit table (the budget's pages, or the staging) */
+	struct eg_units u;
+	uint32_t *stamp;          /* per unit slot: 1 + the step that read it */
+	uint32_t *prev, *next;    /* page-lru: the recency list, most recent at head */
+	uint32_t head, tail;
+	uint32_t *pinned;         /* units requested by this step's pushes */
+	size_t n_pinned;
+	struct engram_rowcache *rc;
+	uint64_t rc_slots;
+	size_t rc_slot_bytes;
+	struct cs_keyset hot;
+	uint64_t hot_rows;
+	uint8_t *cls;             /* per row of a gather: where classify found it */
+	uint64_t *ukeys;          /* per row of a push or gather: its unit */
+	size_t cap;               /* of cls and ukeys */
+	uint32_t step;            /* steps begun */
+	int measure;              /* this step's gathers are counted */
+	uint64_t lookups, ram, hot_hits;
+};
+
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return k;
+}
+
+static int keyset_init(struct cs_keyset *h, const unsigned *layers, const uint64_t *rows, uint64_t n)
+{
+	uint64_t cap = 16;
+
+	while (cap < 2 * n)
+		cap <<= 1;
+	if (!(h->k = calloc(cap, sizeof(*h->k))))
+		return -ENOMEM;
+	h->mask = cap - 1;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t key = eg_rc_key(layers[i], rows[i]), b = mix(key) & h->mask;
+		while (h->k[b] && h->k[b] != key)
+			b = (b + 1) & h->mask;
+		h->n += !h->k[b];
+		h->k[b] = key;
+	}
+	return 0;
+}
+
+static int keyset_has(const struct cs_keyset *h, uint64_t key)
+{
+	if (!h->n)
+		return 0;
+	for (uint64_t b = mix(key) & h->mask; h->k[b]; b = (b + 1) & h->mask)
+		if (h->k[b] == key)
+			return 1;
+	return 0;
+}
+
+/* A budget in messages: whole MiB as such, else bytes. */
+static const char *size_text(char *buf, size_t len, uint64_t bytes)
+{
+	if (bytes % (1u << 20) == 0)
+		snprintf(buf, len, "%llu MiB", (unsigned long long)(bytes >> 20));
+	else
+		snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+	return buf;
+}
+
+ENGRAM_API const char *engram_cachesim_policy_name(enum engram_cachesim_policy policy)
+{
+	EG_KEEP_ERRNO;
+	return (unsigned)policy < CS_POLICIES ? policy_names[policy] : NULL;
+}
+
+/* The units of n rows of a layer (eg_unit_key of their piece and unit). */
+static int row_units(const engram_store *st, unsigned li, const uint64_t *rows, size_t n, uint64_t *units)
+{
+	if (li >= st->cfg->n_layers)
+		return eg_fail(-EINVAL, "layer index %u is beyond the store's %u layers", li, st->cfg->n_layers);
+	for (size_t k = 0; k < n; k++) {
+		const struct eg_piece *p = eg_store_find(st, li, rows[k]);
+		if (!p)
+			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[k],
+				       st->cfg->layers[li].id);
+		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
+		units[k] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_sess_unit_bytes(p->t));
+	}
+	return 0;
+}
+
+ENGRAM_API int engram_cachesim_units(const engram_store *st, unsigned li, const uint64_t *rows, size_t n,
+				     uint64_t *units)
+{
+	EG_KEEP_ERRNO;
+	if (!st || (n && (!rows || !units)))
+		return eg_fail(-EINVAL, "engram_cachesim_units: NULL argument");
+	return row_units(st, li, rows, n, units);
+}
+
+static int create(struct engram_cachesim *s, const struct engram_cachesim_options *o, size_t record_bytes)
+{
+	enum engram_cachesim_policy policy = s->policy;
+	int row = policy == ENGRAM_CACHESIM_ROW || policy == ENGRAM_CACHESIM_HOT_ROW, err;
+	uint64_t mem = s->budget, hot_bytes = o->hot_bytes;
+	char b1[48], b2[48];
+
+	if (!mem)
+		row = 0; /* no RAM: every tier reads every row */
+	if (row && !(s->staging = o->staging_bytes)) {
+		s->staging = mem / 8 < (16u << 20) ? mem / 8 / EG_PAGE * EG_PAGE : 16u << 20;
+		if (!s->staging)
+			s->staging = EG_PAGE;
+	}
+	s->units = (row ? s->staging : mem) / EG_PAGE;
+	if (s->units > EG_UNITS_MAX)
+		return eg_fail(-EINVAL, "%s at %s: more than %u pages", policy_names[policy], size_text(b1, 48, mem),
+			       EG_UNITS_MAX);
+	if (policy == ENGRAM_CACHESIM_HOT_ROW && row) {
+		s->hot_rows = hot_bytes / (record_bytes + CS_HOT_INDEX_BYTES);
+		if (s->hot_rows > o->n_hot) { /* no more rows are ranked: the rest of the share goes to rows */
+			s->hot_rows = o->n_hot;
+			hot_bytes = o->n_hot * (record_bytes + CS_HOT_INDEX_BYTES);
+		}
+		if (keyset_init(&s->hot, o->hot_layers, o->hot_rows, s->hot_rows) < 0)
+			goto oom;
+	}
+	if (row) {
+		uint64_t taken = s->staging + (policy == ENGRAM_CACHESIM_HOT_ROW ? hot_bytes : 0);
+		err = mem <= taken ? -EINVAL : eg_rc_open_keys(&s->rc, mem - taken, record_bytes);
+		if (err == -EINVAL) /* no room for one set */
+			return eg_fail(err, "%s at %s: nothing left for a row cache beside %s of staging%s",
+				       policy_names[policy], size_text(b1, 48, mem), size_text(b2, 48, s->staging),
+				       policy == ENGRAM_CACHESIM_HOT_ROW ? " and the hot region" : "");
+		if (err < 0)
+			return err;
+		s->rc_slots = s->rc->n_sets * EG_RC_WAYS;
+		s->rc_slot_bytes = sizeof(uint64_t) * 3 + (record_bytes + 7) / 8 * 8;
+	}
+	if (s->units && eg_units_init(&s->u, (uint32_t)s->units, 0) < 0)
+		goto oom;
+	if (!(s->stamp = calloc(s->units ? s->units : 1, sizeof(*s->stamp))) ||
+	    !(s->pinned = malloc((s->units ? s->units : 1) * sizeof(*s->pinned))))
+		goto oom;
+	if (policy == ENGRAM_CACHESIM_PAGE_LRU) {
+		s->prev = malloc((s->units ? s->units : 1) * sizeof(*s->prev));
+		s->next = malloc((s->units ? s->units : 1) * sizeof(*s->next));
+		if (!s->prev || !s->next)
+			goto oom;
+		s->head = s->tail = EG_NO_UNIT;
+	}
+	return 0;
+oom:
+	return eg_fail(-ENOMEM, "out of memory for %s at %s", policy_names[policy], size_text(b1, 48, mem));
+}
+
+ENGRAM_API int engram_cachesim_create(engram_cachesim **out, const engram_store *st,
+				      enum engram_cachesim_policy policy, uint64_t budget_bytes,
+				      const struct engram_cachesim_options *opts)
+{
+	EG_KEEP_ERRNO;
+	struct engram_cachesim_options o = ENGRAM_INIT(struct engram_cachesim_options);
+	struct engram_cachesim *s;
+	size_t record_bytes = 0;
+	int err;
+
+	if (out)
+		*out = NULL;
+	if (!out || !st)
+		return eg_fail(-EINVAL, "engram_cachesim_create: NULL argument");
+	if (opts && (err = eg_struct_in(&o, sizeof(o), opts, EG_SIZE_THROUGH(struct engram_cachesim_options, n_hot),
+					"cachesim options")) < 0)
+		return err;
+	if ((unsigned)policy >= CS_POLICIES)
+		return eg_fail(-EINVAL, "cache simulation policy %d is not page-lru, page, row or hot+row", (int)policy);
+	if (policy == ENGRAM_CACHESIM_HOT_ROW && o.n_hot) {
+		if (!o.hot_layers || !o.hot_rows)
+			return eg_fail(-EINVAL, "cachesim options: %llu hot rows but no hot_layers or hot_rows",
+				       (unsigned long long)o.n_hot);
+		for (uint64_t i = 0; i < o.n_hot; i++)
+			if (o.hot_layers[i] >= st->cfg->n_layers ||
+			    o.hot_rows[i] >= st->cfg->layers[o.hot_layers[i]].rows)
+				return eg_fail(-EINVAL, "cachesim options: hot row %llu (layer index %u, row %llu) is not "
+						       "in the store's tables", (unsigned long long)i, o.hot_layers[i],
+					       (unsigned long long)o.hot_rows[i]);
+	}
+	for (unsigned i = 0; i < st->n_pieces; i++)
+		if (st->pieces[i].t->record_size > record_bytes)
+			record_bytes = st->pieces[i].t->record_size;
+	if (!(s = calloc(1, sizeof(*s))))
+		return eg_fail(-ENOMEM, "out of memory for a cache simulation");
+	s->st = st;
+	s->policy = policy;
+	s->budget = budget_bytes;
+	s->measure = 1;
+	if ((err = create(s, &o, record_bytes)) < 0) {
+		engram_cachesim_destroy(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+ENGRAM_API void engram_cachesim_destroy(engram_cachesim *s)
+{
+	EG_KEEP_ERRNO;
+	if (!s)
+		return;
+	if (s->units)
+		eg_units_destroy(&s->u);
+	engram_rowcache_close(s->rc);
+	free(s->hot.k);
+	free(s->stamp);
+	free(s->prev);
+	free(s->next);
+	free(s->pinned);
+	free(s->cls);
+	free(s->ukeys);
+	free(s);
+}
+
+/* ---- page-lru: the recency list over the unit table's slots ---- */
+
+static void lru_unlink(struct engram_cachesim *s, uint32_t i)
+{
+	if (s->prev[i] != EG_NO_UNIT)
+		s->next[s->prev[i]] = s->next[i];
+	else
+		s->head = s->next[i];
+	if (s->next[i] != EG_NO_UNIT)
+		s->prev[s->next[i]] = s->prev[i];
+	else
+		s->tail = s->prev[i];
+}
+
+static void lru_front(struct engram_cachesim *s, uint32_t i)
+{
+	s->prev[i] = EG_NO_UNIT;
+	s->next[i] = s->head;
+	if (s->head != EG_NO_UNIT)
+		s->prev[s->head] = i;
+	s->head = i;
+	if (s->tail == EG_NO_UNIT)
+		s->tail = i;
+}
+
+/* ---- units ---- */
+
+/* A unit used by this step (found or read): CLOCK's reference bit, or the front of the LRU list. */
+static void unit_touch(struct engram_cachesim *s, uint32_t i)
+{
+	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU) {
+		lru_unlink(s, i);
+		lru_front(s, i);
+	} else {
+		s->u.u[i].ref = 1;
+	}
+}
+
+/* The unit read now, for this step: a free slot, else the policy's victim; EG_NO_UNIT when none can go (every
+ * unit pinned by the step, or a budget of no pages). */
+static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
+{
+	uint32_t i;
+
+	if (!s->units)
+		return EG_NO_UNIT;
+	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU && s->u.free_head == EG_NO_UNIT) {
+		eg_units_drop(&s->u, s->tail);
+		lru_unlink(s, s->tail);
+	}
+	if ((i = eg_units_alloc(&s->u, key)) == EG_NO_UNIT)
+		return i;
+	s->u.u[i].state = EG_UNIT_READY;
+	s->stamp[i] = s->step + 1;
+	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU)
+		lru_front(s, i);
+	return i;
+}
+
+/* The other rows of a unit read at push go into free row slots while the row cache fills, as the session's
+ * completion does. */
+static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
+{
+	const struct eg_disk_table *t = s->st->pieces[(ukey >> 40) - 1].t;
+	uint64_t first, end;
+
+	if (!t->rows_per_page || !eg_rc_filling(s->rc))
+		return;
+	eg_sess_unit_rows(t, ukey & ((1ull << 40) - 1), &first, &end);
+	for (uint64_t local = first; local < end; local++) /* the sets are scattered: their loads overlap */
+		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
+	for (uint64_t local = first; local < end; local++)
+		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local), NULL, 0);
+}
+
+/* A push's request of one row (engram_session_push: eg_sess_request_rows with the step's pin). */
+static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uint64_t ukey)
+{
+	uint64_t key = eg_rc_key(layer, row);
+	uint32_t i;
+
+	if (s->hot.n && keyset_has(&s->hot, key))
+		return;
+	if (s->rc && eg_rc_has(s->rc, key))
+		return;
+	if ((i = s->units ? eg_units_find(&s->u, ukey) : EG_NO_UNIT) != EG_NO_UNIT) {
+		unit_touch(s, i);
+	} else {
+		if ((i = unit_read(s, ukey)) == EG_NO_UNIT)
+			return; /* gather reads it */
+		if (s->rc)
+			fill_rows(s, layer, ukey);
+	}
+	if (s->policy != ENGRAM_CACHESIM_PAGE_LRU && !s->u.u[i].pins) { /* held for the step: not evicted before
+									  its gather */
+		s->u.u[i].pins = 1;
+		s->pinned[s->n_pinned++] = i;
+	}
+}
+
+ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
+{
+	EG_KEEP_ERRNO;
+	if (!s)
+		return eg_fail(-EINVAL, "engram_cachesim_begin: NULL simulation");
+	if (flags & ~ENGRAM_CACHESIM_UNCOUNTED)
+		return eg_fail(-EINVAL, "engram_cachesim_begin: unknown flags 0x%x", flags);
+	for (size_t i = 0; i < s->n_pinned; i++) /* engram_session_begin */
+		s->u.u[s->pinned[i]].pins--;
+	s->n_pinned = 0;
+	s->step++;
+	s->measure = !(flags & ENGRAM_CACHESIM_UNCOUNTED);
+	return 0;
+}
+
+/* The units of a call's rows into s->ukeys (and room for their classes in s->cls). */
+static int call_units(struct engram_cachesim *s, const char *fn, unsigned li, const uint64_t *rows, size_t n)
+{
+	if (n && !rows)
+		return eg_fail(-EINVAL, "%s: NULL rows", fn);
+	if (n > s->cap) {
+		uint8_t *c = realloc(s->cls, n);
+		if (c)
+			s->cls = c;
+		uint64_t *k = c ? realloc(s->ukeys, n * sizeof(*k)) : NULL;
+		if (!k)
+			return eg_fail(-ENOMEM, "out of memory for a cache simulation's %zu rows", n);
+		s->ukeys = k;
+		s->cap = n;
+	}
+	return row_units(s->st, li, rows, n, s->ukeys);
+}
+
+ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
+{
+	EG_KEEP_ERRNO;
+	int err;
+
+	if (!s)
+		return eg_fail(-EINVAL, "engram_cachesim_push: NULL simulation");
+	if ((err = call_units(s, "engram_cachesim_push", li, rows, n)) < 0)
+		return err;
+	for (size_t k = 0; k < n; k++) {
+		if (s->rc)
+			eg_rc_prefetch_ahead(s->rc, li, rows, n, k);
+		request(s, li, rows[k], s->ukeys[k]);
+	}
+	return 0;
+}
+
+/* A layer's gather (classify, then resolve, as engram_session_gather does). */
+ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
+{
+	EG_KEEP_ERRNO;
+	uint64_t ram = 0, hot = 0;
+	int err;
+
+	if (!s)
+		return eg_fail(-EINVAL, "engram_cachesim_gather: NULL simulation");
+	if ((err = call_units(s, "engram_cachesim_gather", li, rows, n)) < 0)
+		return err;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t key = eg_rc_key(li, rows[k]);
+		if (s->rc)
+			eg_rc_prefetch_ahead(s->rc, li, rows, n, k);
+		uint32_t i = s->units ? eg_units_find(&s->u, s->ukeys[k]) : EG_NO_UNIT;
+		int read_now = i != EG_NO_UNIT && s->stamp[i] == s->step + 1;
+		if (s->hot.n && keyset_has(&s->hot, key)) {
+			s->cls[k] = CLS_HOT;
+			hot++;
+			ram++;
+		} else if (s->rc && eg_rc_has(s->rc, key)) {
+			/* a row filled in from a page this step read came from the disk */
+			s->cls[k] = CLS_RC;
+			ram += !read_now;
+		} else {
+			s->cls[k] = CLS_UNIT;
+			ram += i != EG_NO_UNIT && !read_now;
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		uint64_t key = eg_rc_key(li, rows[k]);
+		if (s->cls[k] == CLS_HOT || (s->cls[k] == CLS_RC && eg_rc_get(s->rc, key, NULL, 0)))
+			continue;
+		uint32_t i = s->units ? eg_units_find(&s->u, s->ukeys[k]) : EG_NO_UNIT;
+		if (i != EG_NO_UNIT)
+			unit_touch(s, i);
+		else
+			unit_read(s, s->ukeys[k]);
+		if (s->rc)
+			eg_rc_put(s->rc, key, NULL, 0);
+	}
+	if (s->measure) {
+		s->lookups += n;
+		s->ram += ram;
+		s->hot_hits += hot;
+	}
+	return 0;
+}
+
+ENGRAM_API int engram_cachesim_result(const engram_cachesim *s, struct engram_cachesim_result *out)
+{
+	EG_KEEP_ERRNO;
+	struct engram_cachesim_result r = { .size = sizeof(r) };
+	int row;
+
+	if (!s || !out)
+		return eg_fail(-EINVAL, "engram_cachesim_result: NULL argument");
+	row = s->policy == ENGRAM_CACHESIM_ROW || s->policy == ENGRAM_CACHESIM_HOT_ROW;
+	r.policy = s->policy;
+	r.budget_bytes = s->budget;
+	r.lookups = s->lookups;
+	r.ram = s->ram;
+	r.hot_hits = s->hot_hits;
+	r.pages = s->units;
+	r.staging_bytes = s->staging;
+	r.row_slots = s->rc_slots;
+	r.ways = row ? EG_RC_WAYS : 0;
+	r.slot_bytes = (unsigned)s->rc_slot_bytes;
+	r.hot_rows = s->hot_rows;
+	return eg_struct_out(out, &r, sizeof(r), EG_SIZE_THROUGH(struct engram_cachesim_result, hot_rows),
+			     "cachesim result");
+}
