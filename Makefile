@@ -21,7 +21,7 @@ endif
 ifneq ($(SANITIZE),)
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude -Ilib $(EXTRA_INC) $(WARN) $(SANFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude $(EXTRA_INC) $(WARN) $(SANFLAGS) \
 	$(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 # libengram (serving) and libengram-pack (the packer; its own library so that serving loads none of it)
@@ -41,7 +41,7 @@ PSHARED := $(B)/libengram-pack.so.$(VERSION)
 PSONAME := libengram-pack.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
 STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
-	tools/residency.c tools/cachesim.c
+	tools/residency.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o
@@ -69,10 +69,12 @@ tools: $(TOOLS)
 tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP)
 benches: $(BENCHES) $(B)/bench/libbench_step.so
 
-# the packer's headers are for the packer and the tests and benchmarks that reach into it; these also use
-# helpers of the tools (tools/residency.h, tools/toolutil.h)
-$(B)/lib/pack/%.o: EXTRA_INC = -Ilib/pack
-$(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = -Ilib/pack -Itools
+# lib/'s headers are for the libraries and the tests and benchmarks that reach into them: the tools see only
+# include/ (the public API). The packer's headers likewise; tests and benchmarks also use helpers of the tools
+# (tools/residency.h, tools/toolutil.h)
+$(B)/lib/%.o: EXTRA_INC = -Ilib
+$(B)/lib/pack/%.o: EXTRA_INC = -Ilib -Ilib/pack
+$(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = -Ilib -Ilib/pack -Itools
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)

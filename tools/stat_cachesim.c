@@ -1,21 +1,39 @@
 /* engram-stat cachesim: how many row lookups RAM serves at each budget, for each RAM tier policy, under the
  * shard's real layout and replay's step schedule, from the keys alone (no table data is read): the answer to
- * "how much RAM for 90%?" in seconds. The policies are in cachesim.c. */
+ * "how much RAM for 90%?" in seconds. The policies are the library's (engram_cachesim_create(3)). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cachesim.h"
-#include "layout.h"
+#include "engram.h"
 #include "replay_run.h"
 #include "replay_stream.h"
-#include "session.h"
 #include "stat.h"
 #include "toolutil.h"
 
 #define MAX_BUDGETS 64
 #define UNIT_TAG (1ull << 63) /* seen-map keys of units, beside those of rows */
+#define N_POLICIES 4          /* engram_cachesim_policy_name() of 0 .. N_POLICIES - 1 */
+
+/* The key of a row of a layer: rows of the first layer index first, then by row (the ranking's tie order). */
+static uint64_t row_key(unsigned layer_index, uint64_t row)
+{
+	return (uint64_t)(layer_index + 1) << 40 | row;
+}
+
+static const char *policy_name(unsigned p)
+{
+	return engram_cachesim_policy_name((enum engram_cachesim_policy)p);
+}
+
+/* One policy at one budget, and what it found. */
+struct run {
+	engram_cachesim *sim;
+	unsigned policy;
+	uint64_t mem_mb;
+	struct engram_cachesim_result r;
+};
 
 static void usage(FILE *f)
 {
@@ -115,10 +133,10 @@ static int cmp_ranked(const void *a, const void *b)
 	return (x->key > y->key) - (x->key < y->key);
 }
 
-/* The row keys of the profile streams (comma-separated), most looked up first (ties: lower key first), each
- * stream cut into sequences as the measured one is. */
+/* The rows of the profile streams (comma-separated) as (layer index, row), most looked up first (ties: lower
+ * layer index, then lower row first), each stream cut into sequences as the measured one is. */
 static int rank_profile(const char *list, const engram_config *cfg, const struct replay_info *info,
-			uint64_t **out, uint64_t *n_out)
+			unsigned **out_layers, uint64_t **out_rows, uint64_t *n_out)
 {
 	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
 	uint64_t vocab = engram_config_raw_vocab(cfg), n = 0, cap = 0, *keys = NULL, *rows = NULL;
@@ -126,6 +144,7 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 	char *copy = strdup(list), *save = NULL;
 	engram_hasher *h = NULL;
 	struct ranked *rk = NULL;
+	unsigned *layers = NULL;
 	int err, status = -1;
 
 	if (!copy || !(rows = malloc((size_t)L * CHUNK * cols * sizeof(*rows)))) {
@@ -179,7 +198,7 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 				}
 				for (unsigned l = 0; l < L; l++)
 					for (size_t k = 0; k < m * cols; k++)
-						keys[n++] = eg_rc_key(l, rows[(size_t)l * m * cols + k]);
+						keys[n++] = row_key(l, rows[(size_t)l * m * cols + k]);
 			}
 		}
 		free(starts);
@@ -189,7 +208,7 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 	uint64_t d = 0;
 	for (uint64_t i = 0; i < n; i++)
 		d += !i || keys[i] != keys[i - 1];
-	if (!(rk = malloc((d ? d : 1) * sizeof(*rk)))) {
+	if (!(rk = malloc((d ? d : 1) * sizeof(*rk))) || !(layers = malloc((d ? d : 1) * sizeof(*layers)))) {
 		tool_error("out of memory for the profile's ranking");
 		goto out;
 	}
@@ -200,11 +219,15 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 		rk[d - 1].count++;
 	}
 	qsort(rk, d, sizeof(*rk), cmp_ranked);
-	for (uint64_t i = 0; i < d; i++)
-		keys[i] = rk[i].key;
-	*out = keys;
+	for (uint64_t i = 0; i < d; i++) {
+		layers[i] = (unsigned)(rk[i].key >> 40) - 1;
+		keys[i] = rk[i].key & ((1ull << 40) - 1);
+	}
+	*out_layers = layers;
+	*out_rows = keys;
 	*n_out = d;
 	keys = NULL;
+	layers = NULL;
 	status = 0;
 out:
 	engram_hasher_destroy(h);
@@ -212,6 +235,7 @@ out:
 	free(rows);
 	free(rk);
 	free(keys);
+	free(layers);
 	return status;
 }
 
@@ -255,9 +279,9 @@ static int parse_policies(const char *arg, unsigned *mask)
 	}
 	for (char *t = strtok_r(copy, ",", &save); t && !status; t = strtok_r(NULL, ",", &save)) {
 		unsigned p = 0;
-		while (p < CS_POLICIES && strcmp(t, cs_policy_names[p]))
+		while (p < N_POLICIES && strcmp(t, policy_name(p)))
 			p++;
-		if (p == CS_POLICIES) {
+		if (p == N_POLICIES) {
 			tool_error("--policy '%s' is not page-lru, page, row or hot+row", t);
 			status = -1;
 		} else {
@@ -276,7 +300,6 @@ static int parse_policies(const char *arg, unsigned *mask)
 
 /* Per Engram layer (in the order the layers run), the step's rows and units, and where its pushes begin. */
 struct step_rows {
-	struct cs_layer_rows *lr;
 	uint64_t **rows, **ukeys;
 	size_t **push_begin;
 	uint64_t *tmp;
@@ -285,12 +308,11 @@ struct step_rows {
 static int step_rows_init(struct step_rows *r, unsigned L, size_t max_rows, size_t max_pushes, size_t tmp_n)
 {
 	memset(r, 0, sizeof(*r));
-	r->lr = calloc(L, sizeof(*r->lr));
 	r->rows = calloc(L, sizeof(*r->rows));
 	r->ukeys = calloc(L, sizeof(*r->ukeys));
 	r->push_begin = calloc(L, sizeof(*r->push_begin));
 	r->tmp = malloc((tmp_n ? tmp_n : 1) * sizeof(*r->tmp));
-	if (!r->lr || !r->rows || !r->ukeys || !r->push_begin || !r->tmp)
+	if (!r->rows || !r->ukeys || !r->push_begin || !r->tmp)
 		return -1;
 	for (unsigned l = 0; l < L; l++)
 		if (!(r->rows[l] = malloc((max_rows ? max_rows : 1) * sizeof(uint64_t))) ||
@@ -307,7 +329,6 @@ static void step_rows_free(struct step_rows *r, unsigned L)
 		free(r->ukeys[l]);
 		free(r->push_begin[l]);
 	}
-	free(r->lr);
 	free(r->rows);
 	free(r->ukeys);
 	free(r->push_begin);
@@ -335,8 +356,29 @@ struct totals {
 	uint64_t lookups, first_rows, first_units;
 };
 
+/* One step of one simulation: the pushes of every layer (layers in the order they run), then every layer's
+ * gather. */
+static int sim_step(engram_cachesim *sim, const struct step_rows *r, const unsigned *order, unsigned L, size_t n_push,
+		    int measure)
+{
+	int err;
+
+	if ((err = engram_cachesim_begin(sim, measure ? 0 : ENGRAM_CACHESIM_UNCOUNTED)) < 0)
+		return err;
+	for (size_t j = 0; L && j < n_push; j++)
+		for (unsigned k = 0; k < L; k++) {
+			size_t b = r->push_begin[k][j];
+			if ((err = engram_cachesim_push(sim, order[k], r->rows[k] + b, r->push_begin[k][j + 1] - b)) < 0)
+				return err;
+		}
+	for (unsigned k = 0; k < L; k++)
+		if ((err = engram_cachesim_gather(sim, order[k], r->rows[k], r->push_begin[k][n_push])) < 0)
+			return err;
+	return 0;
+}
+
 static int replay_steps(const engram_store *st, const struct replay_sched *sc, const int64_t *tokens,
-			const struct replay_info *info, struct cs_sim *sims, size_t n_sims, struct totals *tot)
+			const struct replay_info *info, struct run *runs, size_t n_runs, struct totals *tot)
 {
 	const engram_config *cfg = engram_store_config(st);
 	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
@@ -380,39 +422,30 @@ static int replay_steps(const engram_store *st, const struct replay_sched *sc, c
 		for (unsigned k = 0; k < L; k++) {
 			unsigned l = order[k];
 			r.push_begin[k][j] = pos * cols;
+			if ((err = engram_cachesim_units(st, l, r.rows[k], pos * cols, r.ukeys[k])) < 0) {
+				tool_error("'%s': %s", info->shard, engram_last_error());
+				goto out;
+			}
 			for (size_t q = 0; q < pos * cols; q++) {
-				uint64_t row = r.rows[k][q];
-				const struct eg_piece *p = eg_store_find(st, l, row);
-				if (!p) {
-					tool_error("row %llu of layer %d is not in '%s'", (unsigned long long)row,
-						   engram_config_layer_id(cfg, l), info->shard);
-					goto out;
-				}
-				uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
-				r.ukeys[k][q] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_sess_unit_bytes(p->t));
-				if (measure) {
-					int64_t a = seen_first(&seen, eg_rc_key(l, row), (uint32_t)s);
-					int64_t b = seen_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s);
-					if (a < 0 || b < 0) {
-						tool_error("out of memory for the rows seen");
-						goto out;
-					}
-					tot->first_rows += a == (int64_t)s;
-					tot->first_units += b == (int64_t)s;
-				} else if (seen_first(&seen, eg_rc_key(l, row), (uint32_t)s) < 0 ||
-					   seen_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s) < 0) {
+				int64_t a = seen_first(&seen, row_key(l, r.rows[k][q]), (uint32_t)s);
+				int64_t b = seen_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s);
+				if (a < 0 || b < 0) {
 					tool_error("out of memory for the rows seen");
 					goto out;
 				}
+				if (measure) {
+					tot->first_rows += a == (int64_t)s;
+					tot->first_units += b == (int64_t)s;
+				}
 			}
-			r.lr[k] = (struct cs_layer_rows){ .layer = l, .rows = r.rows[k], .ukeys = r.ukeys[k], .n = pos * cols,
-							  .push_begin = r.push_begin[k], .n_push = j };
 			if (measure)
 				tot->lookups += pos * cols;
 		}
-		for (size_t i = 0; i < n_sims; i++)
-			if (cs_sim_step(&sims[i], st, r.lr, L, (uint32_t)s, measure) < 0)
+		for (size_t i = 0; i < n_runs; i++)
+			if ((err = sim_step(runs[i].sim, &r, order, L, j, measure)) < 0) {
+				tool_lib_error(err);
 				goto out;
+			}
 	}
 	status = 0;
 out:
@@ -432,7 +465,7 @@ static double rate(uint64_t a, uint64_t b)
 }
 
 static void print_text(const struct replay_info *info, uint64_t table_bytes, const struct totals *tot,
-		       const uint64_t *mb, size_t n_mb, unsigned pol, const struct cs_sim *sims, double hot_share)
+		       const uint64_t *mb, size_t n_mb, unsigned pol, const struct run *runs, double hot_share)
 {
 	printf("cachesim: '%s', %zu tokens in %zu sequences, batch %u: %zu steps (%zu warm-up, %zu measured)\n",
 	       info->shard, info->n_tokens, info->n_seqs, info->batch, info->steps, info->warmup_steps,
@@ -442,28 +475,29 @@ static void print_text(const struct replay_info *info, uint64_t table_bytes, con
 	       (unsigned long long)tot->lookups, rate(tot->first_rows, tot->lookups),
 	       rate(tot->first_units, tot->lookups));
 	printf("%10s %8s", "MiB", "% table");
-	for (unsigned p = 0; p < CS_POLICIES; p++)
+	for (unsigned p = 0; p < N_POLICIES; p++)
 		if (pol & 1u << p)
-			printf(" %9s", cs_policy_names[p]);
+			printf(" %9s", policy_name(p));
 	printf("\n");
 	for (size_t b = 0, i = 0; b < n_mb; b++) {
 		printf("%10llu %7.2f%%", (unsigned long long)mb[b], 100.0 * (double)(mb[b] << 20) / (double)table_bytes);
-		for (unsigned p = 0; p < CS_POLICIES; p++)
+		for (unsigned p = 0; p < N_POLICIES; p++)
 			if (pol & 1u << p) {
-				printf(" %9.4f", rate(sims[i].ram, sims[i].lookups));
+				printf(" %9.4f", rate(runs[i].r.ram, runs[i].r.lookups));
 				i++;
 			}
 		printf("\n");
 	}
 	printf("\n(RAM-served fraction of the measured row lookups)\n");
 	for (size_t i = 0; i < n_mb * (size_t)__builtin_popcount(pol); i++) {
-		const struct cs_sim *s = &sims[i];
-		if (!s->rc_slots)
+		const struct engram_cachesim_result *s = &runs[i].r;
+		if (!s->row_slots)
 			continue; /* not a row tier, or one of no RAM */
-		printf("%7llu MiB %-8s staging %llu MiB (%llu pages), %llu row slots of %zu B in sets of %u",
-		       (unsigned long long)s->mem_mb, cs_policy_names[s->policy], (unsigned long long)s->staging_mb,
-		       (unsigned long long)s->units, (unsigned long long)s->rc_slots, s->rc_slot_bytes, EG_RC_WAYS);
-		if (s->policy == CS_HOT_ROW)
+		printf("%7llu MiB %-8s staging %llu MiB (%llu pages), %llu row slots of %u B in sets of %u",
+		       (unsigned long long)runs[i].mem_mb, policy_name(runs[i].policy),
+		       (unsigned long long)(s->staging_bytes >> 20), (unsigned long long)s->pages,
+		       (unsigned long long)s->row_slots, s->slot_bytes, s->ways);
+		if (s->policy == ENGRAM_CACHESIM_HOT_ROW)
 			printf(", %llu hot rows (%.2f of the budget; %.4f of lookups)", (unsigned long long)s->hot_rows,
 			       hot_share, rate(s->hot_hits, s->lookups));
 		printf("\n");
@@ -476,11 +510,11 @@ static json_t *jint(uint64_t v)
 }
 
 static char *to_json(const struct replay_info *info, uint64_t table_bytes, const struct totals *tot,
-		     const struct cs_sim *sims, size_t n_sims, double hot_share, const char *profile)
+		     const struct run *runs, size_t n_runs, double hot_share, const char *profile)
 {
-	json_t *doc = json_object(), *runs = json_array();
+	json_t *doc = json_object(), *jruns = json_array();
 	char *s = NULL;
-	int bad = !doc || !runs;
+	int bad = !doc || !jruns;
 
 	bad = bad || json_object_set_new(doc, "shard", json_string(info->shard)) ||
 	      json_object_set_new(doc, "tokens", info->tokens_path ? json_string(info->tokens_path) : json_null()) ||
@@ -494,28 +528,28 @@ static char *to_json(const struct replay_info *info, uint64_t table_bytes, const
 	      json_object_set_new(doc, "first_units", jint(tot->first_units)) ||
 	      json_object_set_new(doc, "profile", profile ? json_string(profile) : json_null()) ||
 	      json_object_set_new(doc, "hot_share", json_real(hot_share));
-	for (size_t i = 0; !bad && i < n_sims; i++) {
-		const struct cs_sim *m = &sims[i];
+	for (size_t i = 0; !bad && i < n_runs; i++) {
+		const struct engram_cachesim_result *m = &runs[i].r;
 		json_t *r = json_object();
-		bad = !r || json_array_append_new(runs, r) ||
-		      json_object_set_new(r, "policy", json_string(cs_policy_names[m->policy])) ||
-		      json_object_set_new(r, "mem_mb", jint(m->mem_mb)) ||
+		bad = !r || json_array_append_new(jruns, r) ||
+		      json_object_set_new(r, "policy", json_string(policy_name(runs[i].policy))) ||
+		      json_object_set_new(r, "mem_mb", jint(runs[i].mem_mb)) ||
 		      json_object_set_new(r, "ram_rate", json_real(rate(m->ram, m->lookups))) ||
 		      json_object_set_new(r, "lookups", jint(m->lookups)) || json_object_set_new(r, "ram", jint(m->ram)) ||
-		      json_object_set_new(r, "pages", jint(m->units));
-		if (!bad && (m->policy == CS_ROW || m->policy == CS_HOT_ROW))
-			bad = json_object_set_new(r, "staging_mb", jint(m->staging_mb)) ||
-			      json_object_set_new(r, "row_slots", jint(m->rc_slots)) ||
-			      json_object_set_new(r, "slot_bytes", jint(m->rc_slot_bytes)) ||
-			      json_object_set_new(r, "ways", jint(EG_RC_WAYS)) ||
+		      json_object_set_new(r, "pages", jint(m->pages));
+		if (!bad && (m->policy == ENGRAM_CACHESIM_ROW || m->policy == ENGRAM_CACHESIM_HOT_ROW))
+			bad = json_object_set_new(r, "staging_mb", jint(m->staging_bytes >> 20)) ||
+			      json_object_set_new(r, "row_slots", jint(m->row_slots)) ||
+			      json_object_set_new(r, "slot_bytes", jint(m->slot_bytes)) ||
+			      json_object_set_new(r, "ways", jint(m->ways)) ||
 			      json_object_set_new(r, "hot_rows", jint(m->hot_rows)) ||
 			      json_object_set_new(r, "hot_hits", jint(m->hot_hits));
 	}
-	if (!bad && !json_object_set_new(doc, "runs", runs)) {
-		runs = NULL;
+	if (!bad && !json_object_set_new(doc, "runs", jruns)) {
+		jruns = NULL;
 		s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	}
-	json_decref(runs);
+	json_decref(jruns);
 	json_decref(doc);
 	return s;
 }
@@ -539,15 +573,17 @@ int stat_cachesim(int argc, char **argv)
 	};
 	struct replay_info info = { 0 };
 	struct replay_stream_args sa = { 0 };
-	uint64_t mb[MAX_BUDGETS], staging_given = 0, *hot = NULL, n_hot = 0, table_bytes = 0;
-	size_t n_mb = 0, n_sims = 0, *starts = NULL;
+	uint64_t mb[MAX_BUDGETS], staging_given = 0, *hot = NULL, n_hot = 0;
+	unsigned *hot_layers = NULL;
+	size_t n_mb = 0, n_runs = 0, *starts = NULL;
 	unsigned pol = 0;
 	double hot_share = 0.5;
 	const char *profile = NULL;
 	int json = 0, c, err, status = 1;
 	int64_t *tokens = NULL;
 	struct replay_sched sc = { 0 };
-	struct cs_sim *sims = NULL;
+	struct run *runs = NULL;
+	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
 	struct totals tot = { 0 };
 	engram_store *st = NULL;
 	char *doc = NULL;
@@ -589,8 +625,9 @@ int stat_cachesim(int argc, char **argv)
 		return 2;
 	}
 	if (!pol)
-		pol = (1u << CS_PAGE_LRU) | (1u << CS_PAGE) | (1u << CS_ROW) | (profile ? 1u << CS_HOT_ROW : 0);
-	if ((pol & 1u << CS_HOT_ROW) && !profile) {
+		pol = (1u << ENGRAM_CACHESIM_PAGE_LRU) | (1u << ENGRAM_CACHESIM_PAGE) | (1u << ENGRAM_CACHESIM_ROW) |
+		      (profile ? 1u << ENGRAM_CACHESIM_HOT_ROW : 0);
+	if ((pol & 1u << ENGRAM_CACHESIM_HOT_ROW) && !profile) {
 		tool_error("--policy hot+row needs --profile: the streams that rank its hot rows");
 		return 2;
 	}
@@ -601,50 +638,60 @@ int stat_cachesim(int argc, char **argv)
 	const engram_config *cfg = engram_store_config(st);
 	if (replay_stream_build(&info, &sa, cfg, &tokens, &starts, &sc) < 0)
 		goto done;
-	if ((pol & 1u << CS_HOT_ROW) && rank_profile(profile, cfg, &info, &hot, &n_hot) < 0)
+	if ((pol & 1u << ENGRAM_CACHESIM_HOT_ROW) && rank_profile(profile, cfg, &info, &hot_layers, &hot, &n_hot) < 0)
 		goto done;
-	size_t record_bytes = 0;
-	for (unsigned i = 0; i < st->n_pieces; i++) {
-		table_bytes += st->pieces[i].t->n_pages * EG_PAGE;
-		if (st->pieces[i].t->record_size > record_bytes)
-			record_bytes = st->pieces[i].t->record_size;
+	if ((err = engram_store_info(st, &si)) < 0) {
+		tool_lib_error(err);
+		goto done;
 	}
-	if (!(sims = calloc(n_mb * CS_POLICIES, sizeof(*sims)))) {
+	if (!(runs = calloc(n_mb * N_POLICIES, sizeof(*runs)))) {
 		tool_error("out of memory");
 		goto done;
 	}
 	for (size_t b = 0; b < n_mb; b++)
-		for (unsigned p = 0; p < CS_POLICIES; p++) {
+		for (unsigned p = 0; p < N_POLICIES; p++) {
 			if (!(pol & 1u << p))
 				continue;
-			uint64_t staging = 0;
-			if (p == CS_ROW || p == CS_HOT_ROW)
-				staging = replay_staging_mb(cfg, info.batch, mb[b], staging_given);
-			uint64_t hot_bytes = (uint64_t)(hot_share * (double)(mb[b] << 20));
-			if (cs_sim_init(&sims[n_sims++], (enum cs_policy)p, mb[b], staging, hot_bytes, record_bytes, hot,
-					n_hot) < 0)
+			struct engram_cachesim_options o = ENGRAM_INIT(struct engram_cachesim_options);
+			if (p == ENGRAM_CACHESIM_ROW || p == ENGRAM_CACHESIM_HOT_ROW)
+				o.staging_bytes = replay_staging_mb(cfg, info.batch, mb[b], staging_given) << 20;
+			o.hot_bytes = (uint64_t)(hot_share * (double)(mb[b] << 20));
+			o.hot_layers = hot_layers;
+			o.hot_rows = hot;
+			o.n_hot = n_hot;
+			runs[n_runs] = (struct run){ .policy = p, .mem_mb = mb[b], .r = ENGRAM_INIT(struct engram_cachesim_result) };
+			if ((err = engram_cachesim_create(&runs[n_runs++].sim, st, (enum engram_cachesim_policy)p, mb[b] << 20,
+							  &o)) < 0) {
+				tool_lib_error(err);
 				goto done;
+			}
 		}
-	if (replay_steps(st, &sc, tokens, &info, sims, n_sims, &tot) < 0)
+	if (replay_steps(st, &sc, tokens, &info, runs, n_runs, &tot) < 0)
 		goto done;
+	for (size_t i = 0; i < n_runs; i++)
+		if ((err = engram_cachesim_result(runs[i].sim, &runs[i].r)) < 0) {
+			tool_lib_error(err);
+			goto done;
+		}
 	if (json) {
-		if (!(doc = to_json(&info, table_bytes, &tot, sims, n_sims, hot_share, profile))) {
+		if (!(doc = to_json(&info, si.raw_bytes, &tot, runs, n_runs, hot_share, profile))) {
 			tool_error("out of memory");
 			goto done;
 		}
 		fputs(doc, stdout);
 		fputc('\n', stdout);
 	} else {
-		print_text(&info, table_bytes, &tot, mb, n_mb, pol, sims, hot_share);
+		print_text(&info, si.raw_bytes, &tot, mb, n_mb, pol, runs, hot_share);
 	}
 	if (tool_flush_stdout() < 0)
 		goto done;
 	status = 0;
 done:
-	for (size_t i = 0; i < n_sims; i++)
-		cs_sim_free(&sims[i]);
-	free(sims);
+	for (size_t i = 0; i < n_runs; i++)
+		engram_cachesim_destroy(runs[i].sim);
+	free(runs);
 	free(hot);
+	free(hot_layers);
 	free(doc);
 	replay_sched_free(&sc);
 	free(starts);
