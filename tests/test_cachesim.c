@@ -52,7 +52,7 @@ static void test_errors(void **state)
 	engram_cachesim *sim = NULL;
 	struct engram_cachesim_options o = ENGRAM_INIT(struct engram_cachesim_options);
 	struct engram_cachesim_result r = ENGRAM_INIT(struct engram_cachesim_result);
-	unsigned layers[1] = { 0 };
+	unsigned layers[2] = { 0, 0 };
 	uint64_t rows[2] = { 0, UINT64_MAX / 2 }, units[2];
 
 	(void)state;
