@@ -559,10 +559,12 @@ ENGRAM_API const char *engram_cachesim_policy_name(enum engram_cachesim_policy p
  * 0 or -EINVAL (NULL, unknown flags). */
 ENGRAM_API int engram_cachesim_begin(engram_cachesim *sim, unsigned flags);
 /* A push's rows of one layer (n rows, as engram_hasher_push writes them for that layer): their units are
- * requested, as engram_session_push does. Returns 0 or -EINVAL (NULL, bad layer, a row not in the store). */
+ * requested, as engram_session_push does. Returns 0, -EINVAL (NULL, bad layer, a row not in the store), -ENOMEM;
+ * a failed call changes nothing. */
 ENGRAM_API int engram_cachesim_push(engram_cachesim *sim, unsigned layer_index, const uint64_t *rows, size_t n);
 /* A layer's gather of the step's rows (every push's, in push order): counted, then read where not in RAM, as
- * engram_session_gather does. Returns 0, -EINVAL (NULL, bad layer, a row not in the store), -ENOMEM. */
+ * engram_session_gather does. Returns 0, -EINVAL (NULL, bad layer, a row not in the store), -ENOMEM; a failed
+ * call changes nothing. */
 ENGRAM_API int engram_cachesim_gather(engram_cachesim *sim, unsigned layer_index, const uint64_t *rows, size_t n);
 
 struct engram_cachesim_result {
