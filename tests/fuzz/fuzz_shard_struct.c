@@ -407,52 +407,80 @@ static int ignore(void *arg, const char *msg)
 	return 0;
 }
 
-static uint8_t *gbuf[2];
-static size_t gcap;
+/* The store-level gather of a step's layer, made once per input and step: every session of the input hashes the
+ * same tokens to the same rows (checked), so each is held to the same bytes. */
+struct reference {
+	int done, err;
+	uint64_t *rows;
+	size_t n_rows, bytes;
+	uint8_t *data;
+};
+static struct reference *refs; /* [2 steps][layers] */
+static unsigned refs_layers;
 
-static void *room(int which, size_t n)
+static void refs_reset(unsigned layers)
 {
-	if (n > gcap) {
-		free(gbuf[0]);
-		free(gbuf[1]);
-		gbuf[0] = malloc(n);
-		gbuf[1] = malloc(n);
-		if (!gbuf[0] || !gbuf[1])
-			die("gather buffers", "out of memory");
-		gcap = n;
+	for (unsigned i = 0; refs && i < 2 * refs_layers; i++) {
+		free(refs[i].rows);
+		free(refs[i].data);
 	}
-	return gbuf[which];
+	free(refs);
+	refs_layers = layers;
+	if (!(refs = calloc(2 * (size_t)layers + 1, sizeof(*refs))))
+		die("references", "out of memory");
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		die("gather buffers", "out of memory");
+	return p;
 }
 
 /* Every layer of the step through the session, against the store-level gather of the session's own rows. */
-static void compare_layers(const engram_store *st, engram_session *s, enum engram_out out, const char *what)
+static void compare_layers(const engram_store *st, engram_session *s, unsigned step, enum engram_out out,
+			   const char *what)
 {
 	const engram_config *cfg = engram_store_config(st);
-	size_t pos = engram_session_positions(s), cols = engram_config_columns(cfg);
+	size_t n = engram_session_positions(s) * engram_config_columns(cfg);
 
 	for (unsigned l = 0; l < engram_config_num_layers(cfg); l++) {
+		struct reference *r = &refs[step * refs_layers + l];
 		size_t bytes = engram_session_gather_bytes(s, l, out);
 		const uint64_t *rows = engram_session_rows(s, l);
 		if (!rows)
 			die(what, "a layer of the store has no rows");
-		uint8_t *a = room(0, bytes ? bytes : 1), *b = gbuf[1];
+		if (!r->done) {
+			r->done = 1;
+			r->rows = xmalloc(n * sizeof(*rows));
+			memcpy(r->rows, rows, n * sizeof(*rows));
+			r->n_rows = n;
+			r->bytes = bytes;
+			r->data = xmalloc(bytes);
+			r->err = engram_gather_rows(st, l, rows, n, out, r->data, bytes);
+			failed(r->err, what);
+			if (!bytes && r->err >= 0)
+				die(what, "a layer with no table (no gather size) gathered from the store");
+		} else if (r->n_rows != n || r->bytes != bytes || memcmp(r->rows, rows, n * sizeof(*rows)) != 0) {
+			die(what, "sessions of one store hashed the same tokens to other rows");
+		}
+		uint8_t *a = xmalloc(bytes);
 		int ea = engram_session_gather(s, l, out, a, bytes);
 		failed(ea, what);
-		int eb = engram_gather_rows(st, l, rows, pos * cols, out, b, bytes);
-		failed(eb, what);
-		if (!bytes && (ea >= 0 || eb >= 0))
-			die(what, "a layer with no table (no gather size) gathered");
-		if ((ea < 0) != (eb < 0)) {
+		if ((ea < 0) != (r->err < 0)) {
 			char msg[512];
-			snprintf(msg, sizeof(msg), "layer %u: session gather %d, store gather %d (%s)", l, ea, eb,
+			snprintf(msg, sizeof(msg), "layer %u: session gather %d, store gather %d (%s)", l, ea, r->err,
 				 engram_last_error());
 			die(what, msg);
 		}
-		if (ea == 0 && memcmp(a, b, bytes) != 0) {
+		if (ea == 0 && memcmp(a, r->data, bytes) != 0) {
 			char msg[128];
 			snprintf(msg, sizeof(msg), "layer %u: the session gathered other bytes than the store", l);
 			die(what, msg);
 		}
+		free(a);
 	}
 }
 
@@ -479,15 +507,19 @@ static void run_session(const engram_store *st, engram_rowcache *rc, enum engram
 	engram_session_begin(s);
 	err = engram_session_push(s, 0, tok, NULL, n);
 	failed(err, what);
-	if (err == 0)
-		compare_layers(st, s, out, what);
+	if (err < 0) {
+		/* a failed push appends nothing: the slot's history is not the other sessions' */
+		engram_session_destroy(s);
+		return;
+	}
+	compare_layers(st, s, 0, out, what);
 	engram_session_begin(s);
 	unsigned seq = 0;
 	failed(engram_session_prefetch_next(s, &seq, &tok[n - 1], NULL, 1), what);
 	err = engram_session_push_batch(s, &seq, tok, NULL, 1);
 	failed(err, what);
 	if (err == 0)
-		compare_layers(st, s, out, what);
+		compare_layers(st, s, 1, out, what);
 	engram_session_destroy(s);
 }
 
@@ -555,6 +587,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (; ntok < sizeof(def) / sizeof(*def); ntok++)
 			tok[ntok] = def[ntok] % (int64_t)vocab;
 	}
+	refs_reset(engram_config_num_layers(engram_store_config(st)));
 	engram_rowcache *rc = NULL;
 	if (flags & 64)
 		failed(engram_rowcache_open(&rc, st, NULL, 64 << 10, 0), "row cache");
