@@ -7,17 +7,19 @@
  *              (native, bf16, f32); bit 3 a small private cache (16 units) instead of 1 MiB; bit 4 queue depth 2
  *              (else 8); bit 5 the set's last shard opened alone (a store with rows missing); bit 6 sessions with a
  *              private row cache (64 KiB)
- *   byte 2     tokens to push, modulo 17 (0: the default stream), then that many bytes (ids modulo the raw vocab)
+ *   byte 2     tokens to push, modulo 65 (0: the default stream), then that many bytes (ids modulo the raw vocab)
  *   then       12-byte edits: kind (low 4 bits), width (bits 4-5: 1, 2, 4, 8 bytes), operation (bits 6-7: set,
  *              add, xor, set); file (modulo the files of the set); offset (16 bits); value (64 bits)
  *
  * Kinds: 0 header, 1 section table, 2-7 the section of type 1-6 (hash, token map, table directory, frame index,
  * block checksums, source), 8 table data, 9 anywhere in the file, 10 resize the file to value bytes (at most 64 KiB
  * more), 11 a zstd block's content (decoded, changed, cut short, compressed again, padded with a skippable frame:
- * the frame index is unchanged), 12 one table directory entry copied over another.
+ * the frame index is unchanged), 12 one table directory entry copied over another, 13 a byte of table data changed
+ * after the seal (its block checksum no longer matches: zstd reads fail, raw reads serve it, verify reports it).
  *
  * The base sets are packed at start-up with engram_pack (synthetic rows) from fixtures/fuzz/micro.*: raw and zstd,
- * each dtype, byte-plane shuffle on and off, rows larger than a page, and split sets (a manifest and its shards).
+ * each dtype, byte-plane shuffle on and off, rows larger than a page, split sets (a manifest and its shards), and a
+ * table of 32 pages (more than a small session cache holds).
  * Every file of the set is resealed with eg_shard_seal (lib/format.c, the writer's checksums) and written to a
  * memfd; then the store is opened, verified, and a step of tokens is pushed and gathered by sessions in both modes,
  * on io_uring and on the pread pool. Each session gather must equal engram_gather_rows of the session's rows, byte
@@ -41,7 +43,7 @@
 #define MAX_FILES 4
 #define MAX_GROW 65536u
 #define EDIT_BYTES 12
-#define MAX_TOKENS 16
+#define MAX_TOKENS 64
 
 struct image {
 	uint8_t *b;
@@ -55,7 +57,7 @@ struct base {
 	int manifest;                   /* a split set: opened through a manifest naming the shards */
 };
 
-static struct base bases[8];
+static struct base bases[9];
 static unsigned n_bases;
 static int fds[MAX_FILES] = { -1, -1, -1, -1 }, manifest_fd = -1;
 static char manifest_path[64];
@@ -158,7 +160,7 @@ static void pack_base(struct base *bs, const struct variant *v, const char *dir,
 
 static void init(void)
 {
-	char dir[4096], map[4096], micro[4096], micro2[4096], wide[4096];
+	char dir[4096], map[4096], micro[4096], micro2[4096], wide[4096], big[4096];
 	const char *tmp = getenv("TMPDIR");
 
 	snprintf(dir, sizeof(dir), "%s/fuzz-shard-struct.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -169,6 +171,8 @@ static void init(void)
 	write_config(micro2, sizeof(micro2), dir, "micro2.json", "1, 3", 20, 2, 32);
 	/* rows of 1056 f32 (4224 bytes): two pages a row; vocab 2 keeps the table to 5 rows */
 	write_config(wide, sizeof(wide), dir, "wide.json", "2", 2, 1, 1056);
+	/* about 2,000 rows of 64 bytes: 32 pages, more than the 16 units of a small session cache */
+	write_config(big, sizeof(big), dir, "big.json", "2", 500, 2, 32);
 	const struct variant v[] = {
 		{ "f32-raw", micro, "f32", "raw", 1, 0, ENGRAM_SPLIT_NONE, 0 },
 		{ "bf16-zstd-shuffle", micro, "bf16", "zstd", 1, 1, ENGRAM_SPLIT_NONE, 0 },
@@ -178,12 +182,14 @@ static void init(void)
 		{ "wide-f32-raw", wide, "f32", "raw", 2, 0, ENGRAM_SPLIT_NONE, 0 },
 		{ "split-layer-bf16", micro2, "bf16", "raw", 1, 0, ENGRAM_SPLIT_LAYER, 0 },
 		{ "split-size-f32-zstd", micro2, "f32", "zstd", 1, 1, ENGRAM_SPLIT_SIZE, 3 * EG_PAGE },
+		{ "big-bf16-raw", big, "bf16", "raw", 1, 0, ENGRAM_SPLIT_NONE, 0 },
 	};
 	for (unsigned i = 0; i < sizeof(v) / sizeof(*v); i++)
 		pack_base(&bases[n_bases++], &v[i], dir, map);
 	unlink(micro);
 	unlink(micro2);
 	unlink(wide);
+	unlink(big);
 	rmdir(dir);
 	for (unsigned i = 0; i < MAX_FILES; i++)
 		if ((fds[i] = memfd_create("engram-fuzz-shard", MFD_CLOEXEC)) < 0)
@@ -407,51 +413,106 @@ static int ignore(void *arg, const char *msg)
 	return 0;
 }
 
-static uint8_t *gbuf[2];
-static size_t gcap;
+/* The store-level gather of a step's layer, made once per input and step: every session of the input hashes the
+ * same tokens to the same rows (checked), so each is held to the same bytes. */
+struct reference {
+	int done, err;
+	uint64_t *rows;
+	size_t n_rows, bytes;
+	uint8_t *data;
+};
+static struct reference *refs; /* [2 steps][layers] */
+static unsigned refs_layers;
 
-static void *room(int which, size_t n)
+static void refs_reset(unsigned layers)
 {
-	if (n > gcap) {
-		free(gbuf[0]);
-		free(gbuf[1]);
-		gbuf[0] = malloc(n);
-		gbuf[1] = malloc(n);
-		if (!gbuf[0] || !gbuf[1])
-			die("gather buffers", "out of memory");
-		gcap = n;
+	for (unsigned i = 0; refs && i < 2 * refs_layers; i++) {
+		free(refs[i].rows);
+		free(refs[i].data);
 	}
-	return gbuf[which];
+	free(refs);
+	refs_layers = layers;
+	if (!(refs = calloc(2 * (size_t)layers + 1, sizeof(*refs))))
+		die("references", "out of memory");
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		die("gather buffers", "out of memory");
+	return p;
 }
 
 /* Every layer of the step through the session, against the store-level gather of the session's own rows. */
-static void compare_layers(const engram_store *st, engram_session *s, enum engram_out out, const char *what)
+static void compare_layers(const engram_store *st, engram_session *s, unsigned step, enum engram_out out,
+			   const char *what)
 {
 	const engram_config *cfg = engram_store_config(st);
-	size_t pos = engram_session_positions(s), cols = engram_config_columns(cfg);
+	size_t n = engram_session_positions(s) * engram_config_columns(cfg);
 
 	for (unsigned l = 0; l < engram_config_num_layers(cfg); l++) {
+		struct reference *r = &refs[step * refs_layers + l];
 		size_t bytes = engram_session_gather_bytes(s, l, out);
 		const uint64_t *rows = engram_session_rows(s, l);
 		if (!rows)
 			die(what, "a layer of the store has no rows");
-		uint8_t *a = room(0, bytes ? bytes : 1), *b = gbuf[1];
+		if (!r->done) {
+			r->done = 1;
+			r->rows = xmalloc(n * sizeof(*rows));
+			memcpy(r->rows, rows, n * sizeof(*rows));
+			r->n_rows = n;
+			r->bytes = bytes;
+			r->data = xmalloc(bytes);
+			r->err = engram_gather_rows(st, l, rows, n, out, r->data, bytes);
+			failed(r->err, what);
+			if (!bytes && r->err >= 0)
+				die(what, "a layer with no table (no gather size) gathered from the store");
+		} else if (r->n_rows != n || r->bytes != bytes || memcmp(r->rows, rows, n * sizeof(*rows)) != 0) {
+			die(what, "sessions of one store hashed the same tokens to other rows");
+		}
+		uint8_t *a = xmalloc(bytes);
 		int ea = engram_session_gather(s, l, out, a, bytes);
 		failed(ea, what);
-		int eb = engram_gather_rows(st, l, rows, pos * cols, out, b, bytes);
-		failed(eb, what);
-		if (!bytes && (ea >= 0 || eb >= 0))
-			die(what, "a layer with no table (no gather size) gathered");
-		if ((ea < 0) != (eb < 0)) {
+		if ((ea < 0) != (r->err < 0)) {
 			char msg[512];
-			snprintf(msg, sizeof(msg), "layer %u: session gather %d, store gather %d (%s)", l, ea, eb,
+			snprintf(msg, sizeof(msg), "layer %u: session gather %d, store gather %d (%s)", l, ea, r->err,
 				 engram_last_error());
 			die(what, msg);
 		}
-		if (ea == 0 && memcmp(a, b, bytes) != 0) {
+		if (ea == 0 && memcmp(a, r->data, bytes) != 0) {
 			char msg[128];
 			snprintf(msg, sizeof(msg), "layer %u: the session gathered other bytes than the store", l);
 			die(what, msg);
+		}
+		free(a);
+	}
+}
+
+/* The store's descriptions, and engram_read_row against engram_gather_rows (native) for rows at each end and in
+ * the middle of every layer: two store-level read paths, the same bytes or both an error. */
+static void store_level(const engram_store *st)
+{
+	static uint8_t a[1 << 19], b[1 << 19];
+	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+	const engram_config *cfg = engram_store_config(st);
+
+	failed(engram_store_info(st, &si), "store info");
+	if (strlen(si.writer) > 32 || strlen(si.token_map_name) > 120)
+		die("store info", "a string longer than its field");
+	for (unsigned i = 0; i < engram_store_num_tables(st); i++)
+		failed(engram_store_table_info(st, i, &ti), "table info");
+	for (unsigned l = 0; l < engram_config_num_layers(cfg); l++) {
+		uint64_t n = engram_config_table_rows(cfg, l), rows[3] = { 0, n / 2, n ? n - 1 : 0 };
+		for (int k = 0; k < 3; k++) {
+			int ra = engram_read_row(st, l, rows[k], a, sizeof(a));
+			failed(ra, "read row");
+			int rb = engram_gather_rows(st, l, &rows[k], 1, ENGRAM_OUT_NATIVE, b, sizeof(b));
+			failed(rb, "gather one row");
+			if ((ra < 0) != (rb < 0) || (ra > 0 && memcmp(a, b, (size_t)ra) != 0))
+				die("read row", "engram_read_row and engram_gather_rows disagree");
 		}
 	}
 }
@@ -479,15 +540,19 @@ static void run_session(const engram_store *st, engram_rowcache *rc, enum engram
 	engram_session_begin(s);
 	err = engram_session_push(s, 0, tok, NULL, n);
 	failed(err, what);
-	if (err == 0)
-		compare_layers(st, s, out, what);
+	if (err < 0) {
+		/* a failed push appends nothing: the slot's history is not the other sessions' */
+		engram_session_destroy(s);
+		return;
+	}
+	compare_layers(st, s, 0, out, what);
 	engram_session_begin(s);
 	unsigned seq = 0;
 	failed(engram_session_prefetch_next(s, &seq, &tok[n - 1], NULL, 1), what);
 	err = engram_session_push_batch(s, &seq, tok, NULL, 1);
 	failed(err, what);
 	if (err == 0)
-		compare_layers(st, s, out, what);
+		compare_layers(st, s, 1, out, what);
 	engram_session_destroy(s);
 }
 
@@ -530,11 +595,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		else if (kind == 12)
 			copy_table(f, at);
 	}
+	e = data + 3 + ntok;
 	for (unsigned i = 0; i < bs->n; i++) {
 		if (!(flags & 1))
 			relayout(&im[i]);
 		eg_shard_seal(im[i].b, im[i].len);
 	}
+	for (; end - e >= EDIT_BYTES; e += EDIT_BYTES)
+		if ((e[0] & 15) == 13)
+			edit_bytes(&im[e[1] % bs->n], 8, 1, 2, get_le(e + 2, 2), e[4] ? e[4] : 1);
 	write_files(bs, im);
 
 	engram_store *st = NULL;
@@ -547,6 +616,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (err < 0)
 		return 0;
 	failed(engram_verify(st, ignore, NULL), "verify");
+	store_level(st);
 	uint64_t vocab = engram_config_raw_vocab(engram_store_config(st));
 	for (size_t i = 0; i < ntok; i++)
 		tok[i] = (int64_t)(tbytes[i] % vocab);
@@ -555,6 +625,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (; ntok < sizeof(def) / sizeof(*def); ntok++)
 			tok[ntok] = def[ntok] % (int64_t)vocab;
 	}
+	refs_reset(engram_config_num_layers(engram_store_config(st)));
 	engram_rowcache *rc = NULL;
 	if (flags & 64)
 		failed(engram_rowcache_open(&rc, st, NULL, 64 << 10, 0), "row cache");
