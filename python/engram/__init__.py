@@ -24,6 +24,7 @@ Layers are named by model layer id (cfg.layer_ids, e.g. (1, 14) for DeepSeek-V4.
 """
 from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EMAGIC, EPARSE, ESHAPE, ETOKMAP, ETRUNC, EVERSION,
                       Error, InvalidArgument)
+from ._cachesim import CacheSim
 from ._config import Config
 from ._lib import lib as _cdll
 from ._rowcache import RowCache
@@ -32,7 +33,7 @@ from ._store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "Store", "Session", "RowCache", "Error", "InvalidArgument", "library_version", "library_path",
+__all__ = ["Config", "Store", "Session", "RowCache", "CacheSim", "Error", "InvalidArgument", "library_version", "library_path",
            "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE"]
 
 

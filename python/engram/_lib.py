@@ -115,6 +115,34 @@ class RowCacheInfo(ctypes.Structure):
     ]
 
 
+class CacheSimOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("staging_bytes", c_uint64),
+        ("hot_bytes", c_uint64),
+        ("hot_layers", POINTER(c_uint)),
+        ("hot_rows", POINTER(c_uint64)),
+        ("n_hot", c_uint64),
+    ]
+
+
+class CacheSimResult(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("policy", c_int),
+        ("budget_bytes", c_uint64),
+        ("lookups", c_uint64),
+        ("ram", c_uint64),
+        ("hot_hits", c_uint64),
+        ("pages", c_uint64),
+        ("staging_bytes", c_uint64),
+        ("row_slots", c_uint64),
+        ("ways", c_uint),
+        ("slot_bytes", c_uint),
+        ("hot_rows", c_uint64),
+    ]
+
+
 def new(struct):
     """A zeroed caller-allocated struct with its size field set (ENGRAM_INIT)."""
     s = struct()
@@ -128,6 +156,8 @@ STRUCTS = {
     "engram_session_options": SessionOptions,
     "engram_io_stats": IoStats,
     "engram_rowcache_info": RowCacheInfo,
+    "engram_cachesim_options": CacheSimOptions,
+    "engram_cachesim_result": CacheSimResult,
 }
 
 _p = c_void_p  # opaque handles and caller buffers
@@ -175,6 +205,13 @@ _FUNCS = {
     "engram_rowcache_close": (None, [_p]),
     "engram_rowcache_remove": (c_int, [c_char_p]),
     "engram_rowcache_info": (c_int, [_p, POINTER(RowCacheInfo)]),
+    "engram_cachesim_create": (c_int, [_pp, _p, c_int, c_uint64, POINTER(CacheSimOptions)]),
+    "engram_cachesim_destroy": (None, [_p]),
+    "engram_cachesim_policy_name": (c_char_p, [c_int]),
+    "engram_cachesim_begin": (c_int, [_p, c_uint]),
+    "engram_cachesim_push": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_cachesim_gather": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_cachesim_result": (c_int, [_p, POINTER(CacheSimResult)]),
     "engram_session_create": (c_int, [_pp, _p, POINTER(SessionOptions)]),
     "engram_session_destroy": (None, [_p]),
     "engram_session_backend": (c_char_p, [_p]),

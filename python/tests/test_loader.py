@@ -84,6 +84,9 @@ def test_struct_mirrors_match_the_header(tmp_path):
                         ("ENGRAM_OUT_F32", _lib.OUT_F32), ("ENGRAM_MODE_PAGECACHE", _lib.MODE_PAGECACHE),
                         ("ENGRAM_MODE_DIRECT", _lib.MODE_DIRECT)):
         assert int(re.search(rf"\b{name} = (\d+)", header).group(1)) == value
+    for name, value in (("ENGRAM_CACHESIM_PAGE_LRU", "page-lru"), ("ENGRAM_CACHESIM_PAGE", "page"),
+                        ("ENGRAM_CACHESIM_ROW", "row"), ("ENGRAM_CACHESIM_HOT_ROW", "hot+row")):
+        assert int(re.search(rf"\b{name} = (\d+)", header).group(1)) == engram._cachesim.POLICIES[value]
     for code, name in engram._errors.errorcode.items():
         n = int(re.search(rf"ENGRAM_{name} = -\(ENGRAM_ERRNO_BASE \+ (\d+)\)", header).group(1))
         assert code == engram._errors.ERRNO_BASE + n
