@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "keymap.h"
 #include "replay_stats.h"
 #include "toolutil.h"
 
@@ -128,60 +129,14 @@ double replay_lead_ms(const uint64_t *hist, double p)
 	return NAN;
 }
 
-/* ---- distinct rows: an open-addressing set of (layer, row) ---- */
+/* ---- distinct rows ---- */
 
-struct row_set {
-	uint64_t *k;
-	size_t cap, n;
-	unsigned bits; /* cap = 2^bits */
-};
-
-/* Fibonacci hashing: the top bits of the product depend on every bit of the key. */
-static size_t slot_of(uint64_t key, unsigned bits)
-{
-	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
-}
-
-/* Add key (never 0); returns 1 when new, 0 when present, -1 when out of memory. */
-static int set_add(struct row_set *s, uint64_t key)
-{
-	if (2 * (s->n + 1) > s->cap) {
-		unsigned bits = s->cap ? s->bits + 1 : 16;
-		size_t cap = (size_t)1 << bits;
-		uint64_t *k = calloc(cap, sizeof(*k));
-		if (!k)
-			return -1;
-		for (size_t i = 0; i < s->cap; i++) {
-			if (!s->k[i])
-				continue;
-			size_t j = slot_of(s->k[i], bits);
-			while (k[j])
-				j = (j + 1) & (cap - 1);
-			k[j] = s->k[i];
-		}
-		free(s->k);
-		s->k = k;
-		s->cap = cap;
-		s->bits = bits;
-	}
-	size_t j = slot_of(key, s->bits);
-	while (s->k[j]) {
-		if (s->k[j] == key)
-			return 0;
-		j = (j + 1) & (s->cap - 1);
-	}
-	s->k[j] = key;
-	s->n++;
-	return 1;
-}
-
-/* A key per (layer, row): the layer index + 1 above the row number (rows are below 2^48). */
 int replay_count_distinct(const engram_config *cfg, const struct replay_sched *sc, const int64_t *tokens,
 			  unsigned batch, uint64_t *distinct)
 {
 	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
 	uint64_t *rows = malloc((size_t)L * (sc->max_push ? sc->max_push : 1) * cols * sizeof(*rows));
-	struct row_set set = { 0 };
+	struct keymap set = { 0 };
 	engram_hasher *h = NULL;
 	int err, status = -1;
 
@@ -205,18 +160,18 @@ int replay_count_distinct(const engram_config *cfg, const struct replay_sched *s
 		}
 		for (unsigned l = 0; l < L; l++)
 			for (size_t k = 0; k < (size_t)e->n * cols; k++) {
-				int r = set_add(&set, (uint64_t)(l + 1) << 48 | rows[(size_t)l * e->n * cols + k]);
-				if (r < 0) {
+				uint64_t before = set.n;
+				if (keymap_first(&set, keymap_row_key(l, rows[(size_t)l * e->n * cols + k]), 0) < 0) {
 					tool_error("out of memory counting distinct rows");
 					goto out;
 				}
-				distinct[l] += (uint64_t)r;
+				distinct[l] += set.n - before;
 			}
 	}
 	status = 0;
 out:
 	engram_hasher_destroy(h);
-	free(set.k);
+	keymap_free(&set);
 	free(rows);
 	return status;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engram.h"
+#include "keymap.h"
 #include "replay_run.h"
 #include "replay_stream.h"
 #include "stat.h"
@@ -15,12 +16,6 @@
 #define MAX_BUDGETS 64
 #define UNIT_TAG (1ull << 63) /* seen-map keys of units, beside those of rows */
 #define N_POLICIES 4          /* engram_cachesim_policy_name() of 0 .. N_POLICIES - 1 */
-
-/* The key of a row of a layer: rows of the first layer index first, then by row (the ranking's tie order). */
-static uint64_t row_key(unsigned layer_index, uint64_t row)
-{
-	return (uint64_t)(layer_index + 1) << 40 | row;
-}
 
 static const char *policy_name(unsigned p)
 {
@@ -52,63 +47,6 @@ static void usage(FILE *f)
 		"  --hot-share F            the hot region's share of each budget, 0 to 1 (default 0.5)\n"
 		"report:\n"
 		"  --json                   one JSON document on standard output\n");
-}
-
-/* ---- a map of keys to the first step that used them ---- */
-
-struct seen_map {
-	uint64_t *k;
-	uint32_t *step;
-	uint64_t mask, n;
-};
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 31;
-	k *= 0x7fb5d329728ea185ull;
-	k ^= k >> 27;
-	return k;
-}
-
-static int seen_grow(struct seen_map *m)
-{
-	uint64_t cap = m->k ? 2 * (m->mask + 1) : 1u << 20;
-	struct seen_map g = { calloc(cap, sizeof(uint64_t)), calloc(cap, sizeof(uint32_t)), cap - 1, 0 };
-
-	if (!g.k || !g.step) {
-		free(g.k);
-		free(g.step);
-		return -1;
-	}
-	for (uint64_t i = 0; m->k && i <= m->mask; i++) {
-		if (!m->k[i])
-			continue;
-		uint64_t b = mix(m->k[i]) & g.mask;
-		while (g.k[b])
-			b = (b + 1) & g.mask;
-		g.k[b] = m->k[i];
-		g.step[b] = m->step[i];
-		g.n++;
-	}
-	free(m->k);
-	free(m->step);
-	*m = g;
-	return 0;
-}
-
-/* The first step that used key (step itself when it is new); -1 when out of memory. */
-static int64_t seen_first(struct seen_map *m, uint64_t key, uint32_t step)
-{
-	if ((!m->k || 2 * (m->n + 1) > m->mask + 1) && seen_grow(m) < 0)
-		return -1;
-	uint64_t b = mix(key) & m->mask;
-	for (; m->k[b]; b = (b + 1) & m->mask)
-		if (m->k[b] == key)
-			return m->step[b];
-	m->k[b] = key;
-	m->step[b] = step;
-	m->n++;
-	return step;
 }
 
 /* ---- the hot region's ranking ---- */
@@ -198,7 +136,7 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 				}
 				for (unsigned l = 0; l < L; l++)
 					for (size_t k = 0; k < m * cols; k++)
-						keys[n++] = row_key(l, rows[(size_t)l * m * cols + k]);
+						keys[n++] = keymap_row_key(l, rows[(size_t)l * m * cols + k]);
 			}
 		}
 		free(starts);
@@ -220,8 +158,8 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 	}
 	qsort(rk, d, sizeof(*rk), cmp_ranked);
 	for (uint64_t i = 0; i < d; i++) {
-		layers[i] = (unsigned)(rk[i].key >> 40) - 1;
-		keys[i] = rk[i].key & ((1ull << 40) - 1);
+		layers[i] = keymap_key_layer(rk[i].key);
+		keys[i] = keymap_key_row(rk[i].key);
 	}
 	*out_layers = layers;
 	*out_rows = keys;
@@ -385,7 +323,7 @@ static int replay_steps(const engram_store *st, const struct replay_sched *sc, c
 	unsigned *order = malloc(L * sizeof(*order));
 	size_t max_pushes = 0;
 	struct step_rows r = { 0 };
-	struct seen_map seen = { 0 };
+	struct keymap seen = { 0 };
 	engram_hasher *h = NULL;
 	int err, status = -1;
 
@@ -427,8 +365,8 @@ static int replay_steps(const engram_store *st, const struct replay_sched *sc, c
 				goto out;
 			}
 			for (size_t q = 0; q < pos * cols; q++) {
-				int64_t a = seen_first(&seen, row_key(l, r.rows[k][q]), (uint32_t)s);
-				int64_t b = seen_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s);
+				int64_t a = keymap_first(&seen, keymap_row_key(l, r.rows[k][q]), (uint32_t)s);
+				int64_t b = keymap_first(&seen, UNIT_TAG | r.ukeys[k][q], (uint32_t)s);
 				if (a < 0 || b < 0) {
 					tool_error("out of memory for the rows seen");
 					goto out;
@@ -452,8 +390,7 @@ out:
 	engram_hasher_destroy(h);
 	step_rows_free(&r, L);
 	free(order);
-	free(seen.k);
-	free(seen.step);
+	keymap_free(&seen);
 	return status;
 }
 
