@@ -425,7 +425,8 @@ static void print_text(const struct replay_info *info, uint64_t table_bytes, con
 			}
 		printf("\n");
 	}
-	printf("\n(RAM-served fraction of the measured row lookups)\n");
+	printf("\n(RAM-served fraction of the measured row lookups. The rest are read from disk in their step: whether\n"
+	       " those reads finish before their layer runs, the stall a step pays, only replay measures)\n");
 	for (size_t i = 0; i < n_mb * (size_t)__builtin_popcount(pol); i++) {
 		const struct engram_cachesim_result *s = &runs[i].r;
 		if (!s->row_slots)
