@@ -89,7 +89,9 @@ class CacheSim(Handle):
             raise error(rc)
 
     def result(self):
-        """Every field of struct engram_cachesim_result as a dict (policy by name), and ram_rate."""
+        """Every field of struct engram_cachesim_result as a dict (policy by name), and ram_rate (ram / lookups).
+        A RAM-served share, not readiness: whether the other rows' reads finish before their layer runs (the
+        stall) only a real session measures (Session.stats(), engram-stat replay)."""
         r = _lib.new(_lib.CacheSimResult)
         with self._use() as ptr:
             rc = lib.engram_cachesim_result(ptr, ctypes.byref(r))
