@@ -14,9 +14,7 @@ _UINT64_MAX = (1 << 64) - 1
 
 
 def _bytes(value, what):
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
-    v = value.__index__()
+    v = _lib.as_index(value, what)
     if v < 0 or v > _UINT64_MAX:
         raise ValueError(f"{what} {value} is not a size in bytes")
     return v

@@ -6,7 +6,7 @@ import weakref
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _lib
 from ._errors import error
 from ._lib import lib
 
@@ -123,9 +123,7 @@ class Config:
     def layer_index(self, layer_id):
         """Position of a model layer id in layer_ids; ValueError when that layer has no Engram table."""
         if type(layer_id) is not int:
-            if isinstance(layer_id, bool) or not hasattr(type(layer_id), "__index__"):
-                raise TypeError(f"layer id must be an integer, not {type(layer_id).__name__}")
-            layer_id = layer_id.__index__()
+            layer_id = _lib.as_index(layer_id, "layer id")
         i = self._index.get(layer_id)
         if i is not None:
             return i

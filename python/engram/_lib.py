@@ -307,3 +307,10 @@ def pack():
                 raise ImportError(f"engram: cannot load {where} (needed for tokenizer.json): {e}") from None
             _pack = dll
         return _pack
+
+
+def as_index(value, what, kind="an integer"):
+    """value as a Python int if it is an integer type (numpy's included, bool not); TypeError naming what."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{what} must be {kind}, not {type(value).__name__}")
+    return value.__index__()

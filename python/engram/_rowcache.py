@@ -22,9 +22,7 @@ class RowCache(Handle):
     open; without close() it goes with its last reference (its sessions keep it)."""
 
     def __init__(self, store, mb, name=None):
-        if isinstance(mb, bool) or not hasattr(type(mb), "__index__"):
-            raise TypeError(f"mb must be a positive integer, not {type(mb).__name__}")
-        nbytes = mb.__index__() << 20
+        nbytes = _lib.as_index(mb, "mb", "a positive integer") << 20
         if nbytes <= 0 or nbytes > _UINT64_MAX:
             raise ValueError(f"mb {mb} is not a positive size")
         ptr = ctypes.c_void_p()

@@ -40,9 +40,7 @@ def out_kind(dtype):
 def _count(value, what, allow_none):
     if value is None and allow_none:
         return 0
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{what} must be a positive integer, not {type(value).__name__}")
-    v = value.__index__()
+    v = _lib.as_index(value, what, "a positive integer")
     if v < 1 or v > _UINT_MAX:
         raise ValueError(f"{what} {v} is not a positive 32-bit number")
     return v
