@@ -1,15 +1,15 @@
 /* engram_cachesim_*: the RAM tiers' policies replayed on keys alone (no table data, no I/O), step by step as a
  * session meets them: each step's pushes request their rows' units (4 KiB pages of the shard's layout), then each
  * layer's gather finds its rows. A row counts as served from RAM when its bytes were in RAM with no read on its
- * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: cache.c's
- * unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry a
+ * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: units.c's
+ * unit table (CLOCK; pins for a step's units), rowunits.c's row cache (a keys-only instance of the geometry a
  * budget gives), and the session's units of the layout. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
+#include "units.h"
 #include "internal.h"
 #include "layout.h"
 #include "rowcache.h"

@@ -247,8 +247,8 @@ static int batch_check(engram_hasher *h, const unsigned *seqs, const int64_t *to
 /* Lay out the look-backs of m tokens of a decode step in bat, the pad already in place of dead ones, and advance
  * the slots (unless !commit: a peek). Row keep of bat holds the tokens' compressed ids on entry; row j gets
  * history entry j. */
-static inline void gather(engram_hasher *h, unsigned keep, const unsigned *seqs, const uint8_t *mask, size_t m,
-			  int commit)
+static inline void lay_out_lookbacks(engram_hasher *h, unsigned keep, const unsigned *seqs, const uint8_t *mask,
+				     size_t m, int commit)
 {
 	const int64_t pad = h->cfg->cpad;
 	int64_t *bat = h->bat;
@@ -295,9 +295,9 @@ static int push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tok
 		for (size_t b = 0; b < m; b++)
 			cur[b] = tokens[pos + b] >= 0 ? cfg->map[tokens[pos + b]] : tokens[pos + b];
 		if (keep == 3)
-			gather(h, 3, seqs + pos, mask ? mask + pos : NULL, m, commit);
+			lay_out_lookbacks(h, 3, seqs + pos, mask ? mask + pos : NULL, m, commit);
 		else
-			gather(h, keep, seqs + pos, mask ? mask + pos : NULL, m, commit);
+			lay_out_lookbacks(h, keep, seqs + pos, mask ? mask + pos : NULL, m, commit);
 		h->kernel(cfg, h->vc, cur, BLOCK, NULL, m, rows + pos * cfg->columns, n);
 	}
 	return 0;

@@ -1,4 +1,4 @@
-/* Asynchronous reads behind one interface: io_uring (lib/prefetch.c) or a pread worker pool (lib/iopool.c)
+/* Asynchronous reads behind one interface: io_uring (lib/io_uring.c) or a pread worker pool (lib/io_pool.c)
  * where io_uring is unavailable. A backend is used by one thread at a time (its session's). */
 #ifndef ENGRAM_IO_H
 #define ENGRAM_IO_H

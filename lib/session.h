@@ -5,7 +5,7 @@
  * Vocabulary. A *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page
  * (or pages) holding the row in a raw table, or the zstd block holding it; units are numbered within their
  * piece (struct eg_piece) and keyed by (piece, unit). A *slot* is a unit's entry in a unit table
- * (lib/cache.c): `track` (page-cache mode: reads in flight of raw tables, no data) or `cache` (direct mode
+ * (lib/units.c): `track` (page-cache mode: reads in flight of raw tables, no data) or `cache` (direct mode
  * and every zstd table: the data). A *request* is a read in flight, one of queue_depth. */
 #ifndef ENGRAM_SESSION_H
 #define ENGRAM_SESSION_H
@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "block.h"
-#include "cache.h"
+#include "units.h"
 #include "io.h"
 #include "rowcache.h"
 #include "seen.h"
@@ -93,7 +93,7 @@ struct engram_session {
 	uint8_t *overflow;                /* a unit read at gather when the cache has no free slot, then its frame */
 	struct eg_block_ctx bctx;
 	engram_rowcache *rc;              /* the row tier, or NULL */
-	uint8_t *rc_buf;                  /* rows copied out of it: GATHER_CHUNK records */
+	uint8_t *rc_buf;                  /* rows copied out of it: SESSION_GATHER_CHUNK records */
 	engram_hasher *hasher;
 	unsigned *layer_order;            /* layer indexes by ascending layer id: shortest lead first */
 	/* the step */

@@ -12,7 +12,6 @@
 #include "layout.h"
 #include "session.h"
 
-#define GATHER_CHUNK SESSION_GATHER_CHUNK
 
 /* Log-linear histogram of the lead a read needed (ENGRAM_LEAD_BUCKETS, see engram.h): bucket 0 below 1 us,
  * then four buckets per power of two. */
@@ -129,8 +128,8 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 }
 
 struct chunk {
-	const uint8_t *src[GATHER_CHUNK];
-	uint32_t held[GATHER_CHUNK]; /* cache slots pinned until the chunk is converted, or EG_NO_UNIT */
+	const uint8_t *src[SESSION_GATHER_CHUNK];
+	uint32_t held[SESSION_GATHER_CHUNK]; /* cache slots pinned until the chunk is converted, or EG_NO_UNIT */
 	size_t k;
 	uint32_t dtype, hd;
 	enum engram_out out;
@@ -280,7 +279,7 @@ static void count_evicted(engram_session *s, unsigned layer, uint64_t faults, ui
 int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 		   uint8_t *dst)
 {
-	const struct eg_disk_table *t0 = eg_store_layer_table(s->st, layer);
+	const struct eg_disk_table *lt = eg_store_layer_table(s->st, layer);
 	struct chunk c = { .k = 0, .out = out, .dst = dst };
 	uint64_t step_t0 = s->step_t0, trusted = 0, trusted_ram = 0;
 	long f0 = -1;
@@ -288,10 +287,10 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 
 	if (!n)
 		return 0;
-	if (!t0)
+	if (!lt)
 		return eg_fail(-EINVAL, "layer %d has no table in this store", s->cfg->layers[layer].id);
-	c.dtype = t0->dtype; /* one per layer: checked when the store was opened */
-	c.hd = t0->head_dim;
+	c.dtype = lt->dtype; /* one per layer: checked when the store was opened */
+	c.hd = lt->head_dim;
 	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
 	/* collect the reads that have finished, so that rows ready now count as ready; collecting starts queued
 	 * reads, and a page already in the page cache completes as it is submitted: collect until none is left */
@@ -304,7 +303,7 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 	for (size_t i = 0; i < n; i++) {
 		if ((err = resolve(s, layer, &s->refs[i], step_t0, &c)) < 0)
 			break;
-		if (c.k == GATHER_CHUNK)
+		if (c.k == SESSION_GATHER_CHUNK)
 			flush(s, &c);
 	}
 	if (err)

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "cache.h"
+#include "units.h"
 
 static uint32_t bucket_of(const struct eg_units *t, uint64_t key)
 {

@@ -2,8 +2,8 @@
  * lookup by key, CLOCK replacement that never evicts a unit in flight or pinned. With slot_bytes it also
  * holds the units' data (the direct-mode and zstd cache); without, it only tracks what was read into the
  * page cache. */
-#ifndef ENGRAM_CACHE_H
-#define ENGRAM_CACHE_H
+#ifndef ENGRAM_UNITS_H
+#define ENGRAM_UNITS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* The synchronous gather: engram_gather_rows() over raw mappings and zstd blocks, and the output row size. */
+/* The store-level gather: engram_gather_rows() over raw mappings and zstd blocks, and the output row size. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
