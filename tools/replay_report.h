@@ -1,4 +1,5 @@
-/* engram-stat replay: what a run measured, and its text, JSON and SVG reports. */
+/* engram-stat replay: what a run measured, and its text, JSON and SVG reports (replay_text.c, replay_json.c,
+ * replay_svg.c; what they share: replay_report.c). */
 #ifndef ENGRAM_REPLAY_REPORT_H
 #define ENGRAM_REPLAY_REPORT_H
 
@@ -131,6 +132,9 @@ int replay_svg(FILE *f, const struct replay_info *info, const struct replay_resu
 /* Nearest-rank percentile p (0..100) of a lead histogram (engram_io_stats.lead_hist), in ms: the upper edge of
  * the bucket holding it; NaN when the histogram is empty. */
 double replay_lead_ms(const uint64_t *hist, double p);
+/* "direct" or "pagecache"; "row" or "page". */
+const char *replay_mode_name(enum engram_mode m);
+const char *replay_tier_name(enum replay_tier t);
 /* "depth 2, cache 256 MB": the settings a sweep varies (all of them when it varies none). */
 void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct replay_setting *s, const char *sep);
 
