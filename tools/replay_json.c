@@ -59,6 +59,32 @@ static json_t *jshare(const struct replay_dist *d)
 			 "p99", jreal(d->p99));
 }
 
+/* The disk of the floor (replay_floor.h), null when there is none (--no-wait). */
+static json_t *jdisk(const struct replay_disk *d)
+{
+	if (!(d->iops > 0))
+		return json_null();
+	return json_pack("{s:o,s:o}", "iops", jreal(d->iops), "latency_us", jreal(d->latency_us));
+}
+
+/* The floor's stall share per step, null without a disk or compute time. */
+static json_t *jfloor(const struct replay_result *r)
+{
+	if (isnan(r->floor_share.mean))
+		return json_null();
+	return json_pack("{s:o}", "stall_share", jshare(&r->floor_share));
+}
+
+/* How the disk was known: measured (and with what reads) or given; null when there is none. */
+static json_t *jcalibration(const struct replay_calibration *c)
+{
+	if (!c->known)
+		return json_null();
+	return json_pack("{s:b,s:b,s:i,s:b,s:s,s:o}", "iops_measured", c->iops_measured, "latency_measured",
+			 c->latency_measured, "read_bytes", (int)c->read_bytes, "direct", c->direct, "rate_by", c->how,
+			 "seconds", jreal(c->seconds));
+}
+
 static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 {
 	json_t *o = jstats(&r->all), *layers = json_array();
@@ -94,10 +120,14 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		(json_int_t)r->set.cache_mb, "mode", replay_mode_name(r->set.mode), "queue_depth", (int)r->set.queue_depth,
 		"backend", r->backend, "state", in->cold ? "cold" : "warm", "resident_at_start",
 		r->resident_start < 0 ? json_null() : json_real(r->resident_start), "steps", (json_int_t)r->steps);
-	if (head && json_object_set_new(head, "positions", jint(r->positions))) {
+	if (head && (json_object_set_new(head, "positions", jint(r->positions)) ||
+		     json_object_set_new(head, "disk", jdisk(&r->disk)) ||
+		     json_object_set_new(head, "floor", jfloor(r)))) {
 		json_decref(head);
 		head = NULL;
 	}
+	/* time_s: wall, compute and library (the engine thread's time in it); the CPU of the library's own threads
+	 * (io_thread) belongs beside them */
 	json_t *rest = json_pack(
 		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o},"
 		"s:{s:I,s:o,s:o},s:o}",
@@ -189,6 +219,10 @@ char *replay_json(const struct replay_info *in, const struct replay_result *r, s
 			(json_int_t)in->shard_bytes, "state", in->cold ? "cold" : "warm", "dtype", in->dtype,
 			"no_uring", in->no_uring, "sqpoll", in->sqpoll, "stream", stream, "schedule", sched, "sweep", sweep, "runs", runs);
 	sweep = runs = NULL;
+	if (doc && json_object_set_new(doc, "calibration", jcalibration(&in->cal))) {
+		json_decref(doc);
+		doc = NULL;
+	}
 	if (doc)
 		text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 out:

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "engram.h"
+#include "replay_floor.h"
 
 /* Where RAM holds table data. */
 enum replay_tier {
@@ -74,6 +75,16 @@ struct replay_info {
 	size_t warmup_steps;        /* replayed before the counters start */
 	uint64_t staging_mb;        /* --tier row: the private cache that stages a step's reads (--cache-mb); 0:
 				       an eighth of the budget, 1 to 16 MiB */
+	/* the disk of the floor: measured before the runs (replay_disk.h) or given (--disk-iops,
+	 * --disk-latency-us); none with --no-wait unless given (a floor needs compute time) */
+	struct replay_calibration {
+		int known;              /* the runs have a disk (runs[].disk) */
+		int iops_measured, latency_measured;
+		unsigned read_bytes;    /* of the reads measured */
+		int direct;             /* they were O_DIRECT */
+		const char *how;        /* "io_uring", or how the rate was measured without it */
+		double seconds;         /* the measuring took */
+	} cal;
 };
 
 struct replay_layer {
@@ -116,6 +127,10 @@ struct replay_result {
 	uint64_t rc_bytes, rc_slots, rc_rows;
 	double rc_overhead_per_row;
 	unsigned rc_record_bytes;
+	/* the disk's floor (replay_floor.h): the disk (iops 0: none), and per step the stall an ideal prefetcher
+	 * would have on it with this run's disk reads, over the step's compute time (NaN without a disk) */
+	struct replay_disk disk;
+	struct replay_dist floor_share;
 };
 
 /* Whether the bytes the session counted read from the disk (engram_io_stats.disk_bytes) agree with the

@@ -37,7 +37,9 @@ struct panel {
 	const char *line_label;
 };
 
-static void draw_panel(FILE *f, const struct panel *p, const double *v, size_t n, double x0, double slot)
+/* A bar per value (v), and across each bar a black mark at its value in mark (NULL or NaN: none). */
+static void draw_panel(FILE *f, const struct panel *p, const double *v, const double *mark, size_t n, double x0,
+		       double slot)
 {
 	double bottom = p->top + p->height;
 
@@ -78,6 +80,11 @@ static void draw_panel(FILE *f, const struct panel *p, const double *v, size_t n
 		else
 			fprintf(f, "%.*f", p->decimals, v[i]);
 		fprintf(f, "</text>\n");
+		if (mark && !isnan(mark[i]) && p->max > 0) {
+			double m = p->height * (mark[i] < p->max ? mark[i] : p->max) / p->max;
+			fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" "
+				   "stroke-width=\"2.5\"/>\n", x - 3, bottom - m, x + w + 3, bottom - m);
+		}
 	}
 }
 
@@ -85,12 +92,15 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 {
 	double slot = 90, x0 = 80, width = x0 + slot * (double)n + 70, ph = 170;
 	double *hit = malloc((n ? n : 1) * sizeof(*hit)), *p99 = malloc((n ? n : 1) * sizeof(*p99)), top = 0;
+	double *floor = malloc((n ? n : 1) * sizeof(*floor));
+	int has_floor = 0;
 	char title[1200], label[160];
 	const char *base = strrchr(in->shard, '/');
 
-	if (!hit || !p99) {
+	if (!hit || !p99 || !floor) {
 		free(hit);
 		free(p99);
+		free(floor);
 		return -1;
 	}
 	if (width < 680) {
@@ -104,6 +114,10 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 		p99[i] = in->no_wait ? r[i].stall_us.mean : 100 * r[i].stall_share.mean;
 		if (!isnan(p99[i]) && p99[i] > top)
 			top = p99[i];
+		floor[i] = in->no_wait ? NAN : 100 * r[i].floor_share.mean;
+		if (!isnan(floor[i]) && floor[i] > top)
+			top = floor[i];
+		has_floor |= !isnan(floor[i]);
 	}
 	if (!in->no_wait && top < 2)
 		top = 2; /* the 1% line stays in view */
@@ -155,8 +169,10 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 			    .color = "#e45756",
 			    .line = in->no_wait ? NAN : 1.0,
 			    .line_label = "1%: free" };
-	draw_panel(f, &hp, hit, n, x0, slot);
-	draw_panel(f, &sp, p99, n, x0, slot);
+	if (has_floor)
+		sp.title = "stall share (% of the step's compute spent in the library, mean); black: the disk's floor";
+	draw_panel(f, &hp, hit, NULL, n, x0, slot);
+	draw_panel(f, &sp, p99, has_floor ? floor : NULL, n, x0, slot);
 	for (size_t i = 0; i < n; i++) {
 		replay_setting_label(label, sizeof(label), in->sweep ? in->sweep : SWEEP_DEPTH, &r[i].set, ", ");
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">",
@@ -177,5 +193,6 @@ int replay_svg(FILE *f, const struct replay_info *in, const struct replay_result
 	fprintf(f, "</svg>\n");
 	free(hit);
 	free(p99);
+	free(floor);
 	return ferror(f) ? -1 : 0;
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "replay_disk.h"
 #include "replay_report.h"
 
 static void mib(char *buf, size_t size, double bytes)
@@ -161,6 +162,32 @@ static void print_rate(FILE *f, const struct replay_result *r, const char *label
 	fprintf(f, "%s\n", r->n_layers ? ")" : "");
 }
 
+/* How the disk of the floor was known, after "floor     ". */
+static void print_disk(FILE *f, const struct replay_info *in, const struct replay_disk *d, unsigned qd)
+{
+	const struct replay_calibration *c = &in->cal;
+
+	fprintf(f, "the disk: %.1f k reads/s at queue depth %u,\n          %.0f us a read at depth 1", d->iops / 1e3,
+		qd > REPLAY_DISK_MAX_QD ? REPLAY_DISK_MAX_QD : qd, d->latency_us);
+	if (c->iops_measured || c->latency_measured)
+		fprintf(f, " (%s: random %u-byte%s reads of the shard's data%s%s, %.1f s%s)",
+			c->iops_measured && c->latency_measured ? "measured" : c->iops_measured ? "rate measured"
+												: "latency measured",
+			c->read_bytes, c->direct ? " O_DIRECT" : " page-cache", c->iops_measured ? " by " : "",
+			c->iops_measured ? c->how : "", c->seconds,
+			c->iops_measured && c->latency_measured ? "" : c->iops_measured ? "; latency given" : "; rate given");
+	else
+		fprintf(f, " (given)");
+	fputc('\n', f);
+}
+
+/* The closing sentence of a run: its stall beside the floor. */
+static void print_against_floor(FILE *f, const struct replay_result *r)
+{
+	fprintf(f, "stall %.1f%% of the step against a floor of %.1f%% on this disk", 100 * r->stall_share.mean,
+		100 * r->floor_share.mean);
+}
+
 static void print_headline(FILE *f, const struct replay_info *in, const struct replay_result *r)
 {
 	char d[32];
@@ -178,6 +205,13 @@ static void print_headline(FILE *f, const struct replay_info *in, const struct r
 			   "at 1%% a prefetcher counts as free\n",
 			100 * r->stall_share.mean, 100 * r->stall_share.p50, 100 * r->stall_share.p95,
 			100 * r->stall_share.p99, r->push_us.mean / 1e3, r->gather_us.mean / 1e3);
+	if (!isnan(r->floor_share.mean)) {
+		fprintf(f, "floor     %.1f%% of a step's compute time: the stall an ideal prefetcher would have with this "
+			   "run's\n          disk reads (p50 %.1f%%, p95 %.1f%%, p99 %.1f%%) on ",
+			100 * r->floor_share.mean, 100 * r->floor_share.p50, 100 * r->floor_share.p95,
+			100 * r->floor_share.p99);
+		print_disk(f, in, &r->disk, r->set.queue_depth);
+	}
 	fprintf(f, "needed    lead the reads needed, from push to completion (p50 / p95 ms):");
 	for (unsigned l = 0; l < r->n_layers; l++) {
 		char e[32];
@@ -234,6 +268,11 @@ static void print_one(FILE *f, const struct replay_info *in, const struct replay
 	else
 		fprintf(f, "time      %.3f s wall: %.3f s compute, %.3f s in the library\n", r->wall_s, r->compute_s,
 			r->stall_s);
+	if (!isnan(r->floor_share.mean)) {
+		fputs("\nIn short: ", f);
+		print_against_floor(f, r);
+		fputs(".\n", f);
+	}
 }
 
 static void print_settings(FILE *f, unsigned sw, const struct replay_setting *s)
@@ -300,6 +339,27 @@ static void print_verdict(FILE *f, const struct replay_info *in, const struct re
 					     : "the reads are not hidden; more RAM for rows (or drafts) is what helps.");
 }
 
+/* The floor of a sweep: the disk, and each run's stall against its floor. */
+static void print_floor_verdict(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
+{
+	char label[160];
+
+	if (!in->cal.known || in->no_wait)
+		return;
+	fputs("\nfloor     ", f);
+	print_disk(f, in, &r[0].disk, r[0].set.queue_depth);
+	for (size_t i = 0; i < n; i++) {
+		if (i && r[i].disk.iops != r[i - 1].disk.iops) {
+			fputs("floor     ", f);
+			print_disk(f, in, &r[i].disk, r[i].set.queue_depth);
+		}
+		replay_setting_label(label, sizeof(label), in->sweep, &r[i].set, ", ");
+		fprintf(f, "%s: ", label);
+		print_against_floor(f, &r[i]);
+		fputs(".\n", f);
+	}
+}
+
 /* Two tables of one line per run: readiness and stalls, then I/O beside the kernel's counters. */
 static void print_sweep(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
 {
@@ -321,6 +381,8 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 		fprintf(f, " %7s", h);
 	}
 	fprintf(f, " %7s %7s %7s %7s %7s", "RAM", "STALL%", "P50", "P95", "P99");
+	if (in->cal.known)
+		fprintf(f, " %7s", "FLOOR%");
 	for (unsigned l = 0; l < in->n_layers; l++) {
 		char h[16];
 		snprintf(h, sizeof(h), "NEED_L%d", in->layer_ids[l]);
@@ -339,6 +401,8 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 		fprintf(f, " %7s %7s %7s %7s", num(b, sizeof(b), 2, 100 * x->stall_share.mean),
 			num(c, sizeof(c), 2, 100 * x->stall_share.p50), num(d, sizeof(d), 2, 100 * x->stall_share.p95),
 			num(e, sizeof(e), 2, 100 * x->stall_share.p99));
+		if (in->cal.known)
+			fprintf(f, " %7s", num(a, sizeof(a), 2, 100 * x->floor_share.mean));
 		for (unsigned l = 0; l < x->n_layers; l++)
 			fprintf(f, " %8s", num(a, sizeof(a), 2, x->layers[l].lead_p95_ms));
 		fputc('\n', f);
@@ -371,7 +435,11 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 		   "rows x record bytes); MAJFLT: major\npage faults; DISK_MIB: bytes the session counted read from the "
 		   "disk; KERNEL_MIB, K_AMPL: read_bytes\nof /proc/self/io (the same, if the session counts right), and "
 		   "it over distinct row bytes\n");
+	if (in->cal.known)
+		fprintf(f, "FLOOR%%: the floor's mean over steps: the stall share an ideal prefetcher would have with "
+			   "the run's disk\nreads on this disk (measured before the runs, or given; engram-stat(1))\n");
 	print_verdict(f, in, r, n);
+	print_floor_verdict(f, in, r, n);
 }
 
 void replay_print_text(FILE *f, const struct replay_info *in, const struct replay_result *r, size_t n)
