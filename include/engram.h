@@ -243,6 +243,8 @@ struct engram_table_info {
 	unsigned block_pages;
 	uint64_t raw_bytes;      /* pages x 4096 */
 	uint64_t stored_bytes;
+	uint64_t data_offset;    /* offset in path of the table's stored bytes (4096-aligned: stored_bytes from
+				    here are its pages or zstd frames); 0 from engram_table_layout */
 };
 
 /* Number of table pieces (one per contiguous row range per shard) and a description of piece i (as far as

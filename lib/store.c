@@ -350,6 +350,7 @@ ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct
 	v.block_pages = t->pages_per_block;
 	v.raw_bytes = t->n_pages * EG_PAGE;
 	v.stored_bytes = t->data_length;
+	v.data_offset = t->data_offset;
 	return eg_struct_out(info, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_table_info, stored_bytes),
 			     "engram_table_info");
 }

@@ -490,6 +490,42 @@ static void test_gather_matches_read_row_in_any_order(void **state)
 	}
 }
 
+/* engram_table_info.data_offset: 4096-aligned, its stored bytes inside the file, and (raw) the first row of
+ * each piece is the record at that offset. */
+static void test_table_data_offset(void **state)
+{
+	const char *paths[] = { tiny_v41_stores[0], tiny_v41_stores[1], tiny_v41_stores[3], tiny_v41_stores[4],
+				tiny_bf16_stores[2] };
+
+	(void)state;
+	for (unsigned k = 0; k < sizeof(paths) / sizeof(*paths); k++) {
+		engram_store *st = NULL;
+		must(engram_open(&st, paths[k], 0), paths[k]);
+		for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
+			struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+			uint8_t want[4096], got[4096];
+			must(engram_store_table_info(st, i, &ti), "info");
+			assert_true(ti.data_offset > 0 && ti.data_offset % 4096 == 0);
+			int fd = open(ti.path, O_RDONLY);
+			assert_true(fd >= 0);
+			off_t end = lseek(fd, 0, SEEK_END);
+			assert_true(ti.data_offset + ti.stored_bytes <= (uint64_t)end);
+			if (!strcmp(ti.codec, "raw") && ti.record_size <= sizeof(want)) {
+				assert_int_equal(engram_read_row(st, ti.layer_index, ti.row_begin, want, sizeof(want)),
+						 (int)ti.record_size);
+				assert_int_equal(pread(fd, got, ti.record_size, (off_t)ti.data_offset),
+						 (ssize_t)ti.record_size);
+				assert_memory_equal(got, want, ti.record_size);
+			}
+			close(fd);
+		}
+		engram_close(st);
+	}
+	struct engram_table_info lt = ENGRAM_INIT(struct engram_table_info);
+	must(engram_table_layout("BF16", 64, 10, &lt), "layout");
+	assert_int_equal(lt.data_offset, 0);
+}
+
 /* Records larger than a page with a zstd block size that is not a multiple of theirs: the packer rounds the
  * block up to whole records, and rows gathered or read from zstd equal the same synthetic table raw. */
 static void test_zstd_record_spanning_blocks(void **state)
@@ -624,6 +660,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_bf16_table_gathers_expected),
 		cmocka_unit_test(test_tiny_v41_table_gathers_expected),
 		cmocka_unit_test(test_gather_matches_read_row_in_any_order),
+		cmocka_unit_test(test_table_data_offset),
 		cmocka_unit_test(test_zstd_record_spanning_blocks),
 		cmocka_unit_test(test_bad_arguments_are_einval),
 		cmocka_unit_test(test_errno_is_preserved),

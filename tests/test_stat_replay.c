@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "replay_floor.h"
 #include "util.h"
 
 #define COLUMNS 24 /* V4.1: (4 - 1) orders x 8 heads */
@@ -198,7 +199,9 @@ static void test_resident_stream_is_ready(void **state)
 	json_t *doc, *r;
 
 	(void)state;
-	doc = replay_json("--tokens %s --max-steps 15 --step-ms 20 --queue-depth 1024 --depth 1", tokens());
+	doc = replay_json("--tokens %s --max-steps 15 --step-ms 20 --queue-depth 1024 --depth 1 --disk-iops 50000 "
+			  "--disk-latency-us 100",
+			  tokens());
 	r = json_array_get(runs_of(doc, 1), 0);
 	check_run(json_object_get(doc, "schedule"), r);
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "warm");
@@ -210,7 +213,8 @@ static void test_resident_stream_is_ready(void **state)
 
 	/* direct mode with a cache that holds the whole table: no row is read at gather (direct reads bypass the
 	 * page cache, so rows may still be late) */
-	doc = replay_json("--tokens %s --max-steps 15 --step-ms 20 --queue-depth 1024 --mode direct --cache-mb 64",
+	doc = replay_json("--tokens %s --max-steps 15 --step-ms 20 --queue-depth 1024 --mode direct --cache-mb 64 "
+			  "--disk-iops 50000 --disk-latency-us 100",
 			  tokens());
 	r = json_array_get(runs_of(doc, 1), 0);
 	assert_int_equal(u(r, "misses"), 0);
@@ -433,6 +437,151 @@ static void test_sweep_json_svg(void **state)
 	free(text);
 }
 
+/* The keys of an object, exactly. */
+static void check_keys(const json_t *o, const char *const *keys, size_t n, const char *what)
+{
+	if (!json_is_object(o))
+		fail_msg("%s is not an object", what);
+	if (json_object_size(o) != n)
+		fail_msg("%s has %zu keys, not %zu", what, json_object_size(o), n);
+	for (size_t i = 0; i < n; i++)
+		if (!json_object_get(o, keys[i]))
+			fail_msg("%s lacks '%s'", what, keys[i]);
+}
+
+static const char *const share_keys[] = { "mean", "p50", "p95", "p99" };
+
+/* The disk is measured before the runs (about 2 s) unless given; the floor is reported per run with exactly its
+ * keys; --no-wait has no floor (no compute time) and measures nothing. */
+static void test_floor_keys_and_calibration(void **state)
+{
+	static const char *const disk_keys[] = { "iops", "latency_us" }, *const floor_keys[] = { "stall_share" };
+	static const char *const cal_keys[] = { "iops_measured", "latency_measured", "read_bytes", "direct", "rate_by",
+						"seconds" };
+	json_t *doc, *r, *cal;
+
+	(void)state;
+	doc = replay_json("--tokens %s --max-steps 6 --step-ms 5", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	cal = json_object_get(doc, "calibration");
+	check_keys(cal, cal_keys, 6, "calibration");
+	assert_true(json_is_true(json_object_get(cal, "iops_measured")));
+	assert_true(json_is_true(json_object_get(cal, "latency_measured")));
+	assert_int_equal(u(cal, "read_bytes"), 4096); /* a raw table: a page */
+	assert_string_equal(str(cal, "rate_by"), "io_uring");
+	if (real(cal, "seconds") < 1.8 || real(cal, "seconds") > 10)
+		fail_msg("the measuring took %g s, not about 2", real(cal, "seconds"));
+	check_keys(json_object_get(r, "disk"), disk_keys, 2, "runs[0].disk");
+	assert_true(real(json_object_get(r, "disk"), "iops") > 0);
+	assert_true(real(json_object_get(r, "disk"), "latency_us") > 0);
+	json_t *fl = json_object_get(r, "floor");
+	check_keys(fl, floor_keys, 1, "runs[0].floor");
+	json_t *fs = json_object_get(fl, "stall_share");
+	check_keys(fs, share_keys, 4, "runs[0].floor.stall_share");
+	assert_true(real(fs, "mean") >= 0 && real(fs, "p50") <= real(fs, "p95") && real(fs, "p95") <= real(fs, "p99"));
+	json_decref(doc);
+
+	/* given: nothing measured, the values as given */
+	doc = replay_json("--tokens %s --max-steps 6 --step-ms 5 --disk-iops 12345 --disk-latency-us 67", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	cal = json_object_get(doc, "calibration");
+	assert_true(json_is_false(json_object_get(cal, "iops_measured")));
+	assert_true(json_is_false(json_object_get(cal, "latency_measured")));
+	assert_true(real(cal, "seconds") < 0.1);
+	assert_true(fabs(real(json_object_get(r, "disk"), "iops") - 12345) < 1e-6);
+	assert_true(fabs(real(json_object_get(r, "disk"), "latency_us") - 67) < 1e-6);
+	json_decref(doc);
+
+	/* --no-wait: no compute time, no floor, nothing measured; a given disk is still reported */
+	doc = replay_json("--tokens %s --max-steps 3 --no-wait", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	assert_true(json_is_null(json_object_get(doc, "calibration")));
+	assert_true(json_is_null(json_object_get(r, "disk")));
+	assert_true(json_is_null(json_object_get(r, "floor")));
+	json_decref(doc);
+	doc = replay_json("--tokens %s --max-steps 3 --no-wait --disk-iops 1000 --disk-latency-us 5", tokens());
+	r = json_array_get(runs_of(doc, 1), 0);
+	check_keys(json_object_get(r, "disk"), disk_keys, 2, "runs[0].disk");
+	assert_true(json_is_null(json_object_get(r, "floor")));
+	json_decref(doc);
+}
+
+/* The floor replay reports is the floor of the run's own reads: one step of batch 4 (its prompts' prefill) in
+ * direct mode with an empty cache, so that every row is read; its layers' disk bytes / 4096 are its reads, its
+ * leads the schedule's, its compute time --step-ms alone (--prefill-ms-per-token 0). replay_floor_stall_us on
+ * those (test_stat_floor checks it by hand) over the step time is the floor replay reports. A disk too fast to
+ * matter has a floor of ~0. */
+static void test_floor_of_the_run(void **state)
+{
+	static const double disks[][2] = { { 20000, 150 }, { 1000, 2000 }, { 1e9, 0 } };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(disks) / sizeof(*disks); k++) {
+		json_t *doc = replay_json("--tokens %s --max-steps 1 --batch 4 --prefill 16 --step-ms 10 "
+					  "--prefill-ms-per-token 0 --mode direct --disk-iops %g --disk-latency-us %g",
+					  tokens(), disks[k][0], disks[k][1]);
+		json_t *r = json_array_get(runs_of(doc, 1), 0), *layers = json_object_get(r, "layers");
+		json_t *leads = json_object_get(json_object_get(doc, "schedule"), "leads");
+		uint64_t reads[2];
+		double lead_us[2];
+		assert_int_equal(json_array_size(layers), 2);
+		for (size_t l = 0; l < 2; l++) {
+			uint64_t b = u(json_array_get(layers, l), "disk_bytes");
+			assert_true(b > 0 && b % 4096 == 0);
+			reads[l] = b / 4096;
+			lead_us[l] = real(json_array_get(leads, l), "lead_ms") * 1e3;
+		}
+		struct replay_disk d = { disks[k][0], disks[k][1] };
+		double want = replay_floor_stall_us(&d, reads, lead_us, 2) / 10e3;
+		json_t *fs = json_object_get(json_object_get(r, "floor"), "stall_share");
+		double got = real(fs, "mean");
+		if (fabs(got - want) > 1e-5 * fmax(1, want))
+			fail_msg("disk %g IOPS %g us: floor %g, the run's reads give %g (%llu + %llu reads)", d.iops,
+				 d.latency_us, got, want, (unsigned long long)reads[0], (unsigned long long)reads[1]);
+		assert_true(fabs(real(fs, "p99") - got) < 1e-9); /* one step */
+		if (k == 1 && !(got > 0.5)) /* 1000 IOPS: a prefill's hundreds of reads take far longer than 10 ms */
+			fail_msg("a slow disk's floor is %g", got);
+		if (k == 2 && !(got < 1e-3))
+			fail_msg("a disk of 10^9 IOPS has a floor of %g", got);
+		json_decref(doc);
+	}
+}
+
+/* The text report: FLOOR% in a sweep's table, the floor line of one run, and the closing sentences. */
+static void test_floor_text(void **state)
+{
+	char out[700];
+	char *text;
+
+	(void)state;
+	snprintf(out, sizeof(out), "%s/floor.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --step-ms 5 --disk-iops 20000 --disk-latency-us "
+			    "100 > %s",
+			    tool_path("engram-stat"), shard(), tokens(), out),
+			 0);
+	text = read_file(out, NULL);
+	if (!strstr(text, "\nfloor     ") || !strstr(text, "the disk: 20.0 k reads/s at queue depth 1024") ||
+	    !strstr(text, "100 us a read at depth 1 (given)") ||
+	    !strstr(text, "In short: stall ") || !strstr(text, "% of the step against a floor of ") ||
+	    !strstr(text, "% on this disk.\n"))
+		fail_msg("the report lacks the floor or its sentence:\n%s", text);
+	free(text);
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --step-ms 5 --sweep depth=0,1 --disk-iops 20000 "
+			    "--disk-latency-us 100 > %s",
+			    tool_path("engram-stat"), shard(), tokens(), out),
+			 0);
+	text = read_file(out, NULL);
+	if (!strstr(text, " P99  FLOOR% ") || !strstr(text, "FLOOR%: the floor's mean over steps") ||
+	    !strstr(text, "\ndepth 0: stall ") || !strstr(text, "\ndepth 1: stall "))
+		fail_msg("the sweep report lacks FLOOR%% or its sentences:\n%s", text);
+	free(text);
+	/* --no-wait: no floor anywhere */
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --no-wait --sweep depth=0,1 2>/dev/null | "
+			    "grep -q FLOOR",
+			    tool_path("engram-stat"), shard(), tokens()),
+			 1);
+}
+
 static void test_text_report(void **state)
 {
 	char out[700];
@@ -461,7 +610,8 @@ static void test_text_report(void **state)
 			fail_msg("the report lacks '%s':\n%s", want[i], text);
 	free(text);
 	/* with compute time: the stall as a share of the step, and a sentence comparing prefetch with none */
-	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --step-ms 5 --sweep depth=0,1 > %s",
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --step-ms 5 --sweep depth=0,1 --disk-iops 20000 "
+			    "--disk-latency-us 100 > %s",
 			    tool_path("engram-stat"), shard(), tokens(), out), 0);
 	text = read_file(out, NULL);
 	if (!strstr(text, "STALL%") || !strstr(text, "In short: with prefetch (depth 1) the engine thread spent "))
@@ -700,6 +850,10 @@ static void test_bad_numbers(void **state)
 		{ "--batch 12x", "engram-stat: --batch '12x' is not a number" },
 		{ "--max-steps 1e3", "engram-stat: --max-steps '1e3' is not a number" },
 		{ "--sweep cache=-5", "engram-stat: --sweep cache value '-5' is not a number" },
+		{ "--disk-iops 0", "engram-stat: --disk-iops '0' must be at least 1" },
+		{ "--disk-iops nan", "engram-stat: --disk-iops 'nan' is not a number" },
+		{ "--disk-latency-us -1", "engram-stat: --disk-latency-us '-1' must be at least 0" },
+		{ "--disk-latency-us 1e8", "engram-stat: --disk-latency-us '1e8' must be at most 1e+07" },
 	};
 
 	(void)state;
@@ -739,6 +893,9 @@ int main(void)
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_zipf),
 		cmocka_unit_test(test_sweep_json_svg),
+		cmocka_unit_test(test_floor_keys_and_calibration),
+		cmocka_unit_test(test_floor_of_the_run),
+		cmocka_unit_test(test_floor_text),
 		cmocka_unit_test(test_text_report),
 		cmocka_unit_test(test_row_tier),
 		cmocka_unit_test(test_tier_sweep),

@@ -1,4 +1,5 @@
-/* engram-stat replay: what a run measured, and its text, JSON and SVG reports. */
+/* engram-stat replay: what a run measured, and its text, JSON and SVG reports (replay_text.c, replay_json.c,
+ * replay_svg.c; what they share: replay_report.c). */
 #ifndef ENGRAM_REPLAY_REPORT_H
 #define ENGRAM_REPLAY_REPORT_H
 
@@ -7,6 +8,7 @@
 #include <stdio.h>
 
 #include "engram.h"
+#include "replay_floor.h"
 
 /* Where RAM holds table data. */
 enum replay_tier {
@@ -73,6 +75,16 @@ struct replay_info {
 	size_t warmup_steps;        /* replayed before the counters start */
 	uint64_t staging_mb;        /* --tier row: the private cache that stages a step's reads (--cache-mb); 0:
 				       an eighth of the budget, 1 to 16 MiB */
+	/* the disk of the floor: measured before the runs (replay_disk.h) or given (--disk-iops,
+	 * --disk-latency-us); none with --no-wait unless given (a floor needs compute time) */
+	struct replay_calibration {
+		int known;              /* the runs have a disk (runs[].disk) */
+		int iops_measured, latency_measured;
+		unsigned read_bytes;    /* of the reads measured */
+		int direct;             /* they were O_DIRECT */
+		const char *how;        /* "io_uring", or how the rate was measured without it */
+		double seconds;         /* the measuring took */
+	} cal;
 };
 
 struct replay_layer {
@@ -115,6 +127,10 @@ struct replay_result {
 	uint64_t rc_bytes, rc_slots, rc_rows;
 	double rc_overhead_per_row;
 	unsigned rc_record_bytes;
+	/* the disk's floor (replay_floor.h): the disk (iops 0: none), and per step the stall an ideal prefetcher
+	 * would have on it with this run's disk reads, over the step's compute time (NaN without a disk) */
+	struct replay_disk disk;
+	struct replay_dist floor_share;
 };
 
 /* Whether the bytes the session counted read from the disk (engram_io_stats.disk_bytes) agree with the
@@ -131,6 +147,9 @@ int replay_svg(FILE *f, const struct replay_info *info, const struct replay_resu
 /* Nearest-rank percentile p (0..100) of a lead histogram (engram_io_stats.lead_hist), in ms: the upper edge of
  * the bucket holding it; NaN when the histogram is empty. */
 double replay_lead_ms(const uint64_t *hist, double p);
+/* "direct" or "pagecache"; "row" or "page". */
+const char *replay_mode_name(enum engram_mode m);
+const char *replay_tier_name(enum replay_tier t);
 /* "depth 2, cache 256 MB": the settings a sweep varies (all of them when it varies none). */
 void replay_setting_label(char *buf, size_t size, unsigned sweep, const struct replay_setting *s, const char *sep);
 

@@ -118,6 +118,21 @@ static void stats_since(struct engram_io_stats *now, const struct engram_io_stat
 	now->disk_bytes -= then->disk_bytes;
 }
 
+/* The floor of a step (replay_floor.h) from its disk reads of each layer: disk bytes the session counted in
+ * the step over the bytes of one read (a page, or the mean zstd frame: rounded to the nearest). */
+static void step_floor(const engram_session *s, const struct replay_ctx *c, const struct replay_disk *d, unsigned L,
+		       double step_us, uint64_t *reads, double *lead_us, struct replay_samples *smp, size_t i)
+{
+	for (unsigned l = 0; l < L; l++) {
+		struct engram_io_stats ls = ENGRAM_INIT(struct engram_io_stats);
+		engram_session_stats(s, (int)l, 1, &ls);
+		double n = (double)ls.disk_bytes / c->read_bytes[l]; /* whole for pages; zstd frames vary */
+		reads[l] = ls.disk_bytes ? (n < 1 ? 1 : (uint64_t)llround(n)) : 0;
+		lead_us[l] = c->lead_frac[l] * step_us;
+	}
+	replay_samples_floor(smp, i, d, reads, lead_us, L, step_us);
+}
+
 uint64_t replay_staging_mb(const engram_config *cfg, unsigned batch, uint64_t mem_mb, uint64_t given_mb)
 {
 	if (given_mb)
@@ -177,6 +192,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	engram_rowcache *rc = NULL;
 	struct engram_io_stats *base = NULL;
 	uint8_t *buf = NULL;
+	uint64_t *reads = NULL; /* per layer: a step's disk reads, for the floor */
+	double *lead_us = NULL;
 	int err, status = -1;
 	int page_budget = r->set.mem_mb && r->set.tier == TIER_PAGE && r->set.mode == ENGRAM_MODE_PAGECACHE;
 	size_t warm = in->warmup_steps;
@@ -219,7 +236,9 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	r->layers = calloc(L, sizeof(*r->layers));
 	base = calloc(L + 1, sizeof(*base));
 	buf = malloc(buf_bytes);
-	if (!r->layers || !base || !buf) {
+	reads = calloc(L, sizeof(*reads));
+	lead_us = calloc(L, sizeof(*lead_us));
+	if (!r->layers || !base || !buf || !reads || !lead_us) {
 		tool_error("out of memory");
 		goto out;
 	}
@@ -337,6 +356,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		engram_session_stats(s, -1, 1, &ss);
 		replay_samples_add(&smp, step - warm, (double)push_ns / 1e3, (double)gather_ns / 1e3,
 				   in->no_wait ? 0 : (double)step_ns / 1e3, &ss);
+		step_floor(s, c, &r->disk, L, in->no_wait ? 0 : (double)step_ns / 1e3, reads, lead_us, &smp,
+			   step - warm);
 	}
 	uint64_t wall = now_ns() - start;
 	long flt1 = replay_major_faults();
@@ -388,6 +409,8 @@ out:
 	engram_close(st);
 	free(base);
 	free(buf);
+	free(reads);
+	free(lead_us);
 	replay_samples_free(&smp);
 	return status;
 }

@@ -22,6 +22,7 @@ struct replay_ctx {
 	const uint64_t *distinct;    /* per Engram layer, over the schedule */
 	const unsigned *record_size; /* per Engram layer */
 	const double *lead_frac;     /* per Engram layer: layer id / layers total */
+	const double *read_bytes;    /* per Engram layer: disk bytes of one read (replay_disk_read_bytes) */
 };
 
 /* MiB of a --tier row budget of mem_mb that stage a step's reads (a private page cache): given_mb (--cache-mb)

@@ -56,8 +56,9 @@ int replay_samples_init(struct replay_samples *s, size_t steps)
 	s->push_us = malloc(n * sizeof(*s->push_us));
 	s->gather_us = malloc(n * sizeof(*s->gather_us));
 	s->ready = malloc(n * sizeof(*s->ready));
+	s->floor = malloc(n * sizeof(*s->floor));
 	s->n_ready = 0;
-	if (!s->stall_us || !s->share || !s->push_us || !s->gather_us || !s->ready) {
+	if (!s->stall_us || !s->share || !s->push_us || !s->gather_us || !s->ready || !s->floor) {
 		tool_error("out of memory");
 		return -1;
 	}
@@ -71,7 +72,8 @@ void replay_samples_free(struct replay_samples *s)
 	free(s->push_us);
 	free(s->gather_us);
 	free(s->ready);
-	s->stall_us = s->share = s->push_us = s->gather_us = s->ready = NULL;
+	free(s->floor);
+	s->stall_us = s->share = s->push_us = s->gather_us = s->ready = s->floor = NULL;
 }
 
 void replay_samples_add(struct replay_samples *s, size_t step, double push_us, double gather_us, double step_us,
@@ -83,6 +85,12 @@ void replay_samples_add(struct replay_samples *s, size_t step, double push_us, d
 	s->share[step] = step_us > 0 ? (push_us + gather_us) / step_us : NAN;
 	if (st->rows)
 		s->ready[s->n_ready++] = (double)st->ready / (double)st->rows;
+}
+
+void replay_samples_floor(struct replay_samples *s, size_t step, const struct replay_disk *d, const uint64_t *reads,
+			  const double *lead_us, unsigned n_layers, double step_us)
+{
+	s->floor[step] = step_us > 0 ? replay_floor_stall_us(d, reads, lead_us, n_layers) / step_us : NAN;
 }
 
 void replay_samples_summarize(struct replay_samples *s, size_t steps, struct replay_result *r)
@@ -97,6 +105,10 @@ void replay_samples_summarize(struct replay_samples *s, size_t steps, struct rep
 		r->stall_share = (struct replay_dist){ NAN, NAN, NAN, NAN, NAN };
 	else
 		dist_of(s->share, steps, &r->stall_share);
+	if (steps && isnan(s->floor[0]))
+		r->floor_share = (struct replay_dist){ NAN, NAN, NAN, NAN, NAN };
+	else
+		dist_of(s->floor, steps, &r->floor_share);
 	qsort(s->ready, n, sizeof(*s->ready), cmp_double);
 	for (size_t i = 0; i < n; i++)
 		sum += s->ready[i];

@@ -14,6 +14,7 @@
  * step that gathered rows. */
 struct replay_samples {
 	double *stall_us, *share, *push_us, *gather_us, *ready;
+	double *floor; /* the floor's stall share (replay_floor.h), NaN without a disk */
 	size_t n_ready;
 };
 
@@ -25,7 +26,12 @@ void replay_samples_free(struct replay_samples *s);
  * counters (a step without rows has no ready rate). */
 void replay_samples_add(struct replay_samples *s, size_t step, double push_us, double gather_us, double step_us,
 			const struct engram_io_stats *st);
-/* r->stall_us, stall_share, push_us, gather_us and ready_* over the `steps` steps added (sorts the samples). */
+/* Step `step`'s floor: the stall an ideal prefetcher would have on disk d with the step's disk reads of each
+ * layer (reads, in gather order; the layers reached at lead_us), over the step's compute time step_us (NaN
+ * when 0 or without a disk). */
+void replay_samples_floor(struct replay_samples *s, size_t step, const struct replay_disk *d, const uint64_t *reads,
+			  const double *lead_us, unsigned n_layers, double step_us);
+/* r->stall_us, stall_share, floor_share, push_us, gather_us and ready_* over the `steps` steps added (sorts the samples). */
 void replay_samples_summarize(struct replay_samples *s, size_t steps, struct replay_result *r);
 
 /* Distinct rows each layer gathers over the schedule (the same in every run), from a pass of a hasher with

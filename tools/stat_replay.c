@@ -3,10 +3,13 @@
  * report prefetch hit rates, stalls and I/O beside the kernel's own counters. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engram.h"
+#include "replay_disk.h"
 #include "replay_files.h"
 #include "replay_report.h"
 #include "replay_run.h"
@@ -61,7 +64,10 @@ static void usage(FILE *f)
 		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth, draft-accept,\n"
 		"                           tier, mem (MiB); repeat for the cross product\n"
 		"  --json                   one JSON document on standard output\n"
-		"  --svg FILE               chart of the ready rate and the stall share per run\n");
+		"  --svg FILE               chart of the ready rate and the stall share per run\n"
+		"the disk's floor (the stall an ideal prefetcher would have; measured before the runs, ~2 s):\n"
+		"  --disk-iops N            the disk's random reads a second at the queue depth: not measured\n"
+		"  --disk-latency-us L      one read's latency at queue depth 1: not measured\n");
 }
 
 /* ---- sweeps ---- */
@@ -181,9 +187,96 @@ enum {
 	OPT_TIER,
 	OPT_JSON,
 	OPT_SVG,
+	OPT_DISK_IOPS,
+	OPT_DISK_LATENCY,
 };
 
-int stat_replay(int argc, char **argv)
+/* The command line. */
+struct replay_cmd {
+	struct replay_info info;
+	struct replay_stream_args sa;
+	struct replay_setting base; /* what a sweep does not vary */
+	struct sweep_axis axes[7];
+	unsigned n_axes;
+	const char *svg_path;
+	int json, cache_given;
+	enum engram_out out;
+	double disk_iops, disk_latency_us; /* --disk-iops, --disk-latency-us; NaN: measured */
+};
+
+/* What every run shares, from the store opened once. */
+struct replay_inputs {
+	int64_t *tokens;
+	size_t *starts;
+	struct replay_sched sc;
+	struct replay_files files;
+	uint64_t *distinct;
+	unsigned *record_size;
+	double *lead_frac, *read_bytes;
+	int *layer_ids;
+	struct replay_disk_target disk;
+};
+
+/* One option of the command's own (not the stream's). Returns 0, or prints the problem and returns 2. */
+static int set_option(struct replay_cmd *c, int opt, const char *arg)
+{
+	struct replay_info *info = &c->info;
+	struct replay_setting *base = &c->base;
+
+	switch (opt) {
+	case OPT_STEP_MS: return tool_parse_double("--step-ms", arg, 0, MAX_STEP_MS, &info->step_ms) < 0 ? 2 : 0;
+	case OPT_PREFILL_MS:
+		return tool_parse_double("--prefill-ms-per-token", arg, 0, MAX_PREFILL_MS, &info->prefill_ms_per_token) <
+				       0
+			       ? 2
+			       : 0;
+	case OPT_LAYERS_TOTAL:
+		return tool_parse_unsigned("--layers-total", arg, 1, 1u << 20, &info->layers_total) < 0 ? 2 : 0;
+	case OPT_NO_WAIT: info->no_wait = 1; return 0;
+	case OPT_DEPTH: return tool_parse_unsigned("--depth", arg, 0, MAX_DEPTH, &base->depth) < 0 ? 2 : 0;
+	case OPT_COLD: info->cold = 1; return 0;
+	case OPT_MODE: return tool_parse_mode("--mode", arg, &base->mode) < 0 ? 2 : 0;
+	case OPT_CACHE_MB:
+		c->cache_given = 1;
+		return tool_parse_u64("--cache-mb", arg, 1, TOOL_CACHE_MB_MAX, &base->cache_mb) < 0 ? 2 : 0;
+	case OPT_MEM_MB: return tool_parse_u64("--mem-mb", arg, 1, TOOL_CACHE_MB_MAX, &base->mem_mb) < 0 ? 2 : 0;
+	case OPT_TIER: return parse_tier("--tier", arg, &base->tier) < 0 ? 2 : 0;
+	case OPT_QUEUE_DEPTH:
+		return tool_parse_unsigned("--queue-depth", arg, 1, TOOL_QUEUE_DEPTH_MAX, &base->queue_depth) < 0 ? 2
+														    : 0;
+	case OPT_NO_URING: info->no_uring = 1; return 0;
+	case OPT_SQPOLL: info->sqpoll = 1; return 0;
+	case OPT_DTYPE:
+		info->dtype = arg;
+		return tool_parse_dtype("--dtype", arg, &c->out) < 0 ? 2 : 0;
+	case OPT_SWEEP:
+		if (c->n_axes == 7) {
+			tool_error("--sweep is given more than 7 times");
+			return 2;
+		}
+		return parse_sweep(arg, c->axes, &c->n_axes, &info->sweep) < 0 ? 2 : 0;
+	case OPT_DRAFT: return tool_parse_double("--draft-accept", arg, 0, 1, &base->draft_accept) < 0 ? 2 : 0;
+	case OPT_LOOKAHEAD:
+		if (!strcmp(arg, "prompt"))
+			info->lookahead = LOOKAHEAD_PROMPT;
+		else if (!strcmp(arg, "oracle"))
+			info->lookahead = LOOKAHEAD_ORACLE;
+		else {
+			tool_error("--lookahead '%s' is not prompt or oracle", arg);
+			return 2;
+		}
+		return 0;
+	case OPT_JSON: c->json = 1; return 0;
+	case OPT_SVG: c->svg_path = arg; return 0;
+	case OPT_DISK_IOPS: return tool_parse_double("--disk-iops", arg, 1, 1e9, &c->disk_iops) < 0 ? 2 : 0;
+	case OPT_DISK_LATENCY:
+		return tool_parse_double("--disk-latency-us", arg, 0, 1e7, &c->disk_latency_us) < 0 ? 2 : 0;
+	default: fprintf(stderr, "run 'engram-stat replay --help' for the options\n"); return 2;
+	}
+}
+
+/* The command line into c. Returns -1 to go on, or the exit status (0 after --help). */
+static int parse_args(struct replay_cmd *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		REPLAY_STREAM_OPTIONS,
@@ -206,188 +299,116 @@ int stat_replay(int argc, char **argv)
 		{ "tier", required_argument, NULL, OPT_TIER },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "svg", required_argument, NULL, OPT_SVG },
+		{ "disk-iops", required_argument, NULL, OPT_DISK_IOPS },
+		{ "disk-latency-us", required_argument, NULL, OPT_DISK_LATENCY },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct replay_info info = { .step_ms = 20, .prefill_ms_per_token = 0.05, .layers_total = 61, .dtype = "native" };
-	struct replay_stream_args sa = { 0 };
-	struct replay_setting base = {
-		.depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 1024, .draft_accept = -1
-	};
-	struct sweep_axis axes[7];
-	unsigned n_axes = 0;
-	const char *svg_path = NULL;
-	int json = 0, c, err, status = 1, cache_given = 0;
-	enum engram_out out = ENGRAM_OUT_NATIVE;
-	int64_t *tokens = NULL;
-	size_t *starts = NULL;
-	struct replay_sched sc = { 0 };
-	struct replay_files files = { 0 };
-	struct replay_result *runs = NULL;
-	size_t n_runs = 1;
-	engram_store *st = NULL;
-	uint64_t *distinct = NULL;
-	unsigned *record_size = NULL;
-	double *lead_frac = NULL;
-	int *layer_ids = NULL;
-	char *doc = NULL;
-	struct tool_out svg = { 0 };
+	int opt, err;
 
-	replay_stream_defaults(&info);
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int mine = replay_stream_option(c, optarg, &info, &sa);
+	replay_stream_defaults(&c->info);
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int mine = replay_stream_option(opt, optarg, &c->info, &c->sa);
 		if (mine < 0)
 			return 2;
 		if (mine)
 			continue;
-		switch (c) {
-		case OPT_STEP_MS:
-			if (tool_parse_double("--step-ms", optarg, 0, MAX_STEP_MS, &info.step_ms) < 0)
-				return 2;
-			break;
-		case OPT_PREFILL_MS:
-			if (tool_parse_double("--prefill-ms-per-token", optarg, 0, MAX_PREFILL_MS,
-					      &info.prefill_ms_per_token) < 0)
-				return 2;
-			break;
-		case OPT_LAYERS_TOTAL:
-			if (tool_parse_unsigned("--layers-total", optarg, 1, 1u << 20, &info.layers_total) < 0)
-				return 2;
-			break;
-		case OPT_NO_WAIT: info.no_wait = 1; break;
-		case OPT_DEPTH:
-			if (tool_parse_unsigned("--depth", optarg, 0, MAX_DEPTH, &base.depth) < 0)
-				return 2;
-			break;
-		case OPT_COLD: info.cold = 1; break;
-		case OPT_MODE:
-			if (tool_parse_mode("--mode", optarg, &base.mode) < 0)
-				return 2;
-			break;
-		case OPT_CACHE_MB:
-			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &base.cache_mb) < 0)
-				return 2;
-			cache_given = 1;
-			break;
-		case OPT_MEM_MB:
-			if (tool_parse_u64("--mem-mb", optarg, 1, TOOL_CACHE_MB_MAX, &base.mem_mb) < 0)
-				return 2;
-			break;
-		case OPT_TIER:
-			if (parse_tier("--tier", optarg, &base.tier) < 0)
-				return 2;
-			break;
-		case OPT_QUEUE_DEPTH:
-			if (tool_parse_unsigned("--queue-depth", optarg, 1, TOOL_QUEUE_DEPTH_MAX,
-						&base.queue_depth) < 0)
-				return 2;
-			break;
-		case OPT_NO_URING: info.no_uring = 1; break;
-		case OPT_SQPOLL: info.sqpoll = 1; break;
-		case OPT_DTYPE:
-			if (tool_parse_dtype("--dtype", optarg, &out) < 0)
-				return 2;
-			info.dtype = optarg;
-			break;
-		case OPT_SWEEP:
-			if (n_axes == 7) {
-				tool_error("--sweep is given more than 7 times");
-				return 2;
-			}
-			if (parse_sweep(optarg, axes, &n_axes, &info.sweep) < 0)
-				return 2;
-			break;
-		case OPT_DRAFT:
-			if (tool_parse_double("--draft-accept", optarg, 0, 1, &base.draft_accept) < 0)
-				return 2;
-			break;
-		case OPT_LOOKAHEAD:
-			if (!strcmp(optarg, "prompt"))
-				info.lookahead = LOOKAHEAD_PROMPT;
-			else if (!strcmp(optarg, "oracle"))
-				info.lookahead = LOOKAHEAD_ORACLE;
-			else {
-				tool_error("--lookahead '%s' is not prompt or oracle", optarg);
-				return 2;
-			}
-			break;
-		case OPT_JSON: json = 1; break;
-		case OPT_SVG: svg_path = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: fprintf(stderr, "run 'engram-stat replay --help' for the options\n"); return 2;
+		if (opt == 'h') {
+			usage(stdout);
+			return 0;
 		}
+		if ((err = set_option(c, opt, optarg)))
+			return err;
 	}
-	if (replay_stream_check("replay", argc, argv, &sa) < 0)
+	if (replay_stream_check("replay", argc, argv, &c->sa) < 0)
 		return 2;
-	for (unsigned a = 0; a < n_axes; a++) {
-		if (n_runs * axes[a].n > MAX_RUNS) {
-			tool_error("--sweep makes more than %d runs", MAX_RUNS);
-			return 2;
-		}
-		n_runs *= axes[a].n;
-	}
-	info.staging_mb = cache_given ? base.cache_mb : 0;
+	c->info.staging_mb = c->cache_given ? c->base.cache_mb : 0;
 	/* a budget counts from nothing: pages read before a run would sit outside it */
-	if (base.mem_mb || (info.sweep & SWEEP_MEM))
-		info.cold = 1;
-	info.shard = argv[optind];
+	if (c->base.mem_mb || (c->info.sweep & SWEEP_MEM))
+		c->info.cold = 1;
+	c->info.shard = argv[optind];
+	return -1;
+}
 
-	/* the store once: the config, the files, the distinct rows of the schedule */
-	if ((err = engram_open(&st, info.shard, 0)) < 0)
-		return tool_lib_error(err);
-	const char *inputs[] = { info.shard, sa.tokens_arg };
-	if (svg_path && tool_out_distinct("--svg", svg_path, st, inputs, 2) < 0)
-		goto done;
+/* Per Engram layer: its id, lead and record size; then the files, the distinct rows of the schedule, the
+ * bytes of a read and the data region the disk is measured on. */
+static int load_layers(struct replay_cmd *c, struct replay_inputs *in, const engram_store *st)
+{
+	struct replay_info *info = &c->info;
 	const engram_config *cfg = engram_store_config(st);
 	unsigned L = engram_config_num_layers(cfg);
-	if (replay_stream_build(&info, &sa, cfg, &tokens, &starts, &sc) < 0)
-		goto done;
-	info.n_layers = L;
-	distinct = calloc(L, sizeof(*distinct));
-	record_size = calloc(L, sizeof(*record_size));
-	lead_frac = calloc(L, sizeof(*lead_frac));
-	info.lead_ms = calloc(L, sizeof(*info.lead_ms));
-	layer_ids = calloc(L, sizeof(*layer_ids));
-	runs = calloc(n_runs, sizeof(*runs));
-	if (!distinct || !record_size || !lead_frac || !info.lead_ms || !layer_ids || !runs) {
+	int err;
+
+	info->n_layers = L;
+	in->distinct = calloc(L, sizeof(*in->distinct));
+	in->record_size = calloc(L, sizeof(*in->record_size));
+	in->lead_frac = calloc(L, sizeof(*in->lead_frac));
+	in->read_bytes = calloc(L, sizeof(*in->read_bytes));
+	info->lead_ms = calloc(L, sizeof(*info->lead_ms));
+	in->layer_ids = calloc(L, sizeof(*in->layer_ids));
+	if (!in->distinct || !in->record_size || !in->lead_frac || !in->read_bytes || !info->lead_ms ||
+	    !in->layer_ids) {
 		tool_error("out of memory");
-		goto done;
+		return -1;
 	}
-	info.layer_ids = layer_ids;
+	info->layer_ids = in->layer_ids;
 	for (unsigned l = 0; l < L; l++) {
-		layer_ids[l] = engram_config_layer_id(cfg, l);
-		if (layer_ids[l] > (int)info.layers_total) {
-			tool_error("layer %d is beyond --layers-total %u", layer_ids[l], info.layers_total);
-			goto done;
+		in->layer_ids[l] = engram_config_layer_id(cfg, l);
+		if (in->layer_ids[l] > (int)info->layers_total) {
+			tool_error("layer %d is beyond --layers-total %u", in->layer_ids[l], info->layers_total);
+			return -1;
 		}
-		lead_frac[l] = (double)layer_ids[l] / info.layers_total;
-		info.lead_ms[l] = lead_frac[l] * info.step_ms;
+		in->lead_frac[l] = (double)in->layer_ids[l] / info->layers_total;
+		info->lead_ms[l] = in->lead_frac[l] * info->step_ms;
 	}
 	for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
 		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 		if ((err = engram_store_table_info(st, i, &ti)) < 0) {
 			tool_lib_error(err);
-			goto done;
+			return -1;
 		}
 		if (ti.layer_index < L)
-			record_size[ti.layer_index] = ti.record_size;
+			in->record_size[ti.layer_index] = ti.record_size;
 	}
-	if (replay_files_collect(&files, st) < 0 || replay_count_distinct(cfg, &sc, tokens, info.batch, distinct) < 0)
-		goto done;
-	info.shard_bytes = files.bytes;
-	engram_close(st); /* no mapping may hold the pages that --cold drops */
-	st = NULL;
+	if (replay_files_collect(&in->files, st) < 0 ||
+	    replay_count_distinct(cfg, &in->sc, in->tokens, info->batch, in->distinct) < 0 ||
+	    replay_disk_read_bytes(st, in->read_bytes) < 0 || replay_disk_open(&in->disk, st) < 0)
+		return -1;
+	info->shard_bytes = in->files.bytes;
+	return 0;
+}
 
-	if (svg_path && tool_out_open(&svg, svg_path) < 0) /* before the runs: fail early */
-		goto done;
-	/* the runs: the cross product of the sweeps, the first --sweep outermost */
+/* The store once: the config, the stream and schedule, the layers (load_layers). Returns 0, or prints the
+ * error and returns -1. */
+static int load_inputs(struct replay_cmd *c, struct replay_inputs *in)
+{
+	engram_store *st = NULL;
+	int err, status = -1;
+
+	if ((err = engram_open(&st, c->info.shard, 0)) < 0)
+		return tool_lib_error(err), -1;
+	const char *inputs[] = { c->info.shard, c->sa.tokens_arg };
+	if ((c->svg_path && tool_out_distinct("--svg", c->svg_path, st, inputs, 2) < 0) ||
+	    replay_stream_build(&c->info, &c->sa, engram_store_config(st), &in->tokens, &in->starts, &in->sc) < 0 ||
+	    load_layers(c, in, st) < 0)
+		goto out;
+	status = 0;
+out:
+	engram_close(st); /* no mapping may hold the pages that --cold drops */
+	return status;
+}
+
+/* The runs' settings: the cross product of the sweeps, the first --sweep outermost. Returns 0, or prints the
+ * error and returns -1. */
+static int expand_runs(const struct replay_cmd *c, struct replay_result *runs, size_t n_runs)
+{
 	for (size_t i = 0; i < n_runs; i++) {
-		struct replay_setting set = base;
+		struct replay_setting set = c->base;
 		size_t rest = i;
-		for (unsigned a = n_axes; a-- > 0;) {
-			double x = axes[a].v[rest % axes[a].n];
-			rest /= axes[a].n;
-			switch (axes[a].key) {
+		for (unsigned a = c->n_axes; a-- > 0;) {
+			double x = c->axes[a].v[rest % c->axes[a].n];
+			rest /= c->axes[a].n;
+			switch (c->axes[a].key) {
 			case SWEEP_DEPTH: set.depth = (unsigned)x; break;
 			case SWEEP_CACHE: set.cache_mb = (uint64_t)x; break;
 			case SWEEP_MODE: set.mode = (enum engram_mode)x; break;
@@ -399,71 +420,172 @@ int stat_replay(int argc, char **argv)
 		}
 		if (set.tier == TIER_ROW && !set.mem_mb) {
 			tool_error("--tier row needs --mem-mb (or --sweep mem=...): the row cache's size");
-			goto done;
+			return -1;
 		}
 		if (set.tier == TIER_ROW) /* rows the cache lacks are read with O_DIRECT */
 			set.mode = ENGRAM_MODE_DIRECT;
 		runs[i].set = set;
+		runs[i].disk = (struct replay_disk){ 0, NAN };
 	}
-	struct replay_ctx ctx = { .shard = info.shard,
-				  .tokens = tokens,
-				  .sc = &sc,
-				  .files = &files,
-				  .info = &info,
-				  .out = out,
-				  .distinct = distinct,
-				  .record_size = record_size,
-				  .lead_frac = lead_frac };
+	return 0;
+}
+
+/* The disk of the floor, before the runs: the latency once, the rate at each run's queue depth (once for each
+ * depth), unless given. None with --no-wait unless given: without compute time there is no floor to report.
+ * Returns 0, or prints the error and returns -1. */
+static int calibrate(struct replay_cmd *c, const struct replay_disk_target *t, struct replay_result *runs, size_t n)
+{
+	struct replay_calibration *cal = &c->info.cal;
+	double lat = c->disk_latency_us, t0 = 0;
+	struct timespec ts;
+
+	if (c->info.no_wait && isnan(c->disk_iops) && isnan(lat))
+		return 0;
+	cal->known = 1;
+	cal->read_bytes = t->read_bytes;
+	cal->direct = t->direct;
+	cal->how = "given";
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (!c->json && (isnan(c->disk_iops) || isnan(lat)))
+		fprintf(stderr, "%s: measuring the disk: random %u-byte reads%s of the shard's data, about %.1f s\n",
+			tool_name, t->read_bytes, t->direct ? " (O_DIRECT)" : "",
+			(isnan(lat) ? REPLAY_DISK_LATENCY_S : 0) + (isnan(c->disk_iops) ? REPLAY_DISK_RATE_S : 0));
+	if (isnan(lat)) {
+		if (replay_disk_latency(t, REPLAY_DISK_LATENCY_S, &lat) < 0)
+			return -1;
+		cal->latency_measured = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		runs[i].disk.latency_us = lat;
+		runs[i].disk.iops = c->disk_iops;
+		for (size_t k = 0; k < i && isnan(runs[i].disk.iops); k++) /* this queue depth was measured */
+			if (runs[k].set.queue_depth == runs[i].set.queue_depth)
+				runs[i].disk.iops = runs[k].disk.iops;
+		if (isnan(runs[i].disk.iops)) {
+			if (replay_disk_rate(t, runs[i].set.queue_depth, REPLAY_DISK_RATE_S, &runs[i].disk.iops, &cal->how) <
+			    0)
+				return -1;
+			cal->iops_measured = 1;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	cal->seconds = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - t0;
+	return 0;
+}
+
+/* Every run in turn. Returns 0, or prints the error and returns -1. */
+static int run_all(const struct replay_cmd *c, const struct replay_inputs *in, struct replay_result *runs,
+		   size_t n_runs)
+{
+	struct replay_ctx ctx = { .shard = c->info.shard,
+				  .tokens = in->tokens,
+				  .sc = &in->sc,
+				  .files = &in->files,
+				  .info = &c->info,
+				  .out = c->out,
+				  .distinct = in->distinct,
+				  .record_size = in->record_size,
+				  .lead_frac = in->lead_frac,
+				  .read_bytes = in->read_bytes };
+
 	for (size_t i = 0; i < n_runs; i++) {
-		if (n_runs > 1 && !json) {
+		if (n_runs > 1 && !c->json) {
 			char label[160];
-			replay_setting_label(label, sizeof(label), info.sweep, &runs[i].set, ", ");
+			replay_setting_label(label, sizeof(label), c->info.sweep, &runs[i].set, ", ");
 			fprintf(stderr, "%s: run %zu of %zu: %s\n", tool_name, i + 1, n_runs, label);
 		}
 		if (replay_run(&ctx, &runs[i]) < 0)
-			goto done;
-		if (info.cold && runs[i].resident_start > 0.5)
+			return -1;
+		if (c->info.cold && runs[i].resident_start > 0.5)
 			tool_error("warning: %.0f%% of the shard stayed in the page cache after eviction (mapped by "
 				   "another process, or on tmpfs?): the run was not cold",
 				   100 * runs[i].resident_start);
 	}
+	return 0;
+}
 
-	if (svg_path) {
-		if (replay_svg(svg.f, &info, runs, n_runs) < 0) {
-			tool_error("cannot write '%s': %s", svg_path, strerror(errno));
-			goto done;
+/* The SVG (written beside its path, renamed whole), then the JSON or the text on standard output. Returns 0,
+ * or prints the error and returns -1. */
+static int report(const struct replay_cmd *c, struct tool_out *svg, const struct replay_result *runs, size_t n_runs)
+{
+	if (c->svg_path) {
+		if (replay_svg(svg->f, &c->info, runs, n_runs) < 0) {
+			tool_error("cannot write '%s': %s", c->svg_path, strerror(errno));
+			return -1;
 		}
-		if (tool_out_commit(&svg) < 0)
-			goto done;
+		if (tool_out_commit(svg) < 0)
+			return -1;
 	}
-	if (json) {
-		if (!(doc = replay_json(&info, runs, n_runs))) {
+	if (c->json) {
+		char *doc = replay_json(&c->info, runs, n_runs);
+		if (!doc) {
 			tool_error("out of memory");
-			goto done;
+			return -1;
 		}
 		fputs(doc, stdout);
 		fputc('\n', stdout);
+		free(doc);
 	} else {
-		replay_print_text(stdout, &info, runs, n_runs);
+		replay_print_text(stdout, &c->info, runs, n_runs);
 	}
-	if (tool_flush_stdout() < 0)
+	return tool_flush_stdout();
+}
+
+int stat_replay(int argc, char **argv)
+{
+	struct replay_cmd c = {
+		.info = { .step_ms = 20, .prefill_ms_per_token = 0.05, .layers_total = 61, .dtype = "native" },
+		.base = { .depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 1024, .draft_accept = -1 },
+		.out = ENGRAM_OUT_NATIVE,
+		.disk_iops = NAN,
+		.disk_latency_us = NAN,
+	};
+	struct replay_inputs in = { 0 };
+	struct replay_result *runs = NULL;
+	struct tool_out svg = { 0 };
+	size_t n_runs = 1;
+	int status;
+
+	if ((status = parse_args(&c, argc, argv)) >= 0)
+		return status;
+	status = 1;
+	for (unsigned a = 0; a < c.n_axes; a++) {
+		if (n_runs * c.axes[a].n > MAX_RUNS) {
+			tool_error("--sweep makes more than %d runs", MAX_RUNS);
+			return 2;
+		}
+		n_runs *= c.axes[a].n;
+	}
+	if (load_inputs(&c, &in) < 0)
+		goto done;
+	if (!(runs = calloc(n_runs, sizeof(*runs)))) {
+		tool_error("out of memory");
+		goto done;
+	}
+	if (c.svg_path && tool_out_open(&svg, c.svg_path) < 0) /* before the runs: fail early */
+		goto done;
+	if (expand_runs(&c, runs, n_runs) < 0 || calibrate(&c, &in.disk, runs, n_runs) < 0)
+		goto done;
+	replay_disk_close(&in.disk);
+	if (run_all(&c, &in, runs, n_runs) < 0 || report(&c, &svg, runs, n_runs) < 0)
 		goto done;
 	status = 0;
 done:
 	tool_out_abort(&svg);
-	engram_close(st);
 	for (size_t i = 0; runs && i < n_runs; i++)
 		free(runs[i].layers);
 	free(runs);
-	replay_files_free(&files);
-	replay_sched_free(&sc);
-	free(starts);
-	engram_free(tokens);
-	free(distinct);
-	free(record_size);
-	free(lead_frac);
-	free(info.lead_ms);
-	free(layer_ids);
-	free(doc);
+	replay_disk_close(&in.disk);
+	replay_files_free(&in.files);
+	replay_sched_free(&in.sc);
+	free(in.starts);
+	engram_free(in.tokens);
+	free(in.distinct);
+	free(in.record_size);
+	free(in.lead_frac);
+	free(in.read_bytes);
+	free(c.info.lead_ms);
+	free(in.layer_ids);
 	return status;
 }

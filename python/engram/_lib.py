@@ -63,6 +63,7 @@ class TableInfo(ctypes.Structure):
         ("block_pages", c_uint),
         ("raw_bytes", c_uint64),
         ("stored_bytes", c_uint64),
+        ("data_offset", c_uint64),
     ]
 
 
