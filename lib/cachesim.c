@@ -131,8 +131,6 @@ ENGRAM_API int engram_cachesim_units(const engram_store *st, unsigned li, const 
 				     uint64_t *units)
 {
 	EG_KEEP_ERRNO;
-	if (!st || (n && (!rows || !units)))
-		return eg_fail(-EINVAL, "engram_cachesim_units: NULL argument");
 	return row_units(st, li, rows, n, units);
 }
 
@@ -360,8 +358,6 @@ static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uin
 ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
 {
 	EG_KEEP_ERRNO;
-	if (!s)
-		return eg_fail(-EINVAL, "engram_cachesim_begin: NULL simulation");
 	if (flags & ~ENGRAM_CACHESIM_UNCOUNTED)
 		return eg_fail(-EINVAL, "engram_cachesim_begin: unknown flags 0x%x", flags);
 	for (size_t i = 0; i < s->n_pinned; i++) /* engram_session_begin */
@@ -373,10 +369,8 @@ ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
 }
 
 /* The units of a call's rows into s->ukeys (and room for their classes in s->cls). */
-static int call_units(struct engram_cachesim *s, const char *fn, unsigned li, const uint64_t *rows, size_t n)
+static int call_units(struct engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
 {
-	if (n && !rows)
-		return eg_fail(-EINVAL, "%s: NULL rows", fn);
 	if (n > s->cap) {
 		uint8_t *c = realloc(s->cls, n);
 		if (c)
@@ -395,9 +389,7 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 	EG_KEEP_ERRNO;
 	int err;
 
-	if (!s)
-		return eg_fail(-EINVAL, "engram_cachesim_push: NULL simulation");
-	if ((err = call_units(s, "engram_cachesim_push", li, rows, n)) < 0)
+	if ((err = call_units(s, li, rows, n)) < 0)
 		return err;
 	for (size_t k = 0; k < n; k++) {
 		if (s->rc)
@@ -414,9 +406,7 @@ ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uin
 	uint64_t ram = 0, hot = 0;
 	int err;
 
-	if (!s)
-		return eg_fail(-EINVAL, "engram_cachesim_gather: NULL simulation");
-	if ((err = call_units(s, "engram_cachesim_gather", li, rows, n)) < 0)
+	if ((err = call_units(s, li, rows, n)) < 0)
 		return err;
 	for (size_t k = 0; k < n; k++) {
 		uint64_t key = eg_rc_key(li, rows[k]);
@@ -463,8 +453,6 @@ ENGRAM_API int engram_cachesim_result(const engram_cachesim *s, struct engram_ca
 	struct engram_cachesim_result r = { .size = sizeof(r) };
 	int row;
 
-	if (!s || !out)
-		return eg_fail(-EINVAL, "engram_cachesim_result: NULL argument");
 	row = s->policy == ENGRAM_CACHESIM_ROW || s->policy == ENGRAM_CACHESIM_HOT_ROW;
 	r.policy = s->policy;
 	r.budget_bytes = s->budget;

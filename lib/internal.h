@@ -25,7 +25,8 @@
 #define EG_MAX_TABLE_ROWS ((uint64_t)1 << 40) /* rows of a layer's table */
 
 /* Internal functions that libengram-pack (the packer, a library of its own: lib/pack/) calls in libengram. They
- * are exported under the version node ENGRAM_PRIVATE (lib/libengram.map), which is not part of the API. */
+ * are exported under the version node ENGRAM_PRIVATE_<version> (lib/libengram.map), which is not part of the API
+ * and which a libengram-pack of another version does not load against. */
 #if defined(__GNUC__)
 #define EG_PRIVATE __attribute__((visibility("default")))
 #else

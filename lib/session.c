@@ -221,12 +221,14 @@ ENGRAM_API const char *engram_session_backend(const engram_session *s)
 	return s->backend;
 }
 
-ENGRAM_API int engram_session_stats(const engram_session *s, int layer, int step, struct engram_io_stats *out)
+ENGRAM_API int engram_session_stats(const engram_session *s, int layer, unsigned flags, struct engram_io_stats *out)
 {
 	EG_KEEP_ERRNO;
-	const struct engram_io_stats *v = step ? s->step : s->total;
+	const struct engram_io_stats *v = flags & ENGRAM_STATS_STEP ? s->step : s->total;
 	struct engram_io_stats sum;
 
+	if (flags & ~ENGRAM_STATS_STEP)
+		return eg_fail(-EINVAL, "engram_session_stats: unknown flags 0x%x", flags);
 	if (layer >= (int)s->cfg->n_layers)
 		return eg_fail(-EINVAL, "layer index %d out of range (%u layers)", layer, s->cfg->n_layers);
 	if (layer >= 0)
