@@ -650,7 +650,7 @@ ENGRAM_API int engram_config_load_geometry(engram_config **out, const char *conf
  * How a table of rows rows of head_dim elements of dtype ("F32", "BF16", "F16", "F8_E4M3") is laid out in a
  * shard, as engram-pack writes it raw: fills dtype, head_dim, row_count, record_size, rows_per_page, codec
  * ("raw"), raw_bytes and stored_bytes (both the pages x 4096) of *info, as far as info->size allows; the other
- * fields are 0 or NULL. Returns 0, or -EINVAL (another dtype, a head dim without a record: 0, above 2^20, or
+ * fields are 0 or NULL. Returns 0, or -EINVAL (another dtype, a head dim without a record: 0, above 65536, or
  * not a multiple of 32 for F8_E4M3; more than 2^40 rows; a size below the first version's).
  */
 ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_t rows, struct engram_table_info *info);

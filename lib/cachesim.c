@@ -13,7 +13,6 @@
 #include "internal.h"
 #include "layout.h"
 #include "rowcache.h"
-#include "session.h"
 #include "store.h"
 
 #define CS_POLICIES 4
@@ -122,7 +121,7 @@ static int row_units(const engram_store *st, unsigned li, const uint64_t *rows, 
 			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[k],
 				       st->cfg->layers[li].id);
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
-		units[k] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_sess_unit_bytes(p->t));
+		units[k] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_unit_bytes(p->t));
 	}
 	return 0;
 }
@@ -171,7 +170,7 @@ static int create(struct engram_cachesim *s, const struct engram_cachesim_option
 		if (err < 0)
 			return err;
 		s->rc_slots = s->rc->n_sets * EG_RC_WAYS;
-		s->rc_slot_bytes = sizeof(uint64_t) * 3 + (record_bytes + 7) / 8 * 8;
+		s->rc_slot_bytes = eg_rc_slot_bytes(record_bytes);
 	}
 	if (s->units && eg_units_init(&s->u, (uint32_t)s->units, 0) < 0)
 		goto oom;
@@ -318,12 +317,12 @@ static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
  * completion does. */
 static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
 {
-	const struct eg_disk_table *t = s->st->pieces[(ukey >> 40) - 1].t;
+	const struct eg_disk_table *t = s->st->pieces[eg_unit_key_piece(ukey)].t;
 	uint64_t first, end;
 
 	if (!t->rows_per_page || !eg_rc_filling(s->rc))
 		return;
-	eg_sess_unit_rows(t, ukey & ((1ull << 40) - 1), &first, &end);
+	eg_unit_rows(t, eg_unit_key_unit(ukey), &first, &end);
 	for (uint64_t local = first; local < end; local++) /* the sets are scattered: their loads overlap */
 		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
 	for (uint64_t local = first; local < end; local++)

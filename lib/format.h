@@ -185,7 +185,7 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 {
 	uint32_t e = eg_dtype_elem_size(dt);
 
-	if (!e || !head_dim || head_dim > (1u << 20))
+	if (!e || !head_dim || head_dim > EG_MAX_HEAD_DIM)
 		return 0;
 	if (dt == EG_DT_F8_E4M3)
 		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;

@@ -315,7 +315,7 @@ static uint64_t page_cache_units(const engram_session *s, uint64_t *seen_base)
 		if (seen_base)
 			seen_base[i] = units;
 		if (!eg_sess_is_cached(s, p))
-			units += (p->t->data_length + eg_sess_unit_bytes(p->t) - 1) / eg_sess_unit_bytes(p->t);
+			units += (p->t->data_length + eg_unit_bytes(p->t) - 1) / eg_unit_bytes(p->t);
 	}
 	return units;
 }
@@ -413,8 +413,8 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 	s->depth = depth;
 	for (unsigned i = 0; i < st->n_pieces; i++) {
 		const struct eg_disk_table *t = st->pieces[i].t;
-		if (eg_sess_unit_bytes(t) > s->unit_max)
-			s->unit_max = eg_sess_unit_bytes(t);
+		if (eg_unit_bytes(t) > s->unit_max)
+			s->unit_max = eg_unit_bytes(t);
 		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
 			max_frame = t->max_frame;
 		any_cached |= eg_sess_is_cached(s, &st->pieces[i]);

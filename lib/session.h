@@ -4,7 +4,7 @@
  *
  * Vocabulary. A *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page
  * (or pages) holding the row in a raw table, or the zstd block holding it; units are numbered within their
- * piece (struct eg_piece) and keyed by (piece, unit). A *slot* is a unit's entry in a unit table
+ * piece (struct eg_piece) and keyed by (piece, unit) (their sizes and keys: layout.h). A *slot* is a unit's entry in a unit table
  * (lib/units.c): `track` (page-cache mode: reads in flight of raw tables, no data) or `cache` (direct mode
  * and every zstd table: the data). A *request* is a read in flight, one of queue_depth. */
 #ifndef ENGRAM_SESSION_H
@@ -16,6 +16,7 @@
 #include "block.h"
 #include "units.h"
 #include "io.h"
+#include "layout.h"
 #include "rowcache.h"
 #include "seen.h"
 #include "store.h"
@@ -114,28 +115,6 @@ struct engram_session {
 static inline int eg_sess_is_cached(const engram_session *s, const struct eg_piece *p)
 {
 	return p->t->codec == EG_CODEC_ZSTD || s->mode == ENGRAM_MODE_DIRECT || s->rc;
-}
-
-/* Bytes of one unit of a piece: a zstd block, or the pages of one row (one page when rows share pages). */
-static inline size_t eg_sess_unit_bytes(const struct eg_disk_table *t)
-{
-	if (t->codec == EG_CODEC_ZSTD)
-		return (size_t)t->pages_per_block * EG_PAGE;
-	return (size_t)(t->pages_per_row ? t->pages_per_row : 1) * EG_PAGE;
-}
-
-static inline unsigned eg_sess_unit_pages(const struct eg_disk_table *t)
-{
-	return (unsigned)(eg_sess_unit_bytes(t) / EG_PAGE);
-}
-
-/* The local rows that unit holds (rows of less than a page only): [*first, *end), end clipped to the table. */
-static inline void eg_sess_unit_rows(const struct eg_disk_table *t, uint64_t unit, uint64_t *first, uint64_t *end)
-{
-	*first = unit * eg_sess_unit_pages(t) * t->rows_per_page;
-	*end = *first + (uint64_t)eg_sess_unit_pages(t) * t->rows_per_page;
-	if (*end > t->row_count)
-		*end = t->row_count;
 }
 
 static inline uint32_t eg_sess_piece_index(const engram_session *s, const struct eg_piece *p)

@@ -398,7 +398,7 @@ ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row,
 		memcpy(dst, p->data + off, p->t->record_size);
 		return (int)p->t->record_size;
 	}
-	size_t bsize = (size_t)p->t->pages_per_block * EG_PAGE;
+	size_t bsize = eg_layout_block_bytes(p->t->pages_per_block);
 	struct eg_block_ctx ctx = { 0 };
 	uint8_t *block = malloc(bsize);
 	if (!block)

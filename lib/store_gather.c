@@ -39,7 +39,7 @@ static void flush(struct gather *g)
  * never straddle blocks: the format keeps whole rows in a block). */
 static int add_zstd(struct gather *g, const struct eg_piece *p, uint64_t off)
 {
-	size_t bsize = (size_t)p->t->pages_per_block * EG_PAGE;
+	size_t bsize = eg_layout_block_bytes(p->t->pages_per_block);
 	uint64_t b = off / bsize;
 	int err;
 

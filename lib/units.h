@@ -25,6 +25,7 @@ struct eg_unit {
 	uint64_t t_done;
 };
 
+/* A unit table: its entries keyed by eg_unit_key (layout.h). */
 struct eg_units {
 	struct eg_unit *u;
 	uint32_t n;
@@ -35,11 +36,6 @@ struct eg_units {
 	uint8_t *mem;         /* n x slot_bytes, page-aligned, or NULL */
 	size_t slot_bytes;
 };
-
-static inline uint64_t eg_unit_key(uint32_t piece, uint64_t unit)
-{
-	return (uint64_t)(piece + 1) << 40 | unit;
-}
 
 /* n slots (of slot_bytes each when slot_bytes is not 0); -ENOMEM, or -EINVAL when n x slot_bytes overflows. */
 int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes);
