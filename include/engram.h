@@ -529,9 +529,12 @@ ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, un
  * gather of the step's rows (engram_cachesim_gather). A push requests its rows' units (the 4 KiB pages of the
  * shard's layout, a multi-page row's pages or a zstd block); a gather finds its rows, and counts one RAM-served
  * when the row's bytes were in RAM with no read on its behalf in this step, as engram_io_stats.ram counts it.
- * The policies run the library's own code: the private unit cache (CLOCK, a step's units pinned), the row cache
- * on keys only (the sets and ways the budget gives), and the same layout. A simulation belongs to one thread at
- * a time; any number may share a store.
+ * The policies use the library's own structures: the private unit cache (CLOCK, a step's units pinned), the row
+ * cache on keys only (the sets and ways the budget gives), and the same layout. The decisions a session takes on
+ * them (which units a push requests and pins, how a gather classifies its rows and then finds or reads each) are
+ * not shared code: the simulation re-implements them after the session's, and a test keeps the two within 5
+ * points of RAM rate (tests/test_stat_cachesim.c). A simulation belongs to one thread at a time; any number may
+ * share a store.
  */
 typedef struct engram_cachesim engram_cachesim;
 

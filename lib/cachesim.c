@@ -2,8 +2,11 @@
  * session meets them: each step's pushes request their rows' units (4 KiB pages of the shard's layout), then each
  * layer's gather finds its rows. A row counts as served from RAM when its bytes were in RAM with no read on its
  * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: units.c's
- * unit table (CLOCK; pins for a step's units), rowunits.c's row cache (a keys-only instance of the geometry a
- * budget gives), and the session's units of the layout. */
+ * unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry a
+ * budget gives), and layout.h's units. The decisions are not shared with the session: request() and fill_rows()
+ * re-implement session_read.c's request_unit() and fill_row_cache(), engram_cachesim_gather() session_gather.c's
+ * classify() and resolve(); a change to one side must be made to the other (test_stat_cachesim checks that they
+ * agree within 5 points of RAM rate). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,8 +316,8 @@ static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
 	return i;
 }
 
-/* The other rows of a unit read at push go into free row slots while the row cache fills, as the session's
- * completion does. */
+/* The other rows of a unit read at push go into free row slots while the row cache fills, re-implementing
+ * session_read.c's fill_row_cache() (the session's completion). */
 static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
 {
 	const struct eg_disk_table *t = s->st->pieces[eg_unit_key_piece(ukey)].t;
@@ -329,7 +332,8 @@ static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
 		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local), NULL, 0);
 }
 
-/* A push's request of one row (engram_session_push: eg_sess_request_rows with the step's pin). */
+/* A push's request of one row, re-implementing session_read.c's request_unit() (engram_session_push:
+ * eg_sess_request_rows with the step's pin). */
 static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uint64_t ukey)
 {
 	uint64_t key = eg_rc_key(layer, row);
@@ -398,7 +402,7 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 	return 0;
 }
 
-/* A layer's gather (classify, then resolve, as engram_session_gather does). */
+/* A layer's gather: classify, then resolve, re-implementing session_gather.c's classify() and resolve(). */
 ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
 {
 	EG_KEEP_ERRNO;

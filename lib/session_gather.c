@@ -54,7 +54,8 @@ static int grow_refs(engram_session *s, size_t n)
 
 /* Locate every row and classify it, without waiting: ready or not, and whether its bytes are in RAM with no
  * disk read on their behalf in this step (ram). *trusted counts the rows held ready because their page was
- * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram. */
+ * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram.
+ * cachesim.c's engram_cachesim_gather() re-implements this and resolve(): change both. */
 static int classify(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, uint64_t *trusted,
 		    uint64_t *trusted_ram)
 {
@@ -155,7 +156,8 @@ static void flush(engram_session *s, struct chunk *c)
 	release(s, c);
 }
 
-/* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record. */
+/* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
+ * (re-implemented by cachesim.c's engram_cachesim_gather(): change both). */
 static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
 	const struct eg_piece *p = r->p;

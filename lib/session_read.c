@@ -73,7 +73,8 @@ static void release_request(engram_session *s, uint32_t tag)
 static void drain_pending(engram_session *s);
 
 /* The row tier keeps rows, not pages; but while its slots are still empty, the other rows of a unit read for
- * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). */
+ * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). cachesim.c's fill_rows()
+ * re-implements it: change both. */
 static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit,
 			   const uint8_t *data)
 {
@@ -304,7 +305,8 @@ int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
 	return 1;
 }
 
-/* Make sure a unit is read or being read; pin it for the step when asked. */
+/* Make sure a unit is read or being read; pin it for the step when asked (re-implemented by cachesim.c's
+ * request(): change both). */
 static int request_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin)
 {
 	int cached = eg_sess_is_cached(s, p);
