@@ -19,11 +19,16 @@
 #include "strtab.h"
 #include "tokenizer.h"
 
-enum step_kind { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE,
-		 /* normalizers, for added tokens */ N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_PREPEND };
+/* The decoder's steps (applied to every token) and the normalizer's (applied to added tokens marked
+ * "normalized"): two lists of their own, whose steps share struct step's fields. */
+enum dec_step { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE };
+enum norm_step { N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_REPLACE, N_PREPEND };
 
 struct step {
-	enum step_kind kind;
+	union {
+		enum dec_step dec;   /* a step of the decoder (struct eg_tokenizer.dec) */
+		enum norm_step norm; /* a step of the normalizer */
+	} kind;
 	const char *a, *b;  /* pattern and replacement, prepended text, suffix (JSON-owned while loading) */
 	size_t an, bn;
 	uint32_t ch;        /* Strip's content, Metaspace's replacement */
@@ -246,17 +251,17 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "ByteLevel")) {
-		s.kind = BYTE_LEVEL;
+		s.kind.dec = BYTE_LEVEL;
 	} else if (!strcmp(type, "ByteFallback")) {
-		s.kind = BYTE_FALLBACK;
+		s.kind.dec = BYTE_FALLBACK;
 	} else if (!strcmp(type, "Fuse")) {
-		s.kind = FUSE;
+		s.kind.dec = FUSE;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.dec = REPLACE;
 		if ((err = get_pattern(l, d, "decoder Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = STRIP;
+		s.kind.dec = STRIP;
 		if ((err = get_char(l, d, "content", "decoder Strip", &s.ch)) < 0 ||
 		    (err = get_uint(l, d, "start", "decoder Strip", &s.start)) < 0 ||
 		    (err = get_uint(l, d, "stop", "decoder Strip", &s.stop)) < 0)
@@ -265,7 +270,7 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		const json_t *ps = json_object_get(d, "prepend_scheme");
 		const char *scheme = ps ? json_string_value(ps) : "always";
 		int aps;
-		s.kind = METASPACE;
+		s.kind.dec = METASPACE;
 		if ((err = get_char(l, d, "replacement", "decoder Metaspace", &s.ch)) < 0)
 			return err;
 		if (!scheme || (strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never")))
@@ -276,13 +281,13 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 			return bad(l, "decoder Metaspace: add_prefix_space false does not match prepend_scheme '%s'", scheme);
 		s.flag = !strcmp(scheme, "never");
 	} else if (!strcmp(type, "BPEDecoder")) {
-		s.kind = BPE_SUFFIX;
+		s.kind.dec = BPE_SUFFIX;
 		s.a = "</w>";
 		s.an = 4;
 		if (json_object_get(d, "suffix") && (err = get_str(l, d, "suffix", "decoder BPEDecoder", &s.a, &s.an)) < 0)
 			return err;
 	} else if (!strcmp(type, "WordPiece")) {
-		s.kind = WORDPIECE;
+		s.kind.dec = WORDPIECE;
 		if ((err = get_bool(l, d, "cleanup", "decoder WordPiece", 1, &s.flag)) < 0)
 			return err;
 	} else {
@@ -345,24 +350,24 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
-		s.kind = N_FORM;
+		s.kind.norm = N_FORM;
 		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
 													: EG_NFKD;
 	} else if (!strcmp(type, "StripAccents")) {
-		s.kind = N_STRIP_ACCENTS;
+		s.kind.norm = N_STRIP_ACCENTS;
 	} else if (!strcmp(type, "Lowercase")) {
-		s.kind = N_LOWERCASE;
+		s.kind.norm = N_LOWERCASE;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = N_STRIP;
+		s.kind.norm = N_STRIP;
 		if ((err = get_bool(l, n, "strip_left", "normalizer Strip", -1, &s.left)) < 0 ||
 		    (err = get_bool(l, n, "strip_right", "normalizer Strip", -1, &s.right)) < 0)
 			return err;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.norm = N_REPLACE;
 		if ((err = get_pattern(l, n, "normalizer Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Prepend")) {
-		s.kind = N_PREPEND;
+		s.kind.norm = N_PREPEND;
 		if ((err = get_str(l, n, "prepend", "normalizer Prepend", &s.a, &s.an)) < 0)
 			return err;
 	} else {
@@ -379,12 +384,12 @@ static int normalize(const struct step *steps, size_t n, struct eg_text *t)
 
 	for (size_t i = 0; i < n && !err; i++) {
 		const struct step *s = &steps[i];
-		switch (s->kind) {
+		switch (s->kind.norm) {
 		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
 		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
 		case N_LOWERCASE: err = eg_u_lowercase(t); break;
 		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
-		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
+		case N_REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
 		case N_PREPEND:
 			/* NormalizedString::prepend: only a non-empty string */
 			if (t->n) {
@@ -394,7 +399,6 @@ static int normalize(const struct step *steps, size_t n, struct eg_text *t)
 				eg_text_free(&p);
 			}
 			break;
-		default: break;
 		}
 	}
 	return err;
@@ -786,7 +790,7 @@ int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_te
 	for (size_t i = 0; i < tk->n_dec && !err; i++) {
 		const struct step *st = &tk->dec[i];
 		int b;
-		switch (st->kind) {
+		switch (st->kind.dec) {
 		case BYTE_LEVEL: err = byte_level(out); break;
 		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn); break;
 		case BYTE_FALLBACK:
@@ -800,7 +804,6 @@ int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_te
 		case METASPACE: err = metaspace(st, out); break;
 		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0); break; /* the last token's suffix */
 		case WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
-		default: break;
 		}
 	}
 	if (err == -ENOMEM)
