@@ -116,8 +116,8 @@ ENGRAM_API const char *engram_cachesim_policy_name(enum engram_cachesim_policy p
 /* The units of n rows of a layer (eg_unit_key of their piece and unit). */
 static int row_units(const engram_store *st, unsigned li, const uint64_t *rows, size_t n, uint64_t *units)
 {
-	if (li >= st->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u is beyond the store's %u layers", li, st->cfg->n_layers);
+	if (eg_bad_layer(st->cfg, li))
+		return -EINVAL;
 	for (size_t k = 0; k < n; k++) {
 		const struct eg_piece *p = eg_store_find(st, li, rows[k]);
 		if (!p)

@@ -125,6 +125,10 @@ struct engram_config {
 	struct eg_layer *layers; /* [n_layers] */
 };
 
+/* The one check of a layer index that a caller gave: 0 when it is a layer of c, else 1 with the error set to
+ * -EINVAL "layer index I out of range (N layers)" (the caller returns its own failure value). */
+int eg_bad_layer(const engram_config *c, unsigned layer_index);
+
 /* Parse either JSON form into params; path names the file in errors. */
 EG_PRIVATE int eg_params_from_json(struct eg_hash_params *p, const char *path);
 

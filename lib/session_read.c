@@ -20,13 +20,6 @@ uint64_t eg_sess_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void *alloc_aligned(size_t n)
-{
-	void *p = NULL;
-
-	return posix_memalign(&p, EG_PAGE, n ? n : EG_PAGE) ? NULL : p;
-}
-
 int eg_sess_unit_error(const struct eg_piece *p, int err)
 {
 	if (err == -EBADMSG)
@@ -182,7 +175,7 @@ static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
 	COUNT(s, q->layer, bytes, len);
 	if (p->t->codec == EG_CODEC_ZSTD) {
 		/* frame buffers are made as reads need them: a deep queue costs memory only when it is used */
-		if (!s->bounce[tag] && !(s->bounce[tag] = alloc_aligned(s->bounce_bytes)))
+		if (!s->bounce[tag] && !(s->bounce[tag] = eg_alloc_aligned(s->bounce_bytes)))
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
 		r->frame_len = (uint32_t)len;
 		r->buf = s->bounce[tag];
@@ -202,7 +195,7 @@ static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
 		r->buf = s->sink + (size_t)tag * SESSION_SINK;
 		r->len = 1;
 	} else {
-		if (!s->unit_sink[tag] && !(s->unit_sink[tag] = alloc_aligned(s->unit_max)))
+		if (!s->unit_sink[tag] && !(s->unit_sink[tag] = eg_alloc_aligned(s->unit_max)))
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
 		r->buf = s->unit_sink[tag];
 	}

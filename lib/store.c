@@ -385,8 +385,8 @@ ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row,
 	uint64_t off;
 	int err;
 
-	if (li >= s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, li))
+		return -EINVAL;
 	p = eg_store_find(s, li, row);
 	if (!p)
 		return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)row,

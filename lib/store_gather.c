@@ -89,10 +89,8 @@ static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size
 	struct gather g;
 	int err = 0;
 
-	if (!s || (n && (!rows || !dst)))
-		return eg_fail(-EINVAL, "engram_gather_rows: NULL argument");
-	if (li >= s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, li))
+		return -EINVAL;
 	if (out != ENGRAM_OUT_NATIVE && out != ENGRAM_OUT_BF16 && out != ENGRAM_OUT_F32)
 		return eg_fail(-EINVAL, "unknown output type %d", (int)out);
 	if (!n)
