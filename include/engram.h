@@ -220,7 +220,7 @@ struct engram_store_info {
 	unsigned n_layers;
 	uint8_t set_id[16];      /* shared by every shard of the set */
 	uint64_t row_scale;      /* 1 for real weights; N for a synthetic set whose vocab sizes were divided by N */
-	uint64_t raw_bytes;      /* table pages x 4096, all tables */
+	uint64_t raw_bytes;      /* pages x 4096, all pieces */
 	uint64_t stored_bytes;   /* as stored (smaller when zstd) */
 	uint64_t file_bytes;     /* all shard files */
 	uint64_t created_unix;   /* when the set was packed (SOURCE_DATE_EPOCH when set then) */

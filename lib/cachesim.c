@@ -40,15 +40,15 @@ struct engram_cachesim {
 	enum engram_cachesim_policy policy;
 	uint64_t budget;
 	uint64_t staging;         /* row tiers: the unit cache that stages a step's reads */
-	uint64_t units;           /* slots of the unit table (the budget's pages, or the staging) */
+	uint64_t units;           /* entries of the unit table (the budget's pages, or the staging) */
 	struct eg_units u;
-	uint32_t *stamp;          /* per unit slot: 1 + the step that read it */
+	uint32_t *stamp;          /* per unit table entry: 1 + the step that read it */
 	uint32_t *prev, *next;    /* page-lru: the recency list, most recent at head */
 	uint32_t head, tail;
 	uint32_t *pinned;         /* units requested by this step's pushes */
 	size_t n_pinned;
 	struct engram_rowcache *rc;
-	uint64_t rc_slots;
+	uint64_t rc_slots;        /* row tiers: the row cache's row slots, and the bytes of one */
 	size_t rc_slot_bytes;
 	struct cs_keyset hot;
 	uint64_t hot_rows;
@@ -257,7 +257,7 @@ ENGRAM_API void engram_cachesim_destroy(engram_cachesim *s)
 	free(s);
 }
 
-/* ---- page-lru: the recency list over the unit table's slots ---- */
+/* ---- page-lru: the recency list over the unit table's entries ---- */
 
 static void lru_unlink(struct engram_cachesim *s, uint32_t i)
 {
@@ -295,7 +295,7 @@ static void unit_touch(struct engram_cachesim *s, uint32_t i)
 	}
 }
 
-/* The unit read now, for this step: a free slot, else the policy's victim; EG_NO_UNIT when none can go (every
+/* The unit read now, for this step: a free entry, else the policy's victim; EG_NO_UNIT when none can go (every
  * unit pinned by the step, or a budget of no pages). */
 static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
 {

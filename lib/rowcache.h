@@ -1,7 +1,7 @@
 /* The row cache (rowcache.c): RAM that holds rows, not pages. A set-associative table of row slots with CLOCK
  * replacement within each set, in one mapping that may be shared by the processes of a node (POSIX shared
  * memory) or private to one. Slots are read under a sequence lock: a reader copies a row out and keeps it only
- * if the slot did not change meanwhile, so a row is never returned torn or for another key, whatever other
+ * if the row slot did not change meanwhile, so a row is never returned torn or for another key, whatever other
  * threads and processes insert concurrently. */
 #ifndef ENGRAM_ROWCACHE_H
 #define ENGRAM_ROWCACHE_H
