@@ -84,7 +84,10 @@ $(STATIC): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+# the private node carries the version (lib/libengram.map says why): a version bump renames it
 $(SHARED): $(LIB_OBJ) lib/libengram.map
+	@grep -q '^ENGRAM_PRIVATE_$(VERSION) {' lib/libengram.map || { echo "lib/libengram.map: its private node" \
+		"must be ENGRAM_PRIVATE_$(VERSION), the version of include/engram.h" >&2; exit 1; }
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script,lib/libengram.map -Wl,--no-undefined \
 		$(ALL_LDFLAGS) -o $@ $(LIB_OBJ) $(LIBS)
 

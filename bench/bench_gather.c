@@ -770,7 +770,7 @@ static void cold(const struct plan *p, const char *name, enum cold_kind kind, en
 		if (kind == COLD_SESSION) {
 			struct engram_io_stats s1 = ENGRAM_INIT(struct engram_io_stats);
 			check_rows(ses, p, t);
-			engram_session_stats(ses, -1, 1, &s1);
+			engram_session_stats(ses, -1, ENGRAM_STATS_STEP, &s1);
 			if (s1.rows != p->per_step) {
 				fprintf(stderr, "bench_gather: step %u gathered %" PRIu64 " rows\n", t, s1.rows);
 				exit(1);

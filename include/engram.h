@@ -9,6 +9,9 @@
  *    thread's most recent failure (which file, which field).
  *    Accessors that return a value rather than a code (counts, sizes, pointers) return 0, NULL or -EINVAL
  *    for a bad index, as each says, and set engram_last_error() as a failure does.
+ *  - NULL: the out pointer of a create or open function, and the paths and handles it takes, are checked
+ *    (-EINVAL). Every other function takes a handle that such a call returned, and arrays that hold what their
+ *    count says: these are not checked for NULL (passing NULL is a bug of the caller, as in liburing and zstd).
  *  - Handles are opaque. An object returned through an out pointer belongs to the caller, who releases it
  *    with the matching _free/_destroy/_close function; passing NULL to those is a no-op. Pointers returned by
  *    accessors stay valid while the handle that returned them lives.
@@ -46,8 +49,14 @@ extern "C" {
 #define ENGRAM_API
 #endif
 
-/* A zeroed caller-allocated struct with its size set: struct engram_session_options o = ENGRAM_INIT(...). */
+/* A zeroed caller-allocated struct with its size set: struct engram_session_options o = ENGRAM_INIT(...).
+ * C has it as a compound literal; C++ (which has no compound literals before C++20) as a value-initialized
+ * object whose size is then set, from engram_init_struct() below. */
+#ifdef __cplusplus
+#define ENGRAM_INIT(type) (::engram_init_struct<type>())
+#else
 #define ENGRAM_INIT(type) ((type){ .size = sizeof(type) })
+#endif
 
 /* Library version of the code actually linked: ENGRAM_VERSION_NUMBER of the build. */
 ENGRAM_API unsigned engram_version_number(void);
@@ -211,7 +220,7 @@ struct engram_store_info {
 	unsigned n_layers;
 	uint8_t set_id[16];      /* shared by every shard of the set */
 	uint64_t row_scale;      /* 1 for real weights; N for a synthetic set whose vocab sizes were divided by N */
-	uint64_t raw_bytes;      /* table pages x 4096, all tables */
+	uint64_t raw_bytes;      /* pages x 4096, all pieces */
 	uint64_t stored_bytes;   /* as stored (smaller when zstd) */
 	uint64_t file_bytes;     /* all shard files */
 	uint64_t created_unix;   /* when the set was packed (SOURCE_DATE_EPOCH when set then) */
@@ -374,13 +383,12 @@ ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_row
 typedef struct engram_session engram_session;
 
 /* Direct mode is the default (0): on tables larger than RAM it stalls the engine less. The kernel's buffered
- * random-read path costs about 1.5x the CPU of an O_DIRECT read (fio, 4 KiB random reads at queue depth 64 on
- * the same file and disk: 49-52 k IOPS buffered against 77.5 k direct), page-cache mode adds a residency probe
- * per page to know what it reads, and all of that is spent in the engine thread's push; at the same RAM, the
- * page cache also holds pages where a row cache holds rows. Measured with engram-stat replay on a cold
- * V4.1-geometry table (bench/RESULTS.md): stall share 62% against 42% at batch 16, 360% against 215% at batch 64
- * with 256 MiB for table data each. Page-cache mode is the choice when the tables fit in RAM (engram_preload
- * them: gathers then copy from shared pages, with no read at all) or must be shared through the page cache. */
+ * random-read path costs more CPU per read than O_DIRECT, page-cache mode adds a residency probe per page to
+ * know what it reads, and all of that is spent in the engine thread's push; at the same RAM, the page cache
+ * also holds pages where a row cache holds rows (engram_session_create(3) says why; bench/RESULTS.md holds the
+ * measurements). Page-cache mode is the choice when the tables fit in RAM (engram_preload them: gathers then
+ * copy from shared pages, with no read at all) or must be shared through the page cache.
+ * The values of the mode field of engram_session_options. */
 enum engram_mode {
 	ENGRAM_MODE_DIRECT = 0,
 	ENGRAM_MODE_PAGECACHE = 1,
@@ -393,7 +401,7 @@ enum engram_mode {
 struct engram_session_options {
 	size_t size;            /* sizeof(struct engram_session_options), set by the caller (ENGRAM_INIT) */
 	unsigned max_seqs;      /* sequence slots; 0: 1 */
-	enum engram_mode mode;
+	uint32_t mode;          /* enum engram_mode (a fixed width: an enum's is the compiler's) */
 	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
 	unsigned queue_depth;   /* reads in flight at most; 0: 1024. More wait in the session, never in push */
 	unsigned flags;         /* ENGRAM_SESSION_* */
@@ -469,7 +477,11 @@ ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_inde
 
 /* Buckets of engram_io_stats.lead_hist: bucket 0 counts leads below 1 us; bucket b >= 1 counts leads in
  * [2^e x (1 + q/4), 2^e x (1 + (q+1)/4)) us with e = (b - 1) / 4 and q = (b - 1) % 4; the last bucket also
- * holds everything longer. */
+ * holds everything longer.
+ * The count is part of engram_io_stats' layout, so it never changes: were it to grow, ram and disk_bytes would
+ * move and a caller built against an older header would read them at the wrong offsets. A longer or finer
+ * histogram is a new field at the end of the struct, with a count of its own (lib/abi.c checks the layout with
+ * static_asserts). */
 #define ENGRAM_LEAD_BUCKETS 96
 
 struct engram_io_stats {
@@ -502,10 +514,13 @@ struct engram_io_stats {
 	uint64_t disk_bytes;
 };
 
-/* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (step = 1,
- * reset by engram_session_begin) or since the session started (step = 0), as far as out->size allows.
- * Returns 0 or -EINVAL (bad layer, size below the first version's). */
-ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, int step, struct engram_io_stats *out);
+#define ENGRAM_STATS_STEP 1u /* engram_session_stats: the current step's counters (reset by engram_session_begin) */
+
+/* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (flags
+ * ENGRAM_STATS_STEP) or since the session started (flags 0), as far as out->size allows. Returns 0 or -EINVAL
+ * (bad layer, unknown flags, size below the first version's). */
+ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, unsigned flags,
+				    struct engram_io_stats *out);
 
 /* ---------------------------------------------------------------------------------------------------
  * Cache simulation: the share of row lookups that RAM would serve, for one policy of the RAM tiers at one budget,
@@ -516,9 +531,12 @@ ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, in
  * gather of the step's rows (engram_cachesim_gather). A push requests its rows' units (the 4 KiB pages of the
  * shard's layout, a multi-page row's pages or a zstd block); a gather finds its rows, and counts one RAM-served
  * when the row's bytes were in RAM with no read on its behalf in this step, as engram_io_stats.ram counts it.
- * The policies run the library's own code: the private unit cache (CLOCK, a step's units pinned), the row cache
- * on keys only (the sets and ways the budget gives), and the same layout. A simulation belongs to one thread at
- * a time; any number may share a store.
+ * The policies use the library's own structures: the private unit cache (CLOCK, a step's units pinned), the row
+ * cache on keys only (the sets and ways the budget gives), and the same layout. The decisions a session takes on
+ * them (which units a push requests and pins, how a gather classifies its rows and then finds or reads each) are
+ * not shared code: the simulation re-implements them after the session's, and a test keeps the two within 5
+ * points of RAM rate (tests/test_stat_cachesim.c). A simulation belongs to one thread at a time; any number may
+ * share a store.
  */
 typedef struct engram_cachesim engram_cachesim;
 
@@ -545,7 +563,7 @@ struct engram_cachesim_options {
 };
 
 /* A simulation of policy at budget_bytes of RAM (0: none, every row is read) for the store's tables; opts may
- * be NULL (defaults). The store must outlive it. Returns 0, -EINVAL (a NULL argument, a bad policy, a budget of
+ * be NULL (defaults). The store must outlive it. Returns 0, -EINVAL (a NULL out or store, a bad policy, a budget of
  * more than 2^30 pages, no room for a row cache beside the staging and the hot region, a hot row out of its
  * table), -E2BIG (options this library does not know), -ENOMEM. */
 ENGRAM_API int engram_cachesim_create(engram_cachesim **out, const engram_store *store,
@@ -558,20 +576,20 @@ ENGRAM_API const char *engram_cachesim_policy_name(enum engram_cachesim_policy p
 #define ENGRAM_CACHESIM_UNCOUNTED 1u /* engram_cachesim_begin: a warm-up step, its gathers are not counted */
 
 /* Start a step: the previous step's units are no longer pinned. flags: 0 or ENGRAM_CACHESIM_UNCOUNTED. Returns
- * 0 or -EINVAL (NULL, unknown flags). */
+ * 0 or -EINVAL (unknown flags). */
 ENGRAM_API int engram_cachesim_begin(engram_cachesim *sim, unsigned flags);
 /* A push's rows of one layer (n rows, as engram_hasher_push writes them for that layer): their units are
- * requested, as engram_session_push does. Returns 0, -EINVAL (NULL, bad layer, a row not in the store), -ENOMEM;
+ * requested, as engram_session_push does. Returns 0, -EINVAL (bad layer, a row not in the store), -ENOMEM;
  * a failed call changes nothing. */
 ENGRAM_API int engram_cachesim_push(engram_cachesim *sim, unsigned layer_index, const uint64_t *rows, size_t n);
 /* A layer's gather of the step's rows (every push's, in push order): counted, then read where not in RAM, as
- * engram_session_gather does. Returns 0, -EINVAL (NULL, bad layer, a row not in the store), -ENOMEM; a failed
+ * engram_session_gather does. Returns 0, -EINVAL (bad layer, a row not in the store), -ENOMEM; a failed
  * call changes nothing. */
 ENGRAM_API int engram_cachesim_gather(engram_cachesim *sim, unsigned layer_index, const uint64_t *rows, size_t n);
 
 struct engram_cachesim_result {
 	size_t size;              /* sizeof(struct engram_cachesim_result), set by the caller */
-	enum engram_cachesim_policy policy;
+	uint32_t policy;          /* enum engram_cachesim_policy (a fixed width: an enum's is the compiler's) */
 	uint64_t budget_bytes;
 	uint64_t lookups;         /* rows gathered in counted steps */
 	uint64_t ram;             /* of those, served from RAM */
@@ -583,16 +601,24 @@ struct engram_cachesim_result {
 	unsigned slot_bytes;      /* row tiers: a slot of a real row cache (record rounded to 8 bytes, and 24) */
 	uint64_t hot_rows;        /* hot+row: rows in the hot region */
 };
-/* Fill *out (as far as out->size allows). Returns 0 or -EINVAL (NULL, size below the first version's). */
+/* Fill *out (as far as out->size allows). Returns 0 or -EINVAL (size below the first version's). */
 ENGRAM_API int engram_cachesim_result(const engram_cachesim *sim, struct engram_cachesim_result *out);
 
 /* The unit of each of n rows of a layer (units[i] for rows[i]): a key equal for rows read together (a 4 KiB
  * page of rows, a multi-page row's pages, a zstd block), distinct across the store's tables. Returns 0 or
- * -EINVAL (NULL, bad layer, a row not in the store). */
+ * -EINVAL (bad layer, a row not in the store). */
 ENGRAM_API int engram_cachesim_units(const engram_store *store, unsigned layer_index, const uint64_t *rows,
 				     size_t n, uint64_t *units);
 
 #ifdef __cplusplus
+}
+
+/* ENGRAM_INIT for C++: every field zero, size set (the struct's first member). */
+template <typename T> inline T engram_init_struct()
+{
+	T v = T();
+	v.size = sizeof(T);
+	return v;
 }
 #endif
 
@@ -629,7 +655,7 @@ ENGRAM_API int engram_config_load_geometry(engram_config **out, const char *conf
  * How a table of rows rows of head_dim elements of dtype ("F32", "BF16", "F16", "F8_E4M3") is laid out in a
  * shard, as engram-pack writes it raw: fills dtype, head_dim, row_count, record_size, rows_per_page, codec
  * ("raw"), raw_bytes and stored_bytes (both the pages x 4096) of *info, as far as info->size allows; the other
- * fields are 0 or NULL. Returns 0, or -EINVAL (another dtype, a head dim without a record: 0, above 2^20, or
+ * fields are 0 or NULL. Returns 0, or -EINVAL (another dtype, a head dim without a record: 0, above 65536, or
  * not a multiple of 32 for F8_E4M3; more than 2^40 rows; a size below the first version's).
  */
 ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_t rows, struct engram_table_info *info);

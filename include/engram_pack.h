@@ -39,7 +39,7 @@ struct engram_pack_options {
 	int shuffle;                    /* zstd byte-plane shuffle of 16/32-bit types: 0 auto (on), 1 on, -1 off */
 	const char *weight_template;    /* tensor name with {L} for the layer id; NULL: the V4.1 and demo names */
 	const char *scale_template;     /* F8_E4M3 scales; NULL: weight name with .weight -> .scale */
-	enum engram_split split;
+	uint32_t split;                 /* enum engram_split (a fixed width: an enum's is the compiler's) */
 	uint64_t split_bytes;           /* ENGRAM_SPLIT_SIZE */
 	unsigned split_ranks;           /* ENGRAM_SPLIT_HEADS; must divide the head count */
 	uint64_t synthetic_scale;       /* 0: read weights. N >= 1: synthetic rows shaped like trained

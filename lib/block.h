@@ -24,7 +24,7 @@ void eg_block_ctx_free(struct eg_block_ctx *c);
  * and block) when the frame index entry is out of order, past the data or larger than the largest frame. */
 int eg_block_range(const struct eg_piece *p, uint64_t b, uint64_t *start, uint64_t *end);
 
-/* Bytes of block b once decoded (the last block of a table may be short). */
+/* Bytes of block b once decoded (the last block of a piece may be short). */
 size_t eg_block_bytes(const struct eg_disk_table *t, uint64_t b);
 
 /* Check block b's stored bytes against its checksum: ENGRAM_ECORRUPT when they differ. */

@@ -2,8 +2,11 @@
  * session meets them: each step's pushes request their rows' units (4 KiB pages of the shard's layout), then each
  * layer's gather finds its rows. A row counts as served from RAM when its bytes were in RAM with no read on its
  * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: units.c's
- * unit table (CLOCK; pins for a step's units), rowunits.c's row cache (a keys-only instance of the geometry a
- * budget gives), and the session's units of the layout. */
+ * unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry a
+ * budget gives), and layout.h's units. The decisions are not shared with the session: request() and fill_rows()
+ * re-implement session_read.c's request_unit() and fill_row_cache(), engram_cachesim_gather() session_gather.c's
+ * classify() and resolve(); a change to one side must be made to the other (test_stat_cachesim checks that they
+ * agree within 5 points of RAM rate). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +16,6 @@
 #include "internal.h"
 #include "layout.h"
 #include "rowcache.h"
-#include "session.h"
 #include "store.h"
 
 #define CS_POLICIES 4
@@ -38,15 +40,15 @@ struct engram_cachesim {
 	enum engram_cachesim_policy policy;
 	uint64_t budget;
 	uint64_t staging;         /* row tiers: the unit cache that stages a step's reads */
-	uint64_t units;           /* slots of the unit table (the budget's pages, or the staging) */
+	uint64_t units;           /* entries of the unit table (the budget's pages, or the staging) */
 	struct eg_units u;
-	uint32_t *stamp;          /* per unit slot: 1 + the step that read it */
+	uint32_t *stamp;          /* per unit table entry: 1 + the step that read it */
 	uint32_t *prev, *next;    /* page-lru: the recency list, most recent at head */
 	uint32_t head, tail;
 	uint32_t *pinned;         /* units requested by this step's pushes */
 	size_t n_pinned;
 	struct engram_rowcache *rc;
-	uint64_t rc_slots;
+	uint64_t rc_slots;        /* row tiers: the row cache's row slots, and the bytes of one */
 	size_t rc_slot_bytes;
 	struct cs_keyset hot;
 	uint64_t hot_rows;
@@ -114,15 +116,15 @@ ENGRAM_API const char *engram_cachesim_policy_name(enum engram_cachesim_policy p
 /* The units of n rows of a layer (eg_unit_key of their piece and unit). */
 static int row_units(const engram_store *st, unsigned li, const uint64_t *rows, size_t n, uint64_t *units)
 {
-	if (li >= st->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u is beyond the store's %u layers", li, st->cfg->n_layers);
+	if (eg_bad_layer(st->cfg, li))
+		return -EINVAL;
 	for (size_t k = 0; k < n; k++) {
 		const struct eg_piece *p = eg_store_find(st, li, rows[k]);
 		if (!p)
 			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[k],
 				       st->cfg->layers[li].id);
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
-		units[k] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_sess_unit_bytes(p->t));
+		units[k] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_unit_bytes(p->t));
 	}
 	return 0;
 }
@@ -131,8 +133,6 @@ ENGRAM_API int engram_cachesim_units(const engram_store *st, unsigned li, const 
 				     uint64_t *units)
 {
 	EG_KEEP_ERRNO;
-	if (!st || (n && (!rows || !units)))
-		return eg_fail(-EINVAL, "engram_cachesim_units: NULL argument");
 	return row_units(st, li, rows, n, units);
 }
 
@@ -173,7 +173,7 @@ static int create(struct engram_cachesim *s, const struct engram_cachesim_option
 		if (err < 0)
 			return err;
 		s->rc_slots = s->rc->n_sets * EG_RC_WAYS;
-		s->rc_slot_bytes = sizeof(uint64_t) * 3 + (record_bytes + 7) / 8 * 8;
+		s->rc_slot_bytes = eg_rc_slot_bytes(record_bytes);
 	}
 	if (s->units && eg_units_init(&s->u, (uint32_t)s->units, 0) < 0)
 		goto oom;
@@ -257,7 +257,7 @@ ENGRAM_API void engram_cachesim_destroy(engram_cachesim *s)
 	free(s);
 }
 
-/* ---- page-lru: the recency list over the unit table's slots ---- */
+/* ---- page-lru: the recency list over the unit table's entries ---- */
 
 static void lru_unlink(struct engram_cachesim *s, uint32_t i)
 {
@@ -295,7 +295,7 @@ static void unit_touch(struct engram_cachesim *s, uint32_t i)
 	}
 }
 
-/* The unit read now, for this step: a free slot, else the policy's victim; EG_NO_UNIT when none can go (every
+/* The unit read now, for this step: a free entry, else the policy's victim; EG_NO_UNIT when none can go (every
  * unit pinned by the step, or a budget of no pages). */
 static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
 {
@@ -316,23 +316,24 @@ static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
 	return i;
 }
 
-/* The other rows of a unit read at push go into free row slots while the row cache fills, as the session's
- * completion does. */
+/* The other rows of a unit read at push go into free row slots while the row cache fills, re-implementing
+ * session_read.c's fill_row_cache() (the session's completion). */
 static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
 {
-	const struct eg_disk_table *t = s->st->pieces[(ukey >> 40) - 1].t;
+	const struct eg_disk_table *t = s->st->pieces[eg_unit_key_piece(ukey)].t;
 	uint64_t first, end;
 
 	if (!t->rows_per_page || !eg_rc_filling(s->rc))
 		return;
-	eg_sess_unit_rows(t, ukey & ((1ull << 40) - 1), &first, &end);
+	eg_unit_rows(t, eg_unit_key_unit(ukey), &first, &end);
 	for (uint64_t local = first; local < end; local++) /* the sets are scattered: their loads overlap */
 		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
 	for (uint64_t local = first; local < end; local++)
 		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local), NULL, 0);
 }
 
-/* A push's request of one row (engram_session_push: eg_sess_request_rows with the step's pin). */
+/* A push's request of one row, re-implementing session_read.c's request_unit() (engram_session_push:
+ * eg_sess_request_rows with the step's pin). */
 static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uint64_t ukey)
 {
 	uint64_t key = eg_rc_key(layer, row);
@@ -360,8 +361,6 @@ static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uin
 ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
 {
 	EG_KEEP_ERRNO;
-	if (!s)
-		return eg_fail(-EINVAL, "engram_cachesim_begin: NULL simulation");
 	if (flags & ~ENGRAM_CACHESIM_UNCOUNTED)
 		return eg_fail(-EINVAL, "engram_cachesim_begin: unknown flags 0x%x", flags);
 	for (size_t i = 0; i < s->n_pinned; i++) /* engram_session_begin */
@@ -373,10 +372,8 @@ ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
 }
 
 /* The units of a call's rows into s->ukeys (and room for their classes in s->cls). */
-static int call_units(struct engram_cachesim *s, const char *fn, unsigned li, const uint64_t *rows, size_t n)
+static int call_units(struct engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
 {
-	if (n && !rows)
-		return eg_fail(-EINVAL, "%s: NULL rows", fn);
 	if (n > s->cap) {
 		uint8_t *c = realloc(s->cls, n);
 		if (c)
@@ -395,9 +392,7 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 	EG_KEEP_ERRNO;
 	int err;
 
-	if (!s)
-		return eg_fail(-EINVAL, "engram_cachesim_push: NULL simulation");
-	if ((err = call_units(s, "engram_cachesim_push", li, rows, n)) < 0)
+	if ((err = call_units(s, li, rows, n)) < 0)
 		return err;
 	for (size_t k = 0; k < n; k++) {
 		if (s->rc)
@@ -407,16 +402,14 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 	return 0;
 }
 
-/* A layer's gather (classify, then resolve, as engram_session_gather does). */
+/* A layer's gather: classify, then resolve, re-implementing session_gather.c's classify() and resolve(). */
 ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
 {
 	EG_KEEP_ERRNO;
 	uint64_t ram = 0, hot = 0;
 	int err;
 
-	if (!s)
-		return eg_fail(-EINVAL, "engram_cachesim_gather: NULL simulation");
-	if ((err = call_units(s, "engram_cachesim_gather", li, rows, n)) < 0)
+	if ((err = call_units(s, li, rows, n)) < 0)
 		return err;
 	for (size_t k = 0; k < n; k++) {
 		uint64_t key = eg_rc_key(li, rows[k]);
@@ -463,8 +456,6 @@ ENGRAM_API int engram_cachesim_result(const engram_cachesim *s, struct engram_ca
 	struct engram_cachesim_result r = { .size = sizeof(r) };
 	int row;
 
-	if (!s || !out)
-		return eg_fail(-EINVAL, "engram_cachesim_result: NULL argument");
 	row = s->policy == ENGRAM_CACHESIM_ROW || s->policy == ENGRAM_CACHESIM_HOT_ROW;
 	r.policy = s->policy;
 	r.budget_bytes = s->budget;

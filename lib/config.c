@@ -287,9 +287,12 @@ ENGRAM_API int engram_config_load_geometry(engram_config **out, const char *conf
 	return eg_config_build(out, &p, NULL, 0, NULL, NULL, what);
 }
 
-static int bad_layer(const engram_config *c, unsigned li)
+int eg_bad_layer(const engram_config *c, unsigned li)
 {
-	return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, c->n_layers);
+	if (li < c->n_layers)
+		return 0;
+	eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, c->n_layers);
+	return 1;
 }
 
 ENGRAM_API unsigned engram_config_num_layers(const engram_config *c)
@@ -301,7 +304,7 @@ ENGRAM_API unsigned engram_config_num_layers(const engram_config *c)
 ENGRAM_API int engram_config_layer_id(const engram_config *c, unsigned li)
 {
 	EG_KEEP_ERRNO;
-	return li < c->n_layers ? c->layers[li].id : bad_layer(c, li);
+	return eg_bad_layer(c, li) ? -EINVAL : c->layers[li].id;
 }
 
 ENGRAM_API int engram_config_layer_index(const engram_config *c, int layer_id)
@@ -340,7 +343,7 @@ ENGRAM_API unsigned engram_config_columns(const engram_config *c)
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *c, unsigned li)
 {
 	EG_KEEP_ERRNO;
-	return li < c->n_layers ? c->layers[li].rows : (uint64_t)(bad_layer(c, li) & 0);
+	return eg_bad_layer(c, li) ? 0 : c->layers[li].rows;
 }
 
 ENGRAM_API uint64_t engram_config_prime(const engram_config *c, unsigned li, unsigned col)

@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "file.h"
+#include "format.h" /* EG_PAGE */
 #include "internal.h"
 
 struct eg_faults eg_faults;
@@ -89,6 +91,13 @@ int eg_fault_read(int res, void *buf, size_t len)
 		return res / 2;
 	}
 	return res;
+}
+
+void *eg_alloc_aligned(size_t n)
+{
+	void *p = NULL;
+
+	return posix_memalign(&p, EG_PAGE, n ? n : EG_PAGE) ? NULL : p;
 }
 
 int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_t off, const char *path)

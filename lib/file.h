@@ -26,6 +26,10 @@ int eg_reopen(int fd, int flags, const char *path);
  * both name path. Reads pass through the fault hook below. */
 EG_PRIVATE int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_t off, const char *path);
 
+/* A buffer that O_DIRECT reads may land in: n bytes (one page when n is 0), page-aligned; free() it. NULL when
+ * out of memory (errno as posix_memalign leaves it: untouched). */
+void *eg_alloc_aligned(size_t n);
+
 /* Fault injection for tests (not exported): a non-zero uring_err makes ring set-up fail with it; a read
  * whose sequence number (counted from 1 across reads and completions) is a multiple of eio_every fails
  * with -EIO, and one that is a multiple of short_every returns half of what it asked for. injected counts

@@ -45,7 +45,7 @@ int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_
 	if (b >= t->n_blocks)
 		return -1;
 	if (t->codec == EG_CODEC_RAW) {
-		uint64_t bsize = (uint64_t)t->pages_per_block * EG_PAGE;
+		uint64_t bsize = eg_layout_block_bytes(t->pages_per_block);
 		*start = b * bsize;
 		*end = *start + bsize < t->data_length ? *start + bsize : t->data_length;
 		return *start <= *end ? 0 : -1;
@@ -361,7 +361,7 @@ int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_confi
 	if (t->codec == EG_CODEC_ZSTD &&
 	    (t->frames_offset % 8 || t->frames_offset < fr->offset ||
 	     !in_range(t->frames_offset - fr->offset, t->n_blocks * 8, fr->length) ||
-	     t->max_frame > ZSTD_compressBound((size_t)t->pages_per_block * EG_PAGE)))
+	     t->max_frame > ZSTD_compressBound(eg_layout_block_bytes(t->pages_per_block))))
 		return BAD("'%s': table %u frame index is outside its section", path, i);
 	if (t->blocksums_offset % 8 || t->blocksums_offset < bs->offset ||
 	    !in_range(t->blocksums_offset - bs->offset, t->n_blocks * 8, bs->length))

@@ -108,7 +108,8 @@ struct eg_disk_hash {
 };
 static_assert(sizeof(struct eg_disk_hash) == 256, "hash section header size");
 
-/* EG_SEC_TABLES entry: rows [row_begin, row_begin + row_count) of one layer's table. */
+/* EG_SEC_TABLES entry (the directory says "table"; the library calls it a piece): rows [row_begin, row_begin +
+ * row_count) of one layer's table, as one shard holds them. */
 struct eg_disk_table {
 	uint32_t layer_index;
 	int32_t layer_id;
@@ -185,7 +186,7 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 {
 	uint32_t e = eg_dtype_elem_size(dt);
 
-	if (!e || !head_dim || head_dim > (1u << 20))
+	if (!e || !head_dim || head_dim > EG_MAX_HEAD_DIM)
 		return 0;
 	if (dt == EG_DT_F8_E4M3)
 		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;
@@ -206,8 +207,8 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 EG_PRIVATE uint64_t eg_checksum(const void *data, size_t len);
 /* The header's file size, section table checksum (of n_sections entries at secs) and header checksum. */
 void eg_header_seal(struct eg_disk_header *h, const struct eg_disk_section *secs, uint64_t file_size);
-/* Stored bytes [start, end) of block b of a table, relative to its data, from its geometry (raw) or its frame
- * index (zstd; frames: n_blocks end offsets): -1 when b is past the table or the frame index entry is out of
+/* Stored bytes [start, end) of block b of a piece, relative to its data, from its geometry (raw) or its frame
+ * index (zstd; frames: n_blocks end offsets): -1 when b is past the piece or the frame index entry is out of
  * order, past the data or larger than the table's largest frame, 0 otherwise. */
 int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_t b, uint64_t *start, uint64_t *end);
 /* Reseal a shard file image of len bytes (8-byte aligned): every block checksum that a table directory entry

@@ -21,11 +21,15 @@
 #define EG_MAX_HEADS 4096
 #define EG_MAX_LAYERS 1024
 #define EG_MAX_PRIMES 16384                  /* layers x columns: one prime each */
+/* The one head-dim limit: config.c refuses a larger one, and every table must have its config's head dim
+ * (format.c's eg_table_check), so format.h's eg_record_size() bounds records with it too (it used to allow 2^20,
+ * which only engram_table_layout() could reach). An F32 row is then at most 256 KiB: 64 pages. */
 #define EG_MAX_HEAD_DIM 65536
 #define EG_MAX_TABLE_ROWS ((uint64_t)1 << 40) /* rows of a layer's table */
 
 /* Internal functions that libengram-pack (the packer, a library of its own: lib/pack/) calls in libengram. They
- * are exported under the version node ENGRAM_PRIVATE (lib/libengram.map), which is not part of the API. */
+ * are exported under the version node ENGRAM_PRIVATE_<version> (lib/libengram.map), which is not part of the API
+ * and which a libengram-pack of another version does not load against. */
 #if defined(__GNUC__)
 #define EG_PRIVATE __attribute__((visibility("default")))
 #else
@@ -120,6 +124,10 @@ struct engram_config {
 	int32_t *map;            /* [raw_vocab] compressed ids */
 	struct eg_layer *layers; /* [n_layers] */
 };
+
+/* The one check of a layer index that a caller gave: 0 when it is a layer of c, else 1 with the error set to
+ * -EINVAL "layer index I out of range (N layers)" (the caller returns its own failure value). */
+int eg_bad_layer(const engram_config *c, unsigned layer_index);
 
 /* Parse either JSON form into params; path names the file in errors. */
 EG_PRIVATE int eg_params_from_json(struct eg_hash_params *p, const char *path);

@@ -14,15 +14,9 @@ int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, u
 	t->record_size = rec;
 	t->row_count = row_count;
 	t->pages_per_block = pages_per_block;
-	if (rec <= EG_PAGE) {
-		t->rows_per_page = EG_PAGE / rec;
-		t->pages_per_row = 0;
-		t->n_pages = (row_count + t->rows_per_page - 1) / t->rows_per_page;
-	} else {
-		t->rows_per_page = 0;
-		t->pages_per_row = (rec + EG_PAGE - 1) / EG_PAGE;
-		t->n_pages = row_count * t->pages_per_row;
-	}
+	t->rows_per_page = rec <= EG_PAGE ? EG_PAGE / rec : 0;
+	t->pages_per_row = rec <= EG_PAGE ? 0 : eg_layout_pages_per_row(rec);
+	t->n_pages = eg_layout_pages_for_rows(rec, row_count);
 	t->n_blocks = (t->n_pages + pages_per_block - 1) / pages_per_block;
 	return 0;
 }

@@ -61,14 +61,10 @@ ENGRAM_API int engram_preload(const engram_store *s, int layer_index)
 	unsigned first = 0, end;
 	uint8_t *buf;
 
-	if (!s) {
-		err = eg_fail(-EINVAL, "engram_preload: NULL store");
-		goto out;
-	}
 	end = s->n_pieces;
 	if (layer_index >= 0) {
-		if ((unsigned)layer_index >= s->cfg->n_layers) {
-			err = eg_fail(-EINVAL, "layer index %d out of range (%u layers)", layer_index, s->cfg->n_layers);
+		if (eg_bad_layer(s->cfg, (unsigned)layer_index)) {
+			err = -EINVAL;
 			goto out;
 		}
 		first = s->layer_first[layer_index];

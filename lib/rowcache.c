@@ -53,7 +53,7 @@ struct rc_slot {
 };
 
 static_assert(sizeof(struct rc_header) <= RC_HEADER_BYTES, "row cache header");
-static_assert(sizeof(struct rc_slot) == 24, "row cache slot header");
+static_assert(sizeof(struct rc_slot) == EG_RC_SLOT_HEADER, "row cache slot header");
 
 static struct rc_slot *slot_at(const struct engram_rowcache *rc, uint64_t set, unsigned way)
 {
@@ -241,7 +241,7 @@ static size_t record_bytes_of(const engram_store *st)
 static int geometry(struct engram_rowcache *rc, uint64_t bytes, size_t record_bytes)
 {
 	rc->record_bytes = record_bytes;
-	rc->slot_bytes = sizeof(struct rc_slot) + (record_bytes + 7) / 8 * 8;
+	rc->slot_bytes = eg_rc_slot_bytes(record_bytes);
 	if (bytes < RC_HEADER_BYTES + (uint64_t)EG_RC_WAYS * (rc->slot_bytes + 1))
 		return eg_fail(-EINVAL, "a row cache of %llu bytes cannot hold one set of %u rows of %zu bytes",
 			       (unsigned long long)bytes, EG_RC_WAYS, record_bytes);
@@ -298,7 +298,7 @@ static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes)
 		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' is not ready: its creator died while making it? "
 						"(engram_rowcache_remove it)", rc->name);
 	if (hd.version != RC_VERSION || hd.ways != EG_RC_WAYS || hd.map_bytes != (uint64_t)st.st_size ||
-	    hd.slot_bytes != sizeof(struct rc_slot) + (hd.record_bytes + 7) / 8 * 8 || hd.n_sets == 0 ||
+	    hd.slot_bytes != eg_rc_slot_bytes(hd.record_bytes) || hd.n_sets == 0 ||
 	    RC_HEADER_BYTES + (hd.n_sets + 63) / 64 * 64 + hd.n_sets * EG_RC_WAYS * hd.slot_bytes != hd.map_bytes)
 		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' has a layout this library does not know", rc->name);
 	if (memcmp(hd.set_id, rc->set_id, 16) != 0)

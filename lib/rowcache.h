@@ -1,7 +1,7 @@
 /* The row cache (rowcache.c): RAM that holds rows, not pages. A set-associative table of row slots with CLOCK
  * replacement within each set, in one mapping that may be shared by the processes of a node (POSIX shared
  * memory) or private to one. Slots are read under a sequence lock: a reader copies a row out and keeps it only
- * if the slot did not change meanwhile, so a row is never returned torn or for another key, whatever other
+ * if the row slot did not change meanwhile, so a row is never returned torn or for another key, whatever other
  * threads and processes insert concurrently. */
 #ifndef ENGRAM_ROWCACHE_H
 #define ENGRAM_ROWCACHE_H
@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "layout.h" /* the keys (eg_rc_key) and row slots */
 
 #define EG_RC_WAYS 8
 
@@ -26,12 +27,6 @@ struct engram_rowcache {
 	uint8_t set_id[16];
 	uint64_t row_limit;      /* keys hold rows below this */
 };
-
-/* The key of a row of a layer (never 0). */
-static inline uint64_t eg_rc_key(unsigned layer_index, uint64_t row)
-{
-	return (uint64_t)(layer_index + 1) << 40 | row;
-}
 
 /* Copy the record of key into dst (record_bytes); 1 when it was there, whole, 0 when not. Marks it used. */
 int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len);

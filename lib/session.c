@@ -14,21 +14,14 @@
 
 #define TRACK_MIN (1u << 18)
 
-static void *alloc_aligned(size_t n)
-{
-	void *p = NULL;
-
-	return posix_memalign(&p, EG_PAGE, n ? n : EG_PAGE) ? NULL : p;
-}
-
 /* ---- the API ---- */
 
 static int check_out(const engram_session *s, unsigned layer, enum engram_out out, size_t n, size_t dst_size)
 {
 	size_t ob;
 
-	if (layer >= s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", layer, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, layer))
+		return -EINVAL;
 	ob = engram_out_row_bytes(s->st, layer, out);
 	if (!ob)
 		return eg_fail(-EINVAL, "output type %d is not native, bf16 or f32", (int)out);
@@ -65,8 +58,8 @@ ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer, c
 	EG_KEEP_ERRNO;
 	int err;
 
-	if (layer >= s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", layer, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, layer))
+		return -EINVAL;
 	if (!(err = eg_sess_request_rows(s, layer, rows, n, 0)))
 		err = eg_sess_submit(s);
 	return err;
@@ -200,10 +193,8 @@ ENGRAM_API size_t engram_session_positions(const engram_session *s)
 ENGRAM_API const uint64_t *engram_session_rows(const engram_session *s, unsigned layer)
 {
 	EG_KEEP_ERRNO;
-	if (layer >= s->cfg->n_layers) {
-		eg_fail(-EINVAL, "layer index %u out of range (%u layers)", layer, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, layer))
 		return NULL;
-	}
 	return s->rows[layer];
 }
 
@@ -221,14 +212,16 @@ ENGRAM_API const char *engram_session_backend(const engram_session *s)
 	return s->backend;
 }
 
-ENGRAM_API int engram_session_stats(const engram_session *s, int layer, int step, struct engram_io_stats *out)
+ENGRAM_API int engram_session_stats(const engram_session *s, int layer, unsigned flags, struct engram_io_stats *out)
 {
 	EG_KEEP_ERRNO;
-	const struct engram_io_stats *v = step ? s->step : s->total;
+	const struct engram_io_stats *v = flags & ENGRAM_STATS_STEP ? s->step : s->total;
 	struct engram_io_stats sum;
 
-	if (layer >= (int)s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %d out of range (%u layers)", layer, s->cfg->n_layers);
+	if (flags & ~ENGRAM_STATS_STEP)
+		return eg_fail(-EINVAL, "engram_session_stats: unknown flags 0x%x", flags);
+	if (layer >= 0 && eg_bad_layer(s->cfg, (unsigned)layer))
+		return -EINVAL;
 	if (layer >= 0)
 		return eg_struct_out(out, &v[layer], sizeof(sum), EG_SIZE_THROUGH(struct engram_io_stats, lead_hist),
 				     "engram_io_stats");
@@ -313,7 +306,7 @@ static uint64_t page_cache_units(const engram_session *s, uint64_t *seen_base)
 		if (seen_base)
 			seen_base[i] = units;
 		if (!eg_sess_is_cached(s, p))
-			units += (p->t->data_length + eg_sess_unit_bytes(p->t) - 1) / eg_sess_unit_bytes(p->t);
+			units += (p->t->data_length + eg_unit_bytes(p->t) - 1) / eg_unit_bytes(p->t);
 	}
 	return units;
 }
@@ -411,8 +404,8 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 	s->depth = depth;
 	for (unsigned i = 0; i < st->n_pieces; i++) {
 		const struct eg_disk_table *t = st->pieces[i].t;
-		if (eg_sess_unit_bytes(t) > s->unit_max)
-			s->unit_max = eg_sess_unit_bytes(t);
+		if (eg_unit_bytes(t) > s->unit_max)
+			s->unit_max = eg_unit_bytes(t);
 		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
 			max_frame = t->max_frame;
 		any_cached |= eg_sess_is_cached(s, &st->pieces[i]);
@@ -433,9 +426,9 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 	s->rows = calloc(s->cfg->n_layers, sizeof(*s->rows));
 	s->pend = calloc(s->cfg->n_layers, sizeof(*s->pend));
 	s->req = calloc(depth, sizeof(*s->req));
-	s->sink = alloc_aligned((size_t)depth * SESSION_SINK);
+	s->sink = eg_alloc_aligned((size_t)depth * SESSION_SINK);
 	s->unit_sink = calloc(depth, sizeof(*s->unit_sink));
-	s->overflow = alloc_aligned(s->unit_max + s->bounce_bytes);
+	s->overflow = eg_alloc_aligned(s->unit_max + s->bounce_bytes);
 	s->layer_order = malloc(s->cfg->n_layers * sizeof(*s->layer_order));
 	if (s->rc && !(s->rc_buf = malloc(SESSION_GATHER_CHUNK * s->rc->record_bytes))) {
 		err = eg_fail(-ENOMEM, "out of memory");

@@ -1,12 +1,15 @@
 /* A session's state, shared by its three rooms: session.c (life cycle and the step: begin, push, stats),
- * session_read.c (reading units: request slots, per-layer queues, completions, decoding) and session_gather.c
+ * session_read.c (reading units: requests, per-layer queues, completions, decoding) and session_gather.c
  * (gathering: each row classified at the call, then waited for or read, then converted).
  *
- * Vocabulary. A *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page
- * (or pages) holding the row in a raw table, or the zstd block holding it; units are numbered within their
- * piece (struct eg_piece) and keyed by (piece, unit). A *slot* is a unit's entry in a unit table
- * (lib/units.c): `track` (page-cache mode: reads in flight of raw tables, no data) or `cache` (direct mode
- * and every zstd table: the data). A *request* is a read in flight, one of queue_depth. */
+ * Vocabulary. A *table* is a layer's table; a *piece* (struct eg_piece) is the part of it one shard holds. A
+ * *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page (or pages)
+ * holding the row in a raw piece, or the zstd block holding it; units are numbered within their piece and keyed
+ * by (piece, unit) (their sizes and keys: layout.h). A unit has an *entry* in a *unit table* (lib/units.c):
+ * `track` (page-cache mode: reads in flight of raw pieces, no data) or `cache` (direct mode and every zstd
+ * piece: the data); the fields named `slot` below hold such an entry's index. A *slot* is otherwise a sequence
+ * slot (max_seqs), and the row cache's places are *row slots*. A *request* is a read in flight, one of
+ * queue_depth. */
 #ifndef ENGRAM_SESSION_H
 #define ENGRAM_SESSION_H
 
@@ -16,6 +19,7 @@
 #include "block.h"
 #include "units.h"
 #include "io.h"
+#include "layout.h"
 #include "rowcache.h"
 #include "seen.h"
 #include "store.h"
@@ -24,7 +28,7 @@
 
 /* A read in flight. */
 struct request {
-	uint32_t slot;      /* the unit's entry in its table */
+	uint32_t slot;      /* the unit's entry in its unit table */
 	uint8_t cached;     /* the unit lives in s->cache (else s->track) */
 	uint16_t layer;
 	uint32_t piece;
@@ -90,7 +94,7 @@ struct engram_session {
 	uint8_t **unit_sink;              /* per request, made on demand: dropped reads of multi-page units */
 	uint8_t **bounce;                 /* per request: zstd frames (aligned) */
 	size_t bounce_bytes;
-	uint8_t *overflow;                /* a unit read at gather when the cache has no free slot, then its frame */
+	uint8_t *overflow;                /* a unit read at gather when the cache has no free entry, then its frame */
 	struct eg_block_ctx bctx;
 	engram_rowcache *rc;              /* the row tier, or NULL */
 	uint8_t *rc_buf;                  /* rows copied out of it: SESSION_GATHER_CHUNK records */
@@ -114,28 +118,6 @@ struct engram_session {
 static inline int eg_sess_is_cached(const engram_session *s, const struct eg_piece *p)
 {
 	return p->t->codec == EG_CODEC_ZSTD || s->mode == ENGRAM_MODE_DIRECT || s->rc;
-}
-
-/* Bytes of one unit of a piece: a zstd block, or the pages of one row (one page when rows share pages). */
-static inline size_t eg_sess_unit_bytes(const struct eg_disk_table *t)
-{
-	if (t->codec == EG_CODEC_ZSTD)
-		return (size_t)t->pages_per_block * EG_PAGE;
-	return (size_t)(t->pages_per_row ? t->pages_per_row : 1) * EG_PAGE;
-}
-
-static inline unsigned eg_sess_unit_pages(const struct eg_disk_table *t)
-{
-	return (unsigned)(eg_sess_unit_bytes(t) / EG_PAGE);
-}
-
-/* The local rows that unit holds (rows of less than a page only): [*first, *end), end clipped to the table. */
-static inline void eg_sess_unit_rows(const struct eg_disk_table *t, uint64_t unit, uint64_t *first, uint64_t *end)
-{
-	*first = unit * eg_sess_unit_pages(t) * t->rows_per_page;
-	*end = *first + (uint64_t)eg_sess_unit_pages(t) * t->rows_per_page;
-	if (*end > t->row_count)
-		*end = t->row_count;
 }
 
 static inline uint32_t eg_sess_piece_index(const engram_session *s, const struct eg_piece *p)
@@ -170,7 +152,7 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 int eg_sess_submit(engram_session *s);
 /* Collect completions, waiting for at least min. Returns the number collected or an error. */
 int eg_sess_reap(engram_session *s, unsigned min);
-/* Wait until the unit in slot of table t is no longer in flight; the wait is counted as the layer's. */
+/* Wait until the unit of entry slot of unit table t is no longer in flight; the wait is counted as the layer's. */
 int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);
 /* Read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units are decoded. */
 int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst);

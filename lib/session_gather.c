@@ -54,7 +54,8 @@ static int grow_refs(engram_session *s, size_t n)
 
 /* Locate every row and classify it, without waiting: ready or not, and whether its bytes are in RAM with no
  * disk read on their behalf in this step (ram). *trusted counts the rows held ready because their page was
- * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram. */
+ * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram.
+ * cachesim.c's engram_cachesim_gather() re-implements this and resolve(): change both. */
 static int classify(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, uint64_t *trusted,
 		    uint64_t *trusted_ram)
 {
@@ -71,7 +72,7 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 					       (unsigned long long)rows[i], s->cfg->layers[layer].id);
 		}
 		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
-		size_t ub = eg_sess_unit_bytes(p->t);
+		size_t ub = eg_unit_bytes(p->t);
 		uint32_t pi = eg_sess_piece_index(s, p);
 		r->p = p;
 		r->off = off;
@@ -94,7 +95,7 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 		 * the page is still trusted to be there */
 		if (!r->cached && u && u->state == EG_UNIT_READY && u->t_done < t0)
 			u = NULL;
-		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t))) {
 			/* in the page cache: brought in before this step, or found there by this step's probe */
 			int in_ram = !u || !u->disk || u->t_done < t0;
 			r->state = ROW_READY;
@@ -155,7 +156,8 @@ static void flush(engram_session *s, struct chunk *c)
 	release(s, c);
 }
 
-/* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record. */
+/* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
+ * (re-implemented by cachesim.c's engram_cachesim_gather(): change both). */
 static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
 	const struct eg_piece *p = r->p;
@@ -177,7 +179,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
 	slot = eg_units_find(t, key);
 	if (r->state == ROW_READY && !r->cached &&
-	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t))) {
+	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t))) {
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(s, layer, &t->u[slot], step_t0);
@@ -212,8 +214,8 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 			if (eg_sess_probe(s, p, r->unit))
 				COUNT(s, layer, ram, 1);
 			else
-				COUNT(s, layer, disk_bytes, eg_sess_unit_bytes(p->t));
-			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_sess_unit_pages(p->t));
+				COUNT(s, layer, disk_bytes, eg_unit_bytes(p->t));
+			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t));
 		}
 		c->src[c->k++] = p->data + r->off;
 		return 0;
@@ -226,7 +228,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 			if ((err = eg_sess_load_unit(s, layer, p, r->unit, s->overflow)) < 0)
 				return err;
 			c->held[c->k] = EG_NO_UNIT;
-			c->src[c->k] = s->overflow + r->off % eg_sess_unit_bytes(p->t);
+			c->src[c->k] = s->overflow + r->off % eg_unit_bytes(p->t);
 			if (s->rc)
 				eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
 			c->k++;
@@ -242,7 +244,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	t->u[slot].ref = 1;
 	t->u[slot].pins++;
 	c->held[c->k] = slot;
-	c->src[c->k] = eg_units_data(t, slot) + r->off % eg_sess_unit_bytes(p->t);
+	c->src[c->k] = eg_units_data(t, slot) + r->off % eg_unit_bytes(p->t);
 	/* the row tier keeps the rows it reads, not their pages */
 	if (s->rc)
 		eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);

@@ -20,13 +20,6 @@ uint64_t eg_sess_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void *alloc_aligned(size_t n)
-{
-	void *p = NULL;
-
-	return posix_memalign(&p, EG_PAGE, n ? n : EG_PAGE) ? NULL : p;
-}
-
 int eg_sess_unit_error(const struct eg_piece *p, int err)
 {
 	if (err == -EBADMSG)
@@ -56,8 +49,8 @@ static int unit_range(const struct eg_piece *p, uint64_t unit, uint64_t *off, si
 		*off = t->data_offset + start;
 		*len = (size_t)(end - start);
 	} else {
-		*off = t->data_offset + unit * eg_sess_unit_bytes(t);
-		*len = eg_sess_unit_bytes(t);
+		*off = t->data_offset + unit * eg_unit_bytes(t);
+		*len = eg_unit_bytes(t);
 	}
 	return 0;
 }
@@ -73,7 +66,8 @@ static void release_request(engram_session *s, uint32_t tag)
 static void drain_pending(engram_session *s);
 
 /* The row tier keeps rows, not pages; but while its slots are still empty, the other rows of a unit read for
- * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). */
+ * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). cachesim.c's fill_rows()
+ * re-implements it: change both. */
 static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit,
 			   const uint8_t *data)
 {
@@ -84,7 +78,7 @@ static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_pi
 		return; /* a row of a page or more: its unit holds it alone, and gather keeps it */
 	if (!eg_rc_filling(s->rc))
 		return;
-	eg_sess_unit_rows(t, unit, &first, &end);
+	eg_unit_rows(t, unit, &first, &end);
 	for (uint64_t local = first; local < end; local++)
 		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
 	for (uint64_t local = first; local < end; local++) {
@@ -126,9 +120,9 @@ static void on_complete(void *arg, uint64_t tag, int res)
 	u->disk = 1;
 	if (res > 0)
 		COUNT(s, r->layer, disk_bytes, r->frame_len ? r->frame_len : r->cached ? r->len : (uint64_t)EG_PAGE *
-			eg_sess_unit_pages(s->st->pieces[r->piece].t));
+			eg_unit_pages(s->st->pieces[r->piece].t));
 	if (!r->cached && !u->err)
-		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_sess_unit_pages(s->st->pieces[r->piece].t));
+		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_unit_pages(s->st->pieces[r->piece].t));
 	if (r->cached && !u->err && s->rc)
 		fill_row_cache(s, r->layer, &s->st->pieces[r->piece], r->unit, eg_units_data(t, r->slot));
 	release_request(s, (uint32_t)tag);
@@ -181,7 +175,7 @@ static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
 	COUNT(s, q->layer, bytes, len);
 	if (p->t->codec == EG_CODEC_ZSTD) {
 		/* frame buffers are made as reads need them: a deep queue costs memory only when it is used */
-		if (!s->bounce[tag] && !(s->bounce[tag] = alloc_aligned(s->bounce_bytes)))
+		if (!s->bounce[tag] && !(s->bounce[tag] = eg_alloc_aligned(s->bounce_bytes)))
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
 		r->frame_len = (uint32_t)len;
 		r->buf = s->bounce[tag];
@@ -201,7 +195,7 @@ static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
 		r->buf = s->sink + (size_t)tag * SESSION_SINK;
 		r->len = 1;
 	} else {
-		if (!s->unit_sink[tag] && !(s->unit_sink[tag] = alloc_aligned(s->unit_max)))
+		if (!s->unit_sink[tag] && !(s->unit_sink[tag] = eg_alloc_aligned(s->unit_max)))
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
 		r->buf = s->unit_sink[tag];
 	}
@@ -290,8 +284,8 @@ static int pin_slot(engram_session *s, uint32_t slot)
 
 int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
 {
-	unsigned shard = (unsigned)(p->shard - s->st->shards), pages = eg_sess_unit_pages(p->t);
-	uint64_t off = p->t->data_offset + unit * eg_sess_unit_bytes(p->t);
+	unsigned shard = (unsigned)(p->shard - s->st->shards), pages = eg_unit_pages(p->t);
+	uint64_t off = p->t->data_offset + unit * eg_unit_bytes(p->t);
 	char byte;
 
 	if (eg_faults.slow_disk)
@@ -304,7 +298,8 @@ int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
 	return 1;
 }
 
-/* Make sure a unit is read or being read; pin it for the step when asked. */
+/* Make sure a unit is read or being read; pin it for the step when asked (re-implemented by cachesim.c's
+ * request(): change both). */
 static int request_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin)
 {
 	int cached = eg_sess_is_cached(s, p);
@@ -314,7 +309,7 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	uint32_t slot;
 	int err;
 
-	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_sess_unit_pages(p->t)))
+	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t)))
 		return 0;
 	slot = eg_units_find(t, key);
 	/* page-cache mode: a read completed before this step, of a page the seen bits no longer trust, proves
@@ -325,10 +320,10 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	}
 	/* a page already in the page cache is there now: no read to wait for, and no disk read on its behalf */
 	if (!cached && slot == EG_NO_UNIT && eg_sess_probe(s, p, unit)) {
-		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_sess_unit_pages(p->t));
+		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t));
 		COUNT(s, layer, units, 1);
 		COUNT(s, layer, ios, 1);
-		COUNT(s, layer, bytes, eg_sess_unit_bytes(p->t));
+		COUNT(s, layer, bytes, eg_unit_bytes(p->t));
 		return 0;
 	}
 	if (slot != EG_NO_UNIT && t->u[slot].err == 0) {
@@ -367,7 +362,7 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[k])))
 			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
-		int err = request_unit(s, layer, p, off / eg_sess_unit_bytes(p->t), pin);
+		int err = request_unit(s, layer, p, off / eg_unit_bytes(p->t), pin);
 		if (err < 0)
 			return err;
 	}

@@ -386,8 +386,8 @@ ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row,
 	uint64_t off;
 	int err;
 
-	if (li >= s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, li))
+		return -EINVAL;
 	p = eg_store_find(s, li, row);
 	if (!p)
 		return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)row,
@@ -399,7 +399,7 @@ ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row,
 		memcpy(dst, p->data + off, p->t->record_size);
 		return (int)p->t->record_size;
 	}
-	size_t bsize = (size_t)p->t->pages_per_block * EG_PAGE;
+	size_t bsize = eg_layout_block_bytes(p->t->pages_per_block);
 	struct eg_block_ctx ctx = { 0 };
 	uint8_t *block = malloc(bsize);
 	if (!block)

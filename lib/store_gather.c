@@ -39,7 +39,7 @@ static void flush(struct gather *g)
  * never straddle blocks: the format keeps whole rows in a block). */
 static int add_zstd(struct gather *g, const struct eg_piece *p, uint64_t off)
 {
-	size_t bsize = (size_t)p->t->pages_per_block * EG_PAGE;
+	size_t bsize = eg_layout_block_bytes(p->t->pages_per_block);
 	uint64_t b = off / bsize;
 	int err;
 
@@ -89,10 +89,8 @@ static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size
 	struct gather g;
 	int err = 0;
 
-	if (!s || (n && (!rows || !dst)))
-		return eg_fail(-EINVAL, "engram_gather_rows: NULL argument");
-	if (li >= s->cfg->n_layers)
-		return eg_fail(-EINVAL, "layer index %u out of range (%u layers)", li, s->cfg->n_layers);
+	if (eg_bad_layer(s->cfg, li))
+		return -EINVAL;
 	if (out != ENGRAM_OUT_NATIVE && out != ENGRAM_OUT_BF16 && out != ENGRAM_OUT_F32)
 		return eg_fail(-EINVAL, "unknown output type %d", (int)out);
 	if (!n)

@@ -15,12 +15,12 @@ static uint32_t bucket_of(const struct eg_units *t, uint64_t key)
 	return (uint32_t)key & t->mask;
 }
 
-int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes)
+int eg_units_init(struct eg_units *t, uint32_t n, size_t entry_bytes)
 {
 	uint64_t nb = 1;
 
 	memset(t, 0, sizeof(*t));
-	if (n > EG_UNITS_MAX || (slot_bytes && n > SIZE_MAX / slot_bytes))
+	if (n > EG_UNITS_MAX || (entry_bytes && n > SIZE_MAX / entry_bytes))
 		return -EINVAL;
 	while (nb < 2 * (uint64_t)n)
 		nb <<= 1;
@@ -30,14 +30,14 @@ int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes)
 		eg_units_destroy(t);
 		return -ENOMEM;
 	}
-	if (slot_bytes) {
-		void *m = mmap(NULL, (size_t)n * slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (entry_bytes) {
+		void *m = mmap(NULL, (size_t)n * entry_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED) {
 			eg_units_destroy(t);
 			return -ENOMEM;
 		}
 		t->mem = m;
-		t->slot_bytes = slot_bytes;
+		t->entry_bytes = entry_bytes;
 	}
 	t->n = n;
 	t->mask = (uint32_t)(nb - 1);
@@ -51,7 +51,7 @@ int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes)
 void eg_units_destroy(struct eg_units *t)
 {
 	if (t->mem)
-		munmap(t->mem, (size_t)t->n * t->slot_bytes);
+		munmap(t->mem, (size_t)t->n * t->entry_bytes);
 	free(t->u);
 	free(t->bucket);
 	memset(t, 0, sizeof(*t));

@@ -1,7 +1,8 @@
-/* A bounded table of units (pages or zstd blocks of one piece) that a session has read or is reading:
- * lookup by key, CLOCK replacement that never evicts a unit in flight or pinned. With slot_bytes it also
- * holds the units' data (the direct-mode and zstd cache); without, it only tracks what was read into the
- * page cache. */
+/* The unit table: a bounded set of entries, one per unit (the pages or zstd block of a piece that hold a row)
+ * that a session has read or is reading: lookup by key, CLOCK replacement that never evicts a unit in flight or
+ * pinned. With entry_bytes it also holds the units' data (the direct-mode and zstd cache); without, it only
+ * tracks what was read into the page cache. (Vocabulary: an entry of a unit table, a row slot of the row cache,
+ * a sequence slot of a hasher or session.) */
 #ifndef ENGRAM_UNITS_H
 #define ENGRAM_UNITS_H
 
@@ -9,7 +10,7 @@
 #include <stdint.h>
 
 #define EG_NO_UNIT UINT32_MAX
-#define EG_UNITS_MAX (1u << 30) /* slots of one table at most: buckets and indexes stay within 32 bits */
+#define EG_UNITS_MAX (1u << 30) /* entries of one unit table at most: buckets and indexes stay within 32 bits */
 
 enum { EG_UNIT_FREE = 0, EG_UNIT_INFLIGHT = 1, EG_UNIT_READY = 2 };
 
@@ -25,6 +26,7 @@ struct eg_unit {
 	uint64_t t_done;
 };
 
+/* A unit table: its entries keyed by eg_unit_key (layout.h). */
 struct eg_units {
 	struct eg_unit *u;
 	uint32_t n;
@@ -32,28 +34,24 @@ struct eg_units {
 	uint32_t mask;
 	uint32_t hand;
 	uint32_t free_head;
-	uint8_t *mem;         /* n x slot_bytes, page-aligned, or NULL */
-	size_t slot_bytes;
+	uint8_t *mem;         /* n x entry_bytes, page-aligned, or NULL */
+	size_t entry_bytes;
 };
 
-static inline uint64_t eg_unit_key(uint32_t piece, uint64_t unit)
-{
-	return (uint64_t)(piece + 1) << 40 | unit;
-}
-
-/* n slots (of slot_bytes each when slot_bytes is not 0); -ENOMEM, or -EINVAL when n x slot_bytes overflows. */
-int eg_units_init(struct eg_units *t, uint32_t n, size_t slot_bytes);
+/* n entries (of entry_bytes of data each when entry_bytes is not 0); -ENOMEM, or -EINVAL when n x entry_bytes
+ * overflows. */
+int eg_units_init(struct eg_units *t, uint32_t n, size_t entry_bytes);
 void eg_units_destroy(struct eg_units *t);
 uint32_t eg_units_find(const struct eg_units *t, uint64_t key);
-/* A slot for key (not present): a free one, else the CLOCK victim. EG_NO_UNIT when all are pinned or in
- * flight. The slot is returned in state FREE with no pins. */
+/* An entry for key (not present): a free one, else the CLOCK victim. EG_NO_UNIT when all are pinned or in
+ * flight. The entry is returned in state FREE with no pins. */
 uint32_t eg_units_alloc(struct eg_units *t, uint64_t key);
 /* Forget a unit (after a failed read, so a later request retries). */
 void eg_units_drop(struct eg_units *t, uint32_t i);
 
 static inline uint8_t *eg_units_data(const struct eg_units *t, uint32_t i)
 {
-	return t->mem + (size_t)i * t->slot_bytes;
+	return t->mem + (size_t)i * t->entry_bytes;
 }
 
 #endif

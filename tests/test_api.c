@@ -182,7 +182,7 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_cachesim_push, 0, engram_cachesim_push(sim, 0, rows, 2));
 	CALL(engram_cachesim_gather, 1, engram_cachesim_gather(sim, 99, rows, 2));
 	CALL(engram_cachesim_gather, 0, engram_cachesim_gather(sim, 0, rows, 2));
-	CALL(engram_cachesim_result, 1, engram_cachesim_result(NULL, &cr));
+	CALL(engram_cachesim_result, 1, engram_cachesim_result(sim, &(struct engram_cachesim_result){ .size = 4 }));
 	CALL(engram_cachesim_result, 0, engram_cachesim_result(sim, &cr));
 	CALL(engram_cachesim_units, 1, engram_cachesim_units(st, 0, &huge, 1, units));
 	CALL(engram_cachesim_units, 0, engram_cachesim_units(st, 0, rows, 2, units));
@@ -213,8 +213,10 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_session_prefetch_rows, 1, engram_session_prefetch_rows(s, 99, rows, 2));
 	CALL(engram_session_prefetch_rows, 0, engram_session_prefetch_rows(s, 0, rows, 2));
 	CALL(engram_session_gather_rows, 1, engram_session_gather_rows(s, 0, &huge, 1, ENGRAM_OUT_F32, buf, sizeof(buf)));
-	CALL(engram_session_stats, 1, engram_session_stats(s, 99, 1, &io));
-	CALL(engram_session_stats, 1, engram_session_stats(s, 0, 1, &small));
+	CALL(engram_session_stats, 1, engram_session_stats(s, 99, ENGRAM_STATS_STEP, &io));
+	CALL(engram_session_stats, 1, engram_session_stats(s, 0, 2, &io));
+	assert_non_null(strstr(engram_last_error(), "unknown flags 0x2"));
+	CALL(engram_session_stats, 1, engram_session_stats(s, 0, ENGRAM_STATS_STEP, &small));
 	CALL(engram_session_stats, 0, engram_session_stats(s, -1, 0, &io));
 	CALL(engram_session_destroy, 0, (engram_session_destroy(s), 0));
 	CALL(engram_close, 0, (engram_close(st), 0));

@@ -610,6 +610,10 @@ static void test_table_layout_is_what_pack_writes(void **state)
 	assert_int_equal(engram_table_layout("F8_E4M3", 48, 10, &want), -EINVAL);
 	assert_non_null(strstr(engram_last_error(), "F8_E4M3 needs a multiple of 32"));
 	assert_int_equal(engram_table_layout("F32", 0, 10, &want), -EINVAL);
+	/* the head dim limit is the config's (EG_MAX_HEAD_DIM): every table has its config's head dim */
+	must(engram_table_layout("F32", 65536, 10, &want), "F32 x 65536");
+	assert_int_equal(want.record_size, 262144);
+	assert_int_equal(engram_table_layout("F32", 65537, 10, &want), -EINVAL);
 	assert_int_equal(engram_table_layout("F32", 64, (1ull << 40) + 1, &want), -EINVAL);
 	assert_int_equal(engram_table_layout(NULL, 64, 10, &want), -EINVAL);
 	assert_int_equal(engram_table_layout("F32", 64, 10, NULL), -EINVAL);

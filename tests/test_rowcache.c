@@ -72,7 +72,7 @@ static void run_reference(engram_rowcache *rc, const char *path, enum engram_mod
 				free(got);
 				if (pass == 1) {
 					struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
-					must(engram_session_stats(s, (int)li, 1, &a), "stats");
+					must(engram_session_stats(s, (int)li, ENGRAM_STATS_STEP, &a), "stats");
 					assert_int_equal(a.ram, a.rows);
 					assert_int_equal(a.ready, a.rows);
 					assert_int_equal(a.ios, 0);
@@ -155,7 +155,7 @@ static void test_shared_cache_is_one_copy_per_node(void **state)
 	must(engram_session_create(&s, st, &o), "session");
 	must(engram_session_push(s, 0, tok, NULL, 6), "push");
 	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, got, sizeof(got)), "gather");
-	must(engram_session_stats(s, 0, 1, &a), "stats");
+	must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.ram, a.rows);
 	assert_int_equal(a.ios, 0);
 	must(engram_gather_rows(st, 0, engram_session_rows(s, 0), 6 * 12, ENGRAM_OUT_F32, want, sizeof(want)),
@@ -221,7 +221,7 @@ static void *hammer(void *arg)
 				snprintf(h->bad, sizeof(h->bad), "a wrong row (seed %u)", h->seed);
 				break;
 			}
-			engram_session_stats(s, (int)li, 1, &a);
+			engram_session_stats(s, (int)li, ENGRAM_STATS_STEP, &a);
 			h->rows_checked += (long)(n / 66);
 			h->rc_rows += (long)a.ram;
 		}
@@ -456,11 +456,11 @@ static void test_page_neighbours_fill_the_cache(void **state)
 	uint64_t one[1] = { first }, next[4] = { first + 1, first + 2, first + ti.rows_per_page - 1, first };
 	must(engram_session_begin(s), "begin");
 	must(engram_session_gather_rows(s, li, one, 1, ENGRAM_OUT_F32, got, sizeof(got)), "gather one");
-	must(engram_session_stats(s, (int)li, 1, &a), "stats");
+	must(engram_session_stats(s, (int)li, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.ios, 1);
 	must(engram_session_begin(s), "begin");
 	must(engram_session_gather_rows(s, li, next, 4, ENGRAM_OUT_F32, got, sizeof(got)), "gather the rest");
-	must(engram_session_stats(s, (int)li, 1, &a), "stats");
+	must(engram_session_stats(s, (int)li, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.ios, 0);
 	assert_int_equal(a.ram, 4);
 	must(engram_gather_rows(st, li, next, 4, ENGRAM_OUT_F32, want, sizeof(want)), "reference");

@@ -130,7 +130,7 @@ static const char *check_path(const struct reference *r, const char *path, const
 					FAIL("%s %s %s mode %d flags %u chunk %zu seq %d layer %u pos %zu: gathered rows differ "
 					     "from the reference", r->f->weights, codec, engram_session_backend(s), (int)mode,
 					     flags, chunk, seq, li, pos);
-				if (engram_session_stats(s, (int)li, 1, &ls) < 0)
+				if (engram_session_stats(s, (int)li, ENGRAM_STATS_STEP, &ls) < 0)
 					FAIL("stats: %s", engram_last_error());
 				if (ls.rows != m * cols || ls.ready + ls.not_ready + ls.misses != ls.rows ||
 				    ls.requested != m * cols)
@@ -239,7 +239,7 @@ static void push_gather(engram_session *s, const int64_t *tok, unsigned n, struc
 	assert_true(n <= 8);
 	must(engram_session_push(s, 0, tok, NULL, n), "push");
 	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
-	must(engram_session_stats(s, 0, 1, a), "stats");
+	must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, a), "stats");
 }
 
 /* The same step gathered twice: the second time every row is a hit and no read is issued. */
@@ -259,7 +259,7 @@ static void test_second_gather_hits(void **state)
 	assert_int_equal(a.misses, 0);
 	assert_true(a.units > 0 && a.ios == a.units);
 	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
-	must(engram_session_stats(s, 0, 1, &b), "stats");
+	must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &b), "stats");
 	assert_int_equal(b.rows, 2 * a.rows);
 	assert_int_equal(b.ready - a.ready, a.rows);
 	assert_int_equal(b.ios, a.ios);
@@ -359,7 +359,7 @@ static void test_page_cache_counts_evicted_pages(void **state)
 	}
 	size_t n = engram_session_positions(s) * engram_config_columns(engram_store_config(st));
 	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, got, sizeof(got)), "gather");
-	must(engram_session_stats(s, 0, 1, &a), "stats");
+	must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.ios, 0); /* trusted: not read again at push */
 	assert_true(a.misses > 0);
 	assert_int_equal(a.ready + a.not_ready + a.misses, a.rows);
@@ -397,14 +397,14 @@ static void test_waiting_reads_start_by_layer(void **state)
 			must(engram_session_push(s, q, tok, NULL, 2), "push");
 		}
 		must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
-		must(engram_session_stats(s, 0, 1, &a), "stats");
-		must(engram_session_stats(s, 1, 1, &b), "stats");
+		must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &a), "stats");
+		must(engram_session_stats(s, 1, ENGRAM_STATS_STEP, &b), "stats");
 		assert_true(a.units > 100);
 		assert_true(b.units > 100);
 		assert_int_equal(a.ios, a.units);
 		assert_true(b.ios < b.units / 4);
 		must(engram_session_gather(s, 1, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
-		must(engram_session_stats(s, 1, 1, &b), "stats");
+		must(engram_session_stats(s, 1, ENGRAM_STATS_STEP, &b), "stats");
 		assert_int_equal(b.ios, b.units);
 		engram_session_destroy(s);
 	}
@@ -434,7 +434,7 @@ static void test_rows_completing_during_a_wait_are_not_ready(void **state)
 			must(engram_session_create(&s, st, &o), "session");
 			must(engram_session_push(s, 0, tok, NULL, 4), "push");
 			must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
-			must(engram_session_stats(s, 0, 1, &a), "stats");
+			must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &a), "stats");
 			assert_int_equal(a.rows, 4 * 24);
 			assert_int_equal(a.misses, 0);
 			assert_int_equal(a.ready, 0);
@@ -442,7 +442,7 @@ static void test_rows_completing_during_a_wait_are_not_ready(void **state)
 			assert_true(a.units > 1); /* several reads: all but the first completed during a wait */
 			/* the same rows again: now they are in memory */
 			must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
-			must(engram_session_stats(s, 0, 1, &a), "stats");
+			must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &a), "stats");
 			assert_int_equal(a.ready, 4 * 24);
 			engram_session_destroy(s);
 		}
@@ -466,11 +466,11 @@ static void test_no_prefetch_reads_at_gather(void **state)
 	must(engram_open(&st, pack(&tiny_v41, "raw"), 0), "open");
 	must(engram_session_create(&s, st, &o), "session");
 	must(engram_session_push(s, 0, tok, NULL, 4), "push");
-	must(engram_session_stats(s, -1, 1, &a), "stats");
+	must(engram_session_stats(s, -1, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.ios, 0);
 	assert_int_equal(a.requested, 0);
 	must(engram_session_gather(s, 1, ENGRAM_OUT_F32, buf, sizeof(buf)), "gather");
-	must(engram_session_stats(s, 1, 1, &a), "stats");
+	must(engram_session_stats(s, 1, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.rows, 48);
 	assert_int_equal(a.ready, 0);
 	assert_int_equal(a.not_ready, 0);
@@ -502,13 +502,13 @@ static void test_prefetch_next_reads_a_draft_ahead(void **state)
 	must(engram_session_begin(s), "begin");
 	must(engram_session_prefetch_next(s, seqs, wrong, NULL, 2), "a draft that loses");
 	must(engram_session_prefetch_next(s, seqs, draft, NULL, 2), "the draft");
-	must(engram_session_stats(s, -1, 1, &a), "stats");
+	must(engram_session_stats(s, -1, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(engram_session_positions(s), 0);
 	assert_int_equal(a.requested, 2 * 2 * 2 * 24);
 	assert_true(a.units > 0);
 	uint64_t units_before = a.units;
 	must(engram_session_push_batch(s, seqs, draft, NULL, 2), "push the confirmed draft");
-	must(engram_session_stats(s, -1, 1, &a), "stats");
+	must(engram_session_stats(s, -1, ENGRAM_STATS_STEP, &a), "stats");
 	assert_int_equal(a.units, units_before); /* nothing new to read */
 	/* the slots' histories saw only the pushes: the rows are those of a hasher fed the same tokens */
 	must(engram_hasher_create(&h, engram_store_config(st), 2), "hasher");

@@ -106,8 +106,8 @@ static void expect_whole_table(const int64_t *tok, size_t steps, size_t warm, ui
 				uint64_t row = rows[l * cols + c];
 				const struct eg_piece *p = eg_store_find(st, l, row);
 				assert_non_null(p);
-				uint64_t key = (uint64_t)(p - st->pieces + 1) << 40 |
-					       eg_layout_row_offset(p->t, row - p->t->row_begin) / 4096;
+				uint64_t key = eg_unit_key((uint32_t)(p - st->pieces),
+							   eg_layout_row_offset(p->t, row - p->t->row_begin) / 4096);
 				/* open addressing over 65,536 slots: the table's ~3,100 pages */
 				uint64_t b = key * 0x9e3779b97f4a7c15ull >> 48;
 				while (seen[b] && seen[b] != key)

@@ -353,7 +353,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		stall_total += push_ns + gather_ns;
 		r->positions += engram_session_positions(s);
 		struct engram_io_stats ss = ENGRAM_INIT(struct engram_io_stats);
-		engram_session_stats(s, -1, 1, &ss);
+		engram_session_stats(s, -1, ENGRAM_STATS_STEP, &ss);
 		replay_samples_add(&smp, step - warm, (double)push_ns / 1e3, (double)gather_ns / 1e3,
 				   in->no_wait ? 0 : (double)step_ns / 1e3, &ss);
 		step_floor(s, c, &r->disk, L, in->no_wait ? 0 : (double)step_ns / 1e3, reads, lead_us, &smp,

@@ -68,7 +68,7 @@ struct zjob {
 static void compress_blocks(struct zjob *j, unsigned worker)
 {
 	struct packer *pk = j->pk;
-	size_t bsize = (size_t)pk->ppb * EG_PAGE;
+	size_t bsize = eg_layout_block_bytes(pk->ppb);
 	size_t b;
 
 	while ((b = atomic_fetch_add(&j->next, 1)) < j->nblocks) {
@@ -139,7 +139,7 @@ static int progress(struct packer *pk, uint64_t bytes)
 
 static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out *po, uint64_t *off, size_t npages)
 {
-	size_t bsize = (size_t)pk->ppb * EG_PAGE;
+	size_t bsize = eg_layout_block_bytes(pk->ppb);
 	size_t nblocks = (npages + pk->ppb - 1) / pk->ppb;
 	int err;
 
@@ -383,11 +383,10 @@ static int check_outputs(const struct packer *pk, const struct engram_pack_optio
 /* Pages and rows of one batch for a table of this geometry: whole blocks, and whole rows. */
 static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *rows)
 {
-	size_t ppr = rec > EG_PAGE ? (rec + EG_PAGE - 1) / EG_PAGE : 1;
-	size_t unit = (size_t)ppb * ppr;
+	size_t unit = (size_t)ppb * eg_layout_pages_per_row(rec);
 
 	*pages = unit * (BATCH_PAGES / unit ? BATCH_PAGES / unit : 1);
-	*rows = rec > EG_PAGE ? *pages / ppr : *pages * (EG_PAGE / rec);
+	*rows = eg_layout_rows_in_pages(rec, *pages);
 }
 
 /* The token map, from a .npy or a tokenizer.json, and where it came from (the source section). */
@@ -484,10 +483,10 @@ static int alloc_buffers(struct packer *pk)
 	if (pk->codec != EG_CODEC_ZSTD)
 		return 0;
 	size_t nblocks = (max_pages + pk->ppb - 1) / pk->ppb;
-	pk->frame_cap = ZSTD_compressBound((size_t)pk->ppb * EG_PAGE);
+	pk->frame_cap = ZSTD_compressBound(eg_layout_block_bytes(pk->ppb));
 	pk->frames_buf = malloc(nblocks * pk->frame_cap);
 	pk->frame_len = calloc(nblocks, sizeof(*pk->frame_len));
-	pk->shuffled = malloc((size_t)pk->threads * pk->ppb * EG_PAGE);
+	pk->shuffled = malloc(pk->threads * eg_layout_block_bytes(pk->ppb));
 	pk->cctx = calloc(pk->threads, sizeof(*pk->cctx));
 	if (!pk->frames_buf || !pk->frame_len || !pk->shuffled || !pk->cctx)
 		return eg_fail(-ENOMEM, "out of memory for compression buffers");
@@ -565,8 +564,8 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 	for (unsigned l = 0; l < pk.cfg->n_layers; l++) {
 		rec[l] = pk.src[l].record_size;
 		/* a row larger than a page must not straddle two blocks: blocks hold whole rows */
-		uint32_t ppr = (rec[l] + EG_PAGE - 1) / EG_PAGE;
-		if (rec[l] > EG_PAGE && pk.ppb % ppr)
+		uint32_t ppr = eg_layout_pages_per_row(rec[l]);
+		if (pk.ppb % ppr)
 			pk.ppb += ppr - pk.ppb % ppr;
 	}
 	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0 ||

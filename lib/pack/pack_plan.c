@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "layout.h"
 #include "pack.h"
 
 static int add_piece(struct shard *sh, unsigned li, uint64_t begin, uint64_t count)
@@ -37,12 +38,6 @@ static struct shard *grow(struct shard **v, unsigned *n)
 	return &s[(*n)++];
 }
 
-/* Rows that fill `pages` whole pages of a table whose rows are rec bytes. */
-static uint64_t rows_in_pages(uint32_t rec, uint64_t pages)
-{
-	return rec <= EG_PAGE ? pages * (EG_PAGE / rec) : pages / ((rec + EG_PAGE - 1) / EG_PAGE);
-}
-
 int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct engram_pack_options *o,
 		   struct shard **out, unsigned *n_out)
 {
@@ -66,7 +61,7 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct e
 		uint64_t cap_pages = o->split_bytes / EG_PAGE, used = 0;
 		for (unsigned l = 0; l < L && !err; l++) {
 			uint64_t rows = engram_config_table_rows(cfg, l), row = 0;
-			if (rows_in_pages(rec[l], cap_pages) == 0) {
+			if (eg_layout_rows_in_pages(rec[l], cap_pages) == 0) {
 				err = eg_fail(-EINVAL, "split size %llu bytes cannot hold one page of layer %d rows",
 					      (unsigned long long)o->split_bytes, engram_config_layer_id(cfg, l));
 				break;
@@ -79,7 +74,7 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct e
 					}
 					used = 0;
 				}
-				uint64_t fit = rows_in_pages(rec[l], cap_pages - used);
+				uint64_t fit = eg_layout_rows_in_pages(rec[l], cap_pages - used);
 				uint64_t take = rows - row < fit ? rows - row : fit;
 				if (!take) {
 					used = cap_pages;
@@ -88,8 +83,7 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *rec, const struct e
 				err = add_piece(sh, l, row, take);
 				row += take;
 				/* a table's last page is padded: it costs a whole page */
-				used += rec[l] <= EG_PAGE ? (take + EG_PAGE / rec[l] - 1) / (EG_PAGE / rec[l])
-							  : take * ((rec[l] + EG_PAGE - 1) / EG_PAGE);
+				used += eg_layout_pages_for_rows(rec[l], take);
 			}
 		}
 		break;

@@ -1,5 +1,6 @@
 /* Tensor directory of checkpoints: safetensors headers, sharded-checkpoint indexes and .npy headers become a
- * list of (name, dtype, shape, file, offset, length). Tensor data is never read: the packer streams it. */
+ * list of (name, dtype, shape, file, offset, length). Tensor data is never read: the packer streams it. Which
+ * files an index may name as its shards is index_paths.c's policy. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "internal.h"
 #include "file.h"
+#include "index_paths.h"
 #include "safetensors.h"
 
 /* What a header may ask for: real checkpoint shards have headers of kilobytes to a few MiB and thousands of
@@ -64,21 +66,6 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 	}
 	*cap = n;
 	return q;
-}
-
-static int read_full(int fd, void *buf, size_t len, uint64_t off, const char *path)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t got = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return eg_fail(-errno, "cannot read '%s': %s", path, strerror(errno));
-		if (got == 0)
-			return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: it ended while reading its header", path);
-		done += (size_t)got;
-	}
-	return 0;
 }
 
 static unsigned dtype_bits(const char *d)
@@ -283,7 +270,7 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 	if (size < 8)
 		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: %llu bytes, too short for the 8-byte header length",
 			       c.path, (unsigned long long)size);
-	if ((err = read_full(fd, len8, 8, 0, c.path)) < 0)
+	if ((err = eg_pread_full(fd, len8, 8, 8, 0, c.path)) < 0)
 		return err;
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | len8[i];
@@ -303,7 +290,7 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 	if (!hdr)
 		return eg_fail(-ENOMEM, "'%s': out of memory for a header of %llu bytes", c.path,
 			       (unsigned long long)hlen);
-	err = read_full(fd, hdr, (size_t)hlen, 8, c.path);
+	err = eg_pread_full(fd, hdr, (size_t)hlen, (size_t)hlen, 8, c.path);
 	root = err < 0 ? NULL : json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
 	free(hdr);
 	if (err < 0)
@@ -378,62 +365,6 @@ static int has_suffix(const char *s, const char *suf)
 
 static int read_index(struct build *b, int fd, const char *path);
 
-/* Whether the real path rp lies in directory dir or below it (dir's links followed): 1 or 0; -ENOMEM. */
-static int in_dir(const char *rp, const char *dir)
-{
-	char *rd = realpath(dir, NULL);
-	size_t n;
-	int ok;
-
-	if (!rd)
-		return errno == ENOMEM ? -ENOMEM : 0;
-	n = strlen(rd);
-	ok = !strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
-	free(rd);
-	return ok;
-}
-
-/* Whether the real path rp lies in the directory of path (the directory as named): 1 or 0; -ENOMEM. */
-static int in_dir_of(const char *rp, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int ok;
-
-	if (!slash)
-		return in_dir(rp, ".");
-	if (!(dir = strndup(path, slash == path ? 1 : (size_t)(slash - path))))
-		return -ENOMEM;
-	ok = in_dir(rp, dir);
-	free(dir);
-	return ok;
-}
-
-/*
- * Whether shard file path, links followed, is one the index was shipped with: it resolves inside the directory
- * of the index as named, or inside the directory of the file the index itself resolves to. The second is a
- * Hugging Face cache snapshot: snapshots/<rev>/ holds links into the cache's blobs/, the index's among them.
- * Any name in the index's directory, wherever its link leads, would not do: a checkout (a git clone) may hold a
- * link to /etc/shadow, but no directory the index did not come from. 1 or 0 (a missing file is 1: opening it
- * says so); -ENOMEM.
- */
-static int inside(const char *index, const char *path)
-{
-	char *rp = realpath(path, NULL), *ri;
-	int ok;
-
-	if (!rp)
-		return errno == ENOENT ? 1 : errno == ENOMEM ? -ENOMEM : 0;
-	ok = in_dir_of(rp, index);
-	if (!ok) {
-		ri = realpath(index, NULL);
-		ok = ri ? in_dir_of(rp, ri) : errno == ENOMEM ? -ENOMEM : 0;
-		free(ri);
-	}
-	free(rp);
-	return ok;
-}
-
 /* Open path (a shard of `index` when index is not NULL) unless that file was read already, and read its
  * tensors. *file is its index in s->files. */
 static int load(struct build *b, const char *path, const char *index, size_t *file)
@@ -443,7 +374,7 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 	struct stat st;
 	int fd, err;
 
-	if (index && (err = inside(index, path)) <= 0)
+	if (index && (err = eg_index_shard_inside(index, path)) <= 0)
 		return err < 0 ? eg_fail(err, "'%s': out of memory", index) :
 				 eg_fail(ENGRAM_EPARSE, "'%s': shard '%s' resolves to a file outside the index's directory",
 					 index, path);
@@ -501,22 +432,6 @@ static int add_mapping(struct build *b, const char *name, size_t file, const cha
 	return 0;
 }
 
-/* A shard path of an index names a file in the index's directory or below it: relative, without a ".."
- * component (where symbolic links may lead is checked before the file is opened, see inside()). */
-static int beneath(const char *p)
-{
-	if (p[0] == '/')
-		return 0;
-	for (const char *c = p; *c;) {
-		size_t n = strcspn(c, "/");
-		if (n == 2 && c[0] == '.' && c[1] == '.')
-			return 0;
-		c += n;
-		c += *c == '/';
-	}
-	return 1;
-}
-
 static int read_index(struct build *b, int fd, const char *path)
 {
 	char why[JSON_ERROR_TEXT_LENGTH];
@@ -550,7 +465,7 @@ static int read_index(struct build *b, int fd, const char *path)
 			err = eg_fail(ENGRAM_EPARSE, "'%s': weight_map entry '%s' is not a file name", path, name);
 			break;
 		}
-		if (!beneath(shard)) {
+		if (!eg_index_shard_name_ok(shard)) {
 			err = eg_fail(ENGRAM_EPARSE, "'%s': shard path '%s' is not relative to the index's directory, or "
 						     "leaves it", path, shard);
 			break;

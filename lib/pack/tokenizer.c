@@ -1,6 +1,7 @@
-/* tokenizer.json: token strings by id, added tokens as Hugging Face tokenizers 0.23 numbers them, and the
- * decoders (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece, Sequence) applied
- * to one token, step for step as tokenizers/src/decoders and pre_tokenizers/{byte_level,metaspace}.rs do. */
+/* Loading a tokenizer.json: token strings by id, added tokens as Hugging Face tokenizers 0.23 numbers them
+ * (normalized by the file's normalizer where they say so), and the decoder's steps (ByteLevel, Replace,
+ * ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece, Sequence), which tokenizer_decode.c applies to
+ * one token. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -18,36 +19,7 @@
 #include "sha256.h"
 #include "strtab.h"
 #include "tokenizer.h"
-
-enum step_kind { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE,
-		 /* normalizers, for added tokens */ N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_PREPEND };
-
-struct step {
-	enum step_kind kind;
-	const char *a, *b;  /* pattern and replacement, prepended text, suffix (JSON-owned while loading) */
-	size_t an, bn;
-	uint32_t ch;        /* Strip's content, Metaspace's replacement */
-	uint64_t start, stop;
-	int flag;           /* Metaspace: prepend scheme "never"; WordPiece: cleanup; N_FORM: enum eg_nf */
-	int left, right;    /* N_STRIP */
-};
-
-struct span {
-	size_t off;
-	uint32_t len;
-};
-
-struct eg_tokenizer {
-	char *path;
-	char *pool;           /* every token string */
-	size_t pool_n, pool_cap;
-	struct span *ids;     /* [n_ids] */
-	uint64_t n_ids;
-	struct step *dec;     /* the decoder, flattened */
-	char *dec_bytes;      /* the decoder's strings (steps point here after loading) */
-	size_t n_dec;
-	int has_decoder;
-};
+#include "tokenizer_steps.h"
 
 struct load {
 	struct eg_tokenizer *tk;
@@ -246,17 +218,17 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "ByteLevel")) {
-		s.kind = BYTE_LEVEL;
+		s.kind.dec = BYTE_LEVEL;
 	} else if (!strcmp(type, "ByteFallback")) {
-		s.kind = BYTE_FALLBACK;
+		s.kind.dec = BYTE_FALLBACK;
 	} else if (!strcmp(type, "Fuse")) {
-		s.kind = FUSE;
+		s.kind.dec = FUSE;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.dec = REPLACE;
 		if ((err = get_pattern(l, d, "decoder Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = STRIP;
+		s.kind.dec = STRIP;
 		if ((err = get_char(l, d, "content", "decoder Strip", &s.ch)) < 0 ||
 		    (err = get_uint(l, d, "start", "decoder Strip", &s.start)) < 0 ||
 		    (err = get_uint(l, d, "stop", "decoder Strip", &s.stop)) < 0)
@@ -265,7 +237,7 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		const json_t *ps = json_object_get(d, "prepend_scheme");
 		const char *scheme = ps ? json_string_value(ps) : "always";
 		int aps;
-		s.kind = METASPACE;
+		s.kind.dec = METASPACE;
 		if ((err = get_char(l, d, "replacement", "decoder Metaspace", &s.ch)) < 0)
 			return err;
 		if (!scheme || (strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never")))
@@ -276,13 +248,13 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 			return bad(l, "decoder Metaspace: add_prefix_space false does not match prepend_scheme '%s'", scheme);
 		s.flag = !strcmp(scheme, "never");
 	} else if (!strcmp(type, "BPEDecoder")) {
-		s.kind = BPE_SUFFIX;
+		s.kind.dec = BPE_SUFFIX;
 		s.a = "</w>";
 		s.an = 4;
 		if (json_object_get(d, "suffix") && (err = get_str(l, d, "suffix", "decoder BPEDecoder", &s.a, &s.an)) < 0)
 			return err;
 	} else if (!strcmp(type, "WordPiece")) {
-		s.kind = WORDPIECE;
+		s.kind.dec = WORDPIECE;
 		if ((err = get_bool(l, d, "cleanup", "decoder WordPiece", 1, &s.flag)) < 0)
 			return err;
 	} else {
@@ -345,24 +317,24 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
-		s.kind = N_FORM;
+		s.kind.norm = N_FORM;
 		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
 													: EG_NFKD;
 	} else if (!strcmp(type, "StripAccents")) {
-		s.kind = N_STRIP_ACCENTS;
+		s.kind.norm = N_STRIP_ACCENTS;
 	} else if (!strcmp(type, "Lowercase")) {
-		s.kind = N_LOWERCASE;
+		s.kind.norm = N_LOWERCASE;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = N_STRIP;
+		s.kind.norm = N_STRIP;
 		if ((err = get_bool(l, n, "strip_left", "normalizer Strip", -1, &s.left)) < 0 ||
 		    (err = get_bool(l, n, "strip_right", "normalizer Strip", -1, &s.right)) < 0)
 			return err;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.norm = N_REPLACE;
 		if ((err = get_pattern(l, n, "normalizer Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Prepend")) {
-		s.kind = N_PREPEND;
+		s.kind.norm = N_PREPEND;
 		if ((err = get_str(l, n, "prepend", "normalizer Prepend", &s.a, &s.an)) < 0)
 			return err;
 	} else {
@@ -379,12 +351,12 @@ static int normalize(const struct step *steps, size_t n, struct eg_text *t)
 
 	for (size_t i = 0; i < n && !err; i++) {
 		const struct step *s = &steps[i];
-		switch (s->kind) {
+		switch (s->kind.norm) {
 		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
 		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
 		case N_LOWERCASE: err = eg_u_lowercase(t); break;
 		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
-		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
+		case N_REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
 		case N_PREPEND:
 			/* NormalizedString::prepend: only a non-empty string */
 			if (t->n) {
@@ -394,7 +366,6 @@ static int normalize(const struct step *steps, size_t n, struct eg_text *t)
 				eg_text_free(&p);
 			}
 			break;
-		default: break;
 		}
 	}
 	return err;
@@ -652,158 +623,4 @@ const char *eg_tokenizer_token(const struct eg_tokenizer *tk, uint64_t id, size_
 {
 	*len = tk->ids[id].len;
 	return tk->pool + tk->ids[id].off;
-}
-
-/* ---- decoding one token ---- */
-
-/* GPT-2's bytes_to_unicode, inverted: the byte a code point below 0x144 stands for, or -1. */
-static int byte_of(uint32_t c)
-{
-	if ((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))
-		return (int)c;
-	if (c < 0x100 || c > 0x143)
-		return -1;
-	/* the other bytes, in increasing order, took 0x100, 0x101, ... */
-	unsigned k = c - 0x100;
-	for (unsigned b = 0; b < 256; b++)
-		if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) && k-- == 0)
-			return (int)b;
-	return -1;
-}
-
-static int byte_level(struct eg_text *t)
-{
-	size_t w = 0;
-
-	for (size_t i = 0; i < t->n;) {
-		int32_t c;
-		i += eg_utf8_decode(t->s + i, &c);
-		if (byte_of((uint32_t)c) < 0)
-			return eg_utf8_lossy(t); /* a character outside the table: the token's own bytes */
-	}
-	for (size_t i = 0; i < t->n;) {
-		int32_t c;
-		i += eg_utf8_decode(t->s + i, &c);
-		t->s[w++] = (char)byte_of((uint32_t)c); /* one byte per character: never longer than the input */
-	}
-	t->n = w;
-	t->s[w] = 0;
-	return eg_utf8_lossy(t);
-}
-
-/* u8::from_str_radix(s, 16) of the two bytes between "<0x" and ">": Rust also takes "+" and one digit. */
-static int fallback_byte(const struct eg_text *t)
-{
-	const char *s = t->s;
-	int hi, lo;
-
-	if (t->n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
-		return -1;
-#define HEX(ch) ((ch) >= '0' && (ch) <= '9' ? (ch) - '0' : ((ch) | 32) >= 'a' && ((ch) | 32) <= 'f' ? ((ch) | 32) - 'a' + 10 : -1)
-	lo = HEX(s[4]);
-	hi = s[3] == '+' ? 0 : HEX(s[3]);
-#undef HEX
-	return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
-static int strip_chars(const struct eg_tokenizer *tk, const struct step *s, uint64_t id, struct eg_text *t)
-{
-	size_t nchars = 0, start_cut = 0, stop_cut, i, b = 0, e;
-	int32_t c;
-
-	for (i = 0; i < t->n; nchars++)
-		i += eg_utf8_decode(t->s + i, &c);
-	/* leading: up to start characters equal to content */
-	for (i = 0; i < s->start && b < t->n; i++) {
-		size_t len = eg_utf8_decode(t->s + b, &c);
-		if ((uint32_t)c != s->ch)
-			break;
-		b += len;
-		start_cut++;
-	}
-	stop_cut = nchars;
-	e = t->n;
-	for (i = 0; i < s->stop; i++) {
-		if (i >= nchars)
-			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder Strip (stop %llu) runs past the start of "
-				       "token %llu, where the library panics", tk->path, (unsigned long long)s->stop,
-				       (unsigned long long)id);
-		size_t k = e - 1;
-		while (k > 0 && ((unsigned char)t->s[k] & 0xC0) == 0x80)
-			k--;
-		eg_utf8_decode(t->s + k, &c);
-		if ((uint32_t)c != s->ch)
-			break;
-		e = k;
-		stop_cut--;
-	}
-	if (start_cut > stop_cut)
-		return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder Strip cuts token %llu from both ends past each "
-			       "other, where the library panics", tk->path, (unsigned long long)id);
-	return eg_text_set(t, t->s + b, e - b);
-}
-
-static int metaspace(const struct step *s, struct eg_text *t)
-{
-	struct eg_text o = { 0 };
-	int err = eg_text_set(&o, "", 0);
-
-	for (size_t i = 0; i < t->n && !err;) {
-		int32_t c;
-		size_t len = eg_utf8_decode(t->s + i, &c);
-		if ((uint32_t)c != s->ch)
-			err = eg_text_append(&o, t->s + i, len);
-		else if (s->flag) /* prepend_scheme never: a space; otherwise the first token loses them all */
-			err = eg_text_append(&o, " ", 1);
-		i += len;
-	}
-	if (!err)
-		err = eg_text_set(t, o.s, o.n);
-	eg_text_free(&o);
-	return err;
-}
-
-static int wordpiece_cleanup(struct eg_text *t)
-{
-	static const char *const pairs[][2] = {
-		{ " .", "." },	 { " ?", "?" },	  { " !", "!" },	 { " ,", "," },	  { " ' ", "'" },  { " n't", "n't" },
-		{ " 'm", "'m" }, { " do not", " don't" }, { " 's", "'s" }, { " 've", "'ve" }, { " 're", "'re" },
-	};
-	int err = 0;
-
-	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]) && !err; i++)
-		err = eg_u_replace(t, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]));
-	return err;
-}
-
-int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out)
-{
-	size_t len;
-	const char *s = eg_tokenizer_token(tk, id, &len);
-	int err = eg_text_set(out, s, len);
-
-	/* One token is a list of one string at every step: only ByteFallback splits, and one byte makes one. */
-	for (size_t i = 0; i < tk->n_dec && !err; i++) {
-		const struct step *st = &tk->dec[i];
-		int b;
-		switch (st->kind) {
-		case BYTE_LEVEL: err = byte_level(out); break;
-		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn); break;
-		case BYTE_FALLBACK:
-			if ((b = fallback_byte(out)) >= 0) {
-				char ch = (char)b;
-				err = b < 0x80 ? eg_text_set(out, &ch, 1) : eg_text_set(out, "\xEF\xBF\xBD", 3);
-			}
-			break;
-		case FUSE: break;
-		case STRIP: err = strip_chars(tk, st, id, out); break;
-		case METASPACE: err = metaspace(st, out); break;
-		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0); break; /* the last token's suffix */
-		case WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
-		default: break;
-		}
-	}
-	if (err == -ENOMEM)
-		err = eg_fail(err, "tokenizer '%s': out of memory decoding token %llu", tk->path, (unsigned long long)id);
-	return err;
 }

@@ -13,7 +13,7 @@ ctypes.CDLL releases the GIL around every foreign call: other Python threads run
 import ctypes
 import os
 import threading
-from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint, c_uint8, c_uint64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p
 
 SONAME = "libengram.so.0"
 PACK_SONAME = "libengram-pack.so.0"
@@ -24,6 +24,7 @@ OUT_NATIVE, OUT_BF16, OUT_F32 = 0, 1, 2
 MODE_DIRECT, MODE_PAGECACHE = 0, 1
 SESSION_NO_URING, SESSION_NO_PREFETCH, SESSION_SQPOLL = 1, 2, 4
 LEAD_BUCKETS = 96  # ENGRAM_LEAD_BUCKETS
+STATS_STEP = 1  # ENGRAM_STATS_STEP
 
 
 class StoreInfo(ctypes.Structure):
@@ -71,7 +72,7 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [
         ("size", c_size_t),
         ("max_seqs", c_uint),
-        ("mode", c_int),
+        ("mode", c_uint32),
         ("cache_bytes", c_uint64),
         ("queue_depth", c_uint),
         ("flags", c_uint),
@@ -130,7 +131,7 @@ class CacheSimOptions(ctypes.Structure):
 class CacheSimResult(ctypes.Structure):
     _fields_ = [
         ("size", c_size_t),
-        ("policy", c_int),
+        ("policy", c_uint32),
         ("budget_bytes", c_uint64),
         ("lookups", c_uint64),
         ("ram", c_uint64),
@@ -227,7 +228,7 @@ _FUNCS = {
     "engram_session_prefetch_next": (c_int, [_p, _p, _p, _p, c_size_t]),
     "engram_session_prefetch_rows": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_session_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
-    "engram_session_stats": (c_int, [_p, c_int, c_int, POINTER(IoStats)]),
+    "engram_session_stats": (c_int, [_p, c_int, c_uint, POINTER(IoStats)]),
 }
 
 _PACK_FUNCS = {

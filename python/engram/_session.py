@@ -313,7 +313,7 @@ class Session:
         st = _lib.new(_lib.IoStats)
         ptr = self._enter()
         try:
-            rc = lib.engram_session_stats(ptr, li, 1 if step else 0, ctypes.byref(st))
+            rc = lib.engram_session_stats(ptr, li, _lib.STATS_STEP if step else 0, ctypes.byref(st))
             if rc < 0:
                 raise error(rc)
         finally:
