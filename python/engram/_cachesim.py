@@ -27,7 +27,9 @@ class CacheSim(Handle):
     then gather(layer_id, rows) for each layer (that layer's rows of every push of the step, in push order);
     result() says how many lookups were served from RAM. hot_rows (hot+row): (layer_id, row) pairs ranked best
     first, as many as hot_bytes holds make the hot region. Belongs to one thread at a time; see
-    engram_cachesim_create(3)."""
+    engram_cachesim_create(3): a second thread calling in while one is inside raises RuntimeError."""
+
+    _EXCLUSIVE = True
 
     def __init__(self, store, policy, budget_bytes, staging_bytes=0, hot_rows=None, hot_bytes=0):
         if policy not in POLICIES:

@@ -8,18 +8,23 @@ import numpy as np
 
 from . import _arrays, _lib
 from ._errors import error
+from ._handle import NoCopy
 from ._lib import lib
 
 
 def fspath(p, what):
-    """A path argument as the bytes the C API takes."""
+    """A path argument as the bytes the C API takes; ValueError for an embedded NUL, which C would cut the path at
+    (os.open refuses such paths alike)."""
     try:
-        return os.fsencode(p)
+        b = os.fsencode(p)
     except TypeError:
         raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), not {type(p).__name__}") from None
+    if b"\0" in b:
+        raise ValueError(f"{what} {p!r} has an embedded NUL byte")
+    return b
 
 
-class Config:
+class Config(NoCopy):
     """The hash config of an Engram model: which layers have tables, n-gram orders, heads, primes, multipliers,
     pad id and the compressed-token map. Immutable; any number of threads may use one Config at once.
 
@@ -27,6 +32,8 @@ class Config:
     a Hugging Face config.json) with the compressed-token map from a .npy file (token_map) or built from a
     Hugging Face tokenizer.json (tokenizer; this loads libengram-pack). Store.config is the config stored in a
     shard."""
+
+    _HOW = "load it again in each process (engram.Config(path, ...)), or take store.config of a Store opened there"
 
     def __init__(self, config_json, token_map=None, tokenizer=None):
         if (token_map is None) == (tokenizer is None):

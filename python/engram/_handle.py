@@ -5,7 +5,34 @@ import threading
 import weakref
 
 
-class Handle:
+class NoCopy:
+    """A library object that cannot be copied or pickled: a copy would share the C handle, which the first of the
+    two to close or be collected frees under the other (a use after free); a pickle cannot carry an open mapping,
+    reads in flight or a thread's state. _HOW says what to do instead."""
+
+    _HOW = "open the store by path in each process (engram.Store(path)) and make its sessions there"
+
+    def _refuse(self, what):
+        raise TypeError(f"cannot {what} an engram.{type(self).__name__}: it owns a libengram handle that a copy "
+                        f"would share; {self._HOW}")
+
+    def __copy__(self):
+        self._refuse("copy")
+
+    def __deepcopy__(self, memo):
+        self._refuse("deepcopy")
+
+    def __reduce_ex__(self, protocol):
+        self._refuse("pickle")
+
+    def __reduce__(self):
+        self._refuse("pickle")
+
+    def __getstate__(self):
+        self._refuse("pickle")
+
+
+class Handle(NoCopy):
     def _open(self, ptr, free, what):
         """Own ptr, released by free(ptr); what names the object in messages ("store 'x.engram'")."""
         self._ptr = ptr
@@ -16,12 +43,18 @@ class Handle:
         self._finalizer = weakref.finalize(self, free, ptr)
         self._finalizer.atexit = False  # at exit, threads may still be in calls: leave it to the process's end
 
+    # True: one thread at a time (a simulation's state is not shared), a second one gets RuntimeError
+    _EXCLUSIVE = False
+
     @contextlib.contextmanager
     def _use(self):
         """The pointer, kept open for the duration of a call."""
         with self._lock:
             if not self._ptr:
                 raise ValueError(f"{self._what} is closed")
+            if self._EXCLUSIVE and self._users:
+                raise RuntimeError(f"engram.{type(self).__name__} used by two threads at once: {self._what} belongs "
+                                   f"to one thread at a time")
             self._users += 1
         try:
             yield self._ptr

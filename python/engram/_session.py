@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _arrays, _lib
 from ._errors import error
+from ._handle import NoCopy
 from ._lib import MODE_DIRECT, MODE_PAGECACHE, OUT_BF16, OUT_F32, OUT_NATIVE, lib
 from ._rowcache import RowCache
 
@@ -50,7 +51,7 @@ def _busy():
     return RuntimeError("engram.Session used by two threads at once: a session belongs to one thread at a time")
 
 
-class Session:
+class Session(NoCopy):
     """One engine loop: each step, begin(); push() or push_batch() the step's new tokens (hashes them for every
     Engram layer and submits the reads of their rows); then, while earlier layers compute, gather() each Engram
     layer, which waits only for reads not yet complete. Create with Store.session().
@@ -58,6 +59,9 @@ class Session:
     A session belongs to one thread at a time (a second thread calling in meanwhile gets RuntimeError, never a
     corrupted session); use one session per engine thread, all on one shared Store. Calls that wait or copy
     (push, push_batch, prefetch_next, gather, gather_rows, prefetch_rows) release the GIL."""
+
+    _HOW = ("make one session per thread with store.session(); in another process open the store by path "
+            "(engram.Store(path)) and make its sessions there (a slot's history moves with export_state/import_state)")
 
     def __init__(self, store, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
                  page_cache_mb):
