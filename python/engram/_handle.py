@@ -3,6 +3,7 @@ session uses it or another thread is in a call on it; without close(), freed wit
 import contextlib
 import threading
 import weakref
+from typing import Any, Callable, Iterator, NoReturn
 
 
 class NoCopy:
@@ -12,28 +13,28 @@ class NoCopy:
 
     _HOW = "open the store by path in each process (engram.Store(path)) and make its sessions there"
 
-    def _refuse(self, what):
+    def _refuse(self, what: str) -> NoReturn:
         raise TypeError(f"cannot {what} an engram.{type(self).__name__}: it owns a libengram handle that a copy "
                         f"would share; {self._HOW}")
 
-    def __copy__(self):
+    def __copy__(self) -> NoReturn:
         self._refuse("copy")
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: Any) -> NoReturn:
         self._refuse("deepcopy")
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
         self._refuse("pickle")
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         self._refuse("pickle")
 
-    def __getstate__(self):
+    def __getstate__(self) -> NoReturn:
         self._refuse("pickle")
 
 
 class Handle(NoCopy):
-    def _open(self, ptr, free, what):
+    def _open(self, ptr: int, free: Callable[[int], None], what: str) -> None:
         """Own ptr, released by free(ptr); what names the object in messages ("store 'x.engram'")."""
         self._ptr = ptr
         self._what = what
@@ -47,7 +48,7 @@ class Handle(NoCopy):
     _EXCLUSIVE = False
 
     @contextlib.contextmanager
-    def _use(self):
+    def _use(self) -> Iterator[int]:
         """The pointer, kept open for the duration of a call."""
         with self._lock:
             if not self._ptr:
@@ -62,15 +63,15 @@ class Handle(NoCopy):
             with self._lock:
                 self._users -= 1
 
-    def _adopt(self, session):
+    def _adopt(self, session: Any) -> None:
         """Count a session created while in _use() among the users that keep close() from closing."""
         self._sessions.add(session)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._ptr
 
-    def close(self):
+    def close(self) -> None:
         """Release it now. RuntimeError while one of its sessions is open or another thread is in a call on it."""
         with self._lock:
             if not self._ptr:
@@ -80,8 +81,8 @@ class Handle(NoCopy):
             self._ptr = None
         self._finalizer()
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()

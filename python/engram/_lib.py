@@ -24,6 +24,9 @@ OUT_NATIVE, OUT_BF16, OUT_F32 = 0, 1, 2
 MODE_DIRECT, MODE_PAGECACHE = 0, 1
 SESSION_NO_URING, SESSION_NO_PREFETCH, SESSION_SQPOLL = 1, 2, 4
 LEAD_BUCKETS = 96  # ENGRAM_LEAD_BUCKETS
+REWIND_MAX = 32  # ENGRAM_REWIND_MAX
+SEQ_STATE_MAX = 24 + 9 * (REWIND_MAX + 15)  # ENGRAM_SEQ_STATE_MAX
+SEED_START = 1  # ENGRAM_SEED_START
 
 
 class StoreInfo(ctypes.Structure):
@@ -227,6 +230,12 @@ _FUNCS = {
     "engram_session_prefetch_rows": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_session_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_session_stats": (c_int, [_p, c_int, c_int, POINTER(IoStats)]),
+    "engram_session_rewind": (c_int, [_p, c_uint, c_size_t]),
+    "engram_session_seed": (c_int, [_p, c_uint, _p, _p, c_size_t, c_uint]),
+    "engram_session_export": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_session_import": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
+    "engram_read_row": (c_int, [_p, c_uint, c_uint64, _p, c_size_t]),
 }
 
 _PACK_FUNCS = {

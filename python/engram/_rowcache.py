@@ -1,10 +1,10 @@
 """engram.RowCache: RAM that holds rows, not pages (engram_rowcache_*)."""
 import ctypes
 import os
-from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import _lib
-from ._config import fspath
+from ._config import PathLike, fspath
 from ._errors import error
 from ._handle import Handle
 from ._lib import lib
@@ -12,7 +12,6 @@ from ._lib import lib
 if TYPE_CHECKING:
     from ._store import Store
 
-PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _UINT64_MAX = (1 << 64) - 1
 
 
@@ -75,7 +74,7 @@ class RowCache(Handle):
         """Remove a shared row cache's name; processes that have it mapped keep it until they close it."""
         rc = lib.engram_rowcache_remove(fspath(name, "name"))
         if rc < 0:
-            raise error(rc)
+            raise error(rc, name)
 
     def __repr__(self) -> str:
         return f"<engram.RowCache {self._what}{' (closed)' if self.closed else ''}>"

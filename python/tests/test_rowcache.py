@@ -25,7 +25,7 @@ def shm_name():
 def _step(session, tokens, layers, dtypes=("bf16",)):
     session.begin()
     session.push_batch(np.arange(len(tokens)), tokens)
-    return [session.gather(layer, d) for layer in layers for d in dtypes]
+    return [session.gather(layer, d, as_tensor=False) for layer in layers for d in dtypes]
 
 
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
