@@ -40,6 +40,11 @@ static void usage(FILE *f)
 		"  --draft-accept P         speculative decoding: each decode token is known one step early as a\n"
 		"                           draft, right with probability P (0 to 1); its rows are prefetched\n"
 		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
+		"  --draft-tokens K         with --draft-accept: verify K drafts per decode token as an engine does,\n"
+		"                           pushed as positions after it (1 + K per step), gathered, the rejected\n"
+		"                           rewound (engram_session_rewind); each draft right with probability P up\n"
+		"                           to the first wrong one, the accepted ones the slot's next tokens; the\n"
+		"                           rows of rejected drafts are counted as wasted reads (1 to 32)\n"
 		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default direct)\n"
@@ -176,6 +181,7 @@ enum {
 	OPT_DTYPE,
 	OPT_SWEEP,
 	OPT_DRAFT,
+	OPT_DRAFT_TOKENS,
 	OPT_LOOKAHEAD,
 	OPT_MEM_MB,
 	OPT_TIER,
@@ -201,6 +207,7 @@ int stat_replay(int argc, char **argv)
 		{ "dtype", required_argument, NULL, OPT_DTYPE },
 		{ "sweep", required_argument, NULL, OPT_SWEEP },
 		{ "draft-accept", required_argument, NULL, OPT_DRAFT },
+		{ "draft-tokens", required_argument, NULL, OPT_DRAFT_TOKENS },
 		{ "lookahead", required_argument, NULL, OPT_LOOKAHEAD },
 		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
 		{ "tier", required_argument, NULL, OPT_TIER },
@@ -301,6 +308,10 @@ int stat_replay(int argc, char **argv)
 			if (tool_parse_double("--draft-accept", optarg, 0, 1, &base.draft_accept) < 0)
 				return 2;
 			break;
+		case OPT_DRAFT_TOKENS:
+			if (tool_parse_unsigned("--draft-tokens", optarg, 1, ENGRAM_REWIND_MAX, &info.draft_tokens) < 0)
+				return 2;
+			break;
 		case OPT_LOOKAHEAD:
 			if (!strcmp(optarg, "prompt"))
 				info.lookahead = LOOKAHEAD_PROMPT;
@@ -325,6 +336,10 @@ int stat_replay(int argc, char **argv)
 			return 2;
 		}
 		n_runs *= axes[a].n;
+	}
+	if (info.draft_tokens && base.draft_accept < 0 && !(info.sweep & SWEEP_DRAFT)) {
+		tool_error("--draft-tokens needs --draft-accept P (or a draft-accept sweep): how often a draft is right");
+		return 2;
 	}
 	info.staging_mb = cache_given ? base.cache_mb : 0;
 	/* a budget counts from nothing: pages read before a run would sit outside it */
