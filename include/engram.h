@@ -100,7 +100,7 @@ typedef struct engram_config engram_config;
  * Multipliers are derived as numpy's default_rng does and primes as the reference picks them.
  * On success *out owns a new config (free with engram_config_free) and 0 is returned. Errors: -ENOENT etc.
  * from opening files, ENGRAM_EPARSE (malformed JSON or .npy), ENGRAM_ECONFIG (missing or inconsistent
- * fields, num_embeddings not the prime sums), ENGRAM_ETOKMAP (map values negative or at or past the map's entry
+ * fields, engram_num_embeddings below the rows its primes address), ENGRAM_ETOKMAP (map values negative or at or past the map's entry
  * count, pad id beyond the map, or distinct ids != engram_compressed_vocab_size), -ENOMEM.
  */
 ENGRAM_API int engram_config_load(engram_config **out, const char *config_json_path, const char *token_map_npy_path);
@@ -117,8 +117,13 @@ ENGRAM_API unsigned engram_config_num_heads(const engram_config *cfg);
 ENGRAM_API unsigned engram_config_head_dim(const engram_config *cfg);
 /* Columns (rows fetched per position and layer) = (N - 1) x heads. */
 ENGRAM_API unsigned engram_config_columns(const engram_config *cfg);
-/* Rows of the layer's table: sum of its primes. 0 for a bad index. */
+/* Rows of the layer's table: engram_num_embeddings when the config states it (a store's config: what its tables
+ * hold), else the sum of its primes. 0 for a bad index. */
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *cfg, unsigned layer_index);
+/* Rows the hash addresses: the sum of the layer's primes, at most engram_config_table_rows(); a table's rows beyond
+ * them are kept and readable (engram_gather_rows, engram_read_row) but never addressed (NVIDIA NeMo's test tables
+ * hold one more). 0 for a bad index. */
+ENGRAM_API uint64_t engram_config_addressed_rows(const engram_config *cfg, unsigned layer_index);
 /* Prime (modulus) of column c = (order - 2) x heads + head; 0 for bad indexes. */
 ENGRAM_API uint64_t engram_config_prime(const engram_config *cfg, unsigned layer_index, unsigned column);
 /* Multiplier k (0..N-1) of the layer; 0 for bad indexes. */

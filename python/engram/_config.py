@@ -86,6 +86,7 @@ class Config(NoCopy):
         self._max_ngram = lib.engram_config_max_ngram(ptr)
         self._heads = lib.engram_config_num_heads(ptr)
         self._table_rows = tuple(lib.engram_config_table_rows(ptr, i) for i in range(n))
+        self._addressed_rows = tuple(lib.engram_config_addressed_rows(ptr, i) for i in range(n))
         self._primes = tuple(tuple(lib.engram_config_prime(ptr, i, c) for c in range(self._columns))
                              for i in range(n))
         self._multipliers = tuple(tuple(lib.engram_config_multiplier(ptr, i, k) for k in range(self._max_ngram))
@@ -122,8 +123,15 @@ class Config(NoCopy):
 
     @property
     def table_rows(self) -> Tuple[int, ...]:
-        """Rows of each layer's table (the sum of its primes), in layer_ids order."""
+        """Rows of each layer's table, in layer_ids order: engram_num_embeddings when the config states it (a
+        store's config: what its tables hold), else the sum of its primes."""
         return self._table_rows
+
+    @property
+    def addressed_rows(self) -> Tuple[int, ...]:
+        """Rows of each layer's table the hash addresses (the sum of its primes): at most table_rows; a table's
+        rows beyond them (engram_num_embeddings above the prime sum) are stored and readable, never addressed."""
+        return self._addressed_rows
 
     @property
     def raw_vocab(self) -> int:

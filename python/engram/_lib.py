@@ -184,6 +184,7 @@ _FUNCS = {
     "engram_config_head_dim": (c_uint, [_p]),
     "engram_config_columns": (c_uint, [_p]),
     "engram_config_table_rows": (c_uint64, [_p, c_uint]),
+    "engram_config_addressed_rows": (c_uint64, [_p, c_uint]),
     "engram_config_prime": (c_uint64, [_p, c_uint, c_uint]),
     "engram_config_multiplier": (c_uint64, [_p, c_uint, c_uint]),
     "engram_config_raw_vocab": (c_uint64, [_p]),
