@@ -29,6 +29,7 @@ from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EMAGIC, EPARSE, ESHAPE
                       Error, FileNotFound, InvalidArgument, IsADirectory, PermissionDenied)
 from ._cachesim import CacheSim
 from ._config import Config
+from ._hasher import Hasher
 from ._lib import REWIND_MAX, SEQ_STATE_MAX
 from ._lib import lib as _cdll
 from ._rowcache import RowCache
@@ -38,7 +39,7 @@ from ._store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "Store", "Session", "RowCache", "CacheSim", "IoStats", "Error", "InvalidArgument", "FileNotFound",
+__all__ = ["Config", "Hasher", "Store", "Session", "RowCache", "CacheSim", "IoStats", "Error", "InvalidArgument", "FileNotFound",
            "IsADirectory", "PermissionDenied", "REWIND_MAX", "SEQ_STATE_MAX", "library_version", "library_path",
            "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE"]
 

@@ -87,6 +87,46 @@ def test_rewind_beyond_what_is_kept_then_seed(synthetic):
             s.rewind(0, -1)
 
 
+def test_hasher_rewinds_and_moves_slots_to_a_session(synthetic):
+    """The hasher's slots as a session's: rewind, seed, and a state exported from one imported by the other."""
+    stream = fortunes()[3000:3100]
+    cfg_file = engram.Config(fixture("ref/v41/v41.config.json"), token_map=fixture("ref/v41/v41.token_map.npy"))
+    with engram.Store(synthetic) as store, store.session(2) as s:
+        h = engram.Hasher(store.config, 3)
+        want = store.config.rows(stream)
+        np.testing.assert_array_equal(h.push(0, stream[:50]), want[:, :50])
+        h.push(0, [7, 8, 9])                       # three rejected drafts
+        h.rewind(0, 3)
+        b = h.push_batch([0, 2], [stream[50], 5])
+        np.testing.assert_array_equal(b[:, :1], want[:, 50:51])
+        s.begin()
+        s.import_state(1, h.export_state(0))       # the hasher's slot continues in the session
+        s.push(1, stream[51:60])
+        np.testing.assert_array_equal(s.rows(14), want[1, 51:60])
+        h.seed(1, stream[:60], start=True)
+        np.testing.assert_array_equal(h.push(1, stream[60:70]), want[:, 60:70])
+        with pytest.raises(RuntimeError, match="in use"):
+            store.close()                          # the hasher uses the store's config
+        h.close()
+        # the synthetic store's primes are not the file config's: its states are another config's
+        with pytest.raises(engram.Error) as e:
+            s.import_state(0, engram.Hasher(cfg_file).export_state(0))
+        assert e.value.errno == engram.ECONFIG
+
+
+def test_a_file_config_and_its_store_share_states(packed):
+    stream = fortunes()[:60] % 1000
+    cfg = engram.Config(fixture("ref/tiny-v41/tiny-v41.config.json"),
+                        token_map=fixture("ref/tiny-v41/tiny-v41.token_map.npy"))
+    with engram.Store(packed("tiny-v41", "raw")) as store, store.session(1) as s:
+        g = engram.Hasher(cfg, 1)
+        g.push(0, stream[:20])
+        s.import_state(0, g.export_state(0))
+        s.begin()
+        s.push(0, stream[20:25])
+        np.testing.assert_array_equal(s.rows(1), cfg.rows(stream)[0, 20:25])
+
+
 def test_state_of_another_config_or_corrupt_is_refused(synthetic, packed):
     with engram.Store(synthetic) as store, store.session(1) as s, \
             engram.Store(packed("tiny-v41", "raw")) as other, other.session(1) as o:
@@ -268,7 +308,8 @@ def test_every_public_function_has_type_hints():
     pkg = os.path.dirname(engram.__file__)
     assert os.path.exists(os.path.join(pkg, "py.typed"))
     missing = []
-    for cls in (engram.Config, engram.Store, engram.Session, engram.RowCache, engram.CacheSim, engram.IoStats):
+    for cls in (engram.Config, engram.Store, engram.Session, engram.RowCache, engram.CacheSim, engram.IoStats,
+                engram.Hasher):
         for name, fn in inspect.getmembers(cls):
             if name.startswith("_") and name not in ("__init__",):
                 continue

@@ -26,6 +26,8 @@ def _objects(store, synthetic_path):
         "Session": store.session(2),
         "RowCache": engram.RowCache(store, 1 << 20),
         "CacheSim": engram.CacheSim(store, "row", 1 << 20),
+        "Hasher": engram.Hasher(store.config, 2),
+        "Hasher of a file config": engram.Hasher(cfg_file),
     }
 
 
@@ -46,10 +48,10 @@ def test_no_object_can_be_copied_or_pickled(synthetic, how):
                 if how == "pickle":
                     with pytest.raises(TypeError):
                         pickle.dumps(o, protocol=p)
-        for name in ("CacheSim", "RowCache", "Session", "Store"):
+        for name in ("CacheSim", "RowCache", "Session", "Hasher", "Store"):
             objs[name].close()
     # closed ones refuse alike
-    for name in ("CacheSim", "RowCache", "Session", "Store"):
+    for name in ("CacheSim", "RowCache", "Session", "Hasher", "Store"):
         with pytest.raises(TypeError):
             do(objs[name])
 
@@ -94,10 +96,11 @@ def test_close_double_close_and_use_after_close(synthetic):
     rc = engram.RowCache(store, 1 << 20)
     sim = engram.CacheSim(store, "page", 1 << 20)
     cfg = store.config
+    h = engram.Hasher(cfg)
     # a store with a session or a simulation open refuses to close
     with pytest.raises(RuntimeError, match="in use"):
         store.close()
-    for o in (s, rc, sim):
+    for o in (s, rc, sim, h):
         o.close()
         o.close()  # a second close is a no-op
         assert o.closed
@@ -115,6 +118,8 @@ def test_close_double_close_and_use_after_close(synthetic):
         sim.begin()
     with pytest.raises(ValueError, match="closed"):
         sim.result()
+    with pytest.raises(ValueError, match="closed"):
+        h.push(0, [1, 2])
     store.close()
     store.close()
     with pytest.raises(ValueError, match="closed"):
@@ -129,6 +134,8 @@ def test_close_double_close_and_use_after_close(synthetic):
         engram.RowCache(store, 1 << 20)
     with pytest.raises(ValueError, match="closed"):
         engram.CacheSim(store, "page", 1 << 20)
+    with pytest.raises(ValueError, match="closed"):
+        engram.Hasher(cfg)
 
 
 def _while_gathering(store, s, fn, rc=None):
