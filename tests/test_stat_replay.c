@@ -240,8 +240,8 @@ static void test_lookahead_and_drafts(void **state)
 	d1 = replay_json("--tokens %s %s --depth 1", tokens(), base);
 	prompt = replay_json("--tokens %s %s --depth 2", tokens(), base);
 	oracle = replay_json("--tokens %s %s --depth 2 --lookahead oracle", tokens(), base);
-	p1 = replay_json("--tokens %s %s --depth 2 --draft-accept 1", tokens(), base);
-	p0 = replay_json("--tokens %s %s --depth 1 --draft-accept 0", tokens(), base);
+	p1 = replay_json("--tokens %s %s --depth 2 --draft-accept 1 --draft-tokens 0", tokens(), base);
+	p0 = replay_json("--tokens %s %s --depth 1 --draft-accept 0 --draft-tokens 0", tokens(), base);
 	/* prompts: at most the prefill positions after the first step, for both layers */
 	uint64_t prefill = u(json_object_get(prompt, "schedule"), "prefill_positions");
 	assert_true(ahead_u(prompt, "lookahead_rows") > 0);
@@ -277,6 +277,9 @@ static void test_draft_verification(void **state)
 	(void)state;
 	d1 = replay_json("--tokens %s %s --depth 1", tokens(), base);
 	p0 = replay_json("--tokens %s %s --draft-accept 0 --draft-tokens 3", tokens(), base);
+	json_t *k1 = replay_json("--tokens %s %s --draft-accept 0", tokens(), base); /* K = 1 by default */
+	assert_int_equal(u(json_object_get(json_array_get(runs_of(k1, 1), 0), "draft_verify"), "draft_tokens"), 1);
+	json_decref(k1);
 	p1 = replay_json("--tokens %s %s --draft-accept 1 --draft-tokens 3", tokens(), base);
 	json_t *r0 = json_array_get(runs_of(p0, 1), 0), *r1 = json_array_get(runs_of(p1, 1), 0);
 	assert_null(json_object_get(json_array_get(runs_of(d1, 1), 0), "draft_verify"));
@@ -285,6 +288,7 @@ static void test_draft_verification(void **state)
 	uint64_t pos0 = u(dv, "draft_positions");
 	assert_true(pos0 > 0 && pos0 % 3 == 0);
 	assert_int_equal(u(dv, "drafts_right"), 0);
+	assert_int_equal(u(dv, "draft_tokens"), 3);
 	assert_int_equal(u(dv, "wasted_rows"), pos0 * COLUMNS * 2);
 	assert_int_equal(run_u(p0, "rows"), run_u(d1, "rows") + pos0 * COLUMNS * 2);
 	dv = json_object_get(r1, "draft_verify");
@@ -678,7 +682,7 @@ static void test_errors(void **state)
 		{ "--tokens 1,2 --dtype f64", 2, "engram-stat: --dtype 'f64' is not native, bf16 or f32" },
 		{ "--tokens 1,2 --sweep speed=1", 2, "engram-stat: --sweep 'speed=1' is not KEY=V,V..." },
 		{ "--tokens 1,2 --draft-tokens 2", 2, "engram-stat: --draft-tokens needs --draft-accept P" },
-		{ "--tokens 1,2 --draft-accept 0.5 --draft-tokens 0", 2, "engram-stat: --draft-tokens '0' must be at least 1" },
+		{ "--tokens 1,2 --draft-accept 0.5 --draft-tokens 33", 2, "engram-stat: --draft-tokens '33' must be at most 32" },
 		{ "--tokens 1,2 --sweep depth=1,,2", 2, "engram-stat: --sweep 'depth=1,,2' has an empty value" },
 		{ "--tokens 1,2 --sweep depth=1 --sweep depth=2", 2, "engram-stat: --sweep depth is given twice" },
 		{ "--tokens 1,2 --sweep cache=a", 2, "engram-stat: --sweep cache value 'a' is not a number" },

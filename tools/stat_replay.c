@@ -37,14 +37,15 @@ static void usage(FILE *f)
 		"  --lookahead prompt|oracle   what depth >= 2 reads ahead: prompt tokens only (default; an engine\n"
 		"                           knows a prompt once its request is queued), or decode tokens too\n"
 		"                           (oracle: they do not exist before the step that samples them)\n"
-		"  --draft-accept P         speculative decoding: each decode token is known one step early as a\n"
-		"                           draft, right with probability P (0 to 1); its rows are prefetched\n"
-		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
-		"  --draft-tokens K         with --draft-accept: verify K drafts per decode token as an engine does,\n"
+		"  --draft-accept P         speculative decoding, each draft right with probability P (0 to 1): K\n"
+		"                           drafts (--draft-tokens) verified per decode token as an engine does,\n"
 		"                           pushed as positions after it (1 + K per step), gathered, the rejected\n"
-		"                           rewound (engram_session_rewind); each draft right with probability P up\n"
-		"                           to the first wrong one, the accepted ones the slot's next tokens; the\n"
-		"                           rows of rejected drafts are counted as wasted reads (1 to 32)\n"
+		"                           rewound (engram_session_rewind); right up to the first wrong one, the\n"
+		"                           accepted are the slot's next tokens; rows of rejected drafts are counted\n"
+		"                           as wasted reads\n"
+		"  --draft-tokens K         drafts per decode token, 0 to 32 (default 1); 0: each decode token known\n"
+		"                           one step early as a draft instead, its rows prefetched\n"
+		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
 		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default direct)\n"
@@ -224,7 +225,7 @@ int stat_replay(int argc, char **argv)
 	struct sweep_axis axes[7];
 	unsigned n_axes = 0;
 	const char *svg_path = NULL;
-	int json = 0, c, err, status = 1, cache_given = 0;
+	int json = 0, c, err, status = 1, cache_given = 0, draft_tokens_given = 0;
 	enum engram_out out = ENGRAM_OUT_NATIVE;
 	int64_t *tokens = NULL;
 	size_t *starts = NULL;
@@ -309,8 +310,9 @@ int stat_replay(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_DRAFT_TOKENS:
-			if (tool_parse_unsigned("--draft-tokens", optarg, 1, ENGRAM_REWIND_MAX, &info.draft_tokens) < 0)
+			if (tool_parse_unsigned("--draft-tokens", optarg, 0, ENGRAM_REWIND_MAX, &info.draft_tokens) < 0)
 				return 2;
+			draft_tokens_given = 1;
 			break;
 		case OPT_LOOKAHEAD:
 			if (!strcmp(optarg, "prompt"))
@@ -337,10 +339,12 @@ int stat_replay(int argc, char **argv)
 		}
 		n_runs *= axes[a].n;
 	}
-	if (info.draft_tokens && base.draft_accept < 0 && !(info.sweep & SWEEP_DRAFT)) {
+	if (draft_tokens_given && base.draft_accept < 0 && !(info.sweep & SWEEP_DRAFT)) {
 		tool_error("--draft-tokens needs --draft-accept P (or a draft-accept sweep): how often a draft is right");
 		return 2;
 	}
+	if (!draft_tokens_given)
+		info.draft_tokens = 1;
 	info.staging_mb = cache_given ? base.cache_mb : 0;
 	/* a budget counts from nothing: pages read before a run would sit outside it */
 	if (base.mem_mb || (info.sweep & SWEEP_MEM))
