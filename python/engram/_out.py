@@ -153,10 +153,13 @@ def prepare(kind: int, shapes: Sequence[Tuple[int, ...]], nbytes: int, out: Any,
     if as_tensor is not None:
         raise ValueError("as_tensor= chooses the type of a new result: give it without out=")
     addr, keep, shape = _out_address(out, kind, what)
-    if tuple(shape) not in [tuple(s) for s in shapes]:
-        raise ValueError(f"out has shape {_shape_text(tuple(shape))}; {_what(what)} writes "
+    shape = tuple(shape)
+    if shape not in shapes:
+        raise ValueError(f"out has shape {_shape_text(shape)}; {_what(what)} writes "
                          f"{' or '.join(_shape_text(tuple(s)) for s in shapes)}")
-    got = int(np.prod(shape, dtype=np.int64)) * _itemsize(out)
+    got = _itemsize(out)
+    for d in shape:
+        got *= d
     if got != nbytes:  # cannot be, given the shape and element type; the library must never write past it
         raise ValueError(f"out holds {got} bytes; {_what(what)} writes {nbytes}")
     return out, (addr if nbytes else None), keep
