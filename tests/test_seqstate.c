@@ -388,6 +388,80 @@ static void test_session_row_tier_rewind_property(void **state)
 	session_property(ENGRAM_MODE_DIRECT, 1, "raw");
 }
 
+/* Against the reference itself (fixtures/ref: DeepSeek's one-shot hashers, dead-token masks in v41's): every
+sequence of every vectors file pushed as an engine verifying drafts would, 1 + k positions a step with the
+rejected rewound, moved between two hashers by export/import every few steps: each accepted position's rows are
+the reference's. */
+static void test_reference_vectors_with_drafts(void **state)
+{
+	static const char *const names[] = { "demo", "tiny", "v41", "tiny-v41" };
+
+	(void)state;
+	rng_state = 0x5eed;
+	for (size_t f = 0; f < sizeof(names) / sizeof(*names); f++) {
+		struct vectors v;
+		engram_config *cfg = NULL;
+		engram_hasher *h[2];
+		char json[600], map[600];
+
+		snprintf(json, sizeof(json), "ref/%s/%s.config.json", names[f], names[f]);
+		snprintf(json, sizeof(json), "%s", fixture(json));
+		snprintf(map, sizeof(map), "ref/%s/%s.token_map.npy", names[f], names[f]);
+		must(engram_config_load(&cfg, json, fixture(map)), "config");
+		vectors_load(&v, names[f]);
+		must(engram_hasher_create(&h[0], cfg, 2), "hasher");
+		must(engram_hasher_create(&h[1], cfg, 3), "hasher");
+		unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
+		uint64_t *rows = malloc((size_t)L * 9 * cols * sizeof(*rows));
+		for (int s = 0; s < v.n_seqs; s++) {
+			size_t n = v.len[s], p = 0;
+			unsigned which = 0, slot = 1;
+			must(engram_hasher_reset(h[which], slot), "reset");
+			while (p < n) {
+				int64_t tok[9];
+				uint8_t mask[9];
+				size_t k = below(9), ok = 1;
+				if (p + k >= n)
+					k = n - p - 1;
+				tok[0] = v.tokens[s][p];
+				mask[0] = v.mask[s] ? v.mask[s][p] : 1;
+				int wrong = 0;
+				for (size_t i = 1; i <= k; i++) {
+					wrong = wrong || below(4) == 0;
+					tok[i] = wrong ? (int64_t)below((unsigned)engram_config_raw_vocab(cfg)) : v.tokens[s][p + i];
+					mask[i] = wrong ? (uint8_t)below(2) : (v.mask[s] ? v.mask[s][p + i] : 1);
+					if (!wrong)
+						ok++;
+				}
+				must(engram_hasher_push(h[which], slot, tok, mask, 1 + k, rows), "push");
+				for (unsigned li = 0; li < L; li++)
+					for (size_t i = 0; i < ok; i++)
+						for (unsigned c = 0; c < cols; c++)
+							if (rows[((size_t)li * (1 + k) + i) * cols + c] !=
+							    vectors_row(&v, cfg, s, (int)li, p + i, (int)c))
+								fail_msg("%s seq %d position %zu layer %u column %u: not the reference's "
+									 "row", names[f], s, p + i, li, c);
+				must(engram_hasher_rewind(h[which], slot, k + 1 - ok), "rewind");
+				p += ok;
+				if (below(4) == 0) { /* preempted: resumed in the other hasher, in another slot */
+					uint8_t st[ENGRAM_SEQ_STATE_MAX];
+					int len = engram_hasher_export(h[which], slot, st, sizeof(st));
+					assert_true(len > 0);
+					must(engram_hasher_reset(h[which], slot), "reset");
+					which ^= 1;
+					slot = which ? 2 : 0;
+					must(engram_hasher_import(h[which], slot, st, (size_t)len), "import");
+				}
+			}
+		}
+		free(rows);
+		engram_hasher_destroy(h[0]);
+		engram_hasher_destroy(h[1]);
+		engram_config_free(cfg);
+		vectors_free(&v);
+	}
+}
+
 /* A slot keeps ENGRAM_REWIND_MAX positions beyond its look-back; a reset slot can go back to its start; a seed
  * without the start cannot be rewound into the unknown. */
 static void test_rewind_limits(void **state)
@@ -489,6 +563,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hasher_rewind_property),
+		cmocka_unit_test(test_reference_vectors_with_drafts),
 		cmocka_unit_test(test_rewind_limits),
 		cmocka_unit_test(test_state_is_checked),
 		cmocka_unit_test(test_session_pagecache_rewind_property),
