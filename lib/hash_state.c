@@ -20,7 +20,7 @@ void eg_slot_clear(const engram_config *cfg, struct seq *s)
 	for (unsigned i = 0; i < EG_MAX_NGRAM - 1; i++)
 		s->hist[i] = cfg->cpad;
 	s->live = 0;
-	s->count = s->head = s->inexact = 0;
+	s->end = s->first = s->exact = 0;
 	s->at_start = 1;
 }
 
@@ -33,38 +33,60 @@ void eg_slot_record(const engram_config *cfg, struct seq *s, const int64_t *toke
 		    unsigned live0)
 {
 	const unsigned keep = cfg->max_ngram - 1;
-	size_t first = n > EG_SLOT_RING ? n - EG_SLOT_RING : 0;
+	size_t skip = n > EG_SLOT_RING ? n - EG_SLOT_RING : 0;
 	unsigned live = live0;
 
-	if (first) { /* the ring drops everything it held, and the positions of this push before `first` */
-		s->count = s->head = s->inexact = 0;
-		s->at_start = 0;
+	s->end += skip; /* positions the ring would overwrite within this push are only counted */
+	if (!mask) { /* every token live: the depth after token i is live0 + i + 1, at most keep */
+		for (size_t i = skip; i < n; i++)
+			eg_slot_put(s, compressed(cfg, tokens[i]), live0 + i + 1 < keep ? (unsigned)(live0 + i + 1) : keep);
+		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		live = !mask || mask[i] ? (live < keep ? live + 1 : keep) : 0;
-		if (i >= first)
+		live = mask[i] ? (live < keep ? live + 1 : keep) : 0;
+		if (i >= skip)
 			eg_slot_put(s, compressed(cfg, tokens[i]), live);
 	}
 }
 
+/* Make `first` the oldest position the ring still holds (the sequence start is then behind it, unless it is
+ * that position). */
+static void settle(struct seq *s)
+{
+	uint64_t lo = s->end > EG_SLOT_RING ? s->end - EG_SLOT_RING : 0;
+
+	if (lo > s->first) {
+		s->first = lo;
+		s->at_start = 0;
+	}
+}
+
+/* Positions held (after settle), the held ones of unknown depth, and the ring place of held position j. */
+static inline unsigned held(const struct seq *s)
+{
+	return (unsigned)(s->end - s->first);
+}
+
+static inline unsigned inexact(const struct seq *s)
+{
+	return s->exact > s->first ? (unsigned)(s->exact - s->first) : 0;
+}
+
 static inline unsigned ring_at(const struct seq *s, unsigned j)
 {
-	unsigned i = s->head + j;
-
-	return i >= EG_SLOT_RING ? i - EG_SLOT_RING : i;
+	return (unsigned)(s->first + j) & (EG_SLOT_RING - 1);
 }
 
 /* Can the slot go back to holding its first len positions? Their last one's live depth must be known, and the
  * tokens it counts held; len 0 is the sequence start, known only when the ring reaches it. */
-static int can_keep(const engram_config *cfg, const struct seq *s, unsigned len)
+static int can_keep(const struct seq *s, unsigned len)
 {
-	(void)cfg;
 	if (len == 0)
 		return s->at_start;
-	return len - 1 >= s->inexact && s->live_of[ring_at(s, len - 1)] <= len;
+	return len - 1 >= inexact(s) && s->live_of[ring_at(s, len - 1)] <= len;
 }
 
-/* Make hist and live those after the ring's first len positions, and drop the others (can_keep is true). */
+/* Make hist and live those after the held first len positions, and drop the others (can_keep is true). */
 static void keep_first(const engram_config *cfg, struct seq *s, unsigned len)
 {
 	const unsigned keep = cfg->max_ngram - 1;
@@ -75,15 +97,15 @@ static void keep_first(const engram_config *cfg, struct seq *s, unsigned len)
 	for (unsigned k = keep; k < EG_MAX_NGRAM - 1; k++)
 		s->hist[k] = cfg->cpad;
 	s->live = live;
-	s->count = len;
+	s->end = s->first + len;
 }
 
-/* The most positions slot s can rewind now. */
-static unsigned rewindable(const engram_config *cfg, const struct seq *s)
+/* The most positions slot s can rewind now (settled). */
+static unsigned rewindable(const struct seq *s)
 {
-	for (unsigned len = 0; len < s->count; len++)
-		if (can_keep(cfg, s, len))
-			return s->count - len;
+	for (unsigned len = 0; len < held(s); len++)
+		if (can_keep(s, len))
+			return held(s) - len;
 	return 0;
 }
 
@@ -104,12 +126,13 @@ ENGRAM_API int engram_hasher_rewind(engram_hasher *h, unsigned seq, size_t n)
 	s = &h->seqs[seq];
 	if (n == 0)
 		return 0;
-	if (n > s->count || !can_keep(h->cfg, s, s->count - (unsigned)n))
+	settle(s);
+	if (n > held(s) || !can_keep(s, held(s) - (unsigned)n))
 		return eg_fail(-ERANGE, "sequence slot %u cannot rewind %zu positions: it can rewind %u now (it keeps the "
 			       "last %u positions it took, and needs the %u before the point it returns to); give the "
-			       "tokens back with engram_hasher_seed (engram_session_seed)", seq, n, rewindable(h->cfg, s),
-			       (unsigned)EG_SLOT_RING, h->cfg->max_ngram - 1);
-	keep_first(h->cfg, s, s->count - (unsigned)n);
+			       "tokens back with engram_hasher_seed (engram_session_seed)", seq, n, rewindable(s),
+			       EG_SLOT_RING, h->cfg->max_ngram - 1);
+	keep_first(h->cfg, s, held(s) - (unsigned)n);
 	return 0;
 }
 
@@ -143,11 +166,11 @@ ENGRAM_API int engram_hasher_seed(engram_hasher *h, unsigned seq, const int64_t 
 	 * them are not known (recorded as if it were all live; a later one's is exact, being at most keep) */
 	eg_slot_record(cfg, s, tokens, mask, n, flags & ENGRAM_SEED_START ? 0 : keep);
 	if (!(flags & ENGRAM_SEED_START)) {
-		size_t dropped = n > EG_SLOT_RING ? n - EG_SLOT_RING : 0;
 		s->at_start = 0;
-		s->inexact = keep - 1 > dropped ? keep - 1 - (unsigned)dropped : 0;
+		s->exact = keep - 1;
 	}
-	keep_first(cfg, s, s->count);
+	settle(s);
+	keep_first(cfg, s, held(s));
 	return 0;
 }
 
@@ -230,8 +253,16 @@ ENGRAM_API int engram_hasher_export(engram_hasher *h, unsigned seq, void *buf, s
 		return eg_fail(-EINVAL, "engram_hasher_export: NULL hasher");
 	if (seq >= h->n_seqs)
 		return bad_slot(h, seq);
-	s = &h->seqs[seq];
-	need = STATE_HEADER + (size_t)s->count * 9;
+	settle(&h->seqs[seq]);
+	/* the last EG_SLOT_EXPORT positions held: as if the slot held those alone */
+	struct seq e = h->seqs[seq];
+	if (held(&e) > EG_SLOT_EXPORT) {
+		e.first = e.end - EG_SLOT_EXPORT;
+		e.at_start = 0;
+	}
+	s = &e;
+	unsigned count = held(s);
+	need = STATE_HEADER + (size_t)count * 9;
 	if (!buf && size == 0)
 		return (int)need;
 	if (!buf || size < need)
@@ -242,12 +273,12 @@ ENGRAM_API int engram_hasher_export(engram_hasher *h, unsigned seq, void *buf, s
 	p[6] = (uint8_t)h->cfg->max_ngram;
 	p[7] = s->at_start ? 1 : 0;
 	put_le(p + 8, config_digest(h), 8);
-	put_le(p + 16, s->count, 2);
-	p[18] = (uint8_t)s->inexact;
+	put_le(p + 16, count, 2);
+	p[18] = (uint8_t)inexact(s);
 	p[19] = 0;
-	for (unsigned j = 0; j < s->count; j++) {
+	for (unsigned j = 0; j < count; j++) {
 		put_le(p + STATE_HEADER + 8 * (size_t)j, (uint64_t)s->id[ring_at(s, j)], 8);
-		p[STATE_HEADER + 8 * (size_t)s->count + j] = s->live_of[ring_at(s, j)];
+		p[STATE_HEADER + 8 * (size_t)count + j] = s->live_of[ring_at(s, j)];
 	}
 	put_le(p + 20, state_check(p, need), 4);
 	return (int)need;
@@ -284,12 +315,12 @@ ENGRAM_API int engram_hasher_import(engram_hasher *h, unsigned seq, const void *
 			       "(max_ngram %u, digest %016llx; this one's %u, %016llx)", p[6],
 			       (unsigned long long)get_le(p + 8, 8), cfg->max_ngram, (unsigned long long)config_digest(h));
 	memset(&t, 0, sizeof(t));
-	t.count = count;
+	t.end = count;
 	t.at_start = p[7] & 1;
-	t.inexact = p[18];
-	if (count > EG_SLOT_RING || (p[7] & ~1u) || p[19] || t.inexact > count)
+	t.exact = p[18];
+	if (count > EG_SLOT_EXPORT || (p[7] & ~1u) || p[19] || p[18] > count)
 		return eg_fail(ENGRAM_ECORRUPT, "engram_hasher_import: sequence state with %u positions (at most %u), "
-			       "flags 0x%x, %u unknown depths", count, (unsigned)EG_SLOT_RING, p[7], t.inexact);
+			       "flags 0x%x, %u unknown depths", count, (unsigned)EG_SLOT_EXPORT, p[7], p[18]);
 	for (unsigned j = 0; j < count; j++) {
 		t.id[j] = (int64_t)get_le(p + STATE_HEADER + 8 * (size_t)j, 8);
 		t.live_of[j] = p[STATE_HEADER + 8 * (size_t)count + j];
@@ -297,9 +328,9 @@ ENGRAM_API int engram_hasher_import(engram_hasher *h, unsigned seq, const void *
 			return eg_fail(ENGRAM_ECORRUPT, "engram_hasher_import: position %u of the sequence state has depth "
 				       "%u (at most %u)", j, t.live_of[j], keep);
 	}
-	if (!can_keep(cfg, &t, count))
+	if (!can_keep(&t, count))
 		return eg_fail(ENGRAM_ECORRUPT, "engram_hasher_import: the sequence state does not hold its own "
-			       "history (%u positions, %u of unknown depth)", count, t.inexact);
+			       "history (%u positions, %u of unknown depth)", count, p[18]);
 	keep_first(cfg, &t, count);
 	h->seqs[seq] = t;
 	return 0;

@@ -8,19 +8,23 @@
 
 #include "hash_simd.h"
 
-/* Positions a slot remembers beyond its look-back, for engram_hasher_rewind: ENGRAM_REWIND_MAX more than the
- * largest look-back. */
-#define EG_SLOT_RING (ENGRAM_REWIND_MAX + EG_MAX_NGRAM - 1)
+/* Positions a slot remembers, for engram_hasher_rewind: a power of two (a position's place is its index modulo
+ * it) of at least ENGRAM_REWIND_MAX more than the largest look-back; an exported state carries the last
+ * EG_SLOT_EXPORT of them. */
+#define EG_SLOT_RING 64u
+#define EG_SLOT_EXPORT (ENGRAM_REWIND_MAX + EG_MAX_NGRAM - 1)
+_Static_assert(EG_SLOT_EXPORT <= EG_SLOT_RING && (EG_SLOT_RING & (EG_SLOT_RING - 1)) == 0, "slot ring size");
 
 struct seq {
 	int64_t hist[EG_MAX_NGRAM - 1]; /* last N-1 compressed ids, oldest first; later entries unused */
 	unsigned live;                  /* trailing live tokens in hist, at most N-1 */
-	/* The last positions taken, oldest first from ring index head: each one's compressed id and the slot's live
-	 * depth after it (live_of, as `live` above), so that a rewind can rebuild hist and live as they were. */
-	unsigned count;                 /* positions held, at most EG_SLOT_RING */
-	unsigned head;
-	unsigned inexact;               /* the oldest this many positions' live_of is unknown (a seed without its start) */
-	unsigned at_start;              /* the ring reaches back to the sequence start: before it, pad */
+	/* The positions taken since the slot's clear, numbered from 0: each one's compressed id and the slot's live
+	 * depth after it (live_of, as `live` above), at [index % EG_SLOT_RING], so that a rewind can rebuild hist
+	 * and live as they were. Held: [first, end), less those older than end - EG_SLOT_RING (overwritten). */
+	uint64_t end;                   /* the next position's index */
+	uint64_t first;                 /* the oldest position known (raised by hash_state.c as the ring drops them) */
+	uint64_t exact;                 /* positions before this one have an unknown live_of (a seed without its start) */
+	unsigned at_start;              /* position `first` starts the sequence: before it, pad */
 	uint8_t live_of[EG_SLOT_RING];
 	int64_t id[EG_SLOT_RING];
 };
@@ -43,20 +47,11 @@ struct engram_hasher {
 /* Record one position taken by slot s (its compressed id, and the live depth after it) in its ring. */
 static inline void eg_slot_put(struct seq *s, int64_t id, unsigned live)
 {
-	unsigned i = s->head + s->count;
+	unsigned i = (unsigned)s->end & (EG_SLOT_RING - 1);
 
-	if (i >= EG_SLOT_RING)
-		i -= EG_SLOT_RING;
 	s->id[i] = id;
 	s->live_of[i] = (uint8_t)live;
-	if (s->count < EG_SLOT_RING) {
-		s->count++;
-	} else {
-		s->head = s->head + 1 == EG_SLOT_RING ? 0 : s->head + 1;
-		s->at_start = 0;
-		if (s->inexact)
-			s->inexact--;
-	}
+	s->end++;
 }
 
 /* Record the last positions of a push of n tokens into slot s, whose live depth was live0 before it. */
