@@ -192,7 +192,7 @@ ENGRAM_API int engram_hasher_peek_batch(engram_hasher *h, const unsigned *seqs, 
  * Sequence state: speculative decoding, preemption, prefix caches.
  *
  * A slot's state is all that its next push depends on: its last max_ngram - 1 compressed tokens and how many of
- * them are live (back to the sequence start or the last dead token). Besides it, a slot keeps its last
+ * them are live (back to the sequence start or the last dead token). Besides it, a slot keeps at least its last
  * ENGRAM_REWIND_MAX + max_ngram - 1 positions, so that it can forget the latest ones.
  *
  * engram_hasher_rewind: forget the last n positions pushed into slot seq, so that the next push hashes as if
