@@ -247,3 +247,29 @@ def test_paths_with_nul_are_refused(synthetic, tmp_path):
     with engram.Store(synthetic) as store:
         with pytest.raises(ValueError, match="NUL"):
             engram.RowCache(store, 1 << 20, name="/engram-test\0z")
+
+
+def test_a_row_cache_is_shared_by_threads_but_not_closed_under_one(synthetic):
+    """A RowCache is thread-safe (the library's lookups and inserts are): another thread's info() runs while one
+    is inside a call, but close() then refuses, as a Session's second thread is refused, and nothing is freed
+    under the call."""
+    with engram.Store(synthetic) as store:
+        rc = engram.RowCache(store, 1 << 20)
+        res = {}
+
+        def other():
+            res["info"] = rc.info()["slots"]
+            try:
+                rc.close()
+                res["close"] = "closed"
+            except RuntimeError as e:
+                res["close"] = str(e)
+
+        with rc._use():  # this thread is inside a call
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+            assert not rc.closed
+        assert res["info"] > 0 and "in use" in res["close"]
+        rc.close()
+        assert rc.closed
