@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "engram.h"
 #include "util.h"
 
@@ -559,6 +561,60 @@ static void test_state_is_checked(void **state)
 	engram_config_free(cfg);
 }
 
+/* States whose check is right but whose content is anything (positions, flags, depths, ids at random): each is
+ * refused (ENGRAM_ECORRUPT) or taken, and a state taken exports as the same bytes and serves pushes and rewinds
+ * inside its slot (the sanitizer runs watch the memory). */
+static void test_hostile_state_content(void **state)
+{
+	engram_config *cfg = load_config();
+	engram_hasher *h;
+	uint8_t good[ENGRAM_SEQ_STATE_MAX], st[ENGRAM_SEQ_STATE_MAX], back[ENGRAM_SEQ_STATE_MAX];
+	uint64_t rows[2 * 12 * 4];
+	int64_t tok[4] = { 1, 2, 3, 4 };
+	unsigned taken = 0, refused = 0;
+	const unsigned keep = engram_config_max_ngram(cfg) - 1;
+
+	(void)state;
+	rng_state = 77;
+	must(engram_hasher_create(&h, cfg, 2), "hasher");
+	assert_true(engram_hasher_export(h, 0, good, sizeof(good)) == 24);
+	for (int it = 0; it < 20000; it++) {
+		unsigned count = below(48), size = 24 + 9 * count;
+		memcpy(st, good, 16); /* magic, version, max_ngram, flags, digest */
+		st[7] = (uint8_t)below(2);
+		st[16] = (uint8_t)count;
+		st[17] = 0;
+		st[18] = (uint8_t)below(count + 2);
+		st[19] = 0;
+		for (unsigned j = 0; j < count; j++) {
+			uint64_t id = below(8) ? below(3829) : rnd();
+			for (unsigned b = 0; b < 8; b++)
+				st[24 + 8 * j + b] = (uint8_t)(id >> (8 * b));
+			st[24 + 8 * count + j] = (uint8_t)below(keep + 2);
+		}
+		memset(st + 20, 0, 4);
+		uint32_t check = (uint32_t)XXH3_64bits(st, size);
+		for (unsigned b = 0; b < 4; b++)
+			st[20 + b] = (uint8_t)(check >> (8 * b));
+		int err = engram_hasher_import(h, 1, st, size);
+		if (err < 0) {
+			assert_int_equal(err, ENGRAM_ECORRUPT);
+			refused++;
+			continue;
+		}
+		taken++;
+		assert_int_equal(engram_hasher_export(h, 1, back, sizeof(back)), (int)size);
+		assert_memory_equal(back, st, size);
+		must(engram_hasher_push(h, 1, tok, NULL, 1 + below(4), rows), "push");
+		int rw = engram_hasher_rewind(h, 1, below(count + 3));
+		assert_true(rw == 0 || rw == -ERANGE);
+		must(engram_hasher_push(h, 1, tok, NULL, 1, rows), "push");
+	}
+	assert_true(taken > 100 && refused > 100);
+	engram_hasher_destroy(h);
+	engram_config_free(cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -566,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_reference_vectors_with_drafts),
 		cmocka_unit_test(test_rewind_limits),
 		cmocka_unit_test(test_state_is_checked),
+		cmocka_unit_test(test_hostile_state_content),
 		cmocka_unit_test(test_session_pagecache_rewind_property),
 		cmocka_unit_test(test_session_direct_rewind_property),
 		cmocka_unit_test(test_session_row_tier_rewind_property),
