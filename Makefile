@@ -202,9 +202,13 @@ install: all
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 	@if [ -z "$(PYTHONDIR)" ]; then echo "install: no $(PYTHON): the Python package is not installed"; else \
 		echo "install: Python package engram in $(DESTDIR)$(PYTHONDIR), LIBDIR $(LIBDIR) recorded" && \
-		install -d $(DESTDIR)$(PYTHONDIR)/engram && install -m 644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/engram/ && \
+		install -d $(DESTDIR)$(PYTHONDIR)/engram && install -m 644 $(PY_SRC) python/engram/py.typed \
+			$(DESTDIR)$(PYTHONDIR)/engram/ && \
 		printf '# written by make install: where that install put libengram\nLIBDIR = %s\n' "'$(LIBDIR)'" \
-			> $(DESTDIR)$(PYTHONDIR)/engram/_install.py; fi
+			> $(DESTDIR)$(PYTHONDIR)/engram/_install.py && \
+		if ! $(PYTHON) -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$(PYTHONDIR)"; then \
+			echo "install: $(PYTHONDIR) is not on $(PYTHON)'s module path: to import engram there, run with" \
+				"PYTHONPATH=$(PYTHONDIR)"; fi; fi
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
@@ -215,7 +219,7 @@ uninstall:
 	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
 	@if [ -n "$(PYTHONDIR)" ] && [ -d $(DESTDIR)$(PYTHONDIR)/engram ]; then cd $(DESTDIR)$(PYTHONDIR) && \
 		echo "uninstall: Python package engram in $(DESTDIR)$(PYTHONDIR)" && \
-		rm -f $(addprefix engram/,$(notdir $(PY_SRC)) _install.py) engram/__pycache__/*.pyc && \
+		rm -f $(addprefix engram/,$(notdir $(PY_SRC)) _install.py py.typed) engram/__pycache__/*.pyc && \
 		{ rmdir engram/__pycache__ 2>/dev/null; rmdir engram 2>/dev/null; true; }; fi
 
 clean:

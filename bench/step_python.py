@@ -155,7 +155,7 @@ def call_path(session, layer, dtype):
     kind = _KINDS[dtype]
     li = session.config.layer_index(layer)
     session.begin()
-    seqs, tokens, buf = np.empty(0, np.uintc), np.empty(0, np.int64), session.gather(layer, dtype)
+    seqs, tokens, buf = np.empty(0, np.uintc), np.empty(0, np.int64), session.gather(layer, dtype, as_tensor=False)
     ptr = session._ptr
     calls = {
         "begin": (lambda: session.begin(), lambda: lib.engram_session_begin(ptr)),
@@ -193,7 +193,7 @@ def main():
     store.preload()
     layers = store.config.layer_ids
     session = store.session(S, mode="pagecache")
-    shape = session.gather(layers[0], a.dtype).shape[1:]  # an empty step: [0, ...]
+    shape = session.gather(layers[0], a.dtype, as_tensor=False).shape[1:]  # an empty step: [0, ...]
     np_dtype = {"bf16": np.uint16, "f32": np.float32, "native": np.uint8}[a.dtype]
     c_buffers = [aligned_empty((S,) + shape, np_dtype) for _ in layers]
     lib = c_session = None

@@ -109,7 +109,7 @@ typedef struct engram_config engram_config;
  * Multipliers are derived as numpy's default_rng does and primes as the reference picks them.
  * On success *out owns a new config (free with engram_config_free) and 0 is returned. Errors: -ENOENT etc.
  * from opening files, ENGRAM_EPARSE (malformed JSON or .npy), ENGRAM_ECONFIG (missing or inconsistent
- * fields, num_embeddings not the prime sums), ENGRAM_ETOKMAP (map values negative or at or past the map's entry
+ * fields, engram_num_embeddings below the rows its primes address), ENGRAM_ETOKMAP (map values negative or at or past the map's entry
  * count, pad id beyond the map, or distinct ids != engram_compressed_vocab_size), -ENOMEM.
  */
 ENGRAM_API int engram_config_load(engram_config **out, const char *config_json_path, const char *token_map_npy_path);
@@ -126,8 +126,13 @@ ENGRAM_API unsigned engram_config_num_heads(const engram_config *cfg);
 ENGRAM_API unsigned engram_config_head_dim(const engram_config *cfg);
 /* Columns (rows fetched per position and layer) = (N - 1) x heads. */
 ENGRAM_API unsigned engram_config_columns(const engram_config *cfg);
-/* Rows of the layer's table: sum of its primes. 0 for a bad index. */
+/* Rows of the layer's table: engram_num_embeddings when the config states it (a store's config: what its tables
+ * hold), else the sum of its primes. 0 for a bad index. */
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *cfg, unsigned layer_index);
+/* Rows the hash addresses: the sum of the layer's primes, at most engram_config_table_rows(); a table's rows beyond
+ * them are kept and readable (engram_gather_rows, engram_read_row) but never addressed (NVIDIA NeMo's test tables
+ * hold one more). 0 for a bad index. */
+ENGRAM_API uint64_t engram_config_addressed_rows(const engram_config *cfg, unsigned layer_index);
 /* Prime (modulus) of column c = (order - 2) x heads + head; 0 for bad indexes. */
 ENGRAM_API uint64_t engram_config_prime(const engram_config *cfg, unsigned layer_index, unsigned column);
 /* Multiplier k (0..N-1) of the layer; 0 for bad indexes. */
@@ -191,6 +196,47 @@ ENGRAM_API int engram_hasher_push_batch(engram_hasher *h, const unsigned *seqs, 
  * a token that may come next (a speculative draft), computed before it is known to. Same arguments and errors. */
 ENGRAM_API int engram_hasher_peek_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tokens,
 					const uint8_t *mask, size_t n, uint64_t *rows);
+
+/*
+ * Sequence state: speculative decoding, preemption, prefix caches.
+ *
+ * A slot's state is all that its next push depends on: its last max_ngram - 1 compressed tokens and how many of
+ * them are live (back to the sequence start or the last dead token). Besides it, a slot keeps at least its last
+ * ENGRAM_REWIND_MAX + max_ngram - 1 positions, so that it can forget the latest ones.
+ *
+ * engram_hasher_rewind: forget the last n positions pushed into slot seq, so that the next push hashes as if
+ * they had never been pushed (the rows of the accepted stream pushed straight through). Any n up to
+ * ENGRAM_REWIND_MAX of the positions the slot took since its last reset, seed or import (less those rewound
+ * since) can be rewound; after a reset, every position back to the sequence start; n = 0 is a no-op. Returns 0,
+ * -EINVAL (bad slot), -ERANGE (n beyond what the slot keeps: the slot is unchanged, and engram_last_error() says
+ * how far it can go; give the tokens back with engram_hasher_seed instead).
+ *
+ * engram_hasher_seed: give a slot its history back: the slot is reset and takes tokens (raw ids, mask as in
+ * engram_hasher_push) as if they had been pushed, without writing rows. tokens are the sequence's last n
+ * tokens, n >= max_ngram - 1 (then positions before them are unknown: the first max_ngram - 2 cannot be rewound
+ * to), or, with flags ENGRAM_SEED_START, the sequence from its start (any n, 0 included). Returns 0, -EINVAL (bad
+ * slot, unknown flags, fewer than max_ngram - 1 tokens without ENGRAM_SEED_START, a token id >= the token map
+ * size; the slot is unchanged).
+ *
+ * engram_hasher_export: write slot seq's state (what rewind can reach included) to buf as a byte string of at
+ * most ENGRAM_SEQ_STATE_MAX bytes, versioned and checksummed, tied to this hash config (it carries a digest of
+ * the config's multipliers, primes, pad and token map; layout in libengram(3), SEQUENCE STATE). Returns its size;
+ * with buf NULL and size 0 only the size; -EINVAL (bad slot), -ENOSPC (size too small; nothing written).
+ *
+ * engram_hasher_import: make slot seq's state the one a string from engram_hasher_export (or
+ * engram_session_export) holds: the slot then hashes, rewinds and exports as the exported one did. Returns 0,
+ * -EINVAL (bad slot, NULL), ENGRAM_EMAGIC (not a state), ENGRAM_EVERSION (a version this library cannot read),
+ * ENGRAM_ETRUNC (size not the state's), ENGRAM_ECORRUPT (checksum or content wrong), ENGRAM_ECONFIG (the state
+ * of another hash config); on error the slot is unchanged.
+ */
+#define ENGRAM_REWIND_MAX 32
+#define ENGRAM_SEQ_STATE_MAX (24 + 9 * (ENGRAM_REWIND_MAX + 15))
+#define ENGRAM_SEED_START 1u
+ENGRAM_API int engram_hasher_rewind(engram_hasher *h, unsigned seq, size_t n);
+ENGRAM_API int engram_hasher_seed(engram_hasher *h, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+				  size_t n, unsigned flags);
+ENGRAM_API int engram_hasher_export(engram_hasher *h, unsigned seq, void *buf, size_t size);
+ENGRAM_API int engram_hasher_import(engram_hasher *h, unsigned seq, const void *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------------
  * Reading shards.
@@ -437,6 +483,25 @@ ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs
 					 const uint8_t *mask, size_t n);
 /* Forget slot seq's history: its next token starts a sequence. */
 ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq);
+/*
+ * A slot's sequence state, as the hasher's functions of the same names keep it (engram_hasher_rewind and after):
+ * forget the last n positions pushed (rejected drafts), give the history back, export and import it. Arguments,
+ * returns and errors are theirs.
+ *
+ * The step and a rewind: a rewind changes the slot's history only, never the step. Positions already pushed in
+ * the current step stay in it, in push order, and engram_session_gather returns their rows as they were
+ * addressed (the step computes what it was given, rejected drafts included); positions pushed after the rewind,
+ * in this step or a later one, are hashed from the rewound history and get rows of their own: a row requested
+ * for a rewound position is never gathered in place of a new position's. The usual order: begin, push each
+ * sequence's last token and its k drafts (k + 1 positions), gather, verify, then rewind each sequence's
+ * rejected drafts before the next begin. A seed or import adds no
+ * position and reads nothing.
+ */
+ENGRAM_API int engram_session_rewind(engram_session *s, unsigned seq, size_t n);
+ENGRAM_API int engram_session_seed(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+				   size_t n, unsigned flags);
+ENGRAM_API int engram_session_export(engram_session *s, unsigned seq, void *buf, size_t size);
+ENGRAM_API int engram_session_import(engram_session *s, unsigned seq, const void *buf, size_t size);
 /* Positions pushed in this step so far. */
 ENGRAM_API size_t engram_session_positions(const engram_session *s);
 /* Rows of the step's positions for one layer, layer-major as engram_hasher_push writes them; valid until

@@ -141,7 +141,7 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 			sum += p;
 		}
 	}
-	L->rows = sum;
+	L->rows = L->addressed = sum;
 	return 0;
 }
 
@@ -202,13 +202,22 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 				   primes ? primes + (size_t)li * c->columns : NULL, &used, what);
 		if (err < 0)
 			goto fail;
-		if (p->has_num_embeddings && p->num_embeddings[li] != c->layers[li].rows) {
-			err = eg_fail(ENGRAM_ECONFIG,
-				      "%s: engram_num_embeddings of layer %d is %llu but its primes sum to %llu", what,
-				      c->layers[li].id, (unsigned long long)p->num_embeddings[li],
-				      (unsigned long long)c->layers[li].rows);
+		/* a table may hold more rows than the hash addresses (NeMo's test tables hold one more): they are kept,
+		 * never addressed; fewer would leave addressed rows with no data */
+		if (p->has_num_embeddings && p->num_embeddings[li] > EG_MAX_TABLE_ROWS) {
+			err = eg_fail(ENGRAM_ECONFIG, "%s: engram_num_embeddings of layer %d is %llu, more than 2^40", what,
+				      c->layers[li].id, (unsigned long long)p->num_embeddings[li]);
 			goto fail;
 		}
+		if (p->has_num_embeddings && p->num_embeddings[li] < c->layers[li].addressed) {
+			err = eg_fail(ENGRAM_ECONFIG,
+				      "%s: engram_num_embeddings of layer %d is %llu, fewer than the %llu rows its primes "
+				      "address", what, c->layers[li].id, (unsigned long long)p->num_embeddings[li],
+				      (unsigned long long)c->layers[li].addressed);
+			goto fail;
+		}
+		if (p->has_num_embeddings)
+			c->layers[li].rows = p->num_embeddings[li];
 	}
 	free(used.v);
 	*out = c;
@@ -344,6 +353,12 @@ ENGRAM_API uint64_t engram_config_table_rows(const engram_config *c, unsigned li
 {
 	EG_KEEP_ERRNO;
 	return eg_bad_layer(c, li) ? 0 : c->layers[li].rows;
+}
+
+ENGRAM_API uint64_t engram_config_addressed_rows(const engram_config *c, unsigned li)
+{
+	EG_KEEP_ERRNO;
+	return eg_bad_layer(c, li) ? 0 : c->layers[li].addressed;
 }
 
 ENGRAM_API uint64_t engram_config_prime(const engram_config *c, unsigned li, unsigned col)

@@ -335,11 +335,14 @@ int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_confi
 	if (t->layer_index >= c->n_layers || t->layer_id != c->layers[t->layer_index].id)
 		return BAD("'%s': table %u names layer %d (index %u), not in the config", path, i, t->layer_id,
 			   t->layer_index);
-	if (t->table_rows != c->layers[t->layer_index].rows || t->row_count == 0 || t->row_begin > t->table_rows ||
-	    t->row_count > t->table_rows - t->row_begin)
+	/* the table may hold rows beyond those the hash addresses (engram_num_embeddings), never fewer */
+	if (t->table_rows < c->layers[t->layer_index].addressed || t->table_rows > EG_MAX_TABLE_ROWS)
+		return BAD("'%s': table %u says layer %d has %llu rows; its primes address %llu", path, i, t->layer_id,
+			   (unsigned long long)t->table_rows, (unsigned long long)c->layers[t->layer_index].addressed);
+	if (t->row_count == 0 || t->row_begin > t->table_rows || t->row_count > t->table_rows - t->row_begin)
 		return BAD("'%s': table %u rows [%llu, +%llu) do not fit layer %d's %llu rows", path, i,
 			   (unsigned long long)t->row_begin, (unsigned long long)t->row_count, t->layer_id,
-			   (unsigned long long)c->layers[t->layer_index].rows);
+			   (unsigned long long)t->table_rows);
 	if (t->head_dim != c->head_dim || !eg_record_size(t->dtype, t->head_dim) || t->pages_per_block == 0 ||
 	    t->pages_per_block > EG_MAX_BLOCK_PAGES ||
 	    eg_layout_init(&want, t->dtype, t->head_dim, t->row_count, t->pages_per_block) < 0 ||

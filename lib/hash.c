@@ -1,33 +1,15 @@
 /* Addressing: token ids to table rows, bit-exact with the reference NgramHashMapping and V4.1's
- * NgramHashState, keeping each sequence's last N-1 tokens across calls. The kernels that do the hashing (the
+ * NgramHashState, keeping each sequence's last N-1 tokens across calls (and recording its last positions for
+ * hash_state.c's rewind and export). The kernels that do the hashing (the
  * scalar one here, the vector one in hash_avx2.c) see blocks of positions with their look-back tokens laid out;
  * this file keeps the slots and lays the tokens out, for a prefill chunk of one slot or a decode step of many. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash_simd.h"
+#include "hasher.h"
 
 #define BLOCK EG_HASH_BLOCK
-
-struct seq {
-	int64_t hist[EG_MAX_NGRAM - 1]; /* last N-1 compressed ids, oldest first; later entries unused */
-	unsigned live;                  /* trailing live tokens in hist, at most N-1 */
-};
-
-struct engram_hasher {
-	const engram_config *cfg;
-	eg_hash_kernel *kernel;
-	double *vc;                     /* the kernel's constants */
-	unsigned n_seqs;
-	uint32_t stamp;                 /* batch calls so far: stamps[s] == stamp when this call named slot s */
-	uint32_t *stamps;
-	struct seq *seqs;
-	int64_t *bat;                   /* [N][BLOCK]: a decode step's look-backs, oldest first, then its tokens */
-	/* scratch for one block: history then tokens, and each position's valid look-back depth */
-	int64_t win[EG_MAX_NGRAM - 1 + BLOCK];
-	uint8_t depth[BLOCK];
-};
 
 /* Rows of positions [0, n) for one layer. N and H are compile-time constants in the common instantiations so
  * the loops unroll. */
@@ -139,9 +121,7 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq)
 	EG_KEEP_ERRNO;
 	if (seq >= h->n_seqs)
 		return eg_fail(-EINVAL, "sequence slot %u out of range (hasher has %u)", seq, h->n_seqs);
-	for (unsigned i = 0; i < EG_MAX_NGRAM - 1; i++)
-		h->seqs[seq].hist[i] = h->cfg->cpad;
-	h->seqs[seq].live = 0;
+	eg_slot_clear(h->cfg, &h->seqs[seq]);
 	return 0;
 }
 
@@ -213,6 +193,8 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 			h->kernel(cfg, h->vc, h->win + keep, 1, h->depth, m, rows + pos * cfg->columns, n);
 		}
 	}
+	if (n)
+		eg_slot_record(cfg, s, tokens, mask, n, s->live);
 	memcpy(s->hist, h->win + m, sizeof(s->hist));
 	s->live = live;
 	return 0;
@@ -272,6 +254,7 @@ static inline void lay_out_lookbacks(engram_hasher *h, unsigned keep, const unsi
 		}
 		if (!commit)
 			continue;
+		eg_slot_put(s, tok, s->live);
 #pragma GCC unroll 16
 		for (unsigned j = 0; j + 1 < keep; j++)
 			s->hist[j] = s->hist[j + 1];

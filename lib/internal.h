@@ -100,7 +100,8 @@ struct eg_layer {
 	uint64_t mult[EG_MAX_NGRAM];
 	struct eg_modulus *mod;   /* [columns] */
 	uint64_t *offset;         /* [columns]: running sum of earlier primes */
-	uint64_t rows;            /* sum of all primes */
+	uint64_t rows;            /* of the table: engram_num_embeddings, or the sum of all primes */
+	uint64_t addressed;       /* rows the hash addresses: the sum of all primes (<= rows; the rest never are) */
 };
 
 /* What a config file states, before anything is derived from it. */

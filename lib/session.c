@@ -184,6 +184,31 @@ ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq)
 	return engram_hasher_reset(s->hasher, seq);
 }
 
+ENGRAM_API int engram_session_rewind(engram_session *s, unsigned seq, size_t n)
+{
+	EG_KEEP_ERRNO;
+	return engram_hasher_rewind(s->hasher, seq, n);
+}
+
+ENGRAM_API int engram_session_seed(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
+				   size_t n, unsigned flags)
+{
+	EG_KEEP_ERRNO;
+	return engram_hasher_seed(s->hasher, seq, tokens, mask, n, flags);
+}
+
+ENGRAM_API int engram_session_export(engram_session *s, unsigned seq, void *buf, size_t size)
+{
+	EG_KEEP_ERRNO;
+	return engram_hasher_export(s->hasher, seq, buf, size);
+}
+
+ENGRAM_API int engram_session_import(engram_session *s, unsigned seq, const void *buf, size_t size)
+{
+	EG_KEEP_ERRNO;
+	return engram_hasher_import(s->hasher, seq, buf, size);
+}
+
 ENGRAM_API size_t engram_session_positions(const engram_session *s)
 {
 	EG_KEEP_ERRNO;

@@ -147,8 +147,15 @@ static int index_pieces(engram_store *s, int whole_set)
 	}
 	for (unsigned l = 0; l < s->cfg->n_layers; l++) {
 		uint64_t next = 0;
+		/* the table's rows, as every piece of it says (at least those the hash addresses: eg_table_check) */
+		if (s->layer_first[l] < s->layer_first[l + 1])
+			s->cfg->layers[l].rows = s->pieces[s->layer_first[l]].t->table_rows;
 		for (unsigned i = s->layer_first[l]; i < s->layer_first[l + 1]; i++) {
 			const struct eg_disk_table *t = s->pieces[i].t, *t0 = s->pieces[s->layer_first[l]].t;
+			if (t->table_rows != t0->table_rows)
+				return eg_fail(ENGRAM_ECORRUPT, "layer %d has %llu rows in '%s' but %llu in '%s'", t->layer_id,
+					       (unsigned long long)t0->table_rows, s->pieces[s->layer_first[l]].shard->path,
+					       (unsigned long long)t->table_rows, s->pieces[i].shard->path);
 			/* one dtype and head dim per layer: gathers size and convert a layer's rows by its first piece */
 			if (t->dtype != t0->dtype || t->head_dim != t0->head_dim)
 				return eg_fail(ENGRAM_ECORRUPT, "layer %d is %s x %u in '%s' but %s x %u in '%s'", t->layer_id,

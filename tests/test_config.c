@@ -125,12 +125,40 @@ static void test_inconsistent_fields(void **state)
 		    tiny_map(), ENGRAM_ECONFIG, "layer 1 appears twice");
 	expect_load("{\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, "
 		    "\"engram_n_heads\": 4, \"engram_head_dim\": 64, \"engram_pad_id\": 2, "
-		    "\"engram_num_embeddings\": [12458, 13417]}",
-		    v41_map(), ENGRAM_ECONFIG, "engram_num_embeddings of layer 3 is 13417 but its primes sum to 13416");
+		    "\"engram_num_embeddings\": [12458, 13415]}",
+		    v41_map(), ENGRAM_ECONFIG,
+		    "engram_num_embeddings of layer 3 is 13415, fewer than the 13416 rows its primes address");
 	expect_load("{\"engram_layer_ids\": [1, 3], \"engram_max_ngram_size\": 4, \"engram_vocab_size\": 1000, "
 		    "\"engram_n_heads\": 4, \"engram_head_dim\": 64, \"engram_pad_id\": 2, "
 		    "\"engram_num_embeddings\": [12458, 13416, 5]}",
 		    v41_map(), ENGRAM_ECONFIG, "3 entries for 2 layers");
+}
+
+/* A table may hold more rows than its primes address (NVIDIA NeMo's test: engram_num_embeddings [113, 253] for
+ * primes summing to 112 and 252): accepted, the table's rows and the addressed ones both told; more than 2^40 is
+ * refused. */
+static void test_table_larger_than_its_primes(void **state)
+{
+	static const char nemo[] = "{\"engram_layer_ids\": [1, 2], \"engram_max_ngram_size\": 3, "
+				   "\"engram_vocab_size\": 10, \"engram_n_heads\": 3, \"engram_head_dim\": 8, "
+				   "\"engram_pad_id\": 0, \"engram_num_embeddings\": [113, 253]}";
+	static const char huge[] = "{\"engram_layer_ids\": [1], \"engram_max_ngram_size\": 2, "
+				   "\"engram_vocab_size\": 10, \"engram_n_heads\": 1, \"engram_head_dim\": 8, "
+				   "\"engram_pad_id\": 0, \"engram_num_embeddings\": 2000000000000}";
+	engram_config *c = NULL;
+
+	(void)state;
+	must(engram_config_load_geometry(&c, write_tmp("nemo.json", nemo, sizeof(nemo) - 1)), "nemo config");
+	assert_int_equal(engram_config_table_rows(c, 0), 113);
+	assert_int_equal(engram_config_addressed_rows(c, 0), 112);
+	assert_int_equal(engram_config_table_rows(c, 1), 253);
+	assert_int_equal(engram_config_addressed_rows(c, 1), 252);
+	assert_int_equal(engram_config_addressed_rows(c, 2), 0);
+	assert_int_equal(engram_config_prime(c, 1, 5), 53);
+	engram_config_free(c);
+	c = NULL;
+	assert_int_equal(engram_config_load_geometry(&c, write_tmp("huge.json", huge, sizeof(huge) - 1)), ENGRAM_ECONFIG);
+	assert_non_null(strstr(engram_last_error(), "more than 2^40"));
 }
 
 /* The geometry a config may have is bounded (EG_MAX_*): row numbers and table bytes never wrap, and loading is
@@ -287,7 +315,7 @@ static void test_geometry_without_a_map(void **state)
 				       "\"engram_pad_id\": 2, \"engram_num_embeddings\": 1000}";
 	assert_int_equal(engram_config_load_geometry(&geo, write_tmp("rows.json", bad_rows, sizeof(bad_rows) - 1)),
 			 ENGRAM_ECONFIG);
-	assert_non_null(strstr(engram_last_error(), "engram_num_embeddings of layer 1 is 1000 but its primes sum to"));
+	assert_non_null(strstr(engram_last_error(), "engram_num_embeddings of layer 1 is 1000, fewer than the 1009 rows"));
 	assert_null(geo);
 	assert_int_equal(engram_config_load_geometry(&geo, NULL), -EINVAL);
 }
@@ -319,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_missing_field_is_named),
 		cmocka_unit_test(test_wrong_types_and_ranges),
 		cmocka_unit_test(test_inconsistent_fields),
+		cmocka_unit_test(test_table_larger_than_its_primes),
 		cmocka_unit_test(test_geometry_limits),
 		cmocka_unit_test(test_map_with_other_distinct_count_is_rejected),
 		cmocka_unit_test(test_bad_maps),

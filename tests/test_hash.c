@@ -51,17 +51,6 @@ static uint64_t next_rand(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-/* Expected row of (seq, layer, pos, col) with the layer's prime offsets applied. */
-static uint64_t expected(const struct vectors *v, const engram_config *cfg, int s, int li, size_t pos, int col)
-{
-	uint64_t r = v->rows[s][li][pos * v->columns + col];
-
-	if (!v->rows_have_offsets)
-		for (int c = 0; c < col; c++)
-			r += engram_config_prime(cfg, (unsigned)li, (unsigned)c);
-	return r;
-}
-
 static void compare(const struct vectors *v, const engram_config *cfg, int s, const uint64_t *rows, const char *how)
 {
 	size_t n = v->len[s];
@@ -72,7 +61,7 @@ static void compare(const struct vectors *v, const engram_config *cfg, int s, co
 		for (size_t t = 0; t < n; t++)
 			for (unsigned c = 0; c < cols; c++) {
 				uint64_t got = rows[((size_t)li * n + t) * cols + c];
-				uint64_t want = expected(v, cfg, s, li, t, (int)c);
+				uint64_t want = vectors_row(v, cfg, s, li, t, (int)c);
 				if (got != want)
 					fail_msg("%s seq %d layer %d pos %zu col %u: row %llu, reference %llu", how, s,
 						 v->layer_ids[li], t, c, (unsigned long long)got, (unsigned long long)want);

@@ -244,8 +244,8 @@ static void test_lookahead_and_drafts(void **state)
 	d1 = replay_json("--tokens %s %s --depth 1", tokens(), base);
 	prompt = replay_json("--tokens %s %s --depth 2", tokens(), base);
 	oracle = replay_json("--tokens %s %s --depth 2 --lookahead oracle", tokens(), base);
-	p1 = replay_json("--tokens %s %s --depth 2 --draft-accept 1", tokens(), base);
-	p0 = replay_json("--tokens %s %s --depth 1 --draft-accept 0", tokens(), base);
+	p1 = replay_json("--tokens %s %s --depth 2 --draft-accept 1 --draft-tokens 0", tokens(), base);
+	p0 = replay_json("--tokens %s %s --depth 1 --draft-accept 0 --draft-tokens 0", tokens(), base);
 	/* prompts: at most the prefill positions after the first step, for both layers */
 	uint64_t prefill = u(json_object_get(prompt, "schedule"), "prefill_positions");
 	assert_true(ahead_u(prompt, "lookahead_rows") > 0);
@@ -267,6 +267,51 @@ static void test_lookahead_and_drafts(void **state)
 	json_decref(oracle);
 	json_decref(p1);
 	json_decref(p0);
+}
+
+/* --draft-tokens K: K drafts pushed as positions after each decode token and gathered, the rejected rewound. Always
+ * wrong (P = 0): the schedule of depth 1 plus K positions per decode token, every one of them gathered and wasted.
+ * Always right (P = 1): the accepted drafts are the slots' next tokens, so later decode pushes are skipped and
+ * fewer rows are gathered than at P = 0. Wasted rows are the rejected drafts' rows, in JSON and text. */
+static void test_draft_verification(void **state)
+{
+	const char *base = "--max-steps 12 --batch 4 --prefill 8 --seq-len 10 --no-wait";
+	json_t *d1, *p0, *p1, *dv;
+
+	(void)state;
+	d1 = replay_json("--tokens %s %s --depth 1", tokens(), base);
+	p0 = replay_json("--tokens %s %s --draft-accept 0 --draft-tokens 3", tokens(), base);
+	json_t *k1 = replay_json("--tokens %s %s --draft-accept 0", tokens(), base); /* K = 1 by default */
+	assert_int_equal(u(json_object_get(json_array_get(runs_of(k1, 1), 0), "draft_verify"), "draft_tokens"), 1);
+	json_decref(k1);
+	p1 = replay_json("--tokens %s %s --draft-accept 1 --draft-tokens 3", tokens(), base);
+	json_t *r0 = json_array_get(runs_of(p0, 1), 0), *r1 = json_array_get(runs_of(p1, 1), 0);
+	assert_null(json_object_get(json_array_get(runs_of(d1, 1), 0), "draft_verify"));
+	dv = json_object_get(r0, "draft_verify");
+	assert_non_null(dv);
+	uint64_t pos0 = u(dv, "draft_positions");
+	assert_true(pos0 > 0 && pos0 % 3 == 0);
+	assert_int_equal(u(dv, "drafts_right"), 0);
+	assert_int_equal(u(dv, "draft_tokens"), 3);
+	assert_int_equal(u(dv, "wasted_rows"), pos0 * COLUMNS * 2);
+	assert_int_equal(run_u(p0, "rows"), run_u(d1, "rows") + pos0 * COLUMNS * 2);
+	dv = json_object_get(r1, "draft_verify");
+	assert_non_null(dv);
+	uint64_t right = u(dv, "drafts_right"), pos1 = u(dv, "draft_positions");
+	assert_true(right > 0 && right <= pos1);
+	assert_int_equal(u(dv, "wasted_rows"), (pos1 - right) * COLUMNS * 2);
+	assert_true(run_u(p1, "rows") < run_u(p0, "rows"));
+	json_decref(d1);
+	json_decref(p0);
+	json_decref(p1);
+	assert_int_equal(sh("%s replay %s --tokens %s %s --draft-accept 0.5 --draft-tokens 2 > %s/verify.txt",
+			    tool_path("engram-stat"), shard(), tokens(), base, tmpdir_create_once()), 0);
+	char path[700];
+	snprintf(path, sizeof(path), "%s/verify.txt", tmpdir_create_once());
+	char *text = read_file(path, NULL);
+	assert_non_null(strstr(text, "2 drafts verified after each decode token"));
+	assert_non_null(strstr(text, "rows of the rejected (rewound) read for nothing"));
+	free(text);
 }
 
 static void test_cold_depth0_misses(void **state)
@@ -786,6 +831,8 @@ static void test_errors(void **state)
 		{ "--tokens 1,2 --mode fast", 2, "engram-stat: --mode 'fast' is not pagecache or direct" },
 		{ "--tokens 1,2 --dtype f64", 2, "engram-stat: --dtype 'f64' is not native, bf16 or f32" },
 		{ "--tokens 1,2 --sweep speed=1", 2, "engram-stat: --sweep 'speed=1' is not KEY=V,V..." },
+		{ "--tokens 1,2 --draft-tokens 2", 2, "engram-stat: --draft-tokens needs --draft-accept P" },
+		{ "--tokens 1,2 --draft-accept 0.5 --draft-tokens 33", 2, "engram-stat: --draft-tokens '33' must be at most 32" },
 		{ "--tokens 1,2 --sweep depth=1,,2", 2, "engram-stat: --sweep 'depth=1,,2' has an empty value" },
 		{ "--tokens 1,2 --sweep depth=1 --sweep depth=2", 2, "engram-stat: --sweep depth is given twice" },
 		{ "--tokens 1,2 --sweep cache=a", 2, "engram-stat: --sweep cache value 'a' is not a number" },
@@ -889,6 +936,7 @@ int main(void)
 		cmocka_unit_test(test_counters_add_up),
 		cmocka_unit_test(test_resident_stream_is_ready),
 		cmocka_unit_test(test_lookahead_and_drafts),
+		cmocka_unit_test(test_draft_verification),
 		cmocka_unit_test(test_cold_depth0_misses),
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_zipf),

@@ -137,6 +137,16 @@ void vectors_load(struct vectors *v, const char *name)
 	assert_true(v->n_layers > 0 && v->n_seqs > 0 && v->columns > 0);
 }
 
+uint64_t vectors_row(const struct vectors *v, const engram_config *cfg, int s, int li, size_t pos, int col)
+{
+	uint64_t r = v->rows[s][li][pos * v->columns + col];
+
+	if (!v->rows_have_offsets)
+		for (int c = 0; c < col; c++)
+			r += engram_config_prime(cfg, (unsigned)li, (unsigned)c);
+	return r;
+}
+
 void vectors_free(struct vectors *v)
 {
 	for (int s = 0; s < VEC_MAX_SEQS; s++) {

@@ -30,6 +30,10 @@ struct vectors {
 /* Load fixtures/ref/<name>/<name>.vectors.txt; fails the running test on any problem. */
 void vectors_load(struct vectors *v, const char *name);
 void vectors_free(struct vectors *v);
+/* The reference row of (seq s, layer index li, position pos, column col), the layer's prime offsets applied when
+ * the file gives bare hashes. */
+struct engram_config;
+uint64_t vectors_row(const struct vectors *v, const struct engram_config *cfg, int s, int li, size_t pos, int col);
 
 /* A fresh scratch directory (removed by tmpdir_cleanup) and files in it. */
 const char *tmpdir_create(void);

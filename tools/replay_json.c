@@ -154,6 +154,16 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 	json_decref(o);
 	json_decref(rest);
 	json_decref(tier);
+	/* --draft-tokens: drafts verified as positions, the rejected rewound; their rows were read for nothing */
+	if (r->draft_positions &&
+	    json_object_set_new(head, "draft_verify", json_pack("{s:i,s:I,s:I,s:I}", "draft_tokens",
+								  (int)in->draft_tokens, "draft_positions",
+								  (json_int_t)r->draft_positions, "drafts_right",
+								  (json_int_t)r->drafts_accepted, "wasted_rows",
+								  (json_int_t)r->draft_wasted_rows)) < 0) {
+		json_decref(head);
+		return NULL;
+	}
 	return head;
 fail:
 	json_decref(o);

@@ -85,6 +85,8 @@ struct replay_info {
 		const char *how;        /* "io_uring", or how the rate was measured without it */
 		double seconds;         /* the measuring took */
 	} cal;
+	unsigned draft_tokens;      /* --draft-tokens K: K drafts pushed as positions after each decode token, the
+				       rejected ones rewound (0: drafts prefetched a step early, if any) */
 };
 
 struct replay_layer {
@@ -117,6 +119,8 @@ struct replay_result {
 	double wall_s, compute_s, stall_s;
 	uint64_t ahead_rows;            /* rows requested by the look-ahead (depth >= 2) */
 	uint64_t drafts, drafts_accepted, draft_rows; /* speculative drafts, and the rows their prefetch requested */
+	/* --draft-tokens: draft positions pushed, and the rows of those rejected (rewound): reads for nothing */
+	uint64_t draft_positions, draft_wasted_rows;
 	long major_faults;
 	int64_t kernel_read_bytes;      /* -1: /proc/self/io unreadable */
 	double resident_start;          /* fraction of shard pages in the page cache at the start; -1 unknown */

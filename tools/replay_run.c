@@ -100,6 +100,29 @@ static int prefetch_drafts(engram_session *s, const struct replay_ctx *c, size_t
 	return m ? engram_session_prefetch_next(s, seqs, drafts, NULL, m) : 0;
 }
 
+/* Verifying drafts as positions (--draft-tokens K): a decode entry of slot e->slot pushes its token and K drafts,
+ * each the stream's next token with probability p (drafted as draft_of does), right up to the first wrong one;
+ * after the step's gathers the engine rewinds the rejected drafts, and the accepted ones are the slot's next
+ * tokens, which the schedule's later entries of the slot then skip (skip[slot]). Returns the positions pushed
+ * (1 + K) into tok, and the accepted count in *ok. */
+static size_t verify_drafts(const struct replay_ctx *c, const struct replay_entry *e, size_t step, double p,
+			    uint64_t vocab, int64_t *tok, size_t *ok)
+{
+	const unsigned K = c->info->draft_tokens;
+	int right = 1;
+
+	tok[0] = c->tokens[e->off];
+	*ok = 0;
+	for (unsigned i = 1; i <= K; i++) {
+		int accepted;
+		int64_t truth = e->off + i < c->info->n_tokens ? c->tokens[e->off + i] : -1;
+		tok[i] = draft_of(truth, vocab, p, c->info->seed, step * (K + 1) + i, e->slot, &accepted);
+		right = right && accepted && truth >= 0;
+		*ok += (size_t)right;
+	}
+	return 1 + (size_t)K;
+}
+
 /* Counters since `then` (the end of the warm-up): now - then, field by field. */
 static void stats_since(struct engram_io_stats *now, const struct engram_io_stats *then)
 {
@@ -187,6 +210,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	uint64_t *tmp = NULL, **la = NULL;
 	unsigned *seqs = NULL;
 	int64_t *drafts = NULL;
+	size_t *skip = NULL, *rejected = NULL; /* --draft-tokens: per slot, tokens already accepted; per push, drafts
+						  to rewind */
 	struct replay_samples smp = { 0 };
 	struct replay_cgroup cg = { 0 };
 	engram_rowcache *rc = NULL;
@@ -231,7 +256,9 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	for (unsigned l = 0; l < L; l++)
 		if (engram_out_row_bytes(st, l, c->out) > ob)
 			ob = engram_out_row_bytes(st, l, c->out);
-	size_t buf_bytes = (sc->max_step_positions ? sc->max_step_positions : 1) * cols * ob;
+	/* with --draft-tokens K, a decode entry pushes 1 + K positions */
+	size_t step_pos_max = (sc->max_step_positions ? sc->max_step_positions : 1) * (1 + (size_t)in->draft_tokens);
+	size_t buf_bytes = step_pos_max * cols * ob;
 	r->n_layers = L;
 	r->layers = calloc(L, sizeof(*r->layers));
 	base = calloc(L + 1, sizeof(*base));
@@ -265,10 +292,13 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		}
 	}
 
+	int verify = r->set.draft_accept >= 0 && in->draft_tokens > 0;
 	if (r->set.draft_accept >= 0) {
-		seqs = malloc((sc->max_step_positions ? sc->max_step_positions : 1) * sizeof(*seqs));
-		drafts = malloc((sc->max_step_positions ? sc->max_step_positions : 1) * sizeof(*drafts));
-		if (!seqs || !drafts) {
+		seqs = malloc(step_pos_max * sizeof(*seqs));
+		drafts = malloc(step_pos_max * sizeof(*drafts));
+		skip = calloc(in->batch, sizeof(*skip));
+		rejected = malloc(step_pos_max * sizeof(*rejected));
+		if (!seqs || !drafts || !skip || !rejected) {
 			tool_error("out of memory");
 			goto out;
 		}
@@ -291,19 +321,42 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 				engram_session_stats(s, l < L ? (int)l : -1, 0, &base[l]);
 			}
 			r->ahead_rows = r->drafts = r->drafts_accepted = r->draft_rows = 0;
+			r->draft_positions = r->draft_wasted_rows = 0;
 			flt0 = replay_major_faults();
 			io0 = replay_kernel_read_bytes();
 			start = now_ns();
 		}
 		t0 = now_ns();
 		engram_session_begin(s);
+		size_t n_verify = 0;
 		for (size_t i = sc->step_begin[step]; i < sc->step_begin[step + 1]; i++) {
 			const struct replay_entry *e = &sc->e[i];
-			if (e->reset)
+			const int64_t *tok = c->tokens + e->off;
+			size_t n_push = e->n;
+			if (e->reset) {
 				engram_session_reset(s, e->slot);
+				if (skip)
+					skip[e->slot] = 0;
+			}
 			if (e->prefill)
 				prefill += e->n;
-			if ((err = engram_session_push(s, e->slot, c->tokens + e->off, NULL, e->n)) < 0) {
+			if (verify && !e->prefill && !e->reset && e->n == 1) {
+				size_t ok;
+				if (skip[e->slot]) { /* an accepted draft of an earlier step: already in the slot */
+					skip[e->slot]--;
+					continue;
+				}
+				n_push = verify_drafts(c, e, step, r->set.draft_accept, vocab, drafts, &ok);
+				tok = drafts;
+				skip[e->slot] = ok;
+				seqs[n_verify] = e->slot;
+				rejected[n_verify++] = n_push - 1 - ok;
+				r->drafts += n_push - 1;
+				r->drafts_accepted += ok;
+				r->draft_positions += n_push - 1;
+				r->draft_wasted_rows += (uint64_t)(n_push - 1 - ok) * cols * L;
+			}
+			if ((err = engram_session_push(s, e->slot, tok, NULL, n_push)) < 0) {
 				tool_lib_error(err);
 				goto out;
 			}
@@ -339,7 +392,15 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		/* the drafts of the next step's tokens come with this step's sampling, at its end */
 		if (!in->no_wait && step >= warm)
 			sleep_until(t0 + step_ns + shift);
-		if (r->set.draft_accept >= 0) {
+		if (verify) { /* verified: the rejected drafts go from each slot's history (the step keeps them) */
+			uint64_t d0 = now_ns();
+			for (size_t k = 0; k < n_verify; k++)
+				if ((err = engram_session_rewind(s, seqs[k], rejected[k])) < 0) {
+					tool_lib_error(err);
+					goto out;
+				}
+			push_ns += now_ns() - d0;
+		} else if (r->set.draft_accept >= 0) {
 			uint64_t d0 = now_ns();
 			if ((err = prefetch_drafts(s, c, step, r->set.draft_accept, seqs, drafts, r, vocab, L, cols)) < 0) {
 				tool_lib_error(err);
@@ -399,6 +460,8 @@ out:
 	replay_cgroup_leave(&cg);
 	free(seqs);
 	free(drafts);
+	free(skip);
+	free(rejected);
 	engram_hasher_destroy(ah);
 	for (unsigned l = 0; la && l < L; l++)
 		free(la[l]);

@@ -87,7 +87,11 @@ static void print_header(FILE *f, const struct replay_info *in, const struct rep
 			(unsigned long long)(r->set.tier == TIER_ROW ? r->staging_mb : r->set.cache_mb));
 	if (r)
 		print_tier(f, in, r);
-	if (r && r->set.draft_accept >= 0)
+	if (r && r->set.draft_accept >= 0 && in->draft_tokens)
+		fprintf(f, "drafts    %u drafts verified after each decode token (pushed as positions, gathered), each right\n"
+			   "          with probability %.2f up to the first wrong one; the rejected rewound\n",
+			in->draft_tokens, r->set.draft_accept);
+	else if (r && r->set.draft_accept >= 0)
 		fprintf(f, "drafts    each decode token known one step early, right with probability %.2f: its rows\n"
 			   "          prefetched at the end of the step before (for nothing when wrong)\n",
 			r->set.draft_accept);
@@ -235,7 +239,12 @@ static void print_one(FILE *f, const struct replay_info *in, const struct replay
 		r->ready_min, r->ready_mean, r->ready_p95, r->ready_p99);
 	fprintf(f, "library   us per step: begin, pushes and prefetch mean %.1f p99 %.1f; gathers mean %.1f p99 %.1f\n",
 		r->push_us.mean, r->push_us.p99, r->gather_us.mean, r->gather_us.p99);
-	if (r->ahead_rows || r->drafts)
+	if (r->draft_positions)
+		fprintf(f, "verify    %llu draft positions pushed after decode tokens, %llu right; %llu rows of the "
+			   "rejected (rewound) read for nothing\n",
+			(unsigned long long)r->draft_positions, (unsigned long long)r->drafts_accepted,
+			(unsigned long long)r->draft_wasted_rows);
+	else if (r->ahead_rows || r->drafts)
 		fprintf(f, "ahead     %llu rows requested by the look-ahead; %llu drafts (%llu right), %llu rows of drafts\n",
 			(unsigned long long)r->ahead_rows, (unsigned long long)r->drafts,
 			(unsigned long long)r->drafts_accepted, (unsigned long long)r->draft_rows);

@@ -210,9 +210,10 @@ static json_t *layer_json(const struct plan *p, const engram_config *cfg, unsign
 			return NULL;
 		}
 	}
-	return json_pack("{s:i, s:o, s:i, s:i, s:o}", "layer_id", engram_config_layer_id(cfg, l), "rows",
-			 jint(engram_config_table_rows(cfg, l)), "columns", (int)engram_config_columns(cfg), "head_dim",
-			 (int)engram_config_head_dim(cfg), "raw_bytes", bytes);
+	return json_pack("{s:i, s:o, s:o, s:i, s:i, s:o}", "layer_id", engram_config_layer_id(cfg, l), "rows",
+			 jint(engram_config_table_rows(cfg, l)), "addressed_rows", jint(engram_config_addressed_rows(cfg, l)),
+			 "columns", (int)engram_config_columns(cfg), "head_dim", (int)engram_config_head_dim(cfg),
+			 "raw_bytes", bytes);
 }
 
 static json_t *dtype_json(const struct plan *p, int d)

@@ -40,8 +40,14 @@ static void usage(FILE *f)
 		"  --lookahead prompt|oracle   what depth >= 2 reads ahead: prompt tokens only (default; an engine\n"
 		"                           knows a prompt once its request is queued), or decode tokens too\n"
 		"                           (oracle: they do not exist before the step that samples them)\n"
-		"  --draft-accept P         speculative decoding: each decode token is known one step early as a\n"
-		"                           draft, right with probability P (0 to 1); its rows are prefetched\n"
+		"  --draft-accept P         speculative decoding, each draft right with probability P (0 to 1): K\n"
+		"                           drafts (--draft-tokens) verified per decode token as an engine does,\n"
+		"                           pushed as positions after it (1 + K per step), gathered, the rejected\n"
+		"                           rewound (engram_session_rewind); right up to the first wrong one, the\n"
+		"                           accepted are the slot's next tokens; rows of rejected drafts are counted\n"
+		"                           as wasted reads\n"
+		"  --draft-tokens K         drafts per decode token, 0 to 32 (default 1); 0: each decode token known\n"
+		"                           one step early as a draft instead, its rows prefetched\n"
 		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
 		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
@@ -182,6 +188,7 @@ enum {
 	OPT_DTYPE,
 	OPT_SWEEP,
 	OPT_DRAFT,
+	OPT_DRAFT_TOKENS,
 	OPT_LOOKAHEAD,
 	OPT_MEM_MB,
 	OPT_TIER,
@@ -199,7 +206,7 @@ struct replay_cmd {
 	struct sweep_axis axes[7];
 	unsigned n_axes;
 	const char *svg_path;
-	int json, cache_given;
+	int json, cache_given, draft_tokens_given;
 	enum engram_out out;
 	double disk_iops, disk_latency_us; /* --disk-iops, --disk-latency-us; NaN: measured */
 };
@@ -256,6 +263,9 @@ static int set_option(struct replay_cmd *c, int opt, const char *arg)
 		}
 		return parse_sweep(arg, c->axes, &c->n_axes, &info->sweep) < 0 ? 2 : 0;
 	case OPT_DRAFT: return tool_parse_double("--draft-accept", arg, 0, 1, &base->draft_accept) < 0 ? 2 : 0;
+	case OPT_DRAFT_TOKENS:
+		c->draft_tokens_given = 1;
+		return tool_parse_unsigned("--draft-tokens", arg, 0, ENGRAM_REWIND_MAX, &info->draft_tokens) < 0 ? 2 : 0;
 	case OPT_LOOKAHEAD:
 		if (!strcmp(arg, "prompt"))
 			info->lookahead = LOOKAHEAD_PROMPT;
@@ -294,6 +304,7 @@ static int parse_args(struct replay_cmd *c, int argc, char **argv)
 		{ "dtype", required_argument, NULL, OPT_DTYPE },
 		{ "sweep", required_argument, NULL, OPT_SWEEP },
 		{ "draft-accept", required_argument, NULL, OPT_DRAFT },
+		{ "draft-tokens", required_argument, NULL, OPT_DRAFT_TOKENS },
 		{ "lookahead", required_argument, NULL, OPT_LOOKAHEAD },
 		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
 		{ "tier", required_argument, NULL, OPT_TIER },
@@ -322,6 +333,12 @@ static int parse_args(struct replay_cmd *c, int argc, char **argv)
 	}
 	if (replay_stream_check("replay", argc, argv, &c->sa) < 0)
 		return 2;
+	if (c->draft_tokens_given && c->base.draft_accept < 0 && !(c->info.sweep & SWEEP_DRAFT)) {
+		tool_error("--draft-tokens needs --draft-accept P (or a draft-accept sweep): how often a draft is right");
+		return 2;
+	}
+	if (!c->draft_tokens_given)
+		c->info.draft_tokens = 1;
 	c->info.staging_mb = c->cache_given ? c->base.cache_mb : 0;
 	/* a budget counts from nothing: pages read before a run would sit outside it */
 	if (c->base.mem_mb || (c->info.sweep & SWEEP_MEM))

@@ -315,6 +315,14 @@ void tool_print_geometry(const engram_config *cfg)
 		printf(" %llu%s", (unsigned long long)engram_config_table_rows(cfg, i), i + 1 < L ? "," : "\n");
 	if (!L)
 		putchar('\n');
+	/* tables with rows beyond those the hash addresses (engram_num_embeddings above the prime sum) */
+	for (unsigned i = 0; i < L; i++) {
+		uint64_t rows = engram_config_table_rows(cfg, i), addressed = engram_config_addressed_rows(cfg, i);
+		if (rows > addressed)
+			printf("unaddressed   layer %d: %llu of its %llu rows are never addressed (its primes address %llu)\n",
+			       engram_config_layer_id(cfg, i), (unsigned long long)(rows - addressed),
+			       (unsigned long long)rows, (unsigned long long)addressed);
+	}
 }
 
 void tool_format_bytes(char *buf, size_t size, uint64_t bytes)

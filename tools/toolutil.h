@@ -48,7 +48,7 @@ int tool_flush_stdout(void);
 
 /* The geometry of a hash config, one 'name  value' line each: layers and their ids, orders, heads, head dim,
  * columns and each layer's table rows (engram-stat info and plan). */
-void tool_print_geometry(const engram_config *cfg);
+void tool_print_geometry(const engram_config *cfg);  /* and the rows of tables no token addresses */
 
 /* A byte count for people: "512 B", "324.0 KiB", "195.3 GiB" (powers of 1024, one decimal). */
 void tool_format_bytes(char *buf, size_t size, uint64_t bytes);

@@ -97,7 +97,7 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 			k += (size_t)snprintf(shape + k, sizeof(shape) - k, "%s%llu", i ? ", " : "",
 					      (unsigned long long)w->shape[i]);
 		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' has shape [%s]; the config needs [%llu, %u] "
-					      "(rows = layer %d's prime sum, columns = head dim)",
+					      "(rows = layer %d's engram_num_embeddings, or its prime sum; columns = head dim)",
 			       w->path, w->name, shape, (unsigned long long)rows, dim, layer_id);
 	}
 	if (s->dtype == EG_DT_F8_E4M3) {

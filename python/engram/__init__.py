@@ -16,33 +16,40 @@ second thread while in use raises RuntimeError instead of corrupting it.
 
 Errors: a failed library call raises engram.Error, an OSError whose errno is the error number (errno.ENOENT ...,
 or engram.EMAGIC ... engram.EDTYPE) and whose strerror is the library's message naming the file and the
-problem; arguments the library refuses (-EINVAL) raise engram.InvalidArgument, also a ValueError. Arguments the
-binding can check first (types, shapes, sizes of out= buffers, layer ids) raise ValueError or TypeError before
-the library is called.
+problem, with filename set where a path was given; by errno its subclasses engram.FileNotFound (also a
+FileNotFoundError), engram.IsADirectory (IsADirectoryError), engram.PermissionDenied (PermissionError) and,
+for arguments the library refuses (-EINVAL), engram.InvalidArgument (also a ValueError). Arguments the binding
+can check first (types, shapes of out= buffers, layer ids, NUL bytes in paths) raise ValueError or TypeError
+before the library is called. Options are keyword-only; sizes are in bytes (cache_bytes; cache_mb as a MiB
+alias). No object can be copied or pickled (TypeError: open the store by path in each process).
 
 Layers are named by model layer id (cfg.layer_ids, e.g. (1, 14) for DeepSeek-V4.1), as the model names them.
 """
 from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EMAGIC, EPARSE, ESHAPE, ETOKMAP, ETRUNC, EVERSION,
-                      Error, InvalidArgument)
+                      Error, FileNotFound, InvalidArgument, IsADirectory, PermissionDenied)
 from ._cachesim import CacheSim
 from ._config import Config
+from ._hasher import Hasher
+from ._lib import REWIND_MAX, SEQ_STATE_MAX
 from ._lib import lib as _cdll
 from ._rowcache import RowCache
 from ._session import Session
+from ._stats import IoStats
 from ._store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "Store", "Session", "RowCache", "CacheSim", "Error", "InvalidArgument", "library_version", "library_path",
+__all__ = ["Config", "Hasher", "Store", "Session", "RowCache", "CacheSim", "IoStats", "Error", "InvalidArgument", "FileNotFound",
+           "IsADirectory", "PermissionDenied", "REWIND_MAX", "SEQ_STATE_MAX", "library_version", "library_path",
            "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE"]
 
 
-def library_version():
+def library_version() -> str:
     """Version of the libengram actually loaded ("0.1.0")."""
     return _cdll.engram_version().decode()
 
 
-def library_path():
+def library_path() -> str:
     """File libengram was loaded from."""
     from ._lib import path
     return path()

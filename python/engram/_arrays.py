@@ -1,4 +1,4 @@
-"""Arguments as the C API takes them: integer arrays in, and caller buffers (out=) checked before any write.
+"""Arguments as the C API takes them: integer arrays in (the buffers gathers write: _out.py).
 
 Every check raises ValueError (wrong value, size, shape, layout) or TypeError (wrong kind of object or element
 type) before the library is called, so the library never writes past a buffer or reads a wrapped-around value.
@@ -7,7 +7,6 @@ import ctypes
 
 import numpy as np
 
-from ._lib import OUT_BF16, OUT_F32, OUT_NATIVE
 
 _INT64 = np.dtype(np.int64)
 _UINT = np.dtype(np.uintc)
@@ -100,35 +99,6 @@ def mask(x, n):
     return a
 
 
-# Output element types each gather type may write into: numpy dtypes (by number, native byte order),
-# buffer-protocol formats, torch dtypes.
-_OUT_NP = {
-    OUT_F32: frozenset({np.dtype(np.float32).num}),
-    OUT_BF16: frozenset({np.dtype(np.uint16).num, np.dtype(np.int16).num}),
-    OUT_NATIVE: frozenset({_UINT8.num, np.dtype(np.int8).num}),
-}
-_OUT_FMT = {OUT_F32: ("f",), OUT_BF16: ("H", "h"), OUT_NATIVE: ("B", "b", "c")}
-_OUT_TORCH = {OUT_F32: ("torch.float32",), OUT_BF16: ("torch.bfloat16", "torch.int16"),
-              OUT_NATIVE: ("torch.uint8", "torch.int8")}
-_OUT_WANT = {OUT_F32: "float32", OUT_BF16: "uint16, int16 or bfloat16 (bf16 bit patterns)",
-             OUT_NATIVE: "uint8 or int8 (record bytes)"}
-
-
-def _np_dtype_ok(dt, kind):
-    if not dt.isnative:
-        return False
-    # numpy has no bfloat16; ml_dtypes' is a 2-byte type named bfloat16
-    return dt.num in _OUT_NP[kind] or (kind == OUT_BF16 and dt.name == "bfloat16" and dt.itemsize == 2)
-
-
-def _size_error(got, nbytes, what):
-    return ValueError(f"out holds {got} bytes; {what[0].format(*what[1:])} writes {nbytes}")
-
-
-def _type_error(got, kind, what):
-    return ValueError(f"out is {got}; {what[0].format(*what[1:])} needs {_OUT_WANT[kind]}")
-
-
 def export(buf, nbytes):
     """Address of a writable C-contiguous buffer, and the ctypes object that holds its export (so that it cannot
     be resized or freed) while the library writes."""
@@ -146,58 +116,3 @@ def address(a):
         keep = ctypes.c_char.from_buffer(a)  # the fastest way to an array's address
         return ctypes.addressof(keep), keep
     return a.ctypes.data, a
-
-
-def out_address(out, kind, nbytes, what):
-    """Address of the caller's buffer for a write of nbytes, and an object to keep alive until the write ends.
-    The buffer must be writable, C-contiguous, of an element type that fits the output type, and exactly
-    nbytes long. what: (format, args...) naming the write in messages."""
-    if isinstance(out, np.ndarray):
-        if not _np_dtype_ok(out.dtype, kind):
-            raise _type_error(out.dtype, kind, what)
-        if not out.flags.c_contiguous:
-            raise ValueError("out is not C-contiguous")
-        if not out.flags.writeable:
-            raise ValueError("out is read-only")
-        if out.nbytes != nbytes:
-            raise _size_error(out.nbytes, nbytes, what)
-        return export(out, nbytes)
-    if hasattr(out, "data_ptr") and hasattr(out, "is_contiguous") and hasattr(out, "element_size"):
-        return _torch_address(out, kind, nbytes, what), out
-    try:
-        m = memoryview(out)
-    except TypeError:
-        m = None
-    if m is not None:
-        if m.readonly:
-            raise ValueError("out is read-only")
-        if not m.c_contiguous:
-            raise ValueError("out is not C-contiguous")
-        if m.format.lstrip("@=<") not in _OUT_FMT[kind] or m.format.startswith((">", "!")):
-            raise _type_error(f"of elements of format '{m.format}'", kind, what)
-        if m.nbytes != nbytes:
-            raise _size_error(m.nbytes, nbytes, what)
-        return export(m, nbytes)
-    if hasattr(out, "__array_interface__"):
-        a = np.asarray(out)
-        if a.__array_interface__["data"][0] != out.__array_interface__["data"][0]:
-            raise TypeError(f"out ({type(out).__name__}) is not a buffer numpy can write in place")
-        return out_address(a, kind, nbytes, what)
-    raise TypeError(f"out must be a writable C-contiguous buffer (numpy array, memoryview, bytearray, torch tensor), "
-                    f"not {type(out).__name__}")
-
-
-def _torch_address(t, kind, nbytes, what):
-    dt = str(t.dtype)
-    if dt not in _OUT_TORCH[kind]:
-        raise ValueError(f"out is {dt}; {what[0].format(*what[1:])} needs {' or '.join(_OUT_TORCH[kind])}")
-    if t.device.type != "cpu":
-        raise ValueError(f"out is on {t.device}; the library writes host memory (a CPU tensor, pinned or not)")
-    if not t.is_contiguous():
-        raise ValueError("out is not contiguous")
-    if t.requires_grad:
-        raise ValueError("out requires grad; gather into a tensor that does not")
-    got = t.numel() * t.element_size()
-    if got != nbytes:
-        raise _size_error(got, nbytes, what)
-    return t.data_ptr()

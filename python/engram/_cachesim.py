@@ -1,6 +1,7 @@
 """engram.CacheSim: the share of row lookups RAM would serve, per RAM tier policy and budget, on rows alone
 (engram_cachesim_*: the library's own cache code, no table data read, no I/O)."""
 import ctypes
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
@@ -9,11 +10,14 @@ from ._errors import error
 from ._handle import Handle
 from ._lib import lib
 
+if TYPE_CHECKING:
+    from ._store import Store
+
 POLICIES = {"page-lru": 0, "page": 1, "row": 2, "hot+row": 3}
 _UINT64_MAX = (1 << 64) - 1
 
 
-def _bytes(value, what):
+def _bytes(value: Any, what: str) -> int:
     v = _lib.as_index(value, what)
     if v < 0 or v > _UINT64_MAX:
         raise ValueError(f"{what} {value} is not a size in bytes")
@@ -21,15 +25,18 @@ def _bytes(value, what):
 
 
 class CacheSim(Handle):
-    """CacheSim(store, policy, budget_bytes, staging_bytes=0, hot_rows=None, hot_bytes=0): one policy ("page-lru",
+    """CacheSim(store, policy, budget_bytes, *, staging_bytes=0, hot_rows=None, hot_bytes=0): one policy ("page-lru",
     "page", "row", "hot+row") at one budget of RAM, fed the steps of a schedule as a session meets them:
     begin(), push(rows) for each push of the step (rows as Config.rows gives them: [layers, positions, columns]),
     then gather(layer_id, rows) for each layer (that layer's rows of every push of the step, in push order);
     result() says how many lookups were served from RAM. hot_rows (hot+row): (layer_id, row) pairs ranked best
     first, as many as hot_bytes holds make the hot region. Belongs to one thread at a time; see
-    engram_cachesim_create(3)."""
+    engram_cachesim_create(3): a second thread calling in while one is inside raises RuntimeError."""
 
-    def __init__(self, store, policy, budget_bytes, staging_bytes=0, hot_rows=None, hot_bytes=0):
+    _EXCLUSIVE = True
+
+    def __init__(self, store: "Store", policy: str, budget_bytes: int, *, staging_bytes: int = 0,
+                 hot_rows: Optional[Iterable[Tuple[int, int]]] = None, hot_bytes: int = 0) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
         self._cfg = store.config
@@ -53,20 +60,20 @@ class CacheSim(Handle):
             store._adopt(self)
         self._open(ptr.value, lib.engram_cachesim_destroy, f"cache simulation '{policy}'")
 
-    def begin(self, warmup=False):
+    def begin(self, warmup: bool = False) -> None:
         """Start a step; warmup=True: its gathers fill the caches but are not counted."""
         with self._use() as ptr:
             rc = lib.engram_cachesim_begin(ptr, 1 if warmup else 0)
         if rc < 0:
             raise error(rc)
 
-    def _rows(self, rows, shape_what):
+    def _rows(self, rows: Any, shape_what: int) -> np.ndarray:
         a = np.ascontiguousarray(rows, dtype=np.uint64)
         if a.ndim != shape_what:
             raise ValueError(f"rows must have {shape_what} dimensions, not {a.ndim}")
         return a
 
-    def push(self, rows):
+    def push(self, rows: Any) -> None:
         """One push's rows of every layer: [layers, positions, columns] (Config.rows)."""
         a = self._rows(rows, 3)
         if a.shape[0] != len(self._cfg.layer_ids):
@@ -77,7 +84,7 @@ class CacheSim(Handle):
                 if rc < 0:
                     raise error(rc)
 
-    def gather(self, layer_id, rows):
+    def gather(self, layer_id: int, rows: Any) -> None:
         """One layer's gather of the step: its rows of every push, in push order ([positions, columns])."""
         li = self._cfg.layer_index(layer_id)
         a = self._rows(rows, 2)
@@ -86,7 +93,7 @@ class CacheSim(Handle):
         if rc < 0:
             raise error(rc)
 
-    def result(self):
+    def result(self) -> Dict[str, Any]:
         """Every field of struct engram_cachesim_result as a dict (policy by name), and ram_rate (ram / lookups).
         A RAM-served share, not readiness: whether the other rows' reads finish before their layer runs (the
         stall) only a real session measures (Session.stats(), engram-stat replay)."""
@@ -100,5 +107,5 @@ class CacheSim(Handle):
         d["ram_rate"] = d["ram"] / d["lookups"] if d["lookups"] else 0.0
         return d
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<engram.CacheSim {self._what}{' (closed)' if self.closed else ''}>"

@@ -3,23 +3,43 @@ import contextlib
 import ctypes
 import os
 import weakref
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _arrays, _lib
-from ._errors import error
+from ._errors import error, path_error
+from ._handle import NoCopy
 from ._lib import lib
 
 
-def fspath(p, what):
-    """A path argument as the bytes the C API takes."""
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+def fspath(p: Any, what: str) -> bytes:
+    """A path argument as the bytes the C API takes; ValueError for an embedded NUL, which C would cut the path at
+    (os.open refuses such paths alike)."""
     try:
-        return os.fsencode(p)
+        b = os.fsencode(p)
     except TypeError:
         raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), not {type(p).__name__}") from None
+    if b"\0" in b:
+        raise ValueError(f"{what} {p!r} has an embedded NUL byte")
+    return b
 
 
-class Config:
+def _culprit(*paths: Any) -> Any:
+    """The first path that is missing, a directory or unreadable: the one a failed load names (the first else)."""
+    for p in paths:
+        try:
+            if os.path.isdir(p) or not os.access(p, os.R_OK):
+                return p
+        except (TypeError, ValueError):
+            pass
+    return paths[0]
+
+
+class Config(NoCopy):
     """The hash config of an Engram model: which layers have tables, n-gram orders, heads, primes, multipliers,
     pad id and the compressed-token map. Immutable; any number of threads may use one Config at once.
 
@@ -28,7 +48,10 @@ class Config:
     Hugging Face tokenizer.json (tokenizer; this loads libengram-pack). Store.config is the config stored in a
     shard."""
 
-    def __init__(self, config_json, token_map=None, tokenizer=None):
+    _HOW = "load it again in each process (engram.Config(path, ...)), or take store.config of a Store opened there"
+
+    def __init__(self, config_json: PathLike, *, token_map: Optional[PathLike] = None,
+                 tokenizer: Optional[PathLike] = None) -> None:
         if (token_map is None) == (tokenizer is None):
             raise ValueError("Config needs one of token_map (a .npy file) and tokenizer (a tokenizer.json)")
         ptr = ctypes.c_void_p()
@@ -39,7 +62,7 @@ class Config:
         else:
             rc = lib.engram_config_load(ctypes.byref(ptr), cfg, fspath(token_map, "token_map"))
         if rc < 0:
-            raise error(rc)
+            raise path_error(rc, _culprit(config_json, token_map if tokenizer is None else tokenizer))
         self._init(ptr.value, None, f"'{os.fsdecode(config_json)}'")
         self._finalizer = weakref.finalize(self, lib.engram_config_free, ptr.value)
         self._finalizer.atexit = False
@@ -63,6 +86,7 @@ class Config:
         self._max_ngram = lib.engram_config_max_ngram(ptr)
         self._heads = lib.engram_config_num_heads(ptr)
         self._table_rows = tuple(lib.engram_config_table_rows(ptr, i) for i in range(n))
+        self._addressed_rows = tuple(lib.engram_config_addressed_rows(ptr, i) for i in range(n))
         self._primes = tuple(tuple(lib.engram_config_prime(ptr, i, c) for c in range(self._columns))
                              for i in range(n))
         self._multipliers = tuple(tuple(lib.engram_config_multiplier(ptr, i, k) for k in range(self._max_ngram))
@@ -73,54 +97,61 @@ class Config:
         self._compressed_pad = lib.engram_config_compressed_pad(ptr)
 
     @property
-    def layer_ids(self):
+    def layer_ids(self) -> Tuple[int, ...]:
         """Model layer ids that have an Engram table, in config order (the layer arguments of this module)."""
         return self._layer_ids
 
     @property
-    def columns(self):
+    def columns(self) -> int:
         """Rows fetched per position and layer: (max_ngram - 1) x heads."""
         return self._columns
 
     @property
-    def head_dim(self):
+    def head_dim(self) -> int:
         """Elements per row."""
         return self._head_dim
 
     @property
-    def max_ngram(self):
+    def max_ngram(self) -> int:
         """Largest n-gram order N (orders 2..N are hashed)."""
         return self._max_ngram
 
     @property
-    def heads(self):
+    def heads(self) -> int:
         """Heads per n-gram order."""
         return self._heads
 
     @property
-    def table_rows(self):
-        """Rows of each layer's table (the sum of its primes), in layer_ids order."""
+    def table_rows(self) -> Tuple[int, ...]:
+        """Rows of each layer's table, in layer_ids order: engram_num_embeddings when the config states it (a
+        store's config: what its tables hold), else the sum of its primes."""
         return self._table_rows
 
     @property
-    def raw_vocab(self):
+    def addressed_rows(self) -> Tuple[int, ...]:
+        """Rows of each layer's table the hash addresses (the sum of its primes): at most table_rows; a table's
+        rows beyond them (engram_num_embeddings above the prime sum) are stored and readable, never addressed."""
+        return self._addressed_rows
+
+    @property
+    def raw_vocab(self) -> int:
         """Entries of the token map (raw token ids)."""
         return self._raw_vocab
 
     @property
-    def compressed_vocab(self):
+    def compressed_vocab(self) -> int:
         """Distinct compressed ids of the token map."""
         return self._compressed_vocab
 
     @property
-    def pad_id(self):
+    def pad_id(self) -> int:
         return self._pad_id
 
     @property
-    def compressed_pad(self):
+    def compressed_pad(self) -> int:
         return self._compressed_pad
 
-    def layer_index(self, layer_id):
+    def layer_index(self, layer_id: int) -> int:
         """Position of a model layer id in layer_ids; ValueError when that layer has no Engram table."""
         if type(layer_id) is not int:
             layer_id = _lib.as_index(layer_id, "layer id")
@@ -130,11 +161,11 @@ class Config:
         raise ValueError(f"layer {layer_id} has no Engram table in {self._what} "
                          f"(layers {', '.join(map(str, self._layer_ids))})")
 
-    def primes(self, layer_id):
+    def primes(self, layer_id: int) -> Tuple[int, ...]:
         """The layer's prime (modulus) of each column, column = (order - 2) x heads + head."""
         return self._primes[self.layer_index(layer_id)]
 
-    def multipliers(self, layer_id):
+    def multipliers(self, layer_id: int) -> Tuple[int, ...]:
         """The layer's N odd multipliers."""
         return self._multipliers[self.layer_index(layer_id)]
 
@@ -146,7 +177,7 @@ class Config:
             with self._store._use():
                 yield self._ptr
 
-    def rows(self, tokens, mask=None):
+    def rows(self, tokens: Any, mask: Optional[Any] = None) -> np.ndarray:
         """Table rows that one sequence of raw token ids addresses: numpy uint64 [layers, positions, columns], the
         row inside each layer's table, as `engram-stat rows` prints them. mask (optional): one bool or 0/1 per
         token, 0 = dead (DeepSeek-V4.1's dead tokens)."""
@@ -168,6 +199,6 @@ class Config:
                 lib.engram_hasher_destroy(h)
         return out
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<engram.Config {self._what}: layers {list(self._layer_ids)}, orders 2..{self._max_ngram}, "
                 f"{self._heads} heads, head dim {self._head_dim}>")

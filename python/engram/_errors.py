@@ -1,5 +1,9 @@
-"""engram.Error: a failed library call, with its errno and the library's message naming the file."""
+"""engram.Error: a failed library call, with its errno and the library's message naming the file; its subclasses
+by errno (FileNotFound, IsADirectory, PermissionDenied: also the builtin OSError subclasses of that errno)."""
 import errno as _errno
+import os
+import stat
+from typing import Any, Optional
 
 from ._lib import lib
 
@@ -26,10 +30,10 @@ class Error(OSError):
     symbolic name ('ENOENT', 'ECORRUPT')."""
 
     @property
-    def name(self):
+    def name(self) -> str:
         return errorcode.get(self.errno) or _errno.errorcode.get(self.errno, str(self.errno))
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"[{self.name}] {self.strerror}"
 
 
@@ -38,8 +42,40 @@ class InvalidArgument(Error, ValueError):
     row beyond the table. Also a ValueError, as the binding's own argument checks raise."""
 
 
-def error(rc):
-    """The exception for a negative return code of the calling thread's latest failed call."""
+class FileNotFound(Error, FileNotFoundError):
+    """ENOENT: a file the call names does not exist (filename says which). Also a FileNotFoundError."""
+
+
+class IsADirectory(Error, IsADirectoryError):
+    """EISDIR: a path that should be a file is a directory. Also an IsADirectoryError."""
+
+
+class PermissionDenied(Error, PermissionError):
+    """EACCES or EPERM. Also a PermissionError."""
+
+
+_BY_ERRNO = {_errno.EINVAL: InvalidArgument, _errno.ENOENT: FileNotFound, _errno.EISDIR: IsADirectory,
+             _errno.EACCES: PermissionDenied, _errno.EPERM: PermissionDenied}
+
+
+def error(rc: int, filename: Optional[Any] = None) -> Error:
+    """The exception for a negative return code of the calling thread's latest failed call: engram.Error or its
+    subclass for that errno, with filename set when given. Codes this binding has no name for (a newer library's,
+    such as ENGRAM_EFORKED) are an engram.Error all the same, with the library's message."""
     msg = lib.engram_last_error() or lib.engram_strerror(rc) or b"unknown error"
-    cls = InvalidArgument if rc == -_errno.EINVAL else Error
-    return cls(-rc, msg.decode(errors="replace"))
+    cls = _BY_ERRNO.get(-rc, Error)
+    if filename is None:
+        return cls(-rc, msg.decode(errors="replace"))
+    return cls(-rc, msg.decode(errors="replace"), os.fsdecode(filename))
+
+
+def path_error(rc: int, path: Any) -> Error:
+    """error() for a call that opened path: a directory the library refuses as not a file (EINVAL) is EISDIR."""
+    if rc == -_errno.EINVAL:
+        try:
+            if stat.S_ISDIR(os.stat(path).st_mode):
+                msg = (lib.engram_last_error() or b"").decode(errors="replace") or f"'{os.fsdecode(path)}'"
+                return IsADirectory(_errno.EISDIR, f"{msg} (a directory)", os.fsdecode(path))
+        except (OSError, ValueError, TypeError):
+            pass
+    return error(rc, path)

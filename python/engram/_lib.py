@@ -25,6 +25,9 @@ MODE_DIRECT, MODE_PAGECACHE = 0, 1
 SESSION_NO_URING, SESSION_NO_PREFETCH, SESSION_SQPOLL = 1, 2, 4
 LEAD_BUCKETS = 96  # ENGRAM_LEAD_BUCKETS
 STATS_STEP = 1  # ENGRAM_STATS_STEP
+REWIND_MAX = 32  # ENGRAM_REWIND_MAX
+SEQ_STATE_MAX = 24 + 9 * (REWIND_MAX + 15)  # ENGRAM_SEQ_STATE_MAX
+SEED_START = 1  # ENGRAM_SEED_START
 
 
 class StoreInfo(ctypes.Structure):
@@ -183,6 +186,7 @@ _FUNCS = {
     "engram_config_head_dim": (c_uint, [_p]),
     "engram_config_columns": (c_uint, [_p]),
     "engram_config_table_rows": (c_uint64, [_p, c_uint]),
+    "engram_config_addressed_rows": (c_uint64, [_p, c_uint]),
     "engram_config_prime": (c_uint64, [_p, c_uint, c_uint]),
     "engram_config_multiplier": (c_uint64, [_p, c_uint, c_uint]),
     "engram_config_raw_vocab": (c_uint64, [_p]),
@@ -192,6 +196,12 @@ _FUNCS = {
     "engram_hasher_create": (c_int, [_pp, _p, c_uint]),
     "engram_hasher_destroy": (None, [_p]),
     "engram_hasher_push": (c_int, [_p, c_uint, _p, _p, c_size_t, _p]),
+    "engram_hasher_push_batch": (c_int, [_p, _p, _p, _p, c_size_t, _p]),
+    "engram_hasher_reset": (c_int, [_p, c_uint]),
+    "engram_hasher_rewind": (c_int, [_p, c_uint, c_size_t]),
+    "engram_hasher_seed": (c_int, [_p, c_uint, _p, _p, c_size_t, c_uint]),
+    "engram_hasher_export": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_hasher_import": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_open": (c_int, [_pp, c_char_p, c_uint]),
     "engram_close": (None, [_p]),
     "engram_store_config": (_p, [_p]),
@@ -229,6 +239,12 @@ _FUNCS = {
     "engram_session_prefetch_rows": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_session_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_session_stats": (c_int, [_p, c_int, c_uint, POINTER(IoStats)]),
+    "engram_session_rewind": (c_int, [_p, c_uint, c_size_t]),
+    "engram_session_seed": (c_int, [_p, c_uint, _p, _p, c_size_t, c_uint]),
+    "engram_session_export": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_session_import": (c_int, [_p, c_uint, _p, c_size_t]),
+    "engram_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
+    "engram_read_row": (c_int, [_p, c_uint, c_uint64, _p, c_size_t]),
 }
 
 _PACK_FUNCS = {

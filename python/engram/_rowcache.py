@@ -1,34 +1,49 @@
 """engram.RowCache: RAM that holds rows, not pages (engram_rowcache_*)."""
 import ctypes
 import os
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import _lib
-from ._config import fspath
+from ._config import PathLike, fspath
 from ._errors import error
 from ._handle import Handle
 from ._lib import lib
+
+if TYPE_CHECKING:
+    from ._store import Store
 
 _UINT64_MAX = (1 << 64) - 1
 
 
 class RowCache(Handle):
     """RAM for the rows of one table set: sessions given it (Store.session(row_cache=...)) look rows up there
-    first, read the others with O_DIRECT and keep them. RowCache(store, mb, name=None): private to this process
-    (name None), or the POSIX shared-memory segment name ("/something") that every process of the node opening
-    that name maps: the first creates it with mb MiB, later ones attach to it as it is (mb is then ignored) and
-    must serve the same table set. A segment outlives its processes until RowCache.remove(name).
+    first, read the others with O_DIRECT and keep them. RowCache(store, nbytes, name=None) (or mb=M for M MiB
+    instead of nbytes): private to this process (name None), or the POSIX shared-memory segment name
+    ("/something") that every process of the node opening that name maps: the first creates it with nbytes, later
+    ones attach to it as it is (the size is then ignored) and must serve the same table set. A segment outlives
+    its processes until RowCache.remove(name).
 
-    Any number of threads and sessions may use one RowCache at once. close() refuses while a session using it is
-    open; without close() it goes with its last reference (its sessions keep it)."""
+    Any number of threads and sessions may use one RowCache at once (the library's lookups and inserts are
+    lock-free across threads and processes); close() refuses while a session using it is open or another thread
+    is inside a call on it. Without close() it goes with its last reference (its sessions keep it). Not copyable
+    or picklable: open it by name in each process."""
 
-    def __init__(self, store, mb, name=None):
-        nbytes = _lib.as_index(mb, "mb", "a positive integer") << 20
+    _HOW = "open it by name in each process (engram.RowCache(store, nbytes, name='/...'))"
+
+    def __init__(self, store: "Store", nbytes: Optional[int] = None, name: Optional[PathLike] = None, *,
+                 mb: Optional[int] = None) -> None:
+        if (nbytes is None) == (mb is None):
+            raise TypeError("RowCache needs its size: nbytes (bytes) or mb (MiB), not both")
+        if nbytes is not None:
+            nbytes = _lib.as_index(nbytes, "nbytes", "a positive integer")
+        else:
+            nbytes = _lib.as_index(mb, "mb", "a positive integer") << 20
         if nbytes <= 0 or nbytes > _UINT64_MAX:
-            raise ValueError(f"mb {mb} is not a positive size")
+            raise ValueError(f"row cache size {nbytes} bytes is not a positive 64-bit size")
         ptr = ctypes.c_void_p()
+        bname = None if name is None else fspath(name, "name")
         with store._use() as sp:
-            rc = lib.engram_rowcache_open(ctypes.byref(ptr), sp, None if name is None else fspath(name, "name"),
-                                          nbytes, 0)
+            rc = lib.engram_rowcache_open(ctypes.byref(ptr), sp, bname, nbytes, 0)
             if rc < 0:
                 raise error(rc)
             self._set_id = store._set_id
@@ -37,11 +52,11 @@ class RowCache(Handle):
                    "private row cache" if name is None else f"row cache '{self._name}'")
 
     @property
-    def name(self):
+    def name(self) -> Optional[str]:
         """The shared segment's name, or None for a private row cache."""
         return self._name
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """Its geometry and counters as a dict (every field of struct engram_rowcache_info): bytes, slots, ways,
         record_bytes, slot_bytes, overhead_per_row, rows held now, and the hits, misses and inserts of every
         process since it was created."""
@@ -55,11 +70,11 @@ class RowCache(Handle):
         return d
 
     @staticmethod
-    def remove(name):
+    def remove(name: PathLike) -> None:
         """Remove a shared row cache's name; processes that have it mapped keep it until they close it."""
         rc = lib.engram_rowcache_remove(fspath(name, "name"))
         if rc < 0:
-            raise error(rc)
+            raise error(rc, name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<engram.RowCache {self._what}{' (closed)' if self.closed else ''}>"

@@ -2,12 +2,19 @@
 import ctypes
 import os
 import weakref
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
-from . import _lib
-from ._config import Config, fspath
-from ._errors import error
+import numpy as np
+
+from . import _arrays, _lib, _out
+from ._config import Config, PathLike, fspath
+from ._errors import error, path_error
 from ._handle import Handle
 from ._lib import lib
+
+if TYPE_CHECKING:
+    from ._rowcache import RowCache
+    from ._session import Session
 
 
 class Store(Handle):
@@ -18,11 +25,11 @@ class Store(Handle):
     thread is inside a call on it. Without close(), the store is closed when the last reference to it (from the
     program, its sessions or its config) goes."""
 
-    def __init__(self, path):
+    def __init__(self, path: PathLike) -> None:
         ptr = ctypes.c_void_p()
         rc = lib.engram_open(ctypes.byref(ptr), fspath(path, "path"), 0)
         if rc < 0:
-            raise error(rc)
+            raise path_error(rc, path)
         self._path = os.fsdecode(path)
         self._open(ptr.value, lib.engram_close, f"store '{self._path}'")
         self._config = None
@@ -33,16 +40,16 @@ class Store(Handle):
                              for i in range(lib.engram_store_num_shards(self._ptr)))
 
     @property
-    def path(self):
+    def path(self) -> str:
         return self._path
 
     @property
-    def shards(self):
+    def shards(self) -> Tuple[str, ...]:
         """Shard files of the store: the one opened, or every shard its manifest names, in order."""
         return self._shards
 
     @property
-    def config(self):
+    def config(self) -> Config:
         """The hash config stored in the shards (an engram.Config that keeps this store alive)."""
         cfg = self._config() if self._config is not None else None
         if cfg is None:
@@ -51,7 +58,7 @@ class Store(Handle):
             self._config = weakref.ref(cfg)
         return cfg
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """What `engram-stat info` shows, as a dict: the config, the shards, one dict per table piece (layer, rows,
         dtype, record size, codec...) and the totals."""
         cfg = self.config
@@ -108,7 +115,7 @@ class Store(Handle):
             },
         }
 
-    def preload(self, layer=None):
+    def preload(self, layer: Optional[int] = None) -> None:
         """Read the tables of one layer (a model layer id) or of all (None) into the page cache in file order and
         map them (engram_preload): blocking, in the calling thread; other threads may gather meanwhile."""
         index = -1 if layer is None else self.config.layer_index(layer)
@@ -117,7 +124,7 @@ class Store(Handle):
         if rc < 0:
             raise error(rc)
 
-    def verify(self):
+    def verify(self) -> None:
         """Check every checksum: metadata and each data block of each shard (reads all the data). Returns None when
         all match; raises engram.Error (errno ECORRUPT) otherwise, whose failures attribute lists every message
         (each names the file, table and block)."""
@@ -135,25 +142,67 @@ class Store(Handle):
             e.failures = failures
             raise e
 
-    def row_bytes(self, layer, dtype):
-        """Bytes one gathered row of the layer takes in dtype ('native', 'bf16', 'f32')."""
-        from ._session import out_kind
+    def row_bytes(self, layer: int, dtype: Any) -> int:
+        """Bytes one gathered row of the layer takes in dtype (as Session.gather takes it: 'native', 'bf16', 'f32',
+        numpy or torch dtypes)."""
         index = self.config.layer_index(layer)
         with self._use() as ptr:
-            return lib.engram_out_row_bytes(ptr, index, out_kind(dtype))
+            return lib.engram_out_row_bytes(ptr, index, _out.kind_of_dtype(dtype))
 
-    def session(self, max_seqs=1, mode="direct", queue_depth=None, cache_mb=None, uring=True, prefetch=True,
-                sqpoll=False, row_cache=None, page_cache_mb=None):
-        """A new engram.Session on this store (see Session). max_seqs: sequence slots; mode: 'direct' (the
-        default) or 'pagecache'; queue_depth: reads in flight at most (default 1024); cache_mb: the private cache in MiB (default
-        256); uring=False: the pread thread pool instead of io_uring; prefetch=False: push only hashes and every
-        row is read when gathered; sqpoll=True: io_uring submission by a kernel thread; row_cache: an
-        engram.RowCache of this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept
-        there); page_cache_mb: in page-cache mode, the page cache the session may count on (default half of
-        physical memory)."""
+    def gather_rows(self, layer: int, rows: Any, dtype: Any = None, *, out: Any = None,
+                    as_tensor: Optional[bool] = None) -> Any:
+        """Table rows of a layer read straight from the shards (engram_gather_rows: synchronous, no session, no
+        cache; thread-safe): an independent read path to check a session's rows against. rows of any shape [...,
+        k] give [..., k x head_dim] or [..., k, head_dim] (f32, bf16), [..., k, record bytes] (native); dtype, out
+        and as_tensor as in Session.gather()."""
+        from ._session import _ROWS_WHAT, rows_out
+        cfg = self.config
+        li = cfg.layer_index(layer)
+        kind = _out.resolve(dtype, out)
+        as_tensor = _out.tensor_default(dtype, out, as_tensor)
+        r = _arrays.rows(rows)
+        with self._use() as ptr:
+            rb = lib.engram_out_row_bytes(ptr, li, kind)
+            res, addr, _keep = rows_out(cfg, rb, kind, r, out, as_tensor, (_ROWS_WHAT, _out.label(kind), r.size, layer))
+            rc = lib.engram_gather_rows(ptr, li, r.ctypes.data, r.size, kind, addr, r.size * rb)
+        if rc < 0:
+            raise error(rc)
+        return res
+
+    def read_row(self, layer: int, row: int) -> bytes:
+        """One row's stored record (native bytes: payload, then the E8M0 scales of F8_E4M3), read synchronously
+        (engram_read_row)."""
+        li = self.config.layer_index(layer)
+        r = _lib.as_index(row, "row")
+        if r < 0 or r >= 1 << 64:
+            raise ValueError(f"row {r} is not a row number")
+        with self._use() as ptr:
+            size = lib.engram_out_row_bytes(ptr, li, _lib.OUT_NATIVE)
+            buf = ctypes.create_string_buffer(max(size, 1))
+            rc = lib.engram_read_row(ptr, li, r, buf, size)
+        if rc < 0:
+            raise error(rc)
+        return buf.raw[:rc]
+
+    def session(self, max_seqs: int = 1, *, mode: str = "direct", queue_depth: Optional[int] = None,
+                cache_bytes: Optional[int] = None, cache_mb: Optional[int] = None, uring: bool = True,
+                prefetch: bool = True, sqpoll: bool = False, row_cache: "Optional[RowCache]" = None,
+                page_cache_bytes: Optional[int] = None, page_cache_mb: Optional[int] = None,
+                refuse_negative: bool = False) -> "Session":
+        """A new engram.Session on this store (see Session). Options after max_seqs are keyword-only.
+        max_seqs: sequence slots; mode: 'direct' (the default) or 'pagecache'; queue_depth: reads in flight at
+        most (default 1024); cache_bytes: the private cache in bytes (default 256 MiB; cache_mb: the same in MiB);
+        uring=False: the pread thread pool instead of io_uring; prefetch=False: push only hashes and every row is
+        read when gathered; sqpoll=True: io_uring submission by a kernel thread; row_cache: an engram.RowCache of
+        this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept there);
+        page_cache_bytes (page_cache_mb): in page-cache mode, the page cache the session may count on (default half
+        of physical memory); refuse_negative=True: negative token ids raise ValueError in push, push_batch,
+        prefetch_next and seed (by default they are hashed as they are, the reference demo's rule)."""
         from ._session import Session
-        return Session(self, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
-                       page_cache_mb)
+        return Session(self, max_seqs, mode=mode, queue_depth=queue_depth, cache_bytes=cache_bytes,
+                       cache_mb=cache_mb, uring=uring, prefetch=prefetch, sqpoll=sqpoll, row_cache=row_cache,
+                       page_cache_bytes=page_cache_bytes, page_cache_mb=page_cache_mb,
+                       refuse_negative=refuse_negative)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<engram.Store '{self._path}'{' (closed)' if self.closed else ''}>"

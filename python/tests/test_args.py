@@ -23,32 +23,44 @@ def _ro(a):
 
 GATHER = [
     # (description, kwargs of gather, exception, message)
-    ("unknown dtype", dict(dtype="f16"), ValueError, "not 'native', 'bf16' or 'f32'"),
-    ("dtype not a string", dict(dtype=np.float32), ValueError, "not 'native'"),
+    ("unknown dtype", dict(dtype="f16"), ValueError, "dtype 'f16' is not one of 'native', 'bf16' / 'bfloat16'"),
+    ("numpy dtype no gather writes", dict(dtype=np.float16), ValueError, "is not one of"),
+    ("dtype an object", dict(dtype=object()), ValueError, "is not one of"),
     ("layer without a table", dict(layer=2), ValueError, r"layer 2 has no Engram table in '.*' \(layers 1, 14\)"),
     ("layer as a string", dict(layer="1"), TypeError, "layer id must be an integer"),
     ("layer as a float", dict(layer=1.0), TypeError, "layer id must be an integer"),
     ("layer as a bool", dict(layer=True), TypeError, "layer id must be an integer"),
     ("f32 into float64", dict(dtype="f32", out=np.zeros((P, COLS * HD), np.float64)), ValueError, "needs float32"),
-    ("bf16 into float32", dict(out=np.zeros((P, COLS * HD), np.float32)), ValueError, "bf16 bit patterns"),
-    ("bf16 into float16", dict(out=np.zeros((P, COLS * HD), np.float16)), ValueError, "is float16"),
+    ("bf16 into float32", dict(dtype="bf16", out=np.zeros((P, COLS * HD), np.float32)), ValueError,
+     "bf16 bit patterns"),
+    ("bf16 into float16", dict(dtype="bf16", out=np.zeros((P, COLS * HD), np.float16)), ValueError, "is float16"),
+    ("float16 without a dtype", dict(out=np.zeros((P, COLS * HD), np.float16)), ValueError, "no gather writes it"),
     ("native into uint16", dict(dtype="native", out=np.zeros((P, COLS, REC // 2), np.uint16)), ValueError,
      "record bytes"),
     ("one position short", dict(out=np.zeros((P - 1, COLS * HD), np.uint16)), ValueError,
-     f"out holds {(P - 1) * COLS * HD * 2} bytes; a bf16 gather of layer 1 \\(64 positions\\) writes "
-     f"{P * COLS * HD * 2}"),
-    ("one element long", dict(out=np.zeros(P * COLS * HD + 1, np.uint16)), ValueError, "bytes"),
+     f"out has shape \\[{P - 1}, {COLS * HD}\\]; a bf16 gather of layer 1 \\(64 positions\\) writes "
+     f"\\[{P}, {COLS * HD}\\] or \\[{P}, {COLS}, {HD}\\]"),
+    ("one element long", dict(out=np.zeros(P * COLS * HD + 1, np.uint16)), ValueError, "out has shape"),
+    ("flat, of the right size", dict(out=np.zeros(P * COLS * HD, np.uint16)), ValueError, "out has shape"),
+    ("transposed", dict(out=np.zeros((COLS * HD, P), np.uint16)), ValueError, "out has shape"),
+    ("heads as positions", dict(out=np.zeros((COLS, P, HD), np.uint16)), ValueError, "out has shape"),
+    ("dtype and out disagree", dict(dtype="f32", out=np.zeros((P, COLS * HD), np.uint16)), ValueError,
+     "needs float32"),
+    ("as_tensor with out", dict(out=np.zeros((P, COLS * HD), np.uint16), as_tensor=True), ValueError,
+     "without out="),
     ("every other column", dict(out=np.zeros((P, 2 * COLS * HD), np.uint16)[:, ::2]), ValueError, "C-contiguous"),
     ("Fortran order", dict(out=np.zeros((P, COLS * HD), np.uint16, order="F")), ValueError, "C-contiguous"),
     ("read-only array", dict(out=_ro(np.zeros((P, COLS * HD), np.uint16))), ValueError, "read-only"),
     ("bytes object", dict(dtype="native", out=bytes(P * COLS * REC)), ValueError, "read-only"),
-    ("memoryview of floats for bf16", dict(out=memoryview(np.zeros(P * COLS * HD // 2, np.float32))), ValueError,
-     "format 'f'"),
+    ("memoryview of floats for bf16", dict(dtype="bf16", out=memoryview(np.zeros(P * COLS * HD // 2, np.float32))),
+     ValueError, "format 'f'"),
     ("strided memoryview", dict(dtype="native", out=memoryview(bytearray(2 * P * COLS * REC))[::2]), ValueError,
      "C-contiguous"),
-    ("big-endian memoryview", dict(out=memoryview(np.zeros(P * COLS * HD, ">u2"))), ValueError, "format"),
-    ("a list", dict(out=[0] * (P * COLS * HD)), TypeError, "writable C-contiguous buffer"),
-    ("None-like object", dict(out=object()), TypeError, "writable C-contiguous buffer"),
+    ("big-endian memoryview", dict(dtype="bf16", out=memoryview(np.zeros(P * COLS * HD, ">u2"))), ValueError,
+     "format"),
+    ("a list", dict(dtype="bf16", out=[0] * (P * COLS * HD)), TypeError, "writable C-contiguous buffer"),
+    ("None-like object", dict(dtype="bf16", out=object()), TypeError, "writable C-contiguous buffer"),
+    ("an object without a dtype", dict(out=object()), ValueError, "no gather writes it"),
 ]
 
 
@@ -72,7 +84,8 @@ def test_gather_rows_arguments(step):
                            (["a"], TypeError, "integers")):
         with pytest.raises(exc, match=msg):
             s.gather_rows(1, rows, "f32")
-    with pytest.raises(ValueError, match="out holds 8 bytes"):
+    with pytest.raises(ValueError, match=r"out has shape \[2\]; a f32 gather of 2 rows of layer 1 writes \[512\] or "
+                                         r"\[2, 256\]"):
         s.gather_rows(1, [1, 2], "f32", out=np.zeros(2, np.float32))
 
 

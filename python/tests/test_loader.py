@@ -61,6 +61,9 @@ def test_struct_mirrors_match_the_header(tmp_path):
         lines.append(f'\tprintf("{cname} size %zu\\n", sizeof(struct {cname}));')
         for field, _ in st._fields_:
             lines.append(f'\tprintf("{cname} {field} %zu\\n", offsetof(struct {cname}, {field}));')
+    consts = {"ENGRAM_REWIND_MAX": _lib.REWIND_MAX, "ENGRAM_SEQ_STATE_MAX": _lib.SEQ_STATE_MAX,
+              "ENGRAM_SEED_START": _lib.SEED_START}
+    lines += [f'\tprintf("{c} %llu\\n", (unsigned long long)({c}));' for c in consts]
     lines += ["\treturn 0;", "}"]
     src = tmp_path / "abi.c"
     src.write_text("\n".join(lines) + "\n")
@@ -72,6 +75,7 @@ def test_struct_mirrors_match_the_header(tmp_path):
     for cname, st in _lib.STRUCTS.items():
         want.append(f"{cname} size {ctypes.sizeof(st)}")
         want += [f"{cname} {field} {getattr(st, field).offset}" for field, _ in st._fields_]
+    want += [f"{c} {v}" for c, v in consts.items()]
     assert got[:-1] == want
     # the enums and constants the binding mirrors
     header = open(os.path.join(ROOT, "include", "engram.h")).read()

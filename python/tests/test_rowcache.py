@@ -25,13 +25,13 @@ def shm_name():
 def _step(session, tokens, layers, dtypes=("bf16",)):
     session.begin()
     session.push_batch(np.arange(len(tokens)), tokens)
-    return [session.gather(layer, d) for layer in layers for d in dtypes]
+    return [session.gather(layer, d, as_tensor=False) for layer in layers for d in dtypes]
 
 
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
 def test_sessions_with_a_row_cache_gather_the_same_rows(packed, codec):
     tok = fortunes()
-    with engram.Store(packed("tiny-v41", codec)) as store, engram.RowCache(store, 1) as rc:
+    with engram.Store(packed("tiny-v41", codec)) as store, engram.RowCache(store, mb=1) as rc:
         layers = store.config.layer_ids
         with store.session(16, mode="direct", row_cache=rc) as s, store.session(16) as ref:
             for step in range(12):
@@ -49,7 +49,7 @@ def test_sessions_with_a_row_cache_gather_the_same_rows(packed, codec):
 
 def test_a_step_again_is_served_from_the_row_cache(synthetic):
     tok = fortunes()[:64]
-    with engram.Store(synthetic) as store, engram.RowCache(store, 16) as rc, \
+    with engram.Store(synthetic) as store, engram.RowCache(store, mb=16) as rc, \
             store.session(64, mode="direct", row_cache=rc) as s:
         first = _step(s, tok, (1, 14))
         s.gather(1)  # the first step's rows, in the cache now
@@ -67,8 +67,8 @@ def test_a_step_again_is_served_from_the_row_cache(synthetic):
 
 def test_a_shared_row_cache_is_one_segment(synthetic, packed, shm_name):
     with engram.Store(synthetic) as store:
-        a = engram.RowCache(store, 4, name=shm_name)
-        b = engram.RowCache(store, 64, name=shm_name)  # attaches: its size is ignored
+        a = engram.RowCache(store, mb=4, name=shm_name)
+        b = engram.RowCache(store, mb=64, name=shm_name)  # attaches: its size is ignored
         assert a.name == b.name == shm_name and a.info()["bytes"] == b.info()["bytes"] <= 4 << 20
         assert b.info()["name"] == shm_name
         tok = fortunes()[:32]
@@ -81,7 +81,7 @@ def test_a_shared_row_cache_is_one_segment(synthetic, packed, shm_name):
         assert b.info()["inserts"] == inserts and b.info()["hits"] >= 32 * 24
         with engram.Store(packed("tiny-f32", "raw")) as other:
             with pytest.raises(engram.Error) as e:
-                engram.RowCache(other, 4, name=shm_name)
+                engram.RowCache(other, mb=4, name=shm_name)
             assert e.value.errno == errno.EEXIST and shm_name in e.value.strerror
             with pytest.raises(ValueError, match="serves another table set"):
                 other.session(1, row_cache=a)
@@ -95,7 +95,9 @@ def test_a_shared_row_cache_is_one_segment(synthetic, packed, shm_name):
 
 def test_row_cache_arguments_and_closing(synthetic):
     with engram.Store(synthetic) as store:
-        for kw, exc, msg in ((dict(mb=0), ValueError, "mb 0"), (dict(mb=True), TypeError, "mb must be"),
+        for kw, exc, msg in ((dict(mb=0), ValueError, "size 0 bytes"), (dict(mb=True), TypeError, "mb must be"),
+                             (dict(nbytes=0), ValueError, "size 0 bytes"), (dict(), TypeError, "needs its size"),
+                             (dict(nbytes=1 << 20, mb=1), TypeError, "not both"),
                              (dict(mb=1.5), TypeError, "mb must be"),
                              (dict(mb=1, name="no-slash"), engram.InvalidArgument, "no-slash"),
                              (dict(mb=1, name="/a/b"), engram.InvalidArgument, "/a/b")):
@@ -103,7 +105,7 @@ def test_row_cache_arguments_and_closing(synthetic):
                 engram.RowCache(store, **kw)
         with pytest.raises(TypeError, match="engram.RowCache"):
             store.session(1, row_cache=object())
-        rc = engram.RowCache(store, 2)
+        rc = engram.RowCache(store, mb=2)
         s = store.session(1, mode="direct", row_cache=rc)
         with pytest.raises(RuntimeError, match="private row cache is in use"):
             rc.close()

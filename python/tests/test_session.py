@@ -38,7 +38,7 @@ def test_gather_equals_engram_stat_gather(packed, tmp_path, name, codec, mode, d
             s.push(0, tokens[a:b], mask[a:b])
         assert s.positions == len(tokens)
         for layer in v.layer_ids:
-            got = s.gather(layer, dtype)
+            got = s.gather(layer, dtype, as_tensor=False)
             out = tmp_path / f"{layer}.npy"
             run(tool("engram-stat"), "gather", shard, "--tokens", ",".join(map(str, tokens)), "--mask",
                 ",".join(map(str, mask)), "--layer", layer, "--dtype", dtype, "--mode", mode, "--out", out)
@@ -66,7 +66,7 @@ def test_gather_equals_reference_embeddings(packed, name, kind, mode):
                 elif kind == "bf16":  # bf16 values widened to float32: the high half is the bf16 pattern
                     bits = want.view(np.uint32)
                     assert not (bits & 0xFFFF).any()
-                    np.testing.assert_array_equal(s.gather(layer, "bf16"), (bits >> 16).astype(np.uint16))
+                    np.testing.assert_array_equal(s.gather(layer, "bf16", as_tensor=False), (bits >> 16).astype(np.uint16))
                 else:
                     np.testing.assert_array_equal(s.gather(layer, "f32"), want)
 
@@ -103,7 +103,7 @@ def test_push_batch_equals_pushes_and_reset_starts_a_sequence(synthetic):
             assert a.positions == b.positions == 5
             for layer in cfg.layer_ids:
                 np.testing.assert_array_equal(a.rows(layer), b.rows(layer))
-                np.testing.assert_array_equal(a.gather(layer, "bf16"), b.gather(layer, "bf16"))
+                np.testing.assert_array_equal(a.gather(layer, "bf16", as_tensor=False), b.gather(layer, "bf16", as_tensor=False))
         # after a reset the slot's rows are those of a fresh sequence
         a.begin()
         a.reset(2)
@@ -121,9 +121,11 @@ def test_rows_prefetch_and_gather_rows(synthetic):
             np.testing.assert_array_equal(r, store.config.rows(np.arange(100, 160))[store.config.layer_index(layer)])
             s.prefetch_rows(layer, r[:3])
             for dtype in DTYPES:
-                g = s.gather(layer, dtype)
-                np.testing.assert_array_equal(s.gather_rows(layer, r, dtype), g)
-                one = s.gather_rows(layer, r[5, 7], dtype)
+                g = s.gather(layer, dtype, as_tensor=False)
+                np.testing.assert_array_equal(s.gather_rows(layer, r, dtype, as_tensor=False), g)
+                # the store's own read path gives the same rows
+                np.testing.assert_array_equal(store.gather_rows(layer, r, dtype, as_tensor=False), g)
+                one = s.gather_rows(layer, r[5, 7], dtype, as_tensor=False)
                 if dtype == "native":
                     np.testing.assert_array_equal(one, g[5, 7])
                 else:
@@ -147,15 +149,16 @@ def test_empty_step(synthetic):
 
 
 def _outs(shape, np_dtype, fmt):
-    """The kinds of writable buffer gather(out=) takes, each of the bytes of a numpy array of shape/np_dtype."""
+    """The kinds of writable buffer gather(out=) takes, each of the gather's shape: numpy arrays, memoryviews of
+    numpy, array.array, mmap and bytearray memory."""
     n = int(np.prod(shape))
+    nbytes = n * np.dtype(np_dtype).itemsize
     yield "ndarray", np.empty(shape, np_dtype)
-    yield "flat ndarray", np.empty(n, np_dtype)
     yield "memoryview", memoryview(np.empty(shape, np_dtype))
-    yield "array.array", array.array(fmt, bytes(n * np.dtype(np_dtype).itemsize))
-    m = mmap.mmap(-1, n * np.dtype(np_dtype).itemsize)
-    yield "mmap (bytes)", memoryview(m).cast("B").cast(fmt) if fmt != "B" else m
-    yield "bytearray as view", memoryview(bytearray(n * np.dtype(np_dtype).itemsize)).cast(fmt)
+    yield "array.array", memoryview(array.array(fmt, bytes(nbytes))).cast("B").cast(fmt, shape)
+    m = mmap.mmap(-1, nbytes)
+    yield "mmap", memoryview(m).cast(fmt, shape)
+    yield "bytearray as view", memoryview(bytearray(nbytes)).cast(fmt, shape)
 
 
 @pytest.mark.parametrize("dtype,np_dtype,fmt", [("f32", np.float32, "f"), ("bf16", np.uint16, "H"),
@@ -164,15 +167,21 @@ def test_gather_into_every_kind_of_buffer(synthetic, dtype, np_dtype, fmt):
     with engram.Store(synthetic) as store, store.session(64) as s:
         s.begin()
         s.push_batch(np.arange(64), np.arange(1000, 1064))
-        want = s.gather(14, dtype)
+        want = s.gather(14, dtype, as_tensor=False)
         for kind, buf in _outs(want.shape, np_dtype, fmt):
             ret = s.gather(14, dtype, out=buf)
             assert ret is buf, kind
             assert bytes(memoryview(buf).cast("B")) == want.tobytes(), kind
-        if dtype == "native":
-            buf = bytearray(want.nbytes)
-            s.gather(14, dtype, out=buf)
-            assert bytes(buf) == want.tobytes()
+        # the other shape of the same rows: [positions, columns, head_dim] (or [positions, columns x record])
+        other = (64, 24, 256) if dtype != "native" else (64, 24 * 264)
+        buf = np.empty(other, np_dtype)
+        assert s.gather(14, out=buf) is buf  # the dtype taken from out=
+        assert buf.tobytes() == want.tobytes()
+        # a flat buffer of the right size, or a transposed one, is refused: the shape says what is written
+        for bad in (np.empty(want.size, np_dtype), np.empty(want.shape[::-1], np_dtype),
+                    memoryview(bytearray(want.nbytes)).cast(fmt)):
+            with pytest.raises(ValueError, match="out has shape"):
+                s.gather(14, dtype, out=bad)
 
 
 def test_gather_into_a_torch_tensor(synthetic):
@@ -180,7 +189,7 @@ def test_gather_into_a_torch_tensor(synthetic):
     with engram.Store(synthetic) as store, store.session(64) as s:
         s.begin()
         s.push_batch(np.arange(64, dtype=np.uintc), np.arange(2000, 2064))
-        want = s.gather(1, "bf16")
+        want = s.gather(1, "bf16", as_tensor=False)
         t = torch.empty((64, 24 * 256), dtype=torch.bfloat16)
         assert s.gather(1, "bf16", out=t) is t
         assert (t.view(torch.int16).numpy().view(np.uint16) == want).all()
@@ -198,7 +207,8 @@ def test_gather_into_a_torch_tensor(synthetic):
             s.gather(1, "bf16", out=torch.empty((64, 2 * 24 * 256), dtype=torch.bfloat16)[:, ::2])
         with pytest.raises(ValueError, match="torch.float16"):
             s.gather(1, "bf16", out=torch.empty((64, 24 * 256), dtype=torch.float16))
-        with pytest.raises(ValueError, match="bytes"):
+        with pytest.raises(ValueError, match=r"out has shape \[63, 6144\]; a bf16 gather of layer 1 \(64 positions\) "
+                                             r"writes \[64, 6144\] or \[64, 24, 256\]"):
             s.gather(1, "bf16", out=torch.empty((63, 24 * 256), dtype=torch.bfloat16))
         with pytest.raises(ValueError, match="grad"):
             s.gather(1, "f32", out=torch.empty((64, 24 * 256), requires_grad=True))
@@ -210,7 +220,12 @@ def test_stats(synthetic):
         s.push(0, np.arange(10))
         s.gather(1, "f32")
         st = s.stats(1, step=True)
-        assert list(st) == [n for n, _ in engram._lib.IoStats._fields_ if n != "size"]
+        assert isinstance(st, engram.IoStats)
+        # every field of the C struct, in its order, each documented
+        assert list(st._fields) == [n for n, _ in engram._lib.IoStats._fields_ if n != "size"]
+        assert all(getattr(engram.IoStats, f).__doc__ and "Alias" not in getattr(engram.IoStats, f).__doc__
+                   for f in st._fields)
+        assert st.rows == st["rows"] == st.as_dict()["rows"]
         assert st["rows"] == 10 * 24 == st["ready"] + st["not_ready"] + st["misses"]
         assert len(st["lead_hist"]) == engram._lib.LEAD_BUCKETS and all(isinstance(x, int) for x in st["lead_hist"])
         total = s.stats()
@@ -231,7 +246,7 @@ def test_session_options(synthetic):
             with store.session(3) as ref:
                 ref.begin()
                 ref.push(2, [7, 8, 9])
-                np.testing.assert_array_equal(s.gather(14, "bf16"), ref.gather(14, "bf16"))
+                np.testing.assert_array_equal(s.gather(14, "bf16", as_tensor=False), ref.gather(14, "bf16", as_tensor=False))
         assert "closed" in repr(s)
 
 

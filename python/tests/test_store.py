@@ -96,9 +96,11 @@ def test_verify_reports_every_bad_block(packed, tmp_path):
 
 
 def test_open_errors_name_the_file(packed, tmp_path):
-    with pytest.raises(engram.Error) as e:
+    with pytest.raises(FileNotFoundError) as e:
         engram.Store(tmp_path / "none.engram")
     assert e.value.errno == errno.ENOENT and "none.engram" in e.value.strerror
+    assert isinstance(e.value, engram.FileNotFound) and isinstance(e.value, engram.Error)
+    assert e.value.filename == str(tmp_path / "none.engram")
 
     with pytest.raises(engram.Error) as e:
         engram.Store(fixture("ref/tiny/tiny.token_map.npy"))
@@ -111,9 +113,9 @@ def test_open_errors_name_the_file(packed, tmp_path):
         engram.Store(cut)
     assert e.value.errno == engram.ETRUNC and "cut.engram" in e.value.strerror
 
-    with pytest.raises(engram.Error) as e:
+    with pytest.raises(IsADirectoryError) as e:
         engram.Store(tmp_path)
-    assert e.value.errno == errno.EINVAL and isinstance(e.value, ValueError)
+    assert e.value.errno == errno.EISDIR and isinstance(e.value, engram.Error) and e.value.filename == str(tmp_path)
 
 
 def test_close_waits_for_sessions_and_closed_objects_refuse(packed):

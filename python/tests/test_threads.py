@@ -72,7 +72,7 @@ def test_sessions_of_one_store_run_concurrently(synthetic, shared_row_cache):
         for seed in (1, 2):
             _decode(store, seed, steps, alone, spans)
         together, spans = {}, {}
-        options = dict(mode="direct", row_cache=engram.RowCache(store, 4)) if shared_row_cache else {}
+        options = dict(mode="direct", row_cache=engram.RowCache(store, mb=4)) if shared_row_cache else {}
         ts = [threading.Thread(target=_decode, args=(store, seed, steps, together, spans), kwargs=options)
               for seed in (1, 2)]
         for t in ts:

@@ -1,0 +1,64 @@
+/* A hasher's slots: what hash.c (pushing tokens) and hash_state.c (rewind, seed, export and import of a slot's
+ * state) share. Not installed. */
+#ifndef ENGRAM_HASHER_H
+#define ENGRAM_HASHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash_simd.h"
+
+/* Positions a slot remembers, for engram_hasher_rewind: a power of two (a position's place is its index modulo
+ * it) of at least ENGRAM_REWIND_MAX more than the largest look-back; an exported state carries the last
+ * EG_SLOT_EXPORT of them. */
+#define EG_SLOT_RING 64u
+#define EG_SLOT_EXPORT (ENGRAM_REWIND_MAX + EG_MAX_NGRAM - 1)
+_Static_assert(EG_SLOT_EXPORT <= EG_SLOT_RING && (EG_SLOT_RING & (EG_SLOT_RING - 1)) == 0, "slot ring size");
+
+struct seq {
+	int64_t hist[EG_MAX_NGRAM - 1]; /* last N-1 compressed ids, oldest first; later entries unused */
+	unsigned live;                  /* trailing live tokens in hist, at most N-1 */
+	/* The positions taken since the slot's clear, numbered from 0: each one's compressed id and the slot's live
+	 * depth after it (live_of, as `live` above), at [index % EG_SLOT_RING], so that a rewind can rebuild hist
+	 * and live as they were. Held: [first, end), less those older than end - EG_SLOT_RING (overwritten). */
+	uint64_t end;                   /* the next position's index */
+	uint64_t first;                 /* the oldest position known (raised by hash_state.c as the ring drops them) */
+	uint64_t exact;                 /* positions before this one have an unknown live_of (a seed without its start) */
+	unsigned at_start;              /* position `first` starts the sequence: before it, pad */
+	uint8_t live_of[EG_SLOT_RING];
+	int64_t id[EG_SLOT_RING];
+};
+
+struct engram_hasher {
+	const engram_config *cfg;
+	eg_hash_kernel *kernel;
+	double *vc;                     /* the kernel's constants */
+	unsigned n_seqs;
+	uint32_t stamp;                 /* batch calls so far: stamps[s] == stamp when this call named slot s */
+	uint32_t *stamps;
+	struct seq *seqs;
+	int64_t *bat;                   /* [N][BLOCK]: a decode step's look-backs, oldest first, then its tokens */
+	uint64_t digest;                /* of the config's hashing (eg_config_digest), 0 until first needed */
+	/* scratch for one block: history then tokens, and each position's valid look-back depth */
+	int64_t win[EG_MAX_NGRAM - 1 + EG_HASH_BLOCK];
+	uint8_t depth[EG_HASH_BLOCK];
+};
+
+/* Record one position taken by slot s (its compressed id, and the live depth after it) in its ring. */
+static inline void eg_slot_put(struct seq *s, int64_t id, unsigned live)
+{
+	unsigned i = (unsigned)s->end & (EG_SLOT_RING - 1);
+
+	s->id[i] = id;
+	s->live_of[i] = (uint8_t)live;
+	s->end++;
+}
+
+/* Record the last positions of a push of n tokens into slot s, whose live depth was live0 before it. */
+void eg_slot_record(const engram_config *cfg, struct seq *s, const int64_t *tokens, const uint8_t *mask, size_t n,
+		    unsigned live0);
+
+/* The slot's empty state: a sequence start. */
+void eg_slot_clear(const engram_config *cfg, struct seq *s);
+
+#endif
