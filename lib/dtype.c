@@ -1,4 +1,4 @@
-/* Element types: decoding stored records to the output types of enum engram_out (GNU C vectors of 16 bytes, so
+/* Element types: decoding stored records (ggml's block types in dtype_ggml.c) to the output types of enum engram_out (GNU C vectors of 16 bytes, so
  * SSE2 or NEON without target flags, plus AVX2 for F8_E4M3 when the CPU has it, with software prefetch of
  * upcoming records), and encoding float32 to BF16, F16 and F8_E4M3 with E8M0 block scales as checkpoints are
  * (the packer's synthetic rows). One file, so that the two directions are read side by side. */
@@ -315,6 +315,12 @@ void eg_convert_portable(int on)
 }
 #endif
 
+void eg_f32_to_bf16(const float *f, uint8_t *dst, size_t n)
+{
+	for (size_t j = 0; j < n; j += 8)
+		put8(dst + j * 2, ld4u((const uint8_t *)(f + j)), ld4u((const uint8_t *)(f + j + 4)), 1);
+}
+
 size_t eg_out_row_bytes(uint32_t dtype, uint32_t head_dim, enum engram_out out)
 {
 	size_t rec = eg_record_size(dtype, head_dim);
@@ -347,6 +353,8 @@ void eg_convert_rows(uint32_t dtype, uint32_t hd, enum engram_out out, const uin
 	if (out == ENGRAM_OUT_NATIVE || (out == ENGRAM_OUT_F32 && dtype == EG_DT_F32) ||
 	    (out == ENGRAM_OUT_BF16 && dtype == EG_DT_BF16))
 		convert_loop(CONV_COPY, dtype, hd, rec, ob, src, n, dst);
+	else if (eg_block_type(dtype))
+		eg_convert_ggml(dtype, hd, out == ENGRAM_OUT_BF16, src, n, dst);
 #if defined(__x86_64__) || defined(__i386__)
 	else if (dtype == EG_DT_F8_E4M3 && use_avx2())
 		(out == ENGRAM_OUT_F32 ? rows_e4m3_f32_avx2 : rows_e4m3_bf16_avx2)(src, n, dst, hd);

@@ -46,7 +46,21 @@ enum eg_dtype {
 	EG_DT_BF16 = 2,
 	EG_DT_F16 = 3,
 	EG_DT_F8_E4M3 = 4,    /* with one F8_E8M0 scale byte per EG_SCALE_BLOCK columns, after the payload */
+	/* ggml's block types (added in 1.1 without a new minor: a reader that does not know a dtype refuses
+	 * the table by name, see eg_table_check): a row is head_dim / elems blocks, as a GGUF file stores it (ggml's
+	 * block_q8_0 ... block_q6_K, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
+	EG_DT_Q8_0 = 5,
+	EG_DT_Q4_0 = 6,
+	EG_DT_Q4_1 = 7,
+	EG_DT_Q5_0 = 8,
+	EG_DT_Q5_1 = 9,
+	EG_DT_Q2_K = 10,
+	EG_DT_Q3_K = 11,
+	EG_DT_Q4_K = 12,
+	EG_DT_Q5_K = 13,
+	EG_DT_Q6_K = 14,
 };
+#define EG_DT_LAST EG_DT_Q6_K
 #define EG_SCALE_BLOCK 32
 
 enum eg_codec {
@@ -149,6 +163,27 @@ struct eg_disk_source {
 };
 static_assert(sizeof(struct eg_disk_source) == 256, "source section size");
 
+/* A ggml block type: elements and bytes per block, and its name as ggml spells it. */
+struct eg_block_type {
+	uint32_t elems, bytes;
+	const char *name;
+};
+
+static inline const struct eg_block_type *eg_block_type(uint32_t dt)
+{
+	static const struct eg_block_type t[] = {
+		[EG_DT_Q8_0] = { 32, 34, "Q8_0" },    [EG_DT_Q4_0] = { 32, 18, "Q4_0" },
+		[EG_DT_Q4_1] = { 32, 20, "Q4_1" },    [EG_DT_Q5_0] = { 32, 22, "Q5_0" },
+		[EG_DT_Q5_1] = { 32, 24, "Q5_1" },    [EG_DT_Q2_K] = { 256, 84, "Q2_K" },
+		[EG_DT_Q3_K] = { 256, 110, "Q3_K" },  [EG_DT_Q4_K] = { 256, 144, "Q4_K" },
+		[EG_DT_Q5_K] = { 256, 176, "Q5_K" },  [EG_DT_Q6_K] = { 256, 210, "Q6_K" },
+	};
+
+	return dt >= EG_DT_Q8_0 && dt <= EG_DT_LAST ? &t[dt] : NULL;
+}
+
+/* Bytes of one element, the unit of the zstd byte-plane shuffle: 1 for F8_E4M3 and for the block types (whose
+ * bytes are not elements). 0 for an unknown dtype. */
 static inline unsigned eg_dtype_elem_size(uint32_t dt)
 {
 	switch (dt) {
@@ -157,7 +192,7 @@ static inline unsigned eg_dtype_elem_size(uint32_t dt)
 	case EG_DT_F16: return 2;
 	case EG_DT_F8_E4M3: return 1;
 	}
-	return 0;
+	return eg_block_type(dt) ? 1 : 0;
 }
 
 static inline const char *eg_dtype_name(uint32_t dt)
@@ -168,28 +203,38 @@ static inline const char *eg_dtype_name(uint32_t dt)
 	case EG_DT_F16: return "F16";
 	case EG_DT_F8_E4M3: return "F8_E4M3";
 	}
-	return "?";
+	return eg_block_type(dt) ? eg_block_type(dt)->name : "?";
 }
 
-/* The dtype of a name as safetensors and engram_table_info spell it ("BF16"); 0 for any other. */
+/* The dtype of a name as safetensors, ggml and engram_table_info spell it ("BF16", "Q4_K"); 0 for any other. */
 static inline uint32_t eg_dtype_from_name(const char *name)
 {
-	for (uint32_t dt = EG_DT_F32; dt <= EG_DT_F8_E4M3; dt++)
+	for (uint32_t dt = EG_DT_F32; dt <= EG_DT_LAST; dt++)
 		if (!strcmp(name, eg_dtype_name(dt)))
 			return dt;
 	return 0;
 }
 
-/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns. 0 if invalid. */
+/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns; for a block type,
+ * head_dim / elems blocks. 0 if invalid (a head_dim that is not a whole number of blocks). */
 static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 {
+	const struct eg_block_type *b = eg_block_type(dt);
 	uint32_t e = eg_dtype_elem_size(dt);
 
 	if (!e || !head_dim || head_dim > (1u << 20))
 		return 0;
+	if (b)
+		return head_dim % b->elems ? 0 : head_dim / b->elems * b->bytes;
 	if (dt == EG_DT_F8_E4M3)
 		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;
 	return e * head_dim;
+}
+
+/* Columns a row of dtype must be a multiple of (1 for F32, BF16, F16). */
+static inline uint32_t eg_dtype_granule(uint32_t dt)
+{
+	return eg_block_type(dt) ? eg_block_type(dt)->elems : dt == EG_DT_F8_E4M3 ? EG_SCALE_BLOCK : 1;
 }
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -37,13 +37,14 @@ ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_
 	if (!info)
 		return eg_fail(-EINVAL, "engram_table_layout: NULL info");
 	if (!dt)
-		return eg_fail(-EINVAL, "engram_table_layout: dtype '%s' is not F32, BF16, F16 or F8_E4M3",
+		return eg_fail(-EINVAL, "engram_table_layout: dtype '%s' is not F32, BF16, F16, F8_E4M3 or a ggml "
+					       "block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K)",
 			       dtype ? dtype : "(null)");
 	if (rows > EG_MAX_TABLE_ROWS)
 		return eg_fail(-EINVAL, "engram_table_layout: %llu rows is more than 2^40", (unsigned long long)rows);
 	if (eg_layout_init(&t, dt, head_dim, rows, 1) < 0)
-		return eg_fail(-EINVAL, "engram_table_layout: %s rows of head dim %u have no record%s", dtype, head_dim,
-			       dt == EG_DT_F8_E4M3 ? " (F8_E4M3 needs a multiple of 32)" : "");
+		return eg_fail(-EINVAL, "engram_table_layout: %s rows of head dim %u have no record (%s needs a multiple "
+				       "of %u)", dtype, head_dim, dtype, eg_dtype_granule(dt));
 	v.dtype = eg_dtype_name(dt);
 	v.head_dim = head_dim;
 	v.row_count = rows;

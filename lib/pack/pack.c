@@ -450,8 +450,16 @@ static int open_sources(struct packer *pk, const struct engram_pack_options *o)
 		return eg_fail(-ENOMEM, "out of memory");
 	for (unsigned l = 0; l < L; l++)
 		pk->src[l].wfd = pk->src[l].sfd = -1;
-	if (!o->synthetic_scale && (err = eg_tensors_open(&set, o->weights, o->n_weights)) < 0)
-		return err;
+	if (!o->synthetic_scale) {
+		char **paths;
+		size_t n;
+		if ((err = eg_gguf_expand_splits(o->weights, o->n_weights, &paths, &n)) < 0)
+			return err;
+		err = eg_tensors_open(&set, (const char *const *)paths, n);
+		eg_paths_free(paths, n);
+		if (err < 0)
+			return err;
+	}
 	for (unsigned l = 0; l < L && !err; l++)
 		err = o->synthetic_scale
 			      ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
