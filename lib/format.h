@@ -153,13 +153,33 @@ static_assert(sizeof(struct eg_disk_table) == 160, "table entry size");
 enum eg_tokmap_kind {
 	EG_TOKMAP_NPY = 1,       /* a .npy map given as it is */
 	EG_TOKMAP_TOKENIZER = 2, /* built from a Hugging Face tokenizer.json */
+	EG_TOKMAP_GGUF_KEY = 3,  /* a GGUF's {arch}.engram.token_map (sha256: of the map as int32 little-endian) */
+	EG_TOKMAP_GGUF_VOCAB = 4, /* built from a GGUF's tokenizer.ggml.tokens (sha256: of the map, as for 3) */
+};
+/* Where the hash parameters came from (params_kind; 0 in files written before it was recorded). */
+enum eg_params_kind {
+	EG_PARAMS_JSON = 1,      /* a config JSON */
+	EG_PARAMS_GGUF = 2,      /* a GGUF's {arch}.engram.* keys */
+};
+/* Bits of gguf_checked: the GGUF keys that were present and found equal to the library's derivation. */
+enum eg_gguf_checked {
+	EG_GGUF_CHECKED_MULTIPLIERS = 1,
+	EG_GGUF_CHECKED_PRIMES = 2,
+	EG_GGUF_CHECKED_OFFSETS = 4,
+	EG_GGUF_CHECKED_TOKEN_MAP = 8,
+	EG_GGUF_CHECKED_PAD_ID = 16,
+	EG_GGUF_CHECKED_PARAMS = 32, /* layer ids, heads, head dim, max n-gram, vocab size: against the config JSON */
 };
 struct eg_disk_source {
 	uint32_t tokmap_kind;        /* enum eg_tokmap_kind */
 	uint32_t reserved0;
 	uint8_t tokmap_sha256[32];   /* SHA-256 of the source file's bytes */
 	char tokmap_name[120];       /* its base name, NUL-padded (informational) */
-	uint8_t reserved[96];
+	/* these three were reserved (zero) before GGUF sources: readers take zero as "not recorded" */
+	uint32_t params_kind;        /* enum eg_params_kind */
+	uint32_t gguf_checked;       /* enum eg_gguf_checked bits */
+	char params_name[64];        /* base name of the config JSON or GGUF, NUL-padded (informational) */
+	uint8_t reserved[24];
 };
 static_assert(sizeof(struct eg_disk_source) == 256, "source section size");
 

@@ -97,8 +97,16 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 	memcpy(s->writer, sh->hdr->writer, sizeof(sh->hdr->writer));
 	printable(s->writer, sizeof(sh->hdr->writer));
 	if (sh->secs.source) {
+		static const char *const checked[] = { "multipliers", "primes", "offsets", "token_map", "pad_id", "params" };
+		size_t k = 0;
 		memcpy(s->tokmap_name, sh->secs.source->tokmap_name, sizeof(sh->secs.source->tokmap_name));
 		printable(s->tokmap_name, sizeof(sh->secs.source->tokmap_name));
+		memcpy(s->params_name, sh->secs.source->params_name, sizeof(sh->secs.source->params_name));
+		printable(s->params_name, sizeof(sh->secs.source->params_name));
+		for (unsigned b = 0; b < sizeof(checked) / sizeof(*checked); b++)
+			if (sh->secs.source->gguf_checked & (1u << b))
+				k += (size_t)snprintf(s->gguf_checked + k, sizeof(s->gguf_checked) - k, "%s%s", k ? " " : "",
+						      checked[b]);
 	}
 	return 0;
 }
@@ -307,7 +315,13 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 	v.writer = s->writer;
 	const struct eg_disk_source *src = s->shards[0].secs.source;
 	v.token_map_source = !src ? "" : src->tokmap_kind == EG_TOKMAP_TOKENIZER ? "tokenizer.json"
-				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy" : "?";
+				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy"
+				    : src->tokmap_kind == EG_TOKMAP_GGUF_KEY ? "gguf key"
+				    : src->tokmap_kind == EG_TOKMAP_GGUF_VOCAB ? "gguf vocabulary" : "?";
+	v.config_source = !src || !src->params_kind ? "" : src->params_kind == EG_PARAMS_JSON ? "config json"
+						  : src->params_kind == EG_PARAMS_GGUF ? "gguf keys" : "?";
+	v.config_name = s->params_name;
+	v.gguf_checked = s->gguf_checked;
 	v.token_map_name = s->tokmap_name;
 	if (src)
 		memcpy(v.token_map_sha256, src->tokmap_sha256, 32);

@@ -30,6 +30,8 @@ struct engram_store {
 	uint64_t row_scale;
 	char writer[sizeof(((struct eg_disk_header *)0)->writer) + 1]; /* NUL-terminated copy of the header's */
 	char tokmap_name[sizeof(((struct eg_disk_source *)0)->tokmap_name) + 1]; /* of the source section, or "" */
+	char params_name[sizeof(((struct eg_disk_source *)0)->params_name) + 1];
+	char gguf_checked[96];   /* the source section's gguf_checked bits as names */
 	unsigned n_shards;
 	struct eg_shard *shards;
 	unsigned n_pieces;

@@ -113,6 +113,17 @@ static char *join(const char *dir, const char *name)
 	return p;
 }
 
+/* Whether a weights file is GGUF, whose keys may state the hash config and token map. */
+static int any_gguf(const char *const *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(w[i]);
+		if (len >= 5 && !strcmp(w[i] + len - 5, ".gguf"))
+			return 1;
+	}
+	return 0;
+}
+
 /* The checkpoint directory's files, as Hugging Face lays them out, into *o (and paths[], which owns them):
  * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
  * prefers too) or model.safetensors.index.json. Returns 0, or prints which file DIR lacks and returns -1. */
@@ -315,8 +326,9 @@ int main(int argc, char **argv)
 	} else if (o.token_map_path && o.tokenizer_path) {
 		usage_error("--token-map and --tokenizer are two sources of one token map: give one");
 		goto out;
-	} else if (!o.config_path || !(o.token_map_path || o.tokenizer_path)) {
-		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required");
+	} else if ((!o.config_path || !(o.token_map_path || o.tokenizer_path)) && !any_gguf(weights, o.n_weights)) {
+		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF weights "
+			    "may state them)");
 		goto out;
 	}
 	if (!o.out_path) {

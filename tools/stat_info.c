@@ -48,6 +48,10 @@ static void print_token_map_source(const struct engram_store_info *si)
 	for (int i = 0; i < 32; i++)
 		printf("%02x", si->token_map_sha256[i]);
 	putchar('\n');
+	if (si->config_source && *si->config_source)
+		printf("hash config   %s '%s'\n", si->config_source, si->config_name);
+	if (si->gguf_checked && *si->gguf_checked)
+		printf("gguf checked  %s (stored, equal to the library's derivation)\n", si->gguf_checked);
 }
 
 int stat_info(int argc, char **argv)

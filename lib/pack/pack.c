@@ -367,8 +367,10 @@ static int check_outputs(const struct packer *pk, const struct engram_pack_optio
 
 	if (!in)
 		return eg_fail(-ENOMEM, "out of memory");
-	in[k++] = o->config_path;
-	in[k++] = o->tokenizer_path ? o->tokenizer_path : o->token_map_path;
+	if (o->config_path)
+		in[k++] = o->config_path;
+	if (o->tokenizer_path || o->token_map_path)
+		in[k++] = o->tokenizer_path ? o->tokenizer_path : o->token_map_path;
 	for (size_t i = 0; i < o->n_weights; i++)
 		in[k++] = o->weights[i];
 	for (size_t i = 0; pk->set && i < eg_tensors_count(pk->set); i++)
@@ -388,6 +390,17 @@ static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *ro
 
 	*pages = unit * (BATCH_PAGES / unit ? BATCH_PAGES / unit : 1);
 	*rows = rec > EG_PAGE ? *pages / ppr : *pages * (EG_PAGE / rec);
+}
+
+/* The first GGUF file of the weights, or NULL. */
+static const char *gguf_weight(const struct engram_pack_options *o)
+{
+	for (size_t i = 0; !o->synthetic_scale && o->weights && i < o->n_weights; i++) {
+		size_t len = o->weights[i] ? strlen(o->weights[i]) : 0;
+		if (len >= 5 && !strcmp(o->weights[i] + len - 5, ".gguf"))
+			return o->weights[i];
+	}
+	return NULL;
 }
 
 /* The token map, from a .npy or a tokenizer.json, and where it came from (the source section). */
@@ -425,8 +438,17 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 	char what[512];
 	int err;
 
+	pk->row_scale = 1;
+	if (gguf_weight(o)) { /* a GGUF states (some of) its hash config: the first one's keys are read and checked */
+		if ((o->token_map_path || o->tokenizer_path) && (err = load_map(pk, o, &map, &n)) < 0)
+			return err;
+		return eg_gguf_config(&pk->cfg, gguf_weight(o), o->config_path, map, n, &pk->source);
+	}
 	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = load_map(pk, o, &map, &n)) < 0)
 		return err;
+	pk->source.params_kind = EG_PARAMS_JSON;
+	snprintf(pk->source.params_name, sizeof(pk->source.params_name), "%s",
+		 strrchr(o->config_path, '/') ? strrchr(o->config_path, '/') + 1 : o->config_path);
 	pk->row_scale = 1;
 	if (o->synthetic_scale > 1) {
 		pk->row_scale = o->synthetic_scale;
@@ -524,8 +546,11 @@ static void packer_free(struct packer *pk)
 
 static int check_options(const struct engram_pack_options *o, struct packer *pk)
 {
-	if (!o->config_path || !o->out_path || !o->token_map_path == !o->tokenizer_path)
-		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them)");
+	if (o->token_map_path && o->tokenizer_path)
+		return eg_fail(-EINVAL, "pack takes a token map or a tokenizer, not both");
+	if (!o->out_path || (!gguf_weight(o) && (!o->config_path || !o->token_map_path == !o->tokenizer_path)))
+		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them; "
+					"GGUF weights may state the config and the map)");
 	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
 		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
 	if (!o->codec || !strcmp(o->codec, "raw"))

@@ -35,6 +35,19 @@ int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned 
 int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst);
 void eg_source_close(struct eg_source *s);
 
+/* The hash config for GGUF weights (gguf_config.c): parameters from the config JSON when config_path is not NULL
+ * (the GGUF's {arch}.engram.* parameter keys checked against it) or from those keys; the token map given (map,
+ * n: taken over; NULL for none), else the GGUF's token_map key, else built from its vocabulary; then every
+ * constant the GGUF stores (multipliers, primes, offsets, token map, pad id) checked against the library's
+ * derivation: ENGRAM_ECONFIG naming the key and the first differing value. src gets what came from where. */
+int eg_gguf_config(engram_config **out, const char *gguf_path, const char *config_path, int32_t *map, uint64_t n,
+		   struct eg_disk_source *src);
+/* The compressed-token map of a GGUF's vocabulary (tokenizer.ggml.tokens, tokenizer.ggml.token_type; model gpt2:
+ * byte-level, llama: SentencePiece), as engram_tokenmap_build() builds it from the same vocabulary's
+ * tokenizer.json (gguf_vocab.c). */
+struct eg_gguf;
+int eg_gguf_vocab_map(const struct eg_gguf *g, const char *path, int32_t **map, uint64_t *n);
+
 /* How the table set is cut into files: each shard holds contiguous row ranges (pieces) of layer tables. */
 struct piece {
 	unsigned layer_index;
