@@ -188,6 +188,26 @@ static void test_llama_vocabulary(void **state)
 	must(pack(gguf_path, NULL, NULL, tok, out_path("llama-json.engram")), "llama tokenizer.json");
 }
 
+/* engram-pack --model-dir of a llama.cpp directory (a split GGUF, no config.json) packs what --weights of its
+ * first file packs, byte for byte; two models there are refused. */
+static void test_model_dir(void **state)
+{
+	const char *dir = tmpdir_create_once(), *pack_tool = tool_path("engram-pack");
+	char a[600], b[600];
+
+	(void)state;
+	assert_int_equal(sh("mkdir -p %s/md && cp %s/split-Q4_K-0000?-of-00002.gguf %s/md/", dir, fixture("gguf"), dir),
+			 0);
+	snprintf(a, sizeof(a), "%s/md.engram", dir);
+	snprintf(b, sizeof(b), "%s/w.engram", dir);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --model-dir %s/md --out %s", pack_tool, dir, a), 0);
+	assert_int_equal(sh("SOURCE_DATE_EPOCH=1 %s --quiet --weights %s/md/split-Q4_K-00001-of-00002.gguf --out %s",
+			    pack_tool, dir, b), 0);
+	assert_int_equal(sh("cmp -s %s %s", a, b), 0);
+	assert_int_equal(sh("cp %s %s/md/", fixture("gguf/A-F32.gguf"), dir), 0);
+	sh_fails(1, "holds more than one GGUF model", "%s --quiet --model-dir %s/md --out %s", pack_tool, dir, a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -195,6 +215,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_constants),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_llama_vocabulary),
+		cmocka_unit_test(test_model_dir),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);

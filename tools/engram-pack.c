@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "engram.h"
@@ -124,13 +125,46 @@ static int any_gguf(const char *const *w, size_t n)
 	return 0;
 }
 
+/* The GGUF of a llama.cpp model directory: its one *.gguf, or the first file of its one split set
+ * (NAME-00001-of-0000N.gguf). NULL with a message when there is none or more than one. */
+static char *dir_gguf(const char *dir, int *several)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char *found = NULL;
+	int n = 0;
+
+	if (!d)
+		return NULL;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len < 6 || strcmp(e->d_name + len - 5, ".gguf"))
+			continue;
+		if (len > 20 && !strncmp(e->d_name + len - 20, "-", 1) && strncmp(e->d_name + len - 19, "00001-of-", 9))
+			continue; /* a later file of a split set: found from its first */
+		n++;
+		if (!found)
+			found = join(dir, e->d_name);
+	}
+	closedir(d);
+	if ((*several = n > 1)) {
+		tool_error("--model-dir '%s' holds more than one GGUF model: give the one to pack with --weights", dir);
+		free(found);
+		return NULL;
+	}
+	return found;
+}
+
 /* The checkpoint directory's files, as Hugging Face lays them out, into *o (and paths[], which owns them):
  * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
- * prefers too) or model.safetensors.index.json. Returns 0, or prints which file DIR lacks and returns -1. */
+ * prefers too) or model.safetensors.index.json; or, as llama.cpp lays them out, a GGUF (whose keys may state the
+ * config and the map: config.json and tokenizer.json are then used when present). Returns 0, or prints which
+ * file DIR lacks and returns -1. */
 static int model_dir_files(const char *dir, struct engram_pack_options *o, const char **weights, char *paths[3])
 {
 	static const char *const weight_names[] = { "model.safetensors", "model.safetensors.index.json" };
 	struct stat st;
+	int have[2], several = 0;
 
 	if (stat(dir, &st) < 0) {
 		tool_error("--model-dir '%s': %s", dir, strerror(errno));
@@ -144,26 +178,44 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 		goto nomem;
 	/* a file there that cannot be read is the library's to report, naming it */
 	for (int i = 0; i < 2; i++)
-		if (stat(paths[i], &st) < 0 && errno == ENOENT) {
+		have[i] = !(stat(paths[i], &st) < 0 && errno == ENOENT);
+	if (!o->synthetic_scale) {
+		for (int i = 0; i < 2 && !o->n_weights; i++) {
+			char *w = join(dir, weight_names[i]);
+			if (!w)
+				goto nomem;
+			if (stat(w, &st) == 0 || errno != ENOENT)
+				weights[o->n_weights++] = paths[2] = w;
+			else
+				free(w);
+		}
+		if (!o->n_weights && (paths[2] = dir_gguf(dir, &several))) {
+			weights[o->n_weights++] = paths[2];
+			o->config_path = have[0] ? paths[0] : NULL;
+			o->tokenizer_path = have[1] ? paths[1] : NULL;
+			return 0;
+		}
+		if (several)
+			return -1;
+		for (int i = 0; i < 2 && !o->n_weights; i++) /* a Hugging Face directory's messages, in their order */
+			if (!have[i]) {
+				tool_error("--model-dir '%s' has no %s", dir, i ? "tokenizer.json" : "config.json");
+				return -1;
+			}
+		if (!o->n_weights) {
+			tool_error("--model-dir '%s' has neither model.safetensors nor model.safetensors.index.json nor a "
+				   "GGUF", dir);
+			return -1;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (!have[i]) {
 			tool_error("--model-dir '%s' has no %s", dir, i ? "tokenizer.json" : "config.json");
 			return -1;
 		}
 	o->config_path = paths[0];
 	o->tokenizer_path = paths[1];
-	if (o->synthetic_scale)
-		return 0;
-	for (int i = 0; i < 2; i++) {
-		char *w = join(dir, weight_names[i]);
-		if (!w)
-			goto nomem;
-		if (stat(w, &st) == 0 || errno != ENOENT) {
-			weights[o->n_weights++] = paths[2] = w;
-			return 0;
-		}
-		free(w);
-	}
-	tool_error("--model-dir '%s' has neither model.safetensors nor model.safetensors.index.json", dir);
-	return -1;
+	return 0;
 nomem:
 	tool_error("out of memory");
 	return -1;
@@ -191,6 +243,7 @@ int main(int argc, char **argv)
 		{ "block-pages", required_argument, NULL, OPT_BLOCK_PAGES },
 		{ "shuffle", required_argument, NULL, OPT_SHUFFLE },
 		{ "template", required_argument, NULL, OPT_TEMPLATE },
+		{ "tensor-template", required_argument, NULL, OPT_TEMPLATE },
 		{ "scale-template", required_argument, NULL, OPT_SCALE_TEMPLATE },
 		{ "split", required_argument, NULL, OPT_SPLIT },
 		{ "synthetic", required_argument, NULL, OPT_SYNTHETIC },
