@@ -9,6 +9,12 @@
  *                   block checksums), each 8-byte aligned
  *   ...             section table (struct eg_disk_section[n_sections])
  *
+ * An index shard (engram-pack --in-place) is a shard some of whose tables are not in it: tables of codec
+ * EG_CODEC_EXTERNAL hold the rows of a data file named by its EG_SEC_EXTERNAL section (a GGUF: rows as the file
+ * lays them out, one after the other, from row_skew bytes into the page at data_offset of that file), which a
+ * reader maps beside the shard after checking its size and the digest of its first bytes. Everything else
+ * (hash, token map, directory, per-block checksums of the external data) is in the shard as in any other.
+ *
  * The header is written last, so a file whose writing stopped early has no valid header.
  */
 #ifndef ENGRAM_FORMAT_H
@@ -37,9 +43,10 @@ enum eg_section_type {
 	EG_SEC_FRAMES = 4,    /* zstd tables: uint64 frame end offsets, per table (see eg_disk_table) */
 	EG_SEC_BLOCKSUMS = 5, /* uint64 XXH3 checksum per data block, per table */
 	EG_SEC_SOURCE = 6,    /* struct eg_disk_source: where the token map came from (format 1.1; optional) */
+	EG_SEC_EXTERNAL = 7,  /* struct eg_disk_external[]: the data files of EG_CODEC_EXTERNAL tables (optional) */
 };
 #define EG_SEC_REQUIRED EG_SEC_BLOCKSUMS /* types 1..this are in every file */
-#define EG_SEC_LAST EG_SEC_SOURCE        /* highest type this version knows; later minor versions may add more */
+#define EG_SEC_LAST EG_SEC_EXTERNAL        /* highest type this version knows; later minor versions may add more */
 
 enum eg_dtype {
 	EG_DT_F32 = 1,
@@ -66,6 +73,9 @@ enum eg_dtype {
 enum eg_codec {
 	EG_CODEC_RAW = 0,     /* pages stored as they are: zero-copy through the mapping */
 	EG_CODEC_ZSTD = 1,    /* each block of pages_per_block pages is one independent zstd frame */
+	EG_CODEC_EXTERNAL = 2, /* raw rows in data file external_file of the EG_SEC_EXTERNAL section, in its layout:
+				  row i at data_offset + row_skew + i x record_size, straddling pages (readers that
+				  predate it refuse the table as of an unknown codec) */
 };
 
 enum eg_filter {
@@ -145,7 +155,12 @@ struct eg_disk_table {
 	uint64_t blocksums_offset;   /* n_blocks uint64 XXH3 of each block's stored bytes */
 	uint32_t max_frame;          /* zstd: largest compressed frame in bytes */
 	uint32_t reserved0;
-	uint8_t reserved[40];
+	/* EG_CODEC_EXTERNAL (zero otherwise): the first row's byte in the page at data_offset (< EG_PAGE), and the
+	 * index of the data file in the EG_SEC_EXTERNAL section. n_pages covers the rows' bytes; blocks and their
+	 * checksums are of those pages of the data file. rows_per_page and pages_per_row are 0. */
+	uint32_t row_skew;
+	uint32_t external_file;
+	uint8_t reserved[32];
 };
 static_assert(sizeof(struct eg_disk_table) == 160, "table entry size");
 
@@ -204,6 +219,17 @@ static inline const struct eg_block_type *eg_block_type(uint32_t dt)
 
 /* Bytes of one element, the unit of the zstd byte-plane shuffle: 1 for F8_E4M3 and for the block types (whose
  * bytes are not elements). 0 for an unknown dtype. */
+/* EG_SEC_EXTERNAL entry: a data file, identified by its size and the digest of its first bytes (for a GGUF: its
+ * header, metadata and tensor infos), named relative to the shard's directory unless absolute. */
+struct eg_disk_external {
+	uint64_t file_size;          /* exact length of the file */
+	uint64_t digest_len;         /* bytes [0, digest_len) are digested */
+	uint64_t digest;             /* eg_checksum() of them */
+	uint8_t reserved[40];
+	char path[192];              /* NUL-terminated, NUL-padded */
+};
+static_assert(sizeof(struct eg_disk_external) == 256, "external entry size");
+
 static inline unsigned eg_dtype_elem_size(uint32_t dt)
 {
 	switch (dt) {
@@ -296,6 +322,8 @@ struct eg_sections {
 	const struct eg_disk_table *tables;                     /* the table directory */
 	unsigned n_tables;
 	const struct eg_disk_source *source;                    /* NULL in files of format 1.0 */
+	const struct eg_disk_external *external;                /* NULL in shards with no external tables */
+	unsigned n_external;
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* A section entry for len bytes of data at off, with its checksum. */
@@ -319,7 +347,8 @@ EG_PRIVATE void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uin
 int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
 			   const char *path);
 
-/* Table directory entry i of a file against the config and the file's sections (data before data_end). */
+/* Table directory entry i of a file against the config and the file's sections (data before data_end: for an
+ * EG_CODEC_EXTERNAL table, the end of its data file). */
 int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
 		   uint64_t data_end, const char *path);
 

@@ -2,18 +2,29 @@
  * and the readers. */
 #include "layout.h"
 
-int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
-		   uint32_t pages_per_block)
+/* The fields every layout fills; the record size, 0 when there is none. */
+static uint32_t layout_common(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
+			      uint32_t pages_per_block)
 {
 	uint32_t rec = eg_record_size(dtype, head_dim);
 
 	if (!rec || !pages_per_block)
-		return -1;
+		return 0;
 	t->dtype = dtype;
 	t->head_dim = head_dim;
 	t->record_size = rec;
 	t->row_count = row_count;
 	t->pages_per_block = pages_per_block;
+	return rec;
+}
+
+int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
+		   uint32_t pages_per_block)
+{
+	uint32_t rec = layout_common(t, dtype, head_dim, row_count, pages_per_block);
+
+	if (!rec)
+		return -1;
 	if (rec <= EG_PAGE) {
 		t->rows_per_page = EG_PAGE / rec;
 		t->pages_per_row = 0;
@@ -23,6 +34,20 @@ int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, u
 		t->pages_per_row = (rec + EG_PAGE - 1) / EG_PAGE;
 		t->n_pages = row_count * t->pages_per_row;
 	}
+	t->n_blocks = (t->n_pages + pages_per_block - 1) / pages_per_block;
+	return 0;
+}
+
+int eg_layout_init_external(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
+			    uint32_t pages_per_block, uint32_t row_skew)
+{
+	uint32_t rec = row_skew < EG_PAGE ? layout_common(t, dtype, head_dim, row_count, pages_per_block) : 0;
+
+	if (!rec)
+		return -1;
+	t->rows_per_page = t->pages_per_row = 0;
+	t->row_skew = row_skew;
+	t->n_pages = (row_skew + row_count * rec + EG_PAGE - 1) / EG_PAGE;
 	t->n_blocks = (t->n_pages + pages_per_block - 1) / pages_per_block;
 	return 0;
 }
@@ -58,6 +83,8 @@ ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_
 
 uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row)
 {
+	if (t->codec == EG_CODEC_EXTERNAL)
+		return t->row_skew + local_row * t->record_size;
 	if (t->rows_per_page)
 		return local_row / t->rows_per_page * EG_PAGE + local_row % t->rows_per_page * t->record_size;
 	return local_row * t->pages_per_row * (uint64_t)EG_PAGE;

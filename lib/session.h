@@ -116,7 +116,8 @@ static inline int eg_sess_is_cached(const engram_session *s, const struct eg_pie
 	return p->t->codec == EG_CODEC_ZSTD || s->mode == ENGRAM_MODE_DIRECT || s->rc;
 }
 
-/* Bytes of one unit of a piece: a zstd block, or the pages of one row (one page when rows share pages). */
+/* Bytes of one unit of a packed piece: a zstd block, or the pages of one row (one page when rows share pages);
+ * unit u starts at u x these bytes. (External pieces: eg_sess_unit_len.) */
 static inline size_t eg_sess_unit_bytes(const struct eg_disk_table *t)
 {
 	if (t->codec == EG_CODEC_ZSTD)
@@ -124,16 +125,57 @@ static inline size_t eg_sess_unit_bytes(const struct eg_disk_table *t)
 	return (size_t)(t->pages_per_row ? t->pages_per_row : 1) * EG_PAGE;
 }
 
-static inline unsigned eg_sess_unit_pages(const struct eg_disk_table *t)
+/* Units of an external piece, whose rows straddle pages as their data file lays them out: unit 2P + s holds the
+ * rows that start in page P and fit in the pages of a row that does not straddle (s = 0: one page for rows up
+ * to a page) or need one more (s = 1). A straddling row reads both its pages; no other row does. */
+static inline unsigned eg_sess_ext_base(const struct eg_disk_table *t)
 {
-	return (unsigned)(eg_sess_unit_bytes(t) / EG_PAGE);
+	return (t->record_size + EG_PAGE - 1) / EG_PAGE;
+}
+
+/* The unit of the row at byte off of a piece's data. */
+static inline uint64_t eg_sess_unit_of(const struct eg_disk_table *t, uint64_t off)
+{
+	if (t->codec != EG_CODEC_EXTERNAL)
+		return off / eg_sess_unit_bytes(t);
+	unsigned pages = (unsigned)((off % EG_PAGE + t->record_size + EG_PAGE - 1) / EG_PAGE);
+	return off / EG_PAGE * 2 + (pages > eg_sess_ext_base(t));
+}
+
+/* Where a unit starts in the piece's data, and its bytes and pages. */
+static inline uint64_t eg_sess_unit_off(const struct eg_disk_table *t, uint64_t unit)
+{
+	return t->codec == EG_CODEC_EXTERNAL ? unit / 2 * EG_PAGE : unit * eg_sess_unit_bytes(t);
+}
+
+static inline size_t eg_sess_unit_len(const struct eg_disk_table *t, uint64_t unit)
+{
+	return t->codec == EG_CODEC_EXTERNAL ? (size_t)(eg_sess_ext_base(t) + unit % 2) * EG_PAGE : eg_sess_unit_bytes(t);
+}
+
+static inline unsigned eg_sess_unit_pages(const struct eg_disk_table *t, uint64_t unit)
+{
+	return (unsigned)(eg_sess_unit_len(t, unit) / EG_PAGE);
+}
+
+/* The largest unit of a piece, and how many unit numbers it has. */
+static inline size_t eg_sess_unit_max(const struct eg_disk_table *t)
+{
+	return t->codec == EG_CODEC_EXTERNAL ? (size_t)(eg_sess_ext_base(t) + 1) * EG_PAGE : eg_sess_unit_bytes(t);
+}
+
+static inline uint64_t eg_sess_n_units(const struct eg_disk_table *t)
+{
+	if (t->codec == EG_CODEC_EXTERNAL)
+		return t->n_pages * 2;
+	return (t->data_length + eg_sess_unit_bytes(t) - 1) / eg_sess_unit_bytes(t);
 }
 
 /* The local rows that unit holds (rows of less than a page only): [*first, *end), end clipped to the table. */
 static inline void eg_sess_unit_rows(const struct eg_disk_table *t, uint64_t unit, uint64_t *first, uint64_t *end)
 {
-	*first = unit * eg_sess_unit_pages(t) * t->rows_per_page;
-	*end = *first + (uint64_t)eg_sess_unit_pages(t) * t->rows_per_page;
+	*first = unit * eg_sess_unit_pages(t, unit) * t->rows_per_page;
+	*end = *first + (uint64_t)eg_sess_unit_pages(t, unit) * t->rows_per_page;
 	if (*end > t->row_count)
 		*end = t->row_count;
 }

@@ -47,6 +47,8 @@ static uint16_t ref_bf16(float f)
 	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
+static int in_place; /* pack_gguf writes in-place indexes */
+
 static const char *pack_gguf(const char *geo, const char *weights, const char *name)
 {
 	static char out[8][600];
@@ -61,7 +63,8 @@ static const char *pack_gguf(const char *geo, const char *weights, const char *n
 	snprintf(map, sizeof(map), "%s", fixture("gguf/token_map.npy"));
 	snprintf(rel, sizeof(rel), "gguf/%s", weights);
 	snprintf(w, sizeof(w), "%s", fixture(rel));
-	snprintf(dst, 600, "%s/%s.engram", tmpdir_create_once(), name);
+	snprintf(dst, 600, "%s/%s%s.engram", tmpdir_create_once(), name, in_place ? "-in-place" : "");
+	o.in_place = in_place;
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = wp;
@@ -154,10 +157,11 @@ static void check_rows(const struct fx *f, const struct expect *e, int l, const 
 
 static const enum engram_out outs[3] = { ENGRAM_OUT_NATIVE, ENGRAM_OUT_F32, ENGRAM_OUT_BF16 };
 
-/* Every row of every table, through engram_gather_rows. */
+/* Every row of every table, through engram_gather_rows (packed, then indexed in place). */
 static void test_store_gather(void **state)
 {
 	(void)state;
+	for (in_place = 0; in_place < 2; in_place++)
 	for (size_t k = 0; k < N_FIXTURES; k++) {
 		const struct fx *f = &fixtures_all[k];
 		char w[64], name[64];
@@ -179,7 +183,8 @@ static void test_store_gather(void **state)
 				assert_int_equal(rb, outs[o] == ENGRAM_OUT_NATIVE ? e.rec
 						     : f->head_dim * (outs[o] == ENGRAM_OUT_F32 ? 4 : 2));
 				must(engram_gather_rows(st, (unsigned)l, rows, e.rows[l], outs[o], got, rb * e.rows[l]), name);
-				check_rows(f, &e, l, rows, e.rows[l], outs[o], got, "store gather");
+				check_rows(f, &e, l, rows, e.rows[l], outs[o], got,
+					   in_place ? "in-place store gather" : "store gather");
 				free(got);
 			}
 			free(rows);
@@ -193,7 +198,8 @@ static void test_store_gather(void **state)
 static void session_case(const struct fx *f, const char *shard, enum engram_mode mode, int row_cache)
 {
 	struct engram_session_options so = ENGRAM_INIT(struct engram_session_options);
-	static const int64_t tokens[] = { 5, 9, 9, 17, 3, 40, 72, 0, 1, 2, 33, 5, 9, 61, 20, 44 };
+	static const int64_t tokens[] = { 5, 9, 9, 17, 3, 40, 72, 0, 1, 2, 33, 5, 9, 61, 20, 44, 6, 7, 8, 10, 11, 12, 13,
+					  14, 15, 16, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 34 };
 	const size_t n = sizeof(tokens) / sizeof(tokens[0]);
 	engram_store *st;
 	engram_session *s;
@@ -207,6 +213,19 @@ static void session_case(const struct fx *f, const char *shard, enum engram_mode
 	so.mode = mode;
 	so.row_cache = rc;
 	must(engram_session_create(&s, st, &so), "session");
+	for (int l = 0; l < 2; l++) { /* every row through the session's reads: rows straddling pages among them */
+		uint64_t rows[64];
+		uint8_t *got = malloc(64 * 1024);
+		assert_non_null(got);
+		for (uint64_t r = 0; r < e.rows[l]; r++)
+			rows[r] = r;
+		for (int o = 0; o < 3; o++) {
+			must(engram_session_begin(s), "begin");
+			must(engram_session_gather_rows(s, (unsigned)l, rows, e.rows[l], outs[o], got, 64 * 1024), "rows");
+			check_rows(f, &e, l, rows, e.rows[l], outs[o], got, in_place ? "in-place gather_rows" : "gather_rows");
+		}
+		free(got);
+	}
 	for (int step = 0; step < 2; step++) { /* the second step finds the rows in the caches */
 		must(engram_session_begin(s), "begin");
 		must(engram_session_push(s, 0, tokens, NULL, n), "push");
@@ -218,10 +237,10 @@ static void session_case(const struct fx *f, const char *shard, enum engram_mode
 				uint8_t *got = malloc(bytes);
 				assert_non_null(got);
 				must(engram_session_gather(s, (unsigned)l, outs[o], got, bytes), "session gather");
-				check_rows(f, &e, l, rows, nr, outs[o], got,
-					   mode == ENGRAM_MODE_PAGECACHE ? "page-cache session"
-					   : row_cache		   ? "row-cache session"
-								   : "direct session");
+				char how[64];
+				snprintf(how, sizeof(how), "%s%s session", in_place ? "in-place " : "",
+					 mode == ENGRAM_MODE_PAGECACHE ? "page-cache" : row_cache ? "row-cache" : "direct");
+				check_rows(f, &e, l, rows, nr, outs[o], got, how);
 				free(got);
 			}
 		}
@@ -235,6 +254,7 @@ static void session_case(const struct fx *f, const char *shard, enum engram_mode
 static void test_sessions(void **state)
 {
 	(void)state;
+	for (in_place = 0; in_place < 2; in_place++)
 	for (size_t k = 0; k < N_FIXTURES; k++) {
 		const struct fx *f = &fixtures_all[k];
 		char w[64], name[64];
@@ -254,12 +274,17 @@ static void test_cachesim_record_sizes(void **state)
 	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 
 	(void)state;
+	in_place = 0;
 	must(engram_open(&q3, pack_gguf("A", "A-Q3_K.gguf", "A-Q3_K"), 0), "Q3_K");
 	must(engram_open(&f32, pack_gguf("A", "A-F32.gguf", "A-F32"), 0), "F32");
 	must(engram_store_table_info(q3, 0, &ti), "info");
 	assert_string_equal(ti.dtype, "Q3_K");
 	assert_int_equal(ti.record_size, 110);
 	assert_int_equal(ti.rows_per_page, 4096 / 110);
+	engram_close(f32); /* and an in-place index */
+	in_place = 1;
+	must(engram_open(&f32, pack_gguf("A", "A-Q3_K.gguf", "A-Q3_K"), 0), "Q3_K in place");
+	in_place = 0;
 	for (int i = 0; i < 2; i++) {
 		engram_store *st = i ? f32 : q3;
 		engram_cachesim *sim;
@@ -473,6 +498,61 @@ static void test_unsupported_type(void **state)
 	free(b);
 }
 
+/* An index reads the GGUF it indexed or nothing: a GGUF whose metadata, size or data changed is refused (open for
+ * the first two, verify for the data, whose block checksums the index holds). */
+static void test_in_place_changed(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char gguf[600], index[600];
+	const char *wp[1] = { gguf };
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	engram_store *st;
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+
+	(void)state;
+	snprintf(gguf, sizeof(gguf), "%s/model.gguf", dir);
+	snprintf(index, sizeof(index), "%s/model.engram", dir);
+	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = index;
+	o.in_place = 1;
+	must(engram_pack(&o, NULL), "in place");
+	must(engram_open(&st, index, 0), "open");
+	must(engram_store_table_info(st, 0, &ti), "info");
+	assert_string_equal(ti.codec, "in-place");
+	assert_string_equal(ti.path, gguf);
+	must(engram_verify(st, NULL, NULL), "verify");
+	engram_close(st);
+	/* the index is small: metadata and a checksum per block, no rows but the last page's */
+	assert_true(sh("test $(stat -c %%s %s) -lt 16384", index) == 0);
+	/* a data byte: open is O(1) and does not see it, verify does */
+	assert_int_equal(sh("printf '\\001' | dd of=%s bs=1 seek=3000 conv=notrunc status=none", gguf), 0);
+	must(engram_open(&st, index, 0), "open");
+	assert_int_equal(engram_verify(st, NULL, NULL), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "model.gguf"));
+	engram_close(st);
+	/* a metadata byte (in a key name: the file is still GGUF) */
+	assert_int_equal(sh("cp %s %s && printf 'X' | dd of=%s bs=1 seek=40 conv=notrunc status=none",
+			    fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "is not the file"));
+	/* truncated, and grown */
+	assert_int_equal(sh("cp %s %s && truncate -s -100 %s", fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ETRUNC);
+	assert_non_null(strstr(engram_last_error(), "it changed since"));
+	assert_int_equal(sh("cp %s %s && truncate -s +1 %s", fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	/* gone */
+	assert_int_equal(sh("rm %s", gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), -ENOENT);
+	assert_non_null(strstr(engram_last_error(), "model.engram' indexes it"));
+	/* restored: served again */
+	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	must(engram_open(&st, index, 0), "open");
+	engram_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -483,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_reader_errors),
 		cmocka_unit_test(test_value_types),
 		cmocka_unit_test(test_unsupported_type),
+		cmocka_unit_test(test_in_place_changed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);

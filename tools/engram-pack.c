@@ -25,6 +25,7 @@ enum {
 	OPT_BLOCK_PAGES,
 	OPT_SHUFFLE,
 	OPT_TEMPLATE,
+	OPT_IN_PLACE,
 	OPT_SCALE_TEMPLATE,
 	OPT_SPLIT,
 	OPT_SYNTHETIC,
@@ -46,7 +47,8 @@ static void usage(FILE *f)
 		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json\n"
 		"  --token-map FILE         compressed-token map .npy\n"
 		"  --tokenizer FILE         tokenizer.json to build the token map from (instead of --token-map)\n"
-		"  --weights FILE...        .safetensors, model.safetensors.index.json or .npy files; repeatable\n"
+		"  --weights FILE...        .safetensors, model.safetensors.index.json, .npy or .gguf files (a split\n"
+		"                           GGUF by its first file); repeatable\n"
 		"  --out PATH               the shard file, or with --split the JSON manifest\n"
 		"  --codec raw|zstd         table data as pages (default) or zstd frames\n"
 		"  --level N                zstd level, -131072 to 22 (default 3)\n"
@@ -54,6 +56,9 @@ static void usage(FILE *f)
 		"                           4 zstd)\n"
 		"  --shuffle auto|on|off    zstd byte-plane shuffle of 16/32-bit elements (default auto)\n"
 		"  --template NAME          weight tensor name (or name suffix), {L} standing for the layer id\n"
+		"                           (also --tensor-template; GGUF default blk.{L}.engram_embd.weight)\n"
+		"  --in-place               GGUF weights: write a small index whose tables are the GGUF's own\n"
+		"                           tensor data, not a copy (the GGUF must stay where it is, unchanged)\n"
 		"  --scale-template NAME    F8_E4M3 scale tensor name (default: the weight's, .weight -> .scale)\n"
 		"  --split layer|size:BYTES|heads:K\n"
 		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes;\n"
@@ -244,6 +249,7 @@ int main(int argc, char **argv)
 		{ "shuffle", required_argument, NULL, OPT_SHUFFLE },
 		{ "template", required_argument, NULL, OPT_TEMPLATE },
 		{ "tensor-template", required_argument, NULL, OPT_TEMPLATE },
+		{ "in-place", no_argument, NULL, OPT_IN_PLACE },
 		{ "scale-template", required_argument, NULL, OPT_SCALE_TEMPLATE },
 		{ "split", required_argument, NULL, OPT_SPLIT },
 		{ "synthetic", required_argument, NULL, OPT_SYNTHETIC },
@@ -324,6 +330,7 @@ int main(int argc, char **argv)
 			shuffle_arg = optarg;
 			break;
 		case OPT_TEMPLATE: o.weight_template = optarg; break;
+		case OPT_IN_PLACE: o.in_place = 1; break;
 		case OPT_SCALE_TEMPLATE: o.scale_template = optarg; break;
 		case OPT_SPLIT:
 			if (parse_split(optarg, &o) < 0)

@@ -40,6 +40,8 @@ struct packer {
 	uint8_t set_id[16];
 	struct eg_disk_source source;
 	struct engram_pack_result res;
+	char *ext_files[EG_INPLACE_MAX_FILES]; /* --in-place: the GGUF files the index reads */
+	unsigned n_ext;
 };
 
 /* Per-piece output while it is written. */
@@ -172,6 +174,11 @@ static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out
 	return progress(pk, npages * EG_PAGE);
 }
 
+static int progress_cb(void *arg, uint64_t bytes)
+{
+	return progress(arg, bytes);
+}
+
 static int write_piece(struct packer *pk, struct eg_outfile *f, const struct piece *pc, struct piece_out *po,
 		       uint64_t *off)
 {
@@ -179,6 +186,9 @@ static int write_piece(struct packer *pk, struct eg_outfile *f, const struct pie
 	struct eg_disk_table *t = &po->t;
 	size_t batch_pages, batch_rows, page = 0, slot = 0;
 	int err;
+
+	if (pc->external) /* the rows stay where the GGUF has them: only their checksums are written */
+		return eg_inplace_table(src, pc, pk->ppb, t, &po->sums, pk->batch, progress_cb, pk);
 
 	eg_layout_init(t, src->dtype, src->head_dim, pc->row_count, pk->ppb);
 	t->layer_index = pc->layer_index;
@@ -260,7 +270,7 @@ static int add_section(struct eg_outfile *f, struct eg_disk_section *sec, uint32
 /* One shard while the set is written: its section entries (the header and section table are written once the
  * set id, a digest of every shard's sections, is known). */
 struct shard_out {
-	struct eg_disk_section secs[6];
+	struct eg_disk_section secs[7];
 	unsigned n_secs;
 	uint64_t secs_off;  /* where the section table goes */
 };
@@ -326,6 +336,13 @@ static int write_body(struct packer *pk, struct eg_outfile *f, const struct shar
 		goto out;
 	}
 	so->n_secs = 6;
+	if (pk->n_ext) {
+		struct eg_disk_external x[EG_INPLACE_MAX_FILES];
+		if ((err = eg_inplace_externals(pk->o->out_path, pk->ext_files, pk->n_ext, x)) < 0 ||
+		    (err = add_section(f, &secs[6], EG_SEC_EXTERNAL, x, pk->n_ext * sizeof(*x), &off)) < 0)
+			goto out;
+		so->n_secs = 7;
+	}
 	so->secs_off = align_up(off, 8);
 out:
 	for (unsigned i = 0; i < sh->n_pieces; i++) {
@@ -538,6 +555,8 @@ static void packer_free(struct packer *pk)
 	free(pk->cctx);
 	free(pk->batch);
 	free(pk->records);
+	for (unsigned i = 0; i < pk->n_ext; i++)
+		free(pk->ext_files[i]);
 	free(pk->frames_buf);
 	free(pk->frame_len);
 	free(pk->shuffled);
@@ -562,6 +581,10 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 	pk->ppb = o->block_pages ? o->block_pages : pk->codec == EG_CODEC_ZSTD ? 4 : 16;
 	if (pk->ppb > 4096)
 		return eg_fail(-EINVAL, "block of %u pages is too large (at most 4096)", pk->ppb);
+	if (o->in_place && (pk->codec != EG_CODEC_RAW || o->split != ENGRAM_SPLIT_NONE || !gguf_weight(o) ||
+			    o->synthetic_scale))
+		return eg_fail(-EINVAL, "--in-place indexes GGUF weights as they are: raw, one index file (no --codec "
+					"zstd, no --split, no --synthetic)");
 	pk->level = o->zstd_level ? o->zstd_level : 3;
 	if (pk->level < ZSTD_minCLevel() || pk->level > ZSTD_maxCLevel())
 		return eg_fail(-EINVAL, "zstd level %d is outside [%d, %d]", pk->level, ZSTD_minCLevel(), ZSTD_maxCLevel());
@@ -603,7 +626,8 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 			pk.ppb += ppr - pk.ppb % ppr;
 	}
 	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0 ||
-	    (err = check_outputs(&pk, o)) < 0)
+	    (err = check_outputs(&pk, o)) < 0 ||
+	    (o->in_place && (err = eg_inplace_plan(&shards[0], pk.src, pk.ext_files, &pk.n_ext)) < 0))
 		goto out;
 	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */
 	pk.filter = EG_FILTER_NONE;

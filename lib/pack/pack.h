@@ -52,6 +52,8 @@ int eg_gguf_vocab_map(const struct eg_gguf *g, const char *path, int32_t **map, 
 struct piece {
 	unsigned layer_index;
 	uint64_t row_begin, row_count;
+	int external;        /* --in-place: the rows stay in the GGUF (data file `file` of the index) */
+	unsigned file;
 };
 
 struct shard {
@@ -65,6 +67,18 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *record_size, const 
 		   struct shard **out, unsigned *n_out);
 void eg_plan_free(struct shard *s, unsigned n);
 
+
+/* --in-place (pack_inplace.c). The plan's one shard of whole tables becomes, per layer, an external piece (the
+ * rows inside the GGUF's whole pages) and a packed piece of the rest; files[*n_files] gets the GGUF paths
+ * (malloc'd). */
+#define EG_INPLACE_MAX_FILES 64
+int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, unsigned *n_files);
+/* The table entry of an external piece, and its block checksums (*sums, malloc'd), reading the GGUF through buf
+ * (pages_per_block pages); progress(arg, bytes) as they are read. */
+int eg_inplace_table(const struct eg_source *src, const struct piece *pc, uint32_t ppb, struct eg_disk_table *t,
+		     uint64_t **sums, uint8_t *buf, int (*progress)(void *arg, uint64_t bytes), void *arg);
+/* The EG_SEC_EXTERNAL entries of the n files for a shard written at out. */
+int eg_inplace_externals(const char *out, char **files, unsigned n, struct eg_disk_external *x);
 
 /* An output file that appears whole or not at all (outfile.c): written unnamed in the directory of dest_path,
  * synced, then placed at a name (replacing what was there atomically). name says what it is in messages. */
