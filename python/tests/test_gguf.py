@@ -1,7 +1,9 @@
-"""GGUF tables through the binding: a shard packed from each ggml-written fixture (fixtures/gguf) gives, through
+"""GGUF tables through the binding: a shard packed from each ggml-written fixture (fixtures/gguf), and an index of
+it in place, give, through
 Session.gather and gather_rows in both modes, the rows ggml itself gives: the GGUF's bytes (native), ggml's
 dequantization (f32), and that rounded to bf16."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -27,10 +29,12 @@ def shards(tmp_path_factory):
     out = {}
     for f in MANIFEST["files"]:
         geo = f["name"][0]
-        path = d / (f["name"] + ".engram")
-        run(tool("engram-pack"), "--quiet", "--config", fixture(f"gguf/config-{geo}.json"), "--token-map",
-            fixture("gguf/token_map.npy"), "--weights", fixture("gguf/" + f["name"]), "--out", path)
-        out[f["name"]] = path
+        for how in ("copy", "in-place"):
+            path = d / (f["name"] + "." + how + ".engram")
+            run(tool("engram-pack"), "--quiet", "--config", fixture(f"gguf/config-{geo}.json"), "--token-map",
+                fixture("gguf/token_map.npy"), "--weights", fixture("gguf/" + f["name"]), "--out", path,
+                *(["--in-place"] if how == "in-place" else []))
+            out[f["name"], how] = path
     return out
 
 
@@ -40,13 +44,21 @@ def _expect(f):
     return [e[: ROWS[0]], e[ROWS[0]:]]
 
 
+@pytest.mark.parametrize("how", ["copy", "in-place"])
 @pytest.mark.parametrize("mode", ["direct", "pagecache"])
 @pytest.mark.parametrize("f", MANIFEST["files"], ids=[f["name"] for f in MANIFEST["files"]])
-def test_gather_is_ggml(shards, f, mode):
+def test_gather_is_ggml(shards, f, mode, how):
     expect = _expect(f)
     tokens = np.array([5, 9, 9, 17, 3, 40, 72, 0, 1, 2, 33], dtype=np.int64)
-    with engram.Store(shards[f["name"]]) as st:
+    with engram.Store(shards[f["name"], how]) as st:
         assert st.info()["tables"][0]["dtype"] == f["type"]
+        codecs = {t["codec"] for t in st.info()["tables"]}
+        if how == "copy":
+            assert codecs == {"raw"}
+        else:  # rows in the GGUF's last partial page are in the index, raw: a GGUF of one page has only those
+            assert codecs <= {"in-place", "raw"}
+            if os.path.getsize(fixture("gguf/" + f["name"])) >= 4 * 4096:
+                assert "in-place" in codecs
         assert st.row_bytes(LAYERS[0], "native") == f["row_bytes"]
         with st.session(mode=mode) as s:
             s.begin()
