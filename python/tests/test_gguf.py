@@ -52,7 +52,14 @@ def test_gather_is_ggml(shards, f, mode, how):
     tokens = np.array([5, 9, 9, 17, 3, 40, 72, 0, 1, 2, 33], dtype=np.int64)
     with engram.Store(shards[f["name"], how]) as st:
         assert st.info()["tables"][0]["dtype"] == f["type"]
-        codecs = {t["codec"] for t in st.info()["tables"]}
+        info = st.info()
+        assert info["config_source"]["source"] == "config json"
+        if f["name"].startswith("A-"):  # every engram key: each checked against the config and the derivation
+            assert info["config_source"]["gguf_checked"] == ["multipliers", "primes", "offsets", "token_map",
+                                                             "pad_id", "params"]
+        else:
+            assert info["config_source"]["gguf_checked"] == []
+        codecs = {t["codec"] for t in info["tables"]}
         if how == "copy":
             assert codecs == {"raw"}
         else:  # rows in the GGUF's last partial page are in the index, raw: a GGUF of one page has only those
