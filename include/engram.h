@@ -236,7 +236,7 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 
 struct engram_table_info {
 	size_t size;             /* sizeof(struct engram_table_info), set by the caller */
-	const char *path;        /* shard file holding it (owned by the store) */
+	const char *path;        /* shard file holding it, or the GGUF an in-place table reads (owned by the store) */
 	unsigned shard_index;    /* i of engram_store_shard_path(s, i) */
 	unsigned layer_index;
 	int layer_id;

@@ -420,6 +420,9 @@ ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct
 	const struct eg_disk_table *t = p->t;
 	v.path = p->shard->path;
 	v.shard_index = (unsigned)(p->shard - s->shards);
+	for (unsigned k = 0; !p->shard->hdr && k < s->n_shards; k++) /* an external table: the shard indexing it */
+		if (p->t >= s->shards[k].secs.tables && p->t < s->shards[k].secs.tables + s->shards[k].secs.n_tables)
+			v.shard_index = k;
 	v.layer_index = t->layer_index;
 	v.layer_id = t->layer_id;
 	v.row_begin = t->row_begin;

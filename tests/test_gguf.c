@@ -522,6 +522,9 @@ static void test_in_place_changed(void **state)
 	must(engram_store_table_info(st, 0, &ti), "info");
 	assert_string_equal(ti.codec, "in-place");
 	assert_string_equal(ti.path, gguf);
+	assert_int_equal(ti.shard_index, 0); /* the index shard that holds its entry */
+	assert_int_equal(sh("%s info %s | grep -q \"^in place .*model.gguf' (tables read where it has them)\"",
+			    tool_path("engram-stat"), index), 0);
 	must(engram_verify(st, NULL, NULL), "verify");
 	engram_close(st);
 	/* the index is small: metadata and a checksum per block, no rows but the last page's */
