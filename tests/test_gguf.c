@@ -556,6 +556,50 @@ static void test_in_place_changed(void **state)
 	engram_close(st);
 }
 
+/* A split GGUF indexed in place: one data file per part, named relative to the index beside them. */
+static void test_in_place_split(void **state)
+{
+	const struct fx f = { "A", "Q4_K", 256 };
+	const char *dir = tmpdir_create_once();
+	char first[600], index[600];
+	const char *wp[1] = { first };
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	engram_store *st;
+	struct expect e;
+	unsigned files = 0;
+
+	(void)state;
+	assert_int_equal(sh("mkdir -p %s/sp && cp %s/split-Q4_K-0000?-of-00002.gguf %s/sp/", dir, fixture("gguf"), dir), 0);
+	snprintf(first, sizeof(first), "%s/sp/split-Q4_K-00001-of-00002.gguf", dir);
+	snprintf(index, sizeof(index), "%s/sp/split.engram", dir);
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = index;
+	o.in_place = 1;
+	must(engram_pack(&o, NULL), "split in place");
+	/* moved together, the index still finds its parts */
+	assert_int_equal(sh("mv %s/sp %s/sp2", dir, dir), 0);
+	snprintf(index, sizeof(index), "%s/sp2/split.engram", dir);
+	must(engram_open(&st, index, 0), "open");
+	for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+		must(engram_store_table_info(st, i, &ti), "info");
+		files += !strcmp(ti.codec, "in-place");
+	}
+	assert_int_equal(files, 2);
+	expect_load(&e, &f);
+	for (int l = 0; l < 2; l++) {
+		uint64_t rows[64];
+		uint8_t got[64 * 1024];
+		for (uint64_t r = 0; r < e.rows[l]; r++)
+			rows[r] = r;
+		must(engram_gather_rows(st, (unsigned)l, rows, e.rows[l], ENGRAM_OUT_F32, got, sizeof(got)), "gather");
+		check_rows(&f, &e, l, rows, e.rows[l], ENGRAM_OUT_F32, got, "split in place");
+	}
+	engram_close(st);
+	expect_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -567,6 +611,7 @@ int main(void)
 		cmocka_unit_test(test_value_types),
 		cmocka_unit_test(test_unsupported_type),
 		cmocka_unit_test(test_in_place_changed),
+		cmocka_unit_test(test_in_place_split),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
