@@ -15,10 +15,6 @@
 
 #define EG_INLINE static inline __attribute__((always_inline))
 
-/* Rows ahead whose records are prefetched, and the cache lines of one record that are. */
-#define PF_DIST 8
-#define PF_MAX_LINES 16
-#define LINE 64
 /* Rows whose source pointers are collected before one conversion call. */
 #define BATCH 128
 
@@ -187,36 +183,15 @@ EG_INLINE void row_e4m3(const uint8_t *s, uint8_t *d, uint32_t hd, int bf16)
 	}
 }
 
-EG_INLINE void prefetch_record(const uint8_t *p, size_t len)
-{
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(LINE - 1);
-	uintptr_t end = (uintptr_t)p + (len < PF_MAX_LINES * LINE ? len : PF_MAX_LINES * LINE);
-
-	for (; a < end; a += LINE)
-		__builtin_prefetch((const void *)a, 0, 2);
-}
-
-EG_INLINE void prefetch_first(const uint8_t *const *src, size_t n, size_t len)
-{
-	for (size_t i = 0; i < n && i < PF_DIST; i++)
-		prefetch_record(src[i], len);
-}
-
-EG_INLINE void prefetch_ahead(const uint8_t *const *src, size_t i, size_t n, size_t len)
-{
-	if (i + PF_DIST < n)
-		prefetch_record(src[i + PF_DIST], len);
-}
-
 enum conv { CONV_COPY, CONV_WIDE_F32, CONV_WIDE_BF16, CONV_E4M3_F32, CONV_E4M3_BF16 };
 
 /* The row loop, instantiated per conversion so that each inner loop is straight-line code. */
 EG_INLINE void convert_loop(enum conv c, uint32_t dtype, uint32_t hd, size_t in_len, size_t out_len,
 			    const uint8_t *const *src, size_t n, uint8_t *dst)
 {
-	prefetch_first(src, n, in_len);
+	eg_prefetch_first(src, n, in_len);
 	for (size_t i = 0; i < n; i++, dst += out_len) {
-		prefetch_ahead(src, i, n, in_len);
+		eg_prefetch_ahead(src, i, n, in_len);
 		switch (c) {
 		case CONV_COPY: copy_bytes(dst, src[i], out_len); break;
 		case CONV_WIDE_F32: row_wide(dtype, src[i], dst, hd, 0); break;
@@ -269,10 +244,10 @@ EG_AVX2_INLINE void rows_e4m3_avx2(const uint8_t *const *src, size_t n, uint8_t 
 {
 	size_t rec = eg_record_size(EG_DT_F8_E4M3, hd), os = bf16 ? 2 : 4;
 
-	prefetch_first(src, n, rec);
+	eg_prefetch_first(src, n, rec);
 	for (size_t i = 0; i < n; i++, dst += hd * os) {
 		const uint8_t *s = src[i];
-		prefetch_ahead(src, i, n, rec);
+		eg_prefetch_ahead(src, i, n, rec);
 		for (uint32_t blk = 0; blk < hd / 32; blk++) {
 			v4f s4 = e8m0_scale(s[hd + blk]);
 			v8f scale = { s4[0], s4[0], s4[0], s4[0], s4[0], s4[0], s4[0], s4[0] };

@@ -10,6 +10,34 @@
 #include "engram.h"
 #include "format.h"
 
+/* Software prefetch of the records a conversion reads next (rows are random: each is a cache miss otherwise):
+ * the first lines of the record PF_DIST rows ahead. */
+#define EG_PF_DIST 8
+#define EG_PF_MAX_LINES 16
+#define EG_LINE 64
+
+static inline __attribute__((always_inline)) void eg_prefetch_record(const uint8_t *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(EG_LINE - 1);
+	uintptr_t end = (uintptr_t)p + (len < EG_PF_MAX_LINES * EG_LINE ? len : EG_PF_MAX_LINES * EG_LINE);
+
+	for (; a < end; a += EG_LINE)
+		__builtin_prefetch((const void *)a, 0, 2);
+}
+
+static inline __attribute__((always_inline)) void eg_prefetch_first(const uint8_t *const *src, size_t n, size_t len)
+{
+	for (size_t i = 0; i < n && i < EG_PF_DIST; i++)
+		eg_prefetch_record(src[i], len);
+}
+
+static inline __attribute__((always_inline)) void eg_prefetch_ahead(const uint8_t *const *src, size_t i, size_t n,
+								    size_t len)
+{
+	if (i + EG_PF_DIST < n)
+		eg_prefetch_record(src[i + EG_PF_DIST], len);
+}
+
 /* Bytes of one output row; 0 for a dtype / head_dim without a valid record or an unknown output type. */
 size_t eg_out_row_bytes(uint32_t dtype, uint32_t head_dim, enum engram_out out);
 
