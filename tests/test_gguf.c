@@ -394,6 +394,20 @@ static void test_reader_errors(void **state)
 	v = 99;
 	memcpy(c + 32 + 17, &v, 4);
 	parse_fails(c, len, ENGRAM_EPARSE, "'general.alignment': unknown value type 99");
+	/* a key twice ("t.i8" renamed "t.u8"), a tensor twice ("blk.3" renamed "blk.1") */
+	{
+		size_t kl;
+		uint8_t *k = fixture_bytes("gguf/kv-types.gguf", &kl), *at = memmem(k, kl, "t.i8", 4);
+		assert_non_null(at);
+		memcpy(at, "t.u8", 4);
+		parse_fails(k, kl, ENGRAM_EPARSE, "metadata key 't.u8' appears twice");
+		free(k);
+		memcpy(c, b, len);
+		at = memmem(c, len, "blk.3.engram_embd", 17);
+		assert_non_null(at);
+		at[4] = '1';
+		parse_fails(c, len, ENGRAM_EPARSE, "tensor 'blk.1.engram_embd.weight' appears twice");
+	}
 	/* the tensor data cut off */
 	parse_fails(b, end - 1, ENGRAM_ETRUNC, "past the end of the file");
 	free(b);

@@ -228,9 +228,6 @@ static int kv_section(struct eg_gguf *g, struct cur *c)
 		if (!(kv->key = dup_n(k, klen)))
 			return eg_fail(-ENOMEM, "'%s': out of memory for the GGUF metadata", c->path);
 		snprintf(c->what, sizeof(c->what), "metadata key '%.200s'", kv->key);
-		for (uint64_t j = 0; j < i; j++)
-			if (!strcmp(g->kv[j].key, kv->key))
-				return eg_fail(ENGRAM_EPARSE, "'%s': metadata key '%.200s' appears twice", c->path, kv->key);
 		if ((err = u32(c, &kv->type)) < 0 || (err = value(c, kv, kv->type, 0)) < 0)
 			return err;
 	}
@@ -345,14 +342,34 @@ static int data_section(struct eg_gguf *g, const char *path)
 	return err;
 }
 
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two of n strings (what: "metadata key", "tensor") equal, in O(n log n): hostile files claim a million. */
+static int unique(const char *const *v, size_t stride, uint64_t n, const char *what, const char *path)
+{
+	const char **order;
+	int err = 0;
+
+	if (n < 2)
+		return 0;
+	if (!(order = malloc(n * sizeof(*order))))
+		return eg_fail(-ENOMEM, "'%s': out of memory for the GGUF metadata", path);
+	for (uint64_t i = 0; i < n; i++)
+		order[i] = *(const char *const *)(const void *)((const char *)v + i * stride);
+	qsort(order, n, sizeof(*order), by_string);
+	for (uint64_t i = 1; i < n && !err; i++)
+		if (!strcmp(order[i - 1], order[i]))
+			err = eg_fail(ENGRAM_EPARSE, "'%s': %s '%.200s' appears twice", path, what, order[i]);
+	free(order);
+	return err;
+}
+
 static int names_unique(const struct eg_gguf *g, const char *path)
 {
-	/* tensor counts are small (about a thousand): a quadratic check costs nothing next to reading the file */
-	for (uint64_t i = 0; i < g->n_tensors && i < 20000; i++)
-		for (uint64_t j = i + 1; j < g->n_tensors && j < 20000; j++)
-			if (!strcmp(g->t[i].name, g->t[j].name))
-				return eg_fail(ENGRAM_EPARSE, "'%s': tensor '%.200s' appears twice", path, g->t[i].name);
-	return 0;
+	return unique((const char *const *)&g->t[0].name, sizeof(g->t[0]), g->n_tensors, "tensor", path);
 }
 
 int eg_gguf_parse(struct eg_gguf *g, const uint8_t *buf, size_t have, uint64_t file_size, const char *path)
@@ -387,7 +404,9 @@ int eg_gguf_parse(struct eg_gguf *g, const uint8_t *buf, size_t have, uint64_t f
 		err = eg_fail(-ENOMEM, "'%s': out of memory for the GGUF metadata", path);
 		goto fail;
 	}
-	if ((err = kv_section(g, &c)) < 0 || (err = alignment(g, path)) < 0 || (err = tensor_section(g, &c)) < 0)
+	if ((err = kv_section(g, &c)) < 0 || (err = unique(&g->kv[0].key, sizeof(g->kv[0]), g->n_kv, "metadata key",
+							    path)) < 0 ||
+	    (err = alignment(g, path)) < 0 || (err = tensor_section(g, &c)) < 0)
 		goto fail;
 	g->meta_len = c.pos;
 	g->data_offset = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
