@@ -277,13 +277,21 @@ struct engram_store_info {
 	const char *token_map_source;
 	const char *token_map_name;
 	uint8_t token_map_sha256[32];
+	/* GGUF sources: the token map source may also be "gguf key" (its {arch}.engram.token_map) or "gguf
+	 * vocabulary" (built from tokenizer.ggml.tokens; SHA-256 of the map as int32). Where the hash parameters
+	 * came from: "config json", "gguf keys", or "" when the shards do not say; that file's base name; and the
+	 * GGUF constants found equal to the library's derivation, space-separated names of "multipliers primes
+	 * offsets token_map pad_id params" ("" when none; all owned by the store). */
+	const char *config_source;
+	const char *config_name;
+	const char *gguf_checked;
 };
 /* Fill *info (as far as info->size allows). Returns 0 or -EINVAL (size below the first version's). */
 ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info *info);
 
 struct engram_table_info {
 	size_t size;             /* sizeof(struct engram_table_info), set by the caller */
-	const char *path;        /* shard file holding it (owned by the store) */
+	const char *path;        /* shard file holding it, or the GGUF an in-place table reads (owned by the store) */
 	unsigned shard_index;    /* i of engram_store_shard_path(s, i) */
 	unsigned layer_index;
 	int layer_id;

@@ -52,6 +52,8 @@ struct engram_pack_options {
 	void *progress_arg;
 	const char *tokenizer_path;     /* instead of token_map_path: the map built from a tokenizer.json (the
 					   shards record the file's SHA-256; engram_store_info shows it) */
+	int in_place;                   /* GGUF weights: write an index (out_path) whose tables are the GGUF's own
+					   tensor data, not a copy (raw, not split; see engram(5)) */
 };
 
 struct engram_pack_result {

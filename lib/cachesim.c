@@ -124,7 +124,7 @@ static int row_units(const engram_store *st, unsigned li, const uint64_t *rows, 
 			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[k],
 				       st->cfg->layers[li].id);
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
-		units[k] = eg_unit_key((uint32_t)(p - st->pieces), off / eg_unit_bytes(p->t));
+		units[k] = eg_unit_key((uint32_t)(p - st->pieces), eg_unit_of(p->t, off));
 	}
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* Element types: decoding stored records to the output types of enum engram_out (GNU C vectors of 16 bytes, so
+/* Element types: decoding stored records (ggml's block types in dtype_ggml.c) to the output types of enum engram_out (GNU C vectors of 16 bytes, so
  * SSE2 or NEON without target flags, plus AVX2 for F8_E4M3 when the CPU has it, with software prefetch of
  * upcoming records), and encoding float32 to BF16, F16 and F8_E4M3 with E8M0 block scales as checkpoints are
  * (the packer's synthetic rows). One file, so that the two directions are read side by side. */
@@ -15,10 +15,6 @@
 
 #define EG_INLINE static inline __attribute__((always_inline))
 
-/* Rows ahead whose records are prefetched, and the cache lines of one record that are. */
-#define PF_DIST 8
-#define PF_MAX_LINES 16
-#define LINE 64
 /* Rows whose source pointers are collected before one conversion call. */
 #define BATCH 128
 
@@ -187,36 +183,15 @@ EG_INLINE void row_e4m3(const uint8_t *s, uint8_t *d, uint32_t hd, int bf16)
 	}
 }
 
-EG_INLINE void prefetch_record(const uint8_t *p, size_t len)
-{
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(LINE - 1);
-	uintptr_t end = (uintptr_t)p + (len < PF_MAX_LINES * LINE ? len : PF_MAX_LINES * LINE);
-
-	for (; a < end; a += LINE)
-		__builtin_prefetch((const void *)a, 0, 2);
-}
-
-EG_INLINE void prefetch_first(const uint8_t *const *src, size_t n, size_t len)
-{
-	for (size_t i = 0; i < n && i < PF_DIST; i++)
-		prefetch_record(src[i], len);
-}
-
-EG_INLINE void prefetch_ahead(const uint8_t *const *src, size_t i, size_t n, size_t len)
-{
-	if (i + PF_DIST < n)
-		prefetch_record(src[i + PF_DIST], len);
-}
-
 enum conv { CONV_COPY, CONV_WIDE_F32, CONV_WIDE_BF16, CONV_E4M3_F32, CONV_E4M3_BF16 };
 
 /* The row loop, instantiated per conversion so that each inner loop is straight-line code. */
 EG_INLINE void convert_loop(enum conv c, uint32_t dtype, uint32_t hd, size_t in_len, size_t out_len,
 			    const uint8_t *const *src, size_t n, uint8_t *dst)
 {
-	prefetch_first(src, n, in_len);
+	eg_prefetch_first(src, n, in_len);
 	for (size_t i = 0; i < n; i++, dst += out_len) {
-		prefetch_ahead(src, i, n, in_len);
+		eg_prefetch_ahead(src, i, n, in_len);
 		switch (c) {
 		case CONV_COPY: copy_bytes(dst, src[i], out_len); break;
 		case CONV_WIDE_F32: row_wide(dtype, src[i], dst, hd, 0); break;
@@ -269,10 +244,10 @@ EG_AVX2_INLINE void rows_e4m3_avx2(const uint8_t *const *src, size_t n, uint8_t 
 {
 	size_t rec = eg_record_size(EG_DT_F8_E4M3, hd), os = bf16 ? 2 : 4;
 
-	prefetch_first(src, n, rec);
+	eg_prefetch_first(src, n, rec);
 	for (size_t i = 0; i < n; i++, dst += hd * os) {
 		const uint8_t *s = src[i];
-		prefetch_ahead(src, i, n, rec);
+		eg_prefetch_ahead(src, i, n, rec);
 		for (uint32_t blk = 0; blk < hd / 32; blk++) {
 			v4f s4 = e8m0_scale(s[hd + blk]);
 			v8f scale = { s4[0], s4[0], s4[0], s4[0], s4[0], s4[0], s4[0], s4[0] };
@@ -315,6 +290,12 @@ void eg_convert_portable(int on)
 }
 #endif
 
+void eg_f32_to_bf16(const float *f, uint8_t *dst, size_t n)
+{
+	for (size_t j = 0; j < n; j += 8)
+		put8(dst + j * 2, ld4u((const uint8_t *)(f + j)), ld4u((const uint8_t *)(f + j + 4)), 1);
+}
+
 size_t eg_out_row_bytes(uint32_t dtype, uint32_t head_dim, enum engram_out out)
 {
 	size_t rec = eg_record_size(dtype, head_dim);
@@ -347,6 +328,8 @@ void eg_convert_rows(uint32_t dtype, uint32_t hd, enum engram_out out, const uin
 	if (out == ENGRAM_OUT_NATIVE || (out == ENGRAM_OUT_F32 && dtype == EG_DT_F32) ||
 	    (out == ENGRAM_OUT_BF16 && dtype == EG_DT_BF16))
 		convert_loop(CONV_COPY, dtype, hd, rec, ob, src, n, dst);
+	else if (eg_block_type(dtype))
+		eg_convert_ggml(dtype, hd, out == ENGRAM_OUT_BF16, src, n, dst);
 #if defined(__x86_64__) || defined(__i386__)
 	else if (dtype == EG_DT_F8_E4M3 && use_avx2())
 		(out == ENGRAM_OUT_F32 ? rows_e4m3_f32_avx2 : rows_e4m3_bf16_avx2)(src, n, dst, hd);

@@ -44,7 +44,7 @@ int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_
 {
 	if (b >= t->n_blocks)
 		return -1;
-	if (t->codec == EG_CODEC_RAW) {
+	if (t->codec != EG_CODEC_ZSTD) {
 		uint64_t bsize = eg_layout_block_bytes(t->pages_per_block);
 		*start = b * bsize;
 		*end = *start + bsize < t->data_length ? *start + bsize : t->data_length;
@@ -173,7 +173,7 @@ void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32
 const char *eg_section_name(uint32_t type)
 {
 	static const char *const names[] = { "?", "hash", "token map", "table directory", "frame index",
-					     "block checksum", "source" };
+					     "block checksum", "source", "external" };
 	return type < sizeof(names) / sizeof(*names) ? names[type] : "unknown";
 }
 
@@ -223,6 +223,21 @@ int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct e
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': source section of %llu bytes", path,
 				       (unsigned long long)s->by_type[EG_SEC_SOURCE]->length);
 		s->source = (const struct eg_disk_source *)(map + s->by_type[EG_SEC_SOURCE]->offset);
+	}
+	if (s->by_type[EG_SEC_EXTERNAL]) {
+		const struct eg_disk_section *x = s->by_type[EG_SEC_EXTERNAL];
+		int err = eg_section_check(map, x, path);
+		if (err < 0)
+			return err;
+		if (!x->length || x->length % sizeof(struct eg_disk_external) || x->length / sizeof(struct eg_disk_external) > 64)
+			return eg_fail(ENGRAM_ECORRUPT, "'%s': external section of %llu bytes", path,
+				       (unsigned long long)x->length);
+		s->external = (const struct eg_disk_external *)(map + x->offset);
+		s->n_external = (unsigned)(x->length / sizeof(struct eg_disk_external));
+		for (unsigned i = 0; i < s->n_external; i++)
+			if (!memchr(s->external[i].path, 0, sizeof(s->external[i].path)) || !s->external[i].path[0] ||
+			    s->external[i].digest_len > s->external[i].file_size)
+				return eg_fail(ENGRAM_ECORRUPT, "'%s': external data file %u is described wrongly", path, i);
 	}
 	/* The frame index and block checksums are per-block data, checked where blocks are read and by verify. */
 	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_TABLES; t++) {
@@ -345,20 +360,28 @@ int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_confi
 			   (unsigned long long)t->table_rows);
 	if (t->head_dim != c->head_dim || !eg_record_size(t->dtype, t->head_dim) || t->pages_per_block == 0 ||
 	    t->pages_per_block > EG_MAX_BLOCK_PAGES ||
-	    eg_layout_init(&want, t->dtype, t->head_dim, t->row_count, t->pages_per_block) < 0 ||
+	    (t->codec == EG_CODEC_EXTERNAL ? eg_layout_init_external(&want, t->dtype, t->head_dim, t->row_count,
+								   t->pages_per_block, t->row_skew % EG_PAGE)
+					   : eg_layout_init(&want, t->dtype, t->head_dim, t->row_count, t->pages_per_block)) < 0 ||
 	    t->record_size != want.record_size || t->rows_per_page != want.rows_per_page ||
 	    t->pages_per_row != want.pages_per_row || t->n_pages != want.n_pages || t->n_blocks != want.n_blocks)
 		return BAD("'%s': table %u row layout is inconsistent", path, i);
 	if (t->pages_per_row && t->pages_per_block % t->pages_per_row)
 		return BAD("'%s': table %u blocks of %u pages split its %u-page rows", path, i, t->pages_per_block,
 			   t->pages_per_row);
-	if (t->codec > EG_CODEC_ZSTD || t->filter > EG_FILTER_SHUFFLE ||
-	    (t->codec == EG_CODEC_RAW && t->filter != EG_FILTER_NONE))
+	if (t->codec > EG_CODEC_EXTERNAL || t->filter > EG_FILTER_SHUFFLE ||
+	    (t->codec != EG_CODEC_ZSTD && t->filter != EG_FILTER_NONE))
 		return BAD("'%s': table %u has unknown codec %u / filter %u", path, i, t->codec, t->filter);
-	if (t->data_offset % EG_PAGE || t->data_offset < EG_PAGE || !in_range(t->data_offset, t->data_length, data_end))
+	if (t->codec == EG_CODEC_EXTERNAL && (t->external_file >= s->n_external || t->row_skew >= EG_PAGE))
+		return BAD("'%s': table %u names external data file %u (the shard has %u) at skew %u", path, i,
+			   t->external_file, s->n_external, t->row_skew);
+	if (t->codec != EG_CODEC_EXTERNAL && (t->row_skew || t->external_file))
+		return BAD("'%s': table %u has a row skew or external file but is not external", path, i);
+	if (t->data_offset % EG_PAGE || (t->data_offset < EG_PAGE && t->codec != EG_CODEC_EXTERNAL) ||
+	    !in_range(t->data_offset, t->data_length, data_end))
 		return BAD("'%s': table %u data (%llu bytes at %llu) is outside the file", path, i,
 			   (unsigned long long)t->data_length, (unsigned long long)t->data_offset);
-	if (t->codec == EG_CODEC_RAW && t->data_length != t->n_pages * EG_PAGE)
+	if (t->codec != EG_CODEC_ZSTD && t->data_length != t->n_pages * EG_PAGE)
 		return BAD("'%s': table %u holds %llu bytes for %llu pages", path, i, (unsigned long long)t->data_length,
 			   (unsigned long long)t->n_pages);
 	if (t->codec == EG_CODEC_ZSTD &&

@@ -9,6 +9,12 @@
  *                   block checksums), each 8-byte aligned
  *   ...             section table (struct eg_disk_section[n_sections])
  *
+ * An index shard (engram-pack --in-place) is a shard some of whose tables are not in it: tables of codec
+ * EG_CODEC_EXTERNAL hold the rows of a data file named by its EG_SEC_EXTERNAL section (a GGUF: rows as the file
+ * lays them out, one after the other, from row_skew bytes into the page at data_offset of that file), which a
+ * reader maps beside the shard after checking its size and the digest of its first bytes. Everything else
+ * (hash, token map, directory, per-block checksums of the external data) is in the shard as in any other.
+ *
  * The header is written last, so a file whose writing stopped early has no valid header.
  */
 #ifndef ENGRAM_FORMAT_H
@@ -37,21 +43,39 @@ enum eg_section_type {
 	EG_SEC_FRAMES = 4,    /* zstd tables: uint64 frame end offsets, per table (see eg_disk_table) */
 	EG_SEC_BLOCKSUMS = 5, /* uint64 XXH3 checksum per data block, per table */
 	EG_SEC_SOURCE = 6,    /* struct eg_disk_source: where the token map came from (format 1.1; optional) */
+	EG_SEC_EXTERNAL = 7,  /* struct eg_disk_external[]: the data files of EG_CODEC_EXTERNAL tables (optional) */
 };
 #define EG_SEC_REQUIRED EG_SEC_BLOCKSUMS /* types 1..this are in every file */
-#define EG_SEC_LAST EG_SEC_SOURCE        /* highest type this version knows; later minor versions may add more */
+#define EG_SEC_LAST EG_SEC_EXTERNAL        /* highest type this version knows; later minor versions may add more */
 
 enum eg_dtype {
 	EG_DT_F32 = 1,
 	EG_DT_BF16 = 2,
 	EG_DT_F16 = 3,
 	EG_DT_F8_E4M3 = 4,    /* with one F8_E8M0 scale byte per EG_SCALE_BLOCK columns, after the payload */
+	/* ggml's block types (added in 1.1 without a new minor: a reader that does not know a dtype refuses
+	 * the table by name, see eg_table_check): a row is head_dim / elems blocks, as a GGUF file stores it (ggml's
+	 * block_q8_0 ... block_q6_K, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
+	EG_DT_Q8_0 = 5,
+	EG_DT_Q4_0 = 6,
+	EG_DT_Q4_1 = 7,
+	EG_DT_Q5_0 = 8,
+	EG_DT_Q5_1 = 9,
+	EG_DT_Q2_K = 10,
+	EG_DT_Q3_K = 11,
+	EG_DT_Q4_K = 12,
+	EG_DT_Q5_K = 13,
+	EG_DT_Q6_K = 14,
 };
+#define EG_DT_LAST EG_DT_Q6_K
 #define EG_SCALE_BLOCK 32
 
 enum eg_codec {
 	EG_CODEC_RAW = 0,     /* pages stored as they are: zero-copy through the mapping */
 	EG_CODEC_ZSTD = 1,    /* each block of pages_per_block pages is one independent zstd frame */
+	EG_CODEC_EXTERNAL = 2, /* raw rows in data file external_file of the EG_SEC_EXTERNAL section, in its layout:
+				  row i at data_offset + row_skew + i x record_size, straddling pages (readers that
+				  predate it refuse the table as of an unknown codec) */
 };
 
 enum eg_filter {
@@ -132,7 +156,12 @@ struct eg_disk_table {
 	uint64_t blocksums_offset;   /* n_blocks uint64 XXH3 of each block's stored bytes */
 	uint32_t max_frame;          /* zstd: largest compressed frame in bytes */
 	uint32_t reserved0;
-	uint8_t reserved[40];
+	/* EG_CODEC_EXTERNAL (zero otherwise): the first row's byte in the page at data_offset (< EG_PAGE), and the
+	 * index of the data file in the EG_SEC_EXTERNAL section. n_pages covers the rows' bytes; blocks and their
+	 * checksums are of those pages of the data file. rows_per_page and pages_per_row are 0. */
+	uint32_t row_skew;
+	uint32_t external_file;
+	uint8_t reserved[32];
 };
 static_assert(sizeof(struct eg_disk_table) == 160, "table entry size");
 
@@ -140,15 +169,67 @@ static_assert(sizeof(struct eg_disk_table) == 160, "table entry size");
 enum eg_tokmap_kind {
 	EG_TOKMAP_NPY = 1,       /* a .npy map given as it is */
 	EG_TOKMAP_TOKENIZER = 2, /* built from a Hugging Face tokenizer.json */
+	EG_TOKMAP_GGUF_KEY = 3,  /* a GGUF's {arch}.engram.token_map (sha256: of the map as int32 little-endian) */
+	EG_TOKMAP_GGUF_VOCAB = 4, /* built from a GGUF's tokenizer.ggml.tokens (sha256: of the map, as for 3) */
+};
+/* Where the hash parameters came from (params_kind; 0 in files written before it was recorded). */
+enum eg_params_kind {
+	EG_PARAMS_JSON = 1,      /* a config JSON */
+	EG_PARAMS_GGUF = 2,      /* a GGUF's {arch}.engram.* keys */
+};
+/* Bits of gguf_checked: the GGUF keys that were present and found equal to the library's derivation. */
+enum eg_gguf_checked {
+	EG_GGUF_CHECKED_MULTIPLIERS = 1,
+	EG_GGUF_CHECKED_PRIMES = 2,
+	EG_GGUF_CHECKED_OFFSETS = 4,
+	EG_GGUF_CHECKED_TOKEN_MAP = 8,
+	EG_GGUF_CHECKED_PAD_ID = 16,
+	EG_GGUF_CHECKED_PARAMS = 32, /* layer ids, heads, head dim, max n-gram, vocab size: against the config JSON */
 };
 struct eg_disk_source {
 	uint32_t tokmap_kind;        /* enum eg_tokmap_kind */
 	uint32_t reserved0;
 	uint8_t tokmap_sha256[32];   /* SHA-256 of the source file's bytes */
 	char tokmap_name[120];       /* its base name, NUL-padded (informational) */
-	uint8_t reserved[96];
+	/* these three were reserved (zero) before GGUF sources: readers take zero as "not recorded" */
+	uint32_t params_kind;        /* enum eg_params_kind */
+	uint32_t gguf_checked;       /* enum eg_gguf_checked bits */
+	char params_name[64];        /* base name of the config JSON or GGUF, NUL-padded (informational) */
+	uint8_t reserved[24];
 };
 static_assert(sizeof(struct eg_disk_source) == 256, "source section size");
+
+/* A ggml block type: elements and bytes per block, and its name as ggml spells it. */
+struct eg_block_type {
+	uint32_t elems, bytes;
+	const char *name;
+};
+
+static inline const struct eg_block_type *eg_block_type(uint32_t dt)
+{
+	static const struct eg_block_type t[] = {
+		[EG_DT_Q8_0] = { 32, 34, "Q8_0" },    [EG_DT_Q4_0] = { 32, 18, "Q4_0" },
+		[EG_DT_Q4_1] = { 32, 20, "Q4_1" },    [EG_DT_Q5_0] = { 32, 22, "Q5_0" },
+		[EG_DT_Q5_1] = { 32, 24, "Q5_1" },    [EG_DT_Q2_K] = { 256, 84, "Q2_K" },
+		[EG_DT_Q3_K] = { 256, 110, "Q3_K" },  [EG_DT_Q4_K] = { 256, 144, "Q4_K" },
+		[EG_DT_Q5_K] = { 256, 176, "Q5_K" },  [EG_DT_Q6_K] = { 256, 210, "Q6_K" },
+	};
+
+	return dt >= EG_DT_Q8_0 && dt <= EG_DT_LAST ? &t[dt] : NULL;
+}
+
+/* Bytes of one element, the unit of the zstd byte-plane shuffle: 1 for F8_E4M3 and for the block types (whose
+ * bytes are not elements). 0 for an unknown dtype. */
+/* EG_SEC_EXTERNAL entry: a data file, identified by its size and the digest of its first bytes (for a GGUF: its
+ * header, metadata and tensor infos), named relative to the shard's directory unless absolute. */
+struct eg_disk_external {
+	uint64_t file_size;          /* exact length of the file */
+	uint64_t digest_len;         /* bytes [0, digest_len) are digested */
+	uint64_t digest;             /* eg_checksum() of them */
+	uint8_t reserved[40];
+	char path[192];              /* NUL-terminated, NUL-padded */
+};
+static_assert(sizeof(struct eg_disk_external) == 256, "external entry size");
 
 static inline unsigned eg_dtype_elem_size(uint32_t dt)
 {
@@ -158,7 +239,7 @@ static inline unsigned eg_dtype_elem_size(uint32_t dt)
 	case EG_DT_F16: return 2;
 	case EG_DT_F8_E4M3: return 1;
 	}
-	return 0;
+	return eg_block_type(dt) ? 1 : 0;
 }
 
 static inline const char *eg_dtype_name(uint32_t dt)
@@ -169,28 +250,38 @@ static inline const char *eg_dtype_name(uint32_t dt)
 	case EG_DT_F16: return "F16";
 	case EG_DT_F8_E4M3: return "F8_E4M3";
 	}
-	return "?";
+	return eg_block_type(dt) ? eg_block_type(dt)->name : "?";
 }
 
-/* The dtype of a name as safetensors and engram_table_info spell it ("BF16"); 0 for any other. */
+/* The dtype of a name as safetensors, ggml and engram_table_info spell it ("BF16", "Q4_K"); 0 for any other. */
 static inline uint32_t eg_dtype_from_name(const char *name)
 {
-	for (uint32_t dt = EG_DT_F32; dt <= EG_DT_F8_E4M3; dt++)
+	for (uint32_t dt = EG_DT_F32; dt <= EG_DT_LAST; dt++)
 		if (!strcmp(name, eg_dtype_name(dt)))
 			return dt;
 	return 0;
 }
 
-/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns. 0 if invalid. */
+/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns; for a block type,
+ * head_dim / elems blocks. 0 if invalid (a head_dim that is not a whole number of blocks). */
 static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 {
+	const struct eg_block_type *b = eg_block_type(dt);
 	uint32_t e = eg_dtype_elem_size(dt);
 
 	if (!e || !head_dim || head_dim > EG_MAX_HEAD_DIM)
 		return 0;
+	if (b)
+		return head_dim % b->elems ? 0 : head_dim / b->elems * b->bytes;
 	if (dt == EG_DT_F8_E4M3)
 		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;
 	return e * head_dim;
+}
+
+/* Columns a row of dtype must be a multiple of (1 for F32, BF16, F16). */
+static inline uint32_t eg_dtype_granule(uint32_t dt)
+{
+	return eg_block_type(dt) ? eg_block_type(dt)->elems : dt == EG_DT_F8_E4M3 ? EG_SCALE_BLOCK : 1;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -232,6 +323,8 @@ struct eg_sections {
 	const struct eg_disk_table *tables;                     /* the table directory */
 	unsigned n_tables;
 	const struct eg_disk_source *source;                    /* NULL in files of format 1.0 */
+	const struct eg_disk_external *external;                /* NULL in shards with no external tables */
+	unsigned n_external;
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* A section entry for len bytes of data at off, with its checksum. */
@@ -255,7 +348,8 @@ EG_PRIVATE void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uin
 int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
 			   const char *path);
 
-/* Table directory entry i of a file against the config and the file's sections (data before data_end). */
+/* Table directory entry i of a file against the config and the file's sections (data before data_end: for an
+ * EG_CODEC_EXTERNAL table, the end of its data file). */
 int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
 		   uint64_t data_end, const char *path);
 

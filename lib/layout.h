@@ -1,9 +1,9 @@
 /* Where rows live: the one owner of every size derived from a table piece's geometry and of the keys built from
  * it, for the store, the session, the row cache, cachesim and the packer. A row's record (payload, then scales)
  * is format.h's eg_record_size(); from it: pages per row or rows per page (rows never straddle a page; a row
- * larger than a page starts one), blocks (the checksum granule and zstd frame), units (what a session reads and
- * caches for a row), the unit and row-cache keys, and a row-cache slot. Also the byte-plane filter of zstd
- * blocks. */
+ * larger than a page starts one; but the rows of an external table lie as their data file has them, straddling
+ * pages), blocks (the checksum granule and zstd frame), units (what a session reads and caches for a row), the
+ * unit and row-cache keys, and a row-cache slot. Also the byte-plane filter of zstd blocks. */
 #ifndef ENGRAM_LAYOUT_H
 #define ENGRAM_LAYOUT_H
 
@@ -40,6 +40,11 @@ static inline uint64_t eg_layout_pages_for_rows(uint32_t record_size, uint64_t r
 EG_PRIVATE int eg_layout_init(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
 		   uint32_t pages_per_block);
 
+/* The same for a table of EG_CODEC_EXTERNAL, whose rows lie one after the other from row_skew bytes into its
+ * first page (row_skew set too; rows_per_page and pages_per_row are 0). */
+EG_PRIVATE int eg_layout_init_external(struct eg_disk_table *t, uint32_t dtype, uint32_t head_dim, uint64_t row_count,
+				       uint32_t pages_per_block, uint32_t row_skew);
+
 /* Byte offset of a row's record from the start of the piece's uncompressed pages. */
 uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row);
 
@@ -54,7 +59,8 @@ static inline size_t eg_layout_block_bytes(uint32_t pages_per_block)
 
 /* ---- units: what a session reads and caches for a row ---- */
 
-/* Bytes of one unit of a piece: a zstd block, or the pages of one row (one page when rows share pages). */
+/* Bytes of one unit of a packed piece: a zstd block, or the pages of one row (one page when rows share pages);
+ * unit u starts at u x these bytes. (External pieces: eg_unit_len.) */
 static inline size_t eg_unit_bytes(const struct eg_disk_table *t)
 {
 	if (t->codec == EG_CODEC_ZSTD)
@@ -62,16 +68,57 @@ static inline size_t eg_unit_bytes(const struct eg_disk_table *t)
 	return (size_t)(t->pages_per_row ? t->pages_per_row : 1) * EG_PAGE;
 }
 
-static inline unsigned eg_unit_pages(const struct eg_disk_table *t)
+/* Units of an external piece, whose rows straddle pages as their data file lays them out: unit 2P + s holds the
+ * rows that start in page P and fit in the pages of a row that does not straddle (s = 0: one page for rows up
+ * to a page) or need one more (s = 1). A straddling row reads both its pages; no other row does. */
+static inline unsigned eg_unit_ext_base(const struct eg_disk_table *t)
 {
-	return (unsigned)(eg_unit_bytes(t) / EG_PAGE);
+	return (t->record_size + EG_PAGE - 1) / EG_PAGE;
+}
+
+/* The unit of the row at byte off of a piece's data. */
+static inline uint64_t eg_unit_of(const struct eg_disk_table *t, uint64_t off)
+{
+	if (t->codec != EG_CODEC_EXTERNAL)
+		return off / eg_unit_bytes(t);
+	unsigned pages = (unsigned)((off % EG_PAGE + t->record_size + EG_PAGE - 1) / EG_PAGE);
+	return off / EG_PAGE * 2 + (pages > eg_unit_ext_base(t));
+}
+
+/* Where a unit starts in the piece's data, and its bytes and pages. */
+static inline uint64_t eg_unit_off(const struct eg_disk_table *t, uint64_t unit)
+{
+	return t->codec == EG_CODEC_EXTERNAL ? unit / 2 * EG_PAGE : unit * eg_unit_bytes(t);
+}
+
+static inline size_t eg_unit_len(const struct eg_disk_table *t, uint64_t unit)
+{
+	return t->codec == EG_CODEC_EXTERNAL ? (size_t)(eg_unit_ext_base(t) + unit % 2) * EG_PAGE : eg_unit_bytes(t);
+}
+
+static inline unsigned eg_unit_pages(const struct eg_disk_table *t, uint64_t unit)
+{
+	return (unsigned)(eg_unit_len(t, unit) / EG_PAGE);
+}
+
+/* The largest unit of a piece, and how many unit numbers it has. */
+static inline size_t eg_unit_max(const struct eg_disk_table *t)
+{
+	return t->codec == EG_CODEC_EXTERNAL ? (size_t)(eg_unit_ext_base(t) + 1) * EG_PAGE : eg_unit_bytes(t);
+}
+
+static inline uint64_t eg_n_units(const struct eg_disk_table *t)
+{
+	if (t->codec == EG_CODEC_EXTERNAL)
+		return t->n_pages * 2;
+	return (t->data_length + eg_unit_bytes(t) - 1) / eg_unit_bytes(t);
 }
 
 /* The local rows that unit holds (rows of less than a page only): [*first, *end), end clipped to the table. */
 static inline void eg_unit_rows(const struct eg_disk_table *t, uint64_t unit, uint64_t *first, uint64_t *end)
 {
-	*first = unit * eg_unit_pages(t) * t->rows_per_page;
-	*end = *first + (uint64_t)eg_unit_pages(t) * t->rows_per_page;
+	*first = unit * eg_unit_pages(t, unit) * t->rows_per_page;
+	*end = *first + (uint64_t)eg_unit_pages(t, unit) * t->rows_per_page;
 	if (*end > t->row_count)
 		*end = t->row_count;
 }

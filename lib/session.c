@@ -279,7 +279,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 		eg_sess_drain(s);
 		s->io->ops->destroy(s->io);
 	}
-	for (unsigned i = 0; s->fd_buf && i < s->st->n_shards; i++) {
+	for (unsigned i = 0; s->fd_buf && i < s->st->n_files; i++) {
 		if (s->fd_buf[i] >= 0)
 			close(s->fd_buf[i]);
 		if (s->fd_direct[i] >= 0)
@@ -331,7 +331,7 @@ static uint64_t page_cache_units(const engram_session *s, uint64_t *seen_base)
 		if (seen_base)
 			seen_base[i] = units;
 		if (!eg_sess_is_cached(s, p))
-			units += (p->t->data_length + eg_unit_bytes(p->t) - 1) / eg_unit_bytes(p->t);
+			units += eg_n_units(p->t);
 	}
 	return units;
 }
@@ -360,7 +360,7 @@ static int uring_refused(int err)
 
 static int open_fds(engram_session *s)
 {
-	unsigned n = s->st->n_shards;
+	unsigned n = s->st->n_files;
 
 	s->fd_buf = malloc(n * sizeof(int));
 	s->fd_direct = malloc(n * sizeof(int));
@@ -429,8 +429,8 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 	s->depth = depth;
 	for (unsigned i = 0; i < st->n_pieces; i++) {
 		const struct eg_disk_table *t = st->pieces[i].t;
-		if (eg_unit_bytes(t) > s->unit_max)
-			s->unit_max = eg_unit_bytes(t);
+		if (eg_unit_max(t) > s->unit_max)
+			s->unit_max = eg_unit_max(t);
 		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
 			max_frame = t->max_frame;
 		any_cached |= eg_sess_is_cached(s, &st->pieces[i]);

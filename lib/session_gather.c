@@ -72,11 +72,10 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 					       (unsigned long long)rows[i], s->cfg->layers[layer].id);
 		}
 		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
-		size_t ub = eg_unit_bytes(p->t);
 		uint32_t pi = eg_sess_piece_index(s, p);
 		r->p = p;
 		r->off = off;
-		r->unit = off / ub;
+		r->unit = eg_unit_of(p->t, off);
 		r->row = rows[i];
 		r->cached = (uint8_t)eg_sess_is_cached(s, p);
 		r->in_rc = s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[i]));
@@ -95,7 +94,7 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 		 * the page is still trusted to be there */
 		if (!r->cached && u && u->state == EG_UNIT_READY && u->t_done < t0)
 			u = NULL;
-		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t))) {
+		if (!r->cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
 			/* in the page cache: brought in before this step, or found there by this step's probe */
 			int in_ram = !u || !u->disk || u->t_done < t0;
 			r->state = ROW_READY;
@@ -179,7 +178,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
 	slot = eg_units_find(t, key);
 	if (r->state == ROW_READY && !r->cached &&
-	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t))) {
+	    eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(s, layer, &t->u[slot], step_t0);
@@ -214,8 +213,8 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 			if (eg_sess_probe(s, p, r->unit))
 				COUNT(s, layer, ram, 1);
 			else
-				COUNT(s, layer, disk_bytes, eg_unit_bytes(p->t));
-			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t));
+				COUNT(s, layer, disk_bytes, eg_unit_len(p->t, r->unit));
+			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t, r->unit));
 		}
 		c->src[c->k++] = p->data + r->off;
 		return 0;
@@ -228,7 +227,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 			if ((err = eg_sess_load_unit(s, layer, p, r->unit, s->overflow)) < 0)
 				return err;
 			c->held[c->k] = EG_NO_UNIT;
-			c->src[c->k] = s->overflow + r->off % eg_unit_bytes(p->t);
+			c->src[c->k] = s->overflow + (r->off - eg_unit_off(p->t, r->unit));
 			if (s->rc)
 				eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
 			c->k++;
@@ -244,7 +243,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 	t->u[slot].ref = 1;
 	t->u[slot].pins++;
 	c->held[c->k] = slot;
-	c->src[c->k] = eg_units_data(t, slot) + r->off % eg_unit_bytes(p->t);
+	c->src[c->k] = eg_units_data(t, slot) + (r->off - eg_unit_off(p->t, r->unit));
 	/* the row tier keeps the rows it reads, not their pages */
 	if (s->rc)
 		eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);

@@ -49,8 +49,8 @@ static int unit_range(const struct eg_piece *p, uint64_t unit, uint64_t *off, si
 		*off = t->data_offset + start;
 		*len = (size_t)(end - start);
 	} else {
-		*off = t->data_offset + unit * eg_unit_bytes(t);
-		*len = eg_unit_bytes(t);
+		*off = t->data_offset + eg_unit_off(t, unit);
+		*len = eg_unit_len(t, unit);
 	}
 	return 0;
 }
@@ -120,9 +120,10 @@ static void on_complete(void *arg, uint64_t tag, int res)
 	u->disk = 1;
 	if (res > 0)
 		COUNT(s, r->layer, disk_bytes, r->frame_len ? r->frame_len : r->cached ? r->len : (uint64_t)EG_PAGE *
-			eg_unit_pages(s->st->pieces[r->piece].t));
+			eg_unit_pages(s->st->pieces[r->piece].t, r->unit));
 	if (!r->cached && !u->err)
-		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_unit_pages(s->st->pieces[r->piece].t));
+		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit),
+			     eg_unit_pages(s->st->pieces[r->piece].t, r->unit));
 	if (r->cached && !u->err && s->rc)
 		fill_row_cache(s, r->layer, &s->st->pieces[r->piece], r->unit, eg_units_data(t, r->slot));
 	release_request(s, (uint32_t)tag);
@@ -284,8 +285,8 @@ static int pin_slot(engram_session *s, uint32_t slot)
 
 int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
 {
-	unsigned shard = (unsigned)(p->shard - s->st->shards), pages = eg_unit_pages(p->t);
-	uint64_t off = p->t->data_offset + unit * eg_unit_bytes(p->t);
+	unsigned shard = (unsigned)(p->shard - s->st->shards), pages = eg_unit_pages(p->t, unit);
+	uint64_t off = p->t->data_offset + eg_unit_off(p->t, unit);
 	char byte;
 
 	if (eg_faults.slow_disk)
@@ -309,7 +310,7 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	uint32_t slot;
 	int err;
 
-	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t)))
+	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t, unit)))
 		return 0;
 	slot = eg_units_find(t, key);
 	/* page-cache mode: a read completed before this step, of a page the seen bits no longer trust, proves
@@ -320,10 +321,10 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	}
 	/* a page already in the page cache is there now: no read to wait for, and no disk read on its behalf */
 	if (!cached && slot == EG_NO_UNIT && eg_sess_probe(s, p, unit)) {
-		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t));
+		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t, unit));
 		COUNT(s, layer, units, 1);
 		COUNT(s, layer, ios, 1);
-		COUNT(s, layer, bytes, eg_unit_bytes(p->t));
+		COUNT(s, layer, bytes, eg_unit_len(p->t, unit));
 		return 0;
 	}
 	if (slot != EG_NO_UNIT && t->u[slot].err == 0) {
@@ -362,7 +363,7 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[k])))
 			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
-		int err = request_unit(s, layer, p, off / eg_unit_bytes(p->t), pin);
+		int err = request_unit(s, layer, p, eg_unit_of(p->t, off), pin);
 		if (err < 0)
 			return err;
 	}

@@ -52,6 +52,42 @@ static int open_shard(struct eg_shard *sh, const char *path)
 	return eg_sections_decode(&sh->secs, sh->map, sh->hdr, path);
 }
 
+/* Data file i of a shard's external section: mapped beside it, once its size and the digest of its first bytes
+ * say it is the file the shard indexes. */
+static int open_external(struct eg_shard *x, const struct eg_shard *sh, unsigned i)
+{
+	const struct eg_disk_external *e = &sh->secs.external[i];
+	const char *slash = strrchr(sh->path, '/');
+	struct stat st;
+	void *map;
+	size_t n;
+
+	x->fd = -1;
+	n = e->path[0] == '/' || !slash ? 0 : (size_t)(slash - sh->path) + 1;
+	if (!(x->path = malloc(n + strlen(e->path) + 1)))
+		return eg_fail(-ENOMEM, "out of memory");
+	memcpy(x->path, sh->path, n);
+	strcpy(x->path + n, e->path);
+	if ((x->fd = eg_open_regular(x->path, "data file")) < 0)
+		return eg_fail_prefix(x->fd, "'%s' indexes it", sh->path);
+	if (fstat(x->fd, &st) < 0)
+		return eg_fail(-errno, "cannot stat '%s': %s", x->path, strerror(errno));
+	x->size = (uint64_t)st.st_size;
+	if (x->size != e->file_size)
+		return eg_fail(x->size < e->file_size ? ENGRAM_ETRUNC : ENGRAM_ECORRUPT,
+			       "'%s' is %llu bytes, but '%s' indexed a file of %llu: it changed since (index it again)",
+			       x->path, (unsigned long long)x->size, sh->path, (unsigned long long)e->file_size);
+	map = mmap(NULL, x->size ? x->size : 1, PROT_READ, MAP_SHARED, x->fd, 0);
+	if (map == MAP_FAILED)
+		return eg_fail(-errno, "cannot map '%s': %s", x->path, strerror(errno));
+	x->map = map;
+	madvise(map, x->size, MADV_RANDOM);
+	if (eg_checksum(x->map, (size_t)e->digest_len) != e->digest)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s' is not the file '%s' indexed: its first %llu bytes (its metadata) "
+						"changed (index it again)", x->path, sh->path, (unsigned long long)e->digest_len);
+	return 0;
+}
+
 static void close_shard(struct eg_shard *sh)
 {
 	if (sh->map)
@@ -97,8 +133,16 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 	memcpy(s->writer, sh->hdr->writer, sizeof(sh->hdr->writer));
 	printable(s->writer, sizeof(sh->hdr->writer));
 	if (sh->secs.source) {
+		static const char *const checked[] = { "multipliers", "primes", "offsets", "token_map", "pad_id", "params" };
+		size_t k = 0;
 		memcpy(s->tokmap_name, sh->secs.source->tokmap_name, sizeof(sh->secs.source->tokmap_name));
 		printable(s->tokmap_name, sizeof(sh->secs.source->tokmap_name));
+		memcpy(s->params_name, sh->secs.source->params_name, sizeof(sh->secs.source->params_name));
+		printable(s->params_name, sizeof(sh->secs.source->params_name));
+		for (unsigned b = 0; b < sizeof(checked) / sizeof(*checked); b++)
+			if (sh->secs.source->gguf_checked & (1u << b))
+				k += (size_t)snprintf(s->gguf_checked + k, sizeof(s->gguf_checked) - k, "%s%s", k ? " " : "",
+						      checked[b]);
 	}
 	return 0;
 }
@@ -122,19 +166,23 @@ static int index_pieces(engram_store *s, int whole_set)
 	s->layer_first = calloc(s->cfg->n_layers + 1, sizeof(*s->layer_first));
 	if (!s->pieces || !s->layer_first)
 		return eg_fail(-ENOMEM, "out of memory");
-	for (unsigned i = 0; i < s->n_shards; i++) {
+	for (unsigned i = 0, ext = s->n_shards; i < s->n_shards; ext += s->shards[i++].secs.n_external) {
 		struct eg_shard *sh = &s->shards[i];
 		for (unsigned j = 0; j < sh->secs.n_tables; j++, k++) {
 			const struct eg_disk_table *t = &sh->secs.tables[j];
-			int err = eg_table_check(t, j, s->cfg, &sh->secs, sh->hdr->section_table_offset, sh->path);
+			/* an external table's rows are in its data file, which the piece reads as its shard */
+			struct eg_shard *data = t->codec == EG_CODEC_EXTERNAL && t->external_file < sh->secs.n_external
+							? &s->shards[ext + t->external_file] : sh;
+			int err = eg_table_check(t, j, s->cfg, &sh->secs,
+						 data == sh ? sh->hdr->section_table_offset : data->size, sh->path);
 			if (err < 0)
 				return err;
 			s->pieces[k] = (struct eg_piece){
-				.shard = sh,
+				.shard = data,
 				.t = t,
 				.frames = t->codec == EG_CODEC_ZSTD ? (const uint64_t *)(sh->map + t->frames_offset) : NULL,
 				.sums = (const uint64_t *)(sh->map + t->blocksums_offset),
-				.data = sh->map + t->data_offset,
+				.data = data->map + t->data_offset,
 			};
 		}
 	}
@@ -172,6 +220,33 @@ static int index_pieces(engram_store *s, int whole_set)
 			return eg_fail(ENGRAM_ECORRUPT, "layer %d rows from %llu are in no shard of the set",
 				       s->cfg->layers[l].id, (unsigned long long)next);
 	}
+	return 0;
+}
+
+/* The data files of the shards' external tables, after the shards in s->shards (shard i's from the sum of the
+ * counts of the shards before it). */
+static int open_externals(engram_store *s)
+{
+	unsigned n = 0, k = s->n_shards;
+	struct eg_shard *v;
+
+	for (unsigned i = 0; i < s->n_shards; i++)
+		n += s->shards[i].secs.n_external;
+	if (!n)
+		return 0;
+	if (!(v = realloc(s->shards, (s->n_shards + n) * sizeof(*v))))
+		return eg_fail(-ENOMEM, "out of memory");
+	s->shards = v;
+	memset(v + s->n_shards, 0, n * sizeof(*v));
+	for (unsigned i = s->n_shards; i < s->n_shards + n; i++)
+		v[i].fd = -1;
+	s->n_files = s->n_shards + n;
+	for (unsigned i = 0; i < s->n_shards; i++)
+		for (unsigned j = 0; j < s->shards[i].secs.n_external; j++) {
+			int err = open_external(&s->shards[k++], &s->shards[i], j);
+			if (err < 0)
+				return err;
+		}
 	return 0;
 }
 
@@ -244,6 +319,7 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 	}
 	for (unsigned i = 0; i < s->n_shards; i++)
 		s->shards[i].fd = -1;
+	s->n_files = s->n_shards;
 	for (unsigned i = 0; i < s->n_shards; i++) {
 		if ((err = open_shard(&s->shards[i], whole_set ? m.paths[i] : path)) < 0)
 			goto out;
@@ -254,7 +330,8 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 		if (whole_set && (err = check_same_set(&s->shards[0], &s->shards[i], i, m.n)) < 0)
 			goto out;
 	}
-	if ((err = load_config(s, &s->shards[0])) < 0 || (err = index_pieces(s, whole_set)) < 0)
+	if ((err = open_externals(s)) < 0 || (err = load_config(s, &s->shards[0])) < 0 ||
+	    (err = index_pieces(s, whole_set)) < 0)
 		goto out;
 	*out = s;
 	s = NULL;
@@ -269,7 +346,7 @@ ENGRAM_API void engram_close(engram_store *s)
 	EG_KEEP_ERRNO;
 	if (!s)
 		return;
-	for (unsigned i = 0; s->shards && i < s->n_shards; i++)
+	for (unsigned i = 0; s->shards && i < s->n_files; i++)
 		close_shard(&s->shards[i]);
 	free(s->shards);
 	free(s->pieces);
@@ -314,7 +391,13 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 	v.writer = s->writer;
 	const struct eg_disk_source *src = s->shards[0].secs.source;
 	v.token_map_source = !src ? "" : src->tokmap_kind == EG_TOKMAP_TOKENIZER ? "tokenizer.json"
-				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy" : "?";
+				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy"
+				    : src->tokmap_kind == EG_TOKMAP_GGUF_KEY ? "gguf key"
+				    : src->tokmap_kind == EG_TOKMAP_GGUF_VOCAB ? "gguf vocabulary" : "?";
+	v.config_source = !src || !src->params_kind ? "" : src->params_kind == EG_PARAMS_JSON ? "config json"
+						  : src->params_kind == EG_PARAMS_GGUF ? "gguf keys" : "?";
+	v.config_name = s->params_name;
+	v.gguf_checked = s->gguf_checked;
 	v.token_map_name = s->tokmap_name;
 	if (src)
 		memcpy(v.token_map_sha256, src->tokmap_sha256, 32);
@@ -344,6 +427,9 @@ ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct
 	const struct eg_disk_table *t = p->t;
 	v.path = p->shard->path;
 	v.shard_index = (unsigned)(p->shard - s->shards);
+	for (unsigned k = 0; !p->shard->hdr && k < s->n_shards; k++) /* an external table: the shard indexing it */
+		if (p->t >= s->shards[k].secs.tables && p->t < s->shards[k].secs.tables + s->shards[k].secs.n_tables)
+			v.shard_index = k;
 	v.layer_index = t->layer_index;
 	v.layer_id = t->layer_id;
 	v.row_begin = t->row_begin;
@@ -352,7 +438,7 @@ ENGRAM_API int engram_store_table_info(const engram_store *s, unsigned i, struct
 	v.head_dim = t->head_dim;
 	v.record_size = t->record_size;
 	v.rows_per_page = t->rows_per_page;
-	v.codec = t->codec == EG_CODEC_ZSTD ? "zstd" : "raw";
+	v.codec = t->codec == EG_CODEC_ZSTD ? "zstd" : t->codec == EG_CODEC_EXTERNAL ? "in-place" : "raw";
 	v.shuffled = t->filter == EG_FILTER_SHUFFLE;
 	v.block_pages = t->pages_per_block;
 	v.raw_bytes = t->n_pages * EG_PAGE;
@@ -402,7 +488,7 @@ ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row,
 	if (dst_size < p->t->record_size)
 		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than a %u-byte row", dst_size, p->t->record_size);
 	off = eg_layout_row_offset(p->t, row - p->t->row_begin);
-	if (p->t->codec == EG_CODEC_RAW) {
+	if (p->t->codec != EG_CODEC_ZSTD) {
 		memcpy(dst, p->data + off, p->t->record_size);
 		return (int)p->t->record_size;
 	}

@@ -7,6 +7,7 @@
 #include "format.h"
 #include "internal.h"
 
+/* A shard file, or (hdr NULL) a data file that external tables read (an indexed GGUF). */
 struct eg_shard {
 	char *path;
 	int fd;
@@ -30,8 +31,11 @@ struct engram_store {
 	uint64_t row_scale;
 	char writer[sizeof(((struct eg_disk_header *)0)->writer) + 1]; /* NUL-terminated copy of the header's */
 	char tokmap_name[sizeof(((struct eg_disk_source *)0)->tokmap_name) + 1]; /* of the source section, or "" */
+	char params_name[sizeof(((struct eg_disk_source *)0)->params_name) + 1];
+	char gguf_checked[96];   /* the source section's gguf_checked bits as names */
 	unsigned n_shards;
-	struct eg_shard *shards;
+	unsigned n_files;             /* the shards, then the data files of their external tables (no header) */
+	struct eg_shard *shards;      /* [n_files] */
 	unsigned n_pieces;
 	struct eg_piece *pieces;      /* ordered by layer, then row_begin */
 	unsigned *layer_first;        /* [n_layers + 1]: pieces of layer l are [layer_first[l], layer_first[l+1]) */

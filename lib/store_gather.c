@@ -115,7 +115,7 @@ static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size
 			}
 		}
 		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
-		if (p->t->codec == EG_CODEC_RAW)
+		if (p->t->codec != EG_CODEC_ZSTD)
 			g.src[g.pending++] = p->data + off;
 		else if ((err = add_zstd(&g, p, off)) < 0)
 			break;

@@ -606,7 +606,13 @@ static void test_table_layout_is_what_pack_writes(void **state)
 	assert_int_equal(want.raw_bytes, 25600412ull * 4096);
 	/* what has no layout */
 	assert_int_equal(engram_table_layout("I8", 64, 10, &want), -EINVAL);
-	assert_non_null(strstr(engram_last_error(), "dtype 'I8' is not F32, BF16, F16 or F8_E4M3"));
+	assert_non_null(strstr(engram_last_error(), "dtype 'I8' is not F32, BF16, F16, F8_E4M3 or a ggml block type"));
+	assert_int_equal(engram_table_layout("Q4_K", 128, 10, &want), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "Q4_K needs a multiple of 256"));
+	/* ggml's blocks: a V4.1 row of 256 as Q3_K is 110 bytes, 37 to a page */
+	must(engram_table_layout("Q3_K", 256, 384006168, &want), "q3_k");
+	assert_int_equal(want.record_size, 110);
+	assert_int_equal(want.rows_per_page, 37);
 	assert_int_equal(engram_table_layout("F8_E4M3", 48, 10, &want), -EINVAL);
 	assert_non_null(strstr(engram_last_error(), "F8_E4M3 needs a multiple of 32"));
 	assert_int_equal(engram_table_layout("F32", 0, 10, &want), -EINVAL);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "engram.h"
@@ -24,6 +25,7 @@ enum {
 	OPT_BLOCK_PAGES,
 	OPT_SHUFFLE,
 	OPT_TEMPLATE,
+	OPT_IN_PLACE,
 	OPT_SCALE_TEMPLATE,
 	OPT_SPLIT,
 	OPT_SYNTHETIC,
@@ -45,7 +47,8 @@ static void usage(FILE *f)
 		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json\n"
 		"  --token-map FILE         compressed-token map .npy\n"
 		"  --tokenizer FILE         tokenizer.json to build the token map from (instead of --token-map)\n"
-		"  --weights FILE...        .safetensors, model.safetensors.index.json or .npy files; repeatable\n"
+		"  --weights FILE...        .safetensors, model.safetensors.index.json, .npy or .gguf files (a split\n"
+		"                           GGUF by its first file); repeatable\n"
 		"  --out PATH               the shard file, or with --split the JSON manifest\n"
 		"  --codec raw|zstd         table data as pages (default) or zstd frames\n"
 		"  --level N                zstd level, -131072 to 22 (default 3)\n"
@@ -53,6 +56,9 @@ static void usage(FILE *f)
 		"                           4 zstd)\n"
 		"  --shuffle auto|on|off    zstd byte-plane shuffle of 16/32-bit elements (default auto)\n"
 		"  --template NAME          weight tensor name (or name suffix), {L} standing for the layer id\n"
+		"                           (also --tensor-template; GGUF default blk.{L}.engram_embd.weight)\n"
+		"  --in-place               GGUF weights: write a small index whose tables are the GGUF's own\n"
+		"                           tensor data, not a copy (the GGUF must stay where it is, unchanged)\n"
 		"  --scale-template NAME    F8_E4M3 scale tensor name (default: the weight's, .weight -> .scale)\n"
 		"  --split layer|size:BYTES|heads:K\n"
 		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes;\n"
@@ -113,13 +119,57 @@ static char *join(const char *dir, const char *name)
 	return p;
 }
 
+/* Whether a weights file is GGUF, whose keys may state the hash config and token map. */
+static int any_gguf(const char *const *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(w[i]);
+		if (len >= 5 && !strcmp(w[i] + len - 5, ".gguf"))
+			return 1;
+	}
+	return 0;
+}
+
+/* The GGUF of a llama.cpp model directory: its one *.gguf, or the first file of its one split set
+ * (NAME-00001-of-0000N.gguf). NULL with a message when there is none or more than one. */
+static char *dir_gguf(const char *dir, int *several)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char *found = NULL;
+	int n = 0;
+
+	if (!d)
+		return NULL;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len < 6 || strcmp(e->d_name + len - 5, ".gguf"))
+			continue;
+		if (len > 20 && !strncmp(e->d_name + len - 20, "-", 1) && strncmp(e->d_name + len - 19, "00001-of-", 9))
+			continue; /* a later file of a split set: found from its first */
+		n++;
+		if (!found)
+			found = join(dir, e->d_name);
+	}
+	closedir(d);
+	if ((*several = n > 1)) {
+		tool_error("--model-dir '%s' holds more than one GGUF model: give the one to pack with --weights", dir);
+		free(found);
+		return NULL;
+	}
+	return found;
+}
+
 /* The checkpoint directory's files, as Hugging Face lays them out, into *o (and paths[], which owns them):
  * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
- * prefers too) or model.safetensors.index.json. Returns 0, or prints which file DIR lacks and returns -1. */
+ * prefers too) or model.safetensors.index.json; or, as llama.cpp lays them out, a GGUF (whose keys may state the
+ * config and the map: config.json and tokenizer.json are then used when present). Returns 0, or prints which
+ * file DIR lacks and returns -1. */
 static int model_dir_files(const char *dir, struct engram_pack_options *o, const char **weights, char *paths[3])
 {
 	static const char *const weight_names[] = { "model.safetensors", "model.safetensors.index.json" };
 	struct stat st;
+	int have[2], several = 0;
 
 	if (stat(dir, &st) < 0) {
 		tool_error("--model-dir '%s': %s", dir, strerror(errno));
@@ -133,26 +183,44 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 		goto nomem;
 	/* a file there that cannot be read is the library's to report, naming it */
 	for (int i = 0; i < 2; i++)
-		if (stat(paths[i], &st) < 0 && errno == ENOENT) {
+		have[i] = !(stat(paths[i], &st) < 0 && errno == ENOENT);
+	if (!o->synthetic_scale) {
+		for (int i = 0; i < 2 && !o->n_weights; i++) {
+			char *w = join(dir, weight_names[i]);
+			if (!w)
+				goto nomem;
+			if (stat(w, &st) == 0 || errno != ENOENT)
+				weights[o->n_weights++] = paths[2] = w;
+			else
+				free(w);
+		}
+		if (!o->n_weights && (paths[2] = dir_gguf(dir, &several))) {
+			weights[o->n_weights++] = paths[2];
+			o->config_path = have[0] ? paths[0] : NULL;
+			o->tokenizer_path = have[1] ? paths[1] : NULL;
+			return 0;
+		}
+		if (several)
+			return -1;
+		for (int i = 0; i < 2 && !o->n_weights; i++) /* a Hugging Face directory's messages, in their order */
+			if (!have[i]) {
+				tool_error("--model-dir '%s' has no %s", dir, i ? "tokenizer.json" : "config.json");
+				return -1;
+			}
+		if (!o->n_weights) {
+			tool_error("--model-dir '%s' has neither model.safetensors nor model.safetensors.index.json nor a "
+				   "GGUF", dir);
+			return -1;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (!have[i]) {
 			tool_error("--model-dir '%s' has no %s", dir, i ? "tokenizer.json" : "config.json");
 			return -1;
 		}
 	o->config_path = paths[0];
 	o->tokenizer_path = paths[1];
-	if (o->synthetic_scale)
-		return 0;
-	for (int i = 0; i < 2; i++) {
-		char *w = join(dir, weight_names[i]);
-		if (!w)
-			goto nomem;
-		if (stat(w, &st) == 0 || errno != ENOENT) {
-			weights[o->n_weights++] = paths[2] = w;
-			return 0;
-		}
-		free(w);
-	}
-	tool_error("--model-dir '%s' has neither model.safetensors nor model.safetensors.index.json", dir);
-	return -1;
+	return 0;
 nomem:
 	tool_error("out of memory");
 	return -1;
@@ -180,6 +248,8 @@ int main(int argc, char **argv)
 		{ "block-pages", required_argument, NULL, OPT_BLOCK_PAGES },
 		{ "shuffle", required_argument, NULL, OPT_SHUFFLE },
 		{ "template", required_argument, NULL, OPT_TEMPLATE },
+		{ "tensor-template", required_argument, NULL, OPT_TEMPLATE },
+		{ "in-place", no_argument, NULL, OPT_IN_PLACE },
 		{ "scale-template", required_argument, NULL, OPT_SCALE_TEMPLATE },
 		{ "split", required_argument, NULL, OPT_SPLIT },
 		{ "synthetic", required_argument, NULL, OPT_SYNTHETIC },
@@ -260,6 +330,7 @@ int main(int argc, char **argv)
 			shuffle_arg = optarg;
 			break;
 		case OPT_TEMPLATE: o.weight_template = optarg; break;
+		case OPT_IN_PLACE: o.in_place = 1; break;
 		case OPT_SCALE_TEMPLATE: o.scale_template = optarg; break;
 		case OPT_SPLIT:
 			if (parse_split(optarg, &o) < 0)
@@ -315,8 +386,9 @@ int main(int argc, char **argv)
 	} else if (o.token_map_path && o.tokenizer_path) {
 		usage_error("--token-map and --tokenizer are two sources of one token map: give one");
 		goto out;
-	} else if (!o.config_path || !(o.token_map_path || o.tokenizer_path)) {
-		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required");
+	} else if ((!o.config_path || !(o.token_map_path || o.tokenizer_path)) && !any_gguf(weights, o.n_weights)) {
+		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF weights "
+			    "may state them)");
 		goto out;
 	}
 	if (!o.out_path) {

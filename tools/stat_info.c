@@ -48,6 +48,10 @@ static void print_token_map_source(const struct engram_store_info *si)
 	for (int i = 0; i < 32; i++)
 		printf("%02x", si->token_map_sha256[i]);
 	putchar('\n');
+	if (si->config_source && *si->config_source)
+		printf("hash config   %s '%s'\n", si->config_source, si->config_name);
+	if (si->gguf_checked && *si->gguf_checked)
+		printf("gguf checked  %s (stored, equal to the library's derivation)\n", si->gguf_checked);
 }
 
 int stat_info(int argc, char **argv)
@@ -102,7 +106,7 @@ int stat_info(int argc, char **argv)
 		else
 			snprintf(r[6], CELL, "-");
 		snprintf(r[7], CELL, "%s", ti.codec);
-		snprintf(r[8], CELL, "%s", strcmp(ti.codec, "raw") ? (ti.shuffled ? "yes" : "no") : "-");
+		snprintf(r[8], CELL, "%s", strcmp(ti.codec, "zstd") ? "-" : ti.shuffled ? "yes" : "no");
 		snprintf(r[9], CELL, "%u", ti.block_pages);
 		snprintf(r[10], CELL, "%" PRIu64, ti.raw_bytes);
 		snprintf(r[11], CELL, "%" PRIu64, ti.stored_bytes);
@@ -112,6 +116,17 @@ int stat_info(int argc, char **argv)
 	}
 	for (unsigned k = 0; k < n_shards; k++)
 		printf("shard %-7u '%s'\n", k, engram_store_shard_path(s, k));
+	for (unsigned i = 0; i < n; i++) /* the data files of in-place tables, each once */
+		if (engram_store_table_info(s, i, &ti) == 0 && !strcmp(ti.codec, "in-place")) {
+			int seen = 0;
+			char data[4096];
+			snprintf(data, sizeof(data), "%s", ti.path);
+			for (unsigned j = 0; j < i && !seen; j++)
+				seen = engram_store_table_info(s, j, &ti) == 0 && !strcmp(ti.codec, "in-place") &&
+				       !strcmp(ti.path, data);
+			if (!seen)
+				printf("in place      '%s' (tables read where it has them)\n", data);
+		}
 	for (unsigned k = 0; k < NCOL; k++) {
 		width[k] = 0;
 		for (unsigned i = 0; i <= n; i++)

@@ -40,6 +40,8 @@ struct packer {
 	uint8_t set_id[16];
 	struct eg_disk_source source;
 	struct engram_pack_result res;
+	char *ext_files[EG_INPLACE_MAX_FILES]; /* --in-place: the GGUF files the index reads */
+	unsigned n_ext;
 };
 
 /* Per-piece output while it is written. */
@@ -172,6 +174,11 @@ static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out
 	return progress(pk, npages * EG_PAGE);
 }
 
+static int progress_cb(void *arg, uint64_t bytes)
+{
+	return progress(arg, bytes);
+}
+
 static int write_piece(struct packer *pk, struct eg_outfile *f, const struct piece *pc, struct piece_out *po,
 		       uint64_t *off)
 {
@@ -179,6 +186,9 @@ static int write_piece(struct packer *pk, struct eg_outfile *f, const struct pie
 	struct eg_disk_table *t = &po->t;
 	size_t batch_pages, batch_rows, page = 0, slot = 0;
 	int err;
+
+	if (pc->external) /* the rows stay where the GGUF has them: only their checksums are written */
+		return eg_inplace_table(src, pc, pk->ppb, t, &po->sums, pk->batch, progress_cb, pk);
 
 	eg_layout_init(t, src->dtype, src->head_dim, pc->row_count, pk->ppb);
 	t->layer_index = pc->layer_index;
@@ -260,7 +270,7 @@ static int add_section(struct eg_outfile *f, struct eg_disk_section *sec, uint32
 /* One shard while the set is written: its section entries (the header and section table are written once the
  * set id, a digest of every shard's sections, is known). */
 struct shard_out {
-	struct eg_disk_section secs[6];
+	struct eg_disk_section secs[7];
 	unsigned n_secs;
 	uint64_t secs_off;  /* where the section table goes */
 };
@@ -326,6 +336,13 @@ static int write_body(struct packer *pk, struct eg_outfile *f, const struct shar
 		goto out;
 	}
 	so->n_secs = 6;
+	if (pk->n_ext) {
+		struct eg_disk_external x[EG_INPLACE_MAX_FILES];
+		if ((err = eg_inplace_externals(pk->o->out_path, pk->ext_files, pk->n_ext, x)) < 0 ||
+		    (err = add_section(f, &secs[6], EG_SEC_EXTERNAL, x, pk->n_ext * sizeof(*x), &off)) < 0)
+			goto out;
+		so->n_secs = 7;
+	}
 	so->secs_off = align_up(off, 8);
 out:
 	for (unsigned i = 0; i < sh->n_pieces; i++) {
@@ -367,8 +384,10 @@ static int check_outputs(const struct packer *pk, const struct engram_pack_optio
 
 	if (!in)
 		return eg_fail(-ENOMEM, "out of memory");
-	in[k++] = o->config_path;
-	in[k++] = o->tokenizer_path ? o->tokenizer_path : o->token_map_path;
+	if (o->config_path)
+		in[k++] = o->config_path;
+	if (o->tokenizer_path || o->token_map_path)
+		in[k++] = o->tokenizer_path ? o->tokenizer_path : o->token_map_path;
 	for (size_t i = 0; i < o->n_weights; i++)
 		in[k++] = o->weights[i];
 	for (size_t i = 0; pk->set && i < eg_tensors_count(pk->set); i++)
@@ -387,6 +406,17 @@ static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *ro
 
 	*pages = unit * (BATCH_PAGES / unit ? BATCH_PAGES / unit : 1);
 	*rows = eg_layout_rows_in_pages(rec, *pages);
+}
+
+/* The first GGUF file of the weights, or NULL. */
+static const char *gguf_weight(const struct engram_pack_options *o)
+{
+	for (size_t i = 0; !o->synthetic_scale && o->weights && i < o->n_weights; i++) {
+		size_t len = o->weights[i] ? strlen(o->weights[i]) : 0;
+		if (len >= 5 && !strcmp(o->weights[i] + len - 5, ".gguf"))
+			return o->weights[i];
+	}
+	return NULL;
 }
 
 /* The token map, from a .npy or a tokenizer.json, and where it came from (the source section). */
@@ -424,8 +454,17 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 	char what[512];
 	int err;
 
+	pk->row_scale = 1;
+	if (gguf_weight(o)) { /* a GGUF states (some of) its hash config: the first one's keys are read and checked */
+		if ((o->token_map_path || o->tokenizer_path) && (err = load_map(pk, o, &map, &n)) < 0)
+			return err;
+		return eg_gguf_config(&pk->cfg, gguf_weight(o), o->config_path, map, n, &pk->source);
+	}
 	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = load_map(pk, o, &map, &n)) < 0)
 		return err;
+	pk->source.params_kind = EG_PARAMS_JSON;
+	snprintf(pk->source.params_name, sizeof(pk->source.params_name), "%s",
+		 strrchr(o->config_path, '/') ? strrchr(o->config_path, '/') + 1 : o->config_path);
 	pk->row_scale = 1;
 	if (o->synthetic_scale > 1) {
 		pk->row_scale = o->synthetic_scale;
@@ -449,8 +488,16 @@ static int open_sources(struct packer *pk, const struct engram_pack_options *o)
 		return eg_fail(-ENOMEM, "out of memory");
 	for (unsigned l = 0; l < L; l++)
 		pk->src[l].wfd = pk->src[l].sfd = -1;
-	if (!o->synthetic_scale && (err = eg_tensors_open(&set, o->weights, o->n_weights)) < 0)
-		return err;
+	if (!o->synthetic_scale) {
+		char **paths;
+		size_t n;
+		if ((err = eg_gguf_expand_splits(o->weights, o->n_weights, &paths, &n)) < 0)
+			return err;
+		err = eg_tensors_open(&set, (const char *const *)paths, n);
+		eg_paths_free(paths, n);
+		if (err < 0)
+			return err;
+	}
 	for (unsigned l = 0; l < L && !err; l++)
 		err = o->synthetic_scale
 			      ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
@@ -507,6 +554,8 @@ static void packer_free(struct packer *pk)
 	free(pk->cctx);
 	free(pk->batch);
 	free(pk->records);
+	for (unsigned i = 0; i < pk->n_ext; i++)
+		free(pk->ext_files[i]);
 	free(pk->frames_buf);
 	free(pk->frame_len);
 	free(pk->shuffled);
@@ -515,8 +564,11 @@ static void packer_free(struct packer *pk)
 
 static int check_options(const struct engram_pack_options *o, struct packer *pk)
 {
-	if (!o->config_path || !o->out_path || !o->token_map_path == !o->tokenizer_path)
-		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them)");
+	if (o->token_map_path && o->tokenizer_path)
+		return eg_fail(-EINVAL, "pack takes a token map or a tokenizer, not both");
+	if (!o->out_path || (!gguf_weight(o) && (!o->config_path || !o->token_map_path == !o->tokenizer_path)))
+		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them; "
+					"GGUF weights may state the config and the map)");
 	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
 		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
 	if (!o->codec || !strcmp(o->codec, "raw"))
@@ -528,6 +580,10 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 	pk->ppb = o->block_pages ? o->block_pages : pk->codec == EG_CODEC_ZSTD ? 4 : 16;
 	if (pk->ppb > 4096)
 		return eg_fail(-EINVAL, "block of %u pages is too large (at most 4096)", pk->ppb);
+	if (o->in_place && (pk->codec != EG_CODEC_RAW || o->split != ENGRAM_SPLIT_NONE || !gguf_weight(o) ||
+			    o->synthetic_scale))
+		return eg_fail(-EINVAL, "--in-place indexes GGUF weights as they are: raw, one index file (no --codec "
+					"zstd, no --split, no --synthetic)");
 	pk->level = o->zstd_level ? o->zstd_level : 3;
 	if (pk->level < ZSTD_minCLevel() || pk->level > ZSTD_maxCLevel())
 		return eg_fail(-EINVAL, "zstd level %d is outside [%d, %d]", pk->level, ZSTD_minCLevel(), ZSTD_maxCLevel());
@@ -569,7 +625,8 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 			pk.ppb += ppr - pk.ppb % ppr;
 	}
 	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0 ||
-	    (err = check_outputs(&pk, o)) < 0)
+	    (err = check_outputs(&pk, o)) < 0 ||
+	    (o->in_place && (err = eg_inplace_plan(&shards[0], pk.src, pk.ext_files, &pk.n_ext)) < 0))
 		goto out;
 	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */
 	pk.filter = EG_FILTER_NONE;

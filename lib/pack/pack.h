@@ -35,10 +35,25 @@ int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned 
 int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst);
 void eg_source_close(struct eg_source *s);
 
+/* The hash config for GGUF weights (gguf_config.c): parameters from the config JSON when config_path is not NULL
+ * (the GGUF's {arch}.engram.* parameter keys checked against it) or from those keys; the token map given (map,
+ * n: taken over; NULL for none), else the GGUF's token_map key, else built from its vocabulary; then every
+ * constant the GGUF stores (multipliers, primes, offsets, token map, pad id) checked against the library's
+ * derivation: ENGRAM_ECONFIG naming the key and the first differing value. src gets what came from where. */
+int eg_gguf_config(engram_config **out, const char *gguf_path, const char *config_path, int32_t *map, uint64_t n,
+		   struct eg_disk_source *src);
+/* The compressed-token map of a GGUF's vocabulary (tokenizer.ggml.tokens, tokenizer.ggml.token_type; model gpt2:
+ * byte-level, llama: SentencePiece), as engram_tokenmap_build() builds it from the same vocabulary's
+ * tokenizer.json (gguf_vocab.c). */
+struct eg_gguf;
+int eg_gguf_vocab_map(const struct eg_gguf *g, const char *path, int32_t **map, uint64_t *n);
+
 /* How the table set is cut into files: each shard holds contiguous row ranges (pieces) of layer tables. */
 struct piece {
 	unsigned layer_index;
 	uint64_t row_begin, row_count;
+	int external;        /* --in-place: the rows stay in the GGUF (data file `file` of the index) */
+	unsigned file;
 };
 
 struct shard {
@@ -52,6 +67,18 @@ int eg_plan_shards(const engram_config *cfg, const uint32_t *record_size, const 
 		   struct shard **out, unsigned *n_out);
 void eg_plan_free(struct shard *s, unsigned n);
 
+
+/* --in-place (pack_inplace.c). The plan's one shard of whole tables becomes, per layer, an external piece (the
+ * rows inside the GGUF's whole pages) and a packed piece of the rest; files[*n_files] gets the GGUF paths
+ * (malloc'd). */
+#define EG_INPLACE_MAX_FILES 64
+int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, unsigned *n_files);
+/* The table entry of an external piece, and its block checksums (*sums, malloc'd), reading the GGUF through buf
+ * (pages_per_block pages); progress(arg, bytes) as they are read. */
+int eg_inplace_table(const struct eg_source *src, const struct piece *pc, uint32_t ppb, struct eg_disk_table *t,
+		     uint64_t **sums, uint8_t *buf, int (*progress)(void *arg, uint64_t bytes), void *arg);
+/* The EG_SEC_EXTERNAL entries of the n files for a shard written at out. */
+int eg_inplace_externals(const char *out, char **files, unsigned n, struct eg_disk_external *x);
 
 /* An output file that appears whole or not at all (outfile.c): written unnamed in the directory of dest_path,
  * synced, then placed at a name (replacing what was there atomically). name says what it is in messages. */

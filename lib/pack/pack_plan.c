@@ -23,7 +23,7 @@ static int add_piece(struct shard *sh, unsigned li, uint64_t begin, uint64_t cou
 	if (!p)
 		return eg_fail(-ENOMEM, "out of memory");
 	sh->pieces = p;
-	p[sh->n_pieces++] = (struct piece){ li, begin, count };
+	p[sh->n_pieces++] = (struct piece){ li, begin, count, 0, 0 };
 	return 0;
 }
 

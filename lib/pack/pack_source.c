@@ -13,6 +13,7 @@
 static const char *const default_templates[] = {
 	"layers.{L}.engram.embed.weight",                          /* DeepSeek-V4.1 */
 	"layers.{L}.engram.multi_head_embedding.embedding.weight", /* Engram demo */
+	"blk.{L}.engram_embd.weight",                              /* llama.cpp's GGUF */
 };
 
 /* The template with every {L} replaced by the layer id. */
@@ -83,13 +84,15 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 			return eg_fail(-ENOENT, "no tensor named '%s' (or ending in '.%s') for layer %d in the weights",
 				       wname, wname, layer_id);
 		return eg_fail(-ENOENT, "no Engram table for layer %d in the weights (looked for names ending in "
-				       "'layers.%d.engram.embed.weight' or 'layers.%d.engram.multi_head_embedding.embedding.weight')",
-			       layer_id, layer_id, layer_id);
+				       "'layers.%d.engram.embed.weight', 'layers.%d.engram.multi_head_embedding.embedding.weight' "
+				       "or 'blk.%d.engram_embd.weight')",
+			       layer_id, layer_id, layer_id, layer_id);
 	}
 	s->dtype = eg_dtype_from_name(w->dtype);
 	if (!s->dtype)
-		return eg_fail(ENGRAM_EDTYPE, "'%s': tensor '%s' has dtype %s; Engram tables must be F32, BF16, F16 or "
-					      "F8_E4M3 (with F8_E8M0 scales)", w->path, w->name, w->dtype);
+		return eg_fail(ENGRAM_EDTYPE, "'%s': tensor '%s' has dtype %s; Engram tables must be F32, BF16, F16, "
+					      "F8_E4M3 (with F8_E8M0 scales) or one of ggml's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+					      "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K", w->path, w->name, w->dtype);
 	if (w->ndim != 2 || w->shape[0] != rows || w->shape[1] != dim) {
 		char shape[128] = "";
 		size_t k = 0;
@@ -128,7 +131,13 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 	s->rows = rows;
 	s->layer_id = layer_id;
 	s->record_size = eg_record_size(s->dtype, dim);
-	s->payload = dim * eg_dtype_elem_size(s->dtype);
+	if (!s->record_size)
+		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' is %s, whose rows are whole blocks of %u: head dim %u is "
+					      "not", w->path, w->name, w->dtype, eg_dtype_granule(s->dtype), dim);
+	s->payload = s->dtype == EG_DT_F8_E4M3 ? dim : s->record_size;
+	if (w->nbytes != rows * s->payload)
+		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' holds %llu bytes, not %llu rows of %u", w->path, w->name,
+			       (unsigned long long)w->nbytes, (unsigned long long)rows, s->payload);
 	s->wpath = w->path;
 	s->wname = w->name;
 	s->woff = w->offset;

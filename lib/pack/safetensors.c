@@ -17,6 +17,7 @@
 #include "file.h"
 #include "index_paths.h"
 #include "safetensors.h"
+#include "gguf.h"
 
 /* What a header may ask for: real checkpoint shards have headers of kilobytes to a few MiB and thousands of
  * tensors; a hostile one must not cost minutes or gigabytes. */
@@ -95,9 +96,8 @@ static const char *shape_str(char *buf, size_t size, const uint64_t *shape, unsi
 	return buf;
 }
 
-static struct eg_tensor *new_tensor(struct build *b, const char *name, size_t file)
+struct eg_tensor *eg_tensors_new(struct eg_tensor_set *s, const char *name, size_t file)
 {
-	struct eg_tensor_set *s = b->s;
 	struct eg_tensor *t;
 
 	t = grow(s->t, &s->cap, s->n + 1, sizeof(*s->t));
@@ -189,7 +189,7 @@ static int parse_entry(const struct st_ctx *c, const char *name, json_t *e)
 		return eg_fail(ENGRAM_ETRUNC, "'%s' is truncated: tensor '%s' data_offsets [%llu, %llu] run past the "
 			       "data (%llu bytes)", c->path, name, (unsigned long long)begin, (unsigned long long)end,
 			       (unsigned long long)c->data_size);
-	t = new_tensor(c->b, name, c->file);
+	t = eg_tensors_new(c->b->s, name, c->file);
 	if (!t)
 		return -ENOMEM;
 	memcpy(t->dtype, json_string_value(dtype), json_string_length(dtype) + 1);
@@ -344,7 +344,7 @@ static int read_npy(struct build *b, int fd, size_t file)
 		return eg_fail(ENGRAM_EPARSE, "'%s': cannot name a tensor after this file", path);
 	memcpy(name, base, len);
 	name[len] = 0;
-	t = new_tensor(b, name, file);
+	t = eg_tensors_new(b->s, name, file);
 	if (!t)
 		return -ENOMEM;
 	snprintf(t->dtype, sizeof(t->dtype), "%s", dt);
@@ -409,6 +409,8 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 		err = read_npy(b, fd, *file);
 	else if (has_suffix(path, ".json"))
 		err = read_index(b, fd, path);
+	else if (has_suffix(path, ".gguf"))
+		err = eg_gguf_tensors(b->s, fd, *file, s->files[*file].path);
 	else
 		err = read_safetensors(b, fd, (uint64_t)st.st_size, *file);
 out:

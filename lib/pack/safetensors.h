@@ -27,6 +27,8 @@ struct eg_tensor_set;
  *  - *.npy: one tensor named after the file's basename without ".npy". Little-endian C-order arrays only
  *    (fortran_order: ENGRAM_ESHAPE). '<f2' '<f4' '<f8' become F16 F32 F64, '<iN'/'<uN' I8..I64/U8..U64, '|b1'
  *    BOOL. numpy has no bfloat16: save bf16 tables as safetensors (a '<u2' array of the raw bits reads as U16).
+ *  - *.gguf: a GGUF file's tensors (gguf_set.c), named as in the file, shape [ne1, ne0] (rows, row
+ *    elements), dtype the ggml type's name ("Q4_K", "F16").
  *  - *.json: a sharded-checkpoint index {"weight_map": {tensor: shard}}, shard paths relative to the index's
  *    directory. Each shard is opened once, and every tensor the map names must be in the shard it names.
  *  - anything else: a .safetensors file.
@@ -51,5 +53,15 @@ const struct eg_tensor *eg_tensors_get(const struct eg_tensor_set *s, size_t i);
  * tensor matches, or -EEXIST when the suffix matches several and none exactly (the message names two).
  */
 int eg_tensors_find_unique(const struct eg_tensor_set *s, const char *suffix, const struct eg_tensor **out);
+
+/* For the readers of other formats (gguf_set.c): a new tensor of file `file` of the set (its name copied, the
+ * rest zero but its path); NULL when out of memory (the error set). */
+struct eg_tensor *eg_tensors_new(struct eg_tensor_set *s, const char *name, size_t file);
+/* The tensors of the GGUF file open at fd (file `file` of the set, at path), as eg_tensors_open reads them. */
+int eg_gguf_tensors(struct eg_tensor_set *s, int fd, size_t file, const char *path);
+/* paths with every first file of a GGUF split set (NAME-00001-of-0000N.gguf) followed by the set's other files,
+ * which must sit beside it: a malloc'd array of *n_out strings (free with eg_paths_free). */
+int eg_gguf_expand_splits(const char *const *paths, size_t n, char ***out, size_t *n_out);
+void eg_paths_free(char **paths, size_t n);
 
 #endif

@@ -46,6 +46,9 @@ class StoreInfo(ctypes.Structure):
         ("token_map_source", c_char_p),
         ("token_map_name", c_char_p),
         ("token_map_sha256", c_uint8 * 32),
+        ("config_source", c_char_p),
+        ("config_name", c_char_p),
+        ("gguf_checked", c_char_p),
     ]
 
 

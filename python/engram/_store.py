@@ -113,6 +113,13 @@ class Store(Handle):
                 "name": (si.token_map_name or b"").decode(errors="surrogateescape"),
                 "sha256": bytes(si.token_map_sha256).hex() if any(si.token_map_sha256) else None,
             },
+            # where the hash parameters came from: "config json", "gguf keys", or "" when the shards do not say;
+            # and the constants a GGUF stored that were found equal to the library's derivation
+            "config_source": {
+                "source": (si.config_source or b"").decode(errors="replace"),
+                "name": (si.config_name or b"").decode(errors="surrogateescape"),
+                "gguf_checked": (si.gguf_checked or b"").decode(errors="replace").split(),
+            },
         }
 
     def preload(self, layer: Optional[int] = None) -> None:
