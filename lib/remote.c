@@ -1,0 +1,711 @@
+/* The remote row tier's client: rows of a table set read from a Redis Cluster (layout: remote.h), with hiredis
+ * contexts used non-blocking and driven by poll().
+ *
+ * Interface, and the seam for the library's I/O thread. The client is a self-contained state machine, owned by
+ * one thread at a time: eg_remote_submit() queues rows (no system call), eg_remote_progress(wait_ms) does all
+ * the I/O (routes queued rows to their slot's master, pipelines one GETRANGE a row per node, writes, polls with
+ * a bounded wait, parses replies with hiredis, follows MOVED and ASK, fails rows whose node is down or past
+ * their deadline) and hands each row exactly once to the callback with its status (OK: verified bytes; else
+ * ABSENT, BAD, DOWN or TIMEOUT, with the node's address). Nothing in it blocks longer than the wait it is
+ * given, except eg_remote_open (a bounded blocking CLUSTER SLOTS and completion check).
+ * Today the session drives it from its own read/complete path (session_remote.c): push submits the rows no
+ * RAM tier holds, gather calls progress without waiting to collect what arrived and with a bounded wait for
+ * the rows it needs. When the session's I/O thread lands, that thread owns the eg_remote: it calls submit for
+ * the rows the engine thread hands it and progress(wait) in its loop (the poll set is the nodes' sockets:
+ * eg_remote_progress could equally be split into a "fds to poll" and "fds ready" pair for an event loop that
+ * also waits on io_uring), and the callback marks rows ready where the engine thread collects them. Nothing
+ * else changes: the client keeps no global state and takes no locks.
+ *
+ * Failures. A node that refuses, closes, errs or does not answer within the timeout is given up on: every row
+ * it owed is delivered as DOWN or TIMEOUT, its connection closed, and rows for its slots fail at once (DOWN)
+ * until a retry (after RETRY_MS) or a new slot map. The slot map is read again (CLUSTER SLOTS, pipelined on a
+ * live node) after any MOVED, CLUSTERDOWN or node failure, and every REFRESH_MS while a node is down, so that a
+ * replica promoted in a failover is found. SIGPIPE from writing to a closed socket is blocked and consumed. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
+
+#include "remote.h"
+
+#define RETRY_MS 500u
+#define REFRESH_MS 250u
+#define MAX_REDIRECTS 5
+#define NO_NODE (-1)
+
+enum op_kind { OP_GET, OP_ASKING, OP_SLOTS };
+
+struct op {
+	uint32_t req;           /* OP_GET: index of the row in r->reqs */
+	uint8_t kind;
+	uint64_t deadline;
+};
+
+struct node {
+	char host[64];
+	int port;
+	char name[80];
+	redisContext *c;
+	struct op *ops;         /* ring, in the order replies come */
+	size_t head, n, cap;
+	int down;
+	uint64_t retry_at;
+};
+
+struct rreq {
+	struct eg_remote_req q;
+	uint64_t deadline;
+	int ask_node;           /* after ASK: the node to ask once, else NO_NODE */
+	uint16_t slot;
+	uint8_t redirects;
+	uint32_t next_free;
+};
+
+struct eg_remote {
+	uint8_t set_id[16];
+	unsigned timeout_ms;
+	struct node *nodes;
+	int n_nodes, cap_nodes;
+	int16_t slot_node[EG_REMOTE_SLOTS];
+	struct rreq *reqs;
+	uint32_t cap_reqs, free_req;
+	size_t outstanding;
+	uint32_t *queue;        /* rows to send (new, redirected): a ring */
+	size_t q_head, q_n, q_cap;
+	int refresh_wanted, refresh_inflight;
+	uint64_t refresh_at;
+	struct eg_remote_stats st;
+	uint64_t slot_failed[EG_REMOTE_SLOTS]; /* ms of a slot's first failed row since it last served one, or 0 */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int find_node(struct eg_remote *r, const char *host, int port)
+{
+	for (int i = 0; i < r->n_nodes; i++)
+		if (r->nodes[i].port == port && !strcmp(r->nodes[i].host, host))
+			return i;
+	if (r->n_nodes == r->cap_nodes) {
+		int cap = r->cap_nodes ? 2 * r->cap_nodes : 8;
+		struct node *v = realloc(r->nodes, (size_t)cap * sizeof(*v));
+		if (!v)
+			return NO_NODE;
+		r->nodes = v;
+		r->cap_nodes = cap;
+	}
+	struct node *n = &r->nodes[r->n_nodes];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->host, sizeof(n->host), "%s", host);
+	n->port = port;
+	snprintf(n->name, sizeof(n->name), "%s:%d", host, port);
+	return r->n_nodes++;
+}
+
+/* ---- the slot map ---- */
+
+/* A CLUSTER SLOTS reply into the map; asked_host stands in for a node that gives no address. */
+static int apply_slots(struct eg_remote *r, const redisReply *rep, const char *asked_host)
+{
+	if (!rep || rep->type != REDIS_REPLY_ARRAY)
+		return -EPROTO;
+	for (unsigned s = 0; s < EG_REMOTE_SLOTS; s++)
+		r->slot_node[s] = NO_NODE;
+	for (size_t i = 0; i < rep->elements; i++) {
+		const redisReply *e = rep->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
+		    e->element[2]->elements < 2 || e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+		    e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+			return -EPROTO;
+		long long a = e->element[0]->integer, b = e->element[1]->integer;
+		const char *host = e->element[2]->element[0]->str;
+		int node = find_node(r, *host ? host : asked_host, (int)e->element[2]->element[1]->integer);
+		if (node == NO_NODE)
+			return -ENOMEM;
+		for (long long s = a; s <= b && s < EG_REMOTE_SLOTS; s++)
+			if (s >= 0)
+				r->slot_node[s] = (int16_t)node;
+	}
+	r->st.refreshes++;
+	return 0;
+}
+
+/* ---- delivering rows ---- */
+
+static void release_req(struct eg_remote *r, uint32_t i)
+{
+	r->reqs[i].next_free = r->free_req;
+	r->free_req = i;
+	r->outstanding--;
+}
+
+static void deliver(struct eg_remote *r, uint32_t i, enum eg_remote_status status, const uint8_t *data,
+		    const char *node, eg_remote_cb cb, void *arg, int *delivered)
+{
+	uint64_t tag = r->reqs[i].q.tag, *failed = &r->slot_failed[r->reqs[i].slot];
+
+	if (status == EG_REMOTE_OK && *failed) {
+		uint64_t outage = now_ms() - *failed;
+		if (outage > r->st.max_outage_ms)
+			r->st.max_outage_ms = outage;
+		*failed = 0;
+	} else if ((status == EG_REMOTE_DOWN || status == EG_REMOTE_TIMEOUT) && !*failed) {
+		*failed = now_ms();
+	}
+	switch (status) {
+	case EG_REMOTE_OK: r->st.rows++; break;
+	case EG_REMOTE_ABSENT: r->st.absent++; break;
+	case EG_REMOTE_BAD: r->st.bad++; break;
+	case EG_REMOTE_DOWN: r->st.down++; break;
+	case EG_REMOTE_TIMEOUT: r->st.timeouts++; break;
+	}
+	release_req(r, i);
+	cb(arg, tag, status, data, node);
+	++*delivered;
+}
+
+static int enqueue(struct eg_remote *r, uint32_t i)
+{
+	if (r->q_n == r->q_cap) {
+		size_t cap = r->q_cap ? 2 * r->q_cap : 256;
+		uint32_t *v = malloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t k = 0; k < r->q_n; k++)
+			v[k] = r->queue[(r->q_head + k) % r->q_cap];
+		free(r->queue);
+		r->queue = v;
+		r->q_head = 0;
+		r->q_cap = cap;
+	}
+	r->queue[(r->q_head + r->q_n++) % r->q_cap] = i;
+	return 0;
+}
+
+static int push_op(struct node *n, uint8_t kind, uint32_t req, uint64_t deadline)
+{
+	if (n->n == n->cap) {
+		size_t cap = n->cap ? 2 * n->cap : 256;
+		struct op *v = malloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t k = 0; k < n->n; k++)
+			v[k] = n->ops[(n->head + k) % n->cap];
+		free(n->ops);
+		n->ops = v;
+		n->head = 0;
+		n->cap = cap;
+	}
+	n->ops[(n->head + n->n++) % n->cap] = (struct op){ .req = req, .kind = kind, .deadline = deadline };
+	return 0;
+}
+
+static struct op pop_op(struct node *n)
+{
+	struct op o = n->ops[n->head];
+
+	n->head = (n->head + 1) % n->cap;
+	n->n--;
+	return o;
+}
+
+/* Give up on a node: every row it owed fails with status, its connection is closed, a retry is scheduled. */
+static void node_fail(struct eg_remote *r, int ni, enum eg_remote_status status, eg_remote_cb cb, void *arg,
+		      int *delivered)
+{
+	struct node *n = &r->nodes[ni];
+
+	while (n->n) {
+		struct op o = pop_op(n);
+		if (o.kind == OP_GET)
+			deliver(r, o.req, status, NULL, n->name, cb, arg, delivered);
+		else if (o.kind == OP_SLOTS)
+			r->refresh_inflight = 0;
+	}
+	if (n->c)
+		redisFree(n->c);
+	n->c = NULL;
+	n->down = 1;
+	n->retry_at = now_ms() + (status == EG_REMOTE_TIMEOUT ? 2 * RETRY_MS : RETRY_MS);
+	r->st.node_failures++;
+	r->refresh_wanted = 1;
+}
+
+/* A live connection to node ni, made (non-blocking) when needed: NULL while it is down. */
+static redisContext *node_ctx(struct eg_remote *r, int ni)
+{
+	struct node *n = &r->nodes[ni];
+
+	if (n->c)
+		return n->c;
+	if (n->down && now_ms() < n->retry_at)
+		return NULL;
+	n->c = redisConnectNonBlock(n->host, n->port);
+	if (!n->c || n->c->err) {
+		if (n->c)
+			redisFree(n->c);
+		n->c = NULL;
+		n->down = 1;
+		n->retry_at = now_ms() + RETRY_MS;
+		return NULL;
+	}
+	n->down = 0;
+	return n->c;
+}
+
+/* ---- sending ---- */
+
+static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg, int *delivered)
+{
+	struct rreq *q = &r->reqs[i];
+	char key[EG_REMOTE_KEY_MAX];
+	uint64_t group = q->q.row / EG_REMOTE_GROUP, k = q->q.row % EG_REMOTE_GROUP;
+	size_t len = eg_remote_key(key, r->set_id, q->q.layer_id, group);
+	uint64_t rb = (uint64_t)EG_REMOTE_HDR + q->q.rec;
+	int ni = q->ask_node != NO_NODE ? q->ask_node : r->slot_node[q->slot];
+	redisContext *c = ni == NO_NODE ? NULL : node_ctx(r, ni);
+
+	if (now_ms() >= q->deadline) {
+		deliver(r, i, EG_REMOTE_TIMEOUT, NULL, ni == NO_NODE ? "no node" : r->nodes[ni].name, cb, arg,
+			delivered);
+		return 0;
+	}
+	if (!c) {
+		if (ni == NO_NODE)
+			r->refresh_wanted = 1;
+		deliver(r, i, EG_REMOTE_DOWN, NULL, ni == NO_NODE ? "no node for the slot" : r->nodes[ni].name, cb,
+			arg, delivered);
+		return 0;
+	}
+	if (q->ask_node != NO_NODE) {
+		if (redisAppendCommand(c, "ASKING") != REDIS_OK || push_op(&r->nodes[ni], OP_ASKING, 0, q->deadline))
+			return -ENOMEM;
+		q->ask_node = NO_NODE;
+	}
+	if (redisAppendCommand(c, "GETRANGE %b %llu %llu", key, len, (unsigned long long)(k * rb),
+			       (unsigned long long)(k * rb + rb - 1)) != REDIS_OK ||
+	    push_op(&r->nodes[ni], OP_GET, i, q->deadline))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Write a node's output buffer as far as the socket takes it, SIGPIPE blocked (and consumed if raised). */
+static int node_write(struct eg_remote *r, struct node *n)
+{
+	sigset_t pipe_set, old, pending;
+	int done = 0, had = 0, rc;
+	size_t before = sdslen(n->c->obuf);
+
+	if (!before)
+		return 0;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	if (sigpending(&pending) == 0)
+		had = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	rc = redisBufferWrite(n->c, &done);
+	if (!had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+		sigtimedwait(&pipe_set, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != REDIS_OK)
+		return -EPIPE;
+	r->st.bytes_out += before - sdslen(n->c->obuf);
+	return 0;
+}
+
+/* ---- replies ---- */
+
+static int digits(size_t v)
+{
+	int d = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		d++;
+	}
+	return d;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the target node, or NO_NODE. */
+static int redirect_target(struct eg_remote *r, const char *s)
+{
+	const char *sp = strchr(s, ' ');
+	sp = sp ? strchr(sp + 1, ' ') : NULL;
+	char host[64];
+	int port;
+
+	if (!sp || eg_remote_parse_url(sp + 1, host, sizeof(host), &port) < 0)
+		return NO_NODE;
+	return find_node(r, host, port);
+}
+
+static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *rep, eg_remote_cb cb, void *arg,
+		   int *delivered)
+{
+	struct rreq *q = &r->reqs[i];
+	const char *name = r->nodes[ni].name;
+
+	if (rep->type == REDIS_REPLY_STRING) {
+		r->st.bytes_in += 1 + (uint64_t)digits(rep->len) + 2 + rep->len + 2;
+		if (!rep->len) {
+			deliver(r, i, EG_REMOTE_ABSENT, NULL, name, cb, arg, delivered);
+			return;
+		}
+		const char *why = eg_remote_check((const uint8_t *)rep->str, rep->len, r->set_id, q->q.layer_id,
+						  q->q.row, q->q.rec);
+		deliver(r, i, why ? EG_REMOTE_BAD : EG_REMOTE_OK, why ? NULL : (const uint8_t *)rep->str + EG_REMOTE_HDR,
+			name, cb, arg, delivered);
+		return;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		r->st.bytes_in += rep->len + 3;
+		int moved = !strncmp(rep->str, "MOVED ", 6), ask = !strncmp(rep->str, "ASK ", 4);
+		if ((moved || ask) && q->redirects < MAX_REDIRECTS) {
+			int t = redirect_target(r, rep->str);
+			if (t != NO_NODE) {
+				q->redirects++;
+				if (moved) {
+					r->st.moved++;
+					r->slot_node[strtoul(rep->str + 6, NULL, 10) % EG_REMOTE_SLOTS] = (int16_t)t;
+					r->refresh_wanted = 1;
+				} else {
+					r->st.ask++;
+					q->ask_node = t;
+				}
+				if (enqueue(r, i) == 0)
+					return;
+			}
+		}
+		/* CLUSTERDOWN, TRYAGAIN, LOADING, a redirect loop: this row cannot be had now */
+		r->refresh_wanted = 1;
+	}
+	deliver(r, i, EG_REMOTE_DOWN, NULL, name, cb, arg, delivered);
+}
+
+/* Read what a node has sent and handle every complete reply; -EPIPE when the node is lost. */
+static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, int *delivered)
+{
+	void *v;
+
+	if (redisBufferRead(r->nodes[ni].c) != REDIS_OK)
+		return -EPIPE;
+	for (;;) {
+		/* taken again each time: following a redirect may add a node (and move the array) */
+		struct node *n = &r->nodes[ni];
+		if (redisGetReplyFromReader(n->c, &v) != REDIS_OK)
+			return -EPIPE;
+		if (!v)
+			return 0;
+		redisReply *rep = v;
+		if (!n->n) { /* a reply nobody asked for: the stream is out of step */
+			freeReplyObject(rep);
+			return -EPIPE;
+		}
+		struct op o = pop_op(n);
+		if (o.kind == OP_GET) {
+			on_get(r, ni, o.req, rep, cb, arg, delivered);
+		} else if (o.kind == OP_SLOTS) {
+			r->refresh_inflight = 0;
+			if (apply_slots(r, rep, n->host) < 0)
+				r->refresh_wanted = 1;
+		}
+		freeReplyObject(rep);
+	}
+}
+
+static void maybe_refresh(struct eg_remote *r)
+{
+	uint64_t t = now_ms();
+	int any_down = 0;
+
+	for (int i = 0; i < r->n_nodes; i++)
+		any_down |= r->nodes[i].down;
+	if (any_down && t >= r->refresh_at)
+		r->refresh_wanted = 1;
+	if (!r->refresh_wanted || r->refresh_inflight || t < r->refresh_at)
+		return;
+	for (int i = 0; i < r->n_nodes; i++) {
+		int ni = (int)((unsigned)(i + (int)(t / REFRESH_MS)) % (unsigned)r->n_nodes); /* spread the asking */
+		if (r->nodes[ni].down)
+			continue;
+		redisContext *c = node_ctx(r, ni);
+		if (c && redisAppendCommand(c, "CLUSTER SLOTS") == REDIS_OK &&
+		    push_op(&r->nodes[ni], OP_SLOTS, 0, t + r->timeout_ms) == 0) {
+			r->refresh_inflight = 1;
+			r->refresh_wanted = 0;
+			r->refresh_at = t + REFRESH_MS;
+			return;
+		}
+	}
+	r->refresh_at = t + REFRESH_MS;
+}
+
+int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, void *arg)
+{
+	uint64_t end = now_ms() + wait_ms;
+	int delivered = 0, err;
+	struct pollfd fds[64];
+	int idx[64];
+
+	for (;;) {
+		maybe_refresh(r);
+		while (r->q_n) {
+			uint32_t i = r->queue[r->q_head];
+			r->q_head = (r->q_head + 1) % r->q_cap;
+			r->q_n--;
+			if ((err = send_row(r, i, cb, arg, &delivered)) < 0)
+				return eg_fail(err, "remote rows: out of memory");
+		}
+		int nf = 0;
+		uint64_t t = now_ms(), first_deadline = UINT64_MAX;
+		for (int ni = 0; ni < r->n_nodes; ni++) {
+			struct node *n = &r->nodes[ni];
+			if (!n->c)
+				continue;
+			if (node_write(r, n) < 0) {
+				node_fail(r, ni, EG_REMOTE_DOWN, cb, arg, &delivered);
+				continue;
+			}
+			if (!n->n)
+				continue;
+			if (t >= n->ops[n->head].deadline) {
+				node_fail(r, ni, EG_REMOTE_TIMEOUT, cb, arg, &delivered);
+				continue;
+			}
+			if (n->ops[n->head].deadline < first_deadline)
+				first_deadline = n->ops[n->head].deadline;
+			if (nf < 64) {
+				fds[nf] = (struct pollfd){ .fd = n->c->fd,
+							   .events = (short)(POLLIN | (sdslen(n->c->obuf) ? POLLOUT : 0)) };
+				idx[nf++] = ni;
+			}
+		}
+		if (!nf)
+			return delivered;
+		uint64_t until = delivered || wait_ms == 0 ? t : end;
+		if (first_deadline < until)
+			until = first_deadline;
+		int ms = until > t ? (int)(until - t) : 0;
+		int ready = poll(fds, (nfds_t)nf, ms);
+		if (ready < 0 && errno != EINTR)
+			return eg_fail(-errno, "remote rows: poll: %s", strerror(errno));
+		for (int k = 0; ready > 0 && k < nf; k++) {
+			if (!fds[k].revents)
+				continue;
+			if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && node_read(r, idx[k], cb, arg, &delivered) < 0)
+				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
+			else if (r->nodes[idx[k]].c && (fds[k].revents & POLLOUT) && node_write(r, &r->nodes[idx[k]]) < 0)
+				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
+		}
+		t = now_ms();
+		if (!r->outstanding || delivered || t >= end)
+			return delivered;
+	}
+}
+
+int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size_t n)
+{
+	uint64_t deadline = now_ms() + r->timeout_ms;
+
+	for (size_t k = 0; k < n; k++) {
+		if (r->free_req == UINT32_MAX) {
+			uint32_t cap = r->cap_reqs ? 2 * r->cap_reqs : 1024;
+			struct rreq *v = realloc(r->reqs, (size_t)cap * sizeof(*v));
+			if (!v)
+				return eg_fail(-ENOMEM, "remote rows: out of memory");
+			r->reqs = v;
+			for (uint32_t i = cap; i-- > r->cap_reqs;) {
+				v[i].next_free = r->free_req;
+				r->free_req = i;
+			}
+			r->cap_reqs = cap;
+		}
+		uint32_t i = r->free_req;
+		if (enqueue(r, i) < 0)
+			return eg_fail(-ENOMEM, "remote rows: out of memory");
+		r->free_req = r->reqs[i].next_free;
+		char key[EG_REMOTE_KEY_MAX];
+		size_t len = eg_remote_key(key, r->set_id, reqs[k].layer_id, reqs[k].row / EG_REMOTE_GROUP);
+		r->reqs[i] = (struct rreq){ .q = reqs[k], .deadline = deadline, .ask_node = NO_NODE,
+					    .slot = (uint16_t)eg_remote_slot(key, len) };
+		r->outstanding++;
+	}
+	return 0;
+}
+
+size_t eg_remote_outstanding(const struct eg_remote *r)
+{
+	return r->outstanding;
+}
+
+void eg_remote_get_stats(const struct eg_remote *r, struct eg_remote_stats *st)
+{
+	*st = r->st;
+}
+
+unsigned eg_remote_timeout_ms(const struct eg_remote *r)
+{
+	return r->timeout_ms;
+}
+
+/* ---- opening ---- */
+
+/* One command on a blocking connection of bounded waits: the reply, or NULL with *err set. */
+static redisReply *blocking_command(const char *host, int port, unsigned timeout_ms, int *err, const char *fmt,
+				    const char *arg, size_t arg_len)
+{
+	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
+	redisContext *c = redisConnectWithTimeout(host, port, tv);
+	redisReply *rep = NULL;
+
+	if (!c || c->err) {
+		*err = c && c->err == REDIS_ERR_IO && errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+	} else if (redisSetTimeout(c, tv) != REDIS_OK ||
+		   !(rep = arg ? redisCommand(c, fmt, arg, arg_len) : redisCommand(c, fmt))) {
+		*err = -ETIMEDOUT;
+	}
+	if (c)
+		redisFree(c);
+	return rep;
+}
+
+int eg_remote_refresh(struct eg_remote *r)
+{
+	int err = -ECONNREFUSED;
+
+	for (int i = 0; i < r->n_nodes; i++) {
+		char host[64];
+		int port = r->nodes[i].port;
+		snprintf(host, sizeof(host), "%s", r->nodes[i].host); /* apply_slots may move the nodes */
+		redisReply *rep = blocking_command(host, port, r->timeout_ms, &err, "CLUSTER SLOTS", NULL, 0);
+		if (!rep)
+			continue;
+		err = rep->type == REDIS_REPLY_ERROR ? -EPROTO : apply_slots(r, rep, host);
+		freeReplyObject(rep);
+		if (err == 0)
+			return 0;
+	}
+	return eg_fail(err, "remote: no node gave a slot map (%s)", engram_strerror(err));
+}
+
+int eg_remote_n_nodes(const struct eg_remote *r)
+{
+	return r->n_nodes;
+}
+
+const char *eg_remote_node(const struct eg_remote *r, int i, int *port)
+{
+	*port = r->nodes[i].port;
+	return r->nodes[i].host;
+}
+
+int eg_remote_slot_node(const struct eg_remote *r, unsigned slot)
+{
+	return r->slot_node[slot % EG_REMOTE_SLOTS];
+}
+
+/* Connect through one seed of a comma-separated list: its slot map into r. */
+static int open_seed(struct eg_remote *r, const char *url)
+{
+	char host[64], one[160];
+	const char *p = url;
+	int port, err = -EINVAL;
+
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		snprintf(one, sizeof(one), "%.*s", (int)len, p);
+		p += len + (p[len] == ',');
+		if (eg_remote_parse_url(one, host, sizeof(host), &port) < 0)
+			return eg_fail(-EINVAL, "remote '%s': not redis://HOST:PORT", one);
+		redisReply *rep = blocking_command(host, port, r->timeout_ms, &err, "CLUSTER SLOTS", NULL, 0);
+		if (!rep) {
+			eg_fail(err, "remote %s:%d: %s", host, port, engram_strerror(err));
+			continue;
+		}
+		err = rep->type == REDIS_REPLY_ERROR ? -EPROTO : apply_slots(r, rep, host);
+		freeReplyObject(rep);
+		if (err == 0)
+			return 0;
+		eg_fail(err, "remote %s:%d: not a Redis Cluster (CLUSTER SLOTS failed)", host, port);
+	}
+	return err;
+}
+
+int eg_remote_open(struct eg_remote **out, const char *url, const uint8_t set_id[16], unsigned timeout_ms,
+		   int need_done)
+{
+	struct eg_remote *r = calloc(1, sizeof(*r));
+	char key[EG_REMOTE_KEY_MAX];
+	int err = 0;
+	redisReply *rep;
+
+	*out = NULL;
+	if (!r)
+		return eg_fail(-ENOMEM, "out of memory");
+	memcpy(r->set_id, set_id, 16);
+	r->timeout_ms = timeout_ms ? timeout_ms : 1000;
+	r->free_req = UINT32_MAX;
+	for (unsigned s = 0; s < EG_REMOTE_SLOTS; s++)
+		r->slot_node[s] = NO_NODE;
+	if ((err = open_seed(r, url)) < 0) {
+		eg_remote_close(r);
+		return err;
+	}
+	if (!need_done) {
+		*out = r;
+		return 0;
+	}
+	size_t klen = eg_remote_meta_key(key, set_id, "done");
+	int ni = r->slot_node[eg_remote_slot(key, klen)];
+	if (ni == NO_NODE) {
+		eg_remote_close(r);
+		return eg_fail(-EPROTO, "remote %s: no node serves the set's completion key", url);
+	}
+	rep = blocking_command(r->nodes[ni].host, r->nodes[ni].port, r->timeout_ms, &err, "EXISTS %b", key, klen);
+	if (!rep || rep->type != REDIS_REPLY_INTEGER || rep->integer != 1) {
+		const char *name = r->nodes[ni].name;
+		if (rep)
+			err = -ENOENT;
+		if (rep)
+			freeReplyObject(rep);
+		eg_fail(err, "remote %s: %s", name,
+			err == -ENOENT ? "the table set is not loaded completely (no completion key: load it with "
+					 "engram-stat remote-load)"
+				       : engram_strerror(err));
+		eg_remote_close(r);
+		return err;
+	}
+	freeReplyObject(rep);
+	*out = r;
+	return 0;
+}
+
+void eg_remote_close(struct eg_remote *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->n_nodes; i++) {
+		if (r->nodes[i].c)
+			redisFree(r->nodes[i].c);
+		free(r->nodes[i].ops);
+	}
+	free(r->nodes);
+	free(r->reqs);
+	free(r->queue);
+	free(r);
+}
