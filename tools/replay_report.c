@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "replay_remote.h"
 #include "replay_report.h"
 
 double replay_ratio(double num, double den)
@@ -445,6 +446,8 @@ void replay_print_text(FILE *f, const struct replay_info *in, const struct repla
 		print_one(f, in, r);
 	else
 		print_sweep(f, in, r, n);
+	for (size_t i = 0; i < n; i++)
+		replay_remote_print(f, &r[i]);
 }
 
 /* ---- JSON ---- */
@@ -567,6 +570,10 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 	json_decref(o);
 	json_decref(rest);
 	json_decref(tier);
+	if (replay_remote_json(head, r) < 0) {
+		json_decref(head);
+		return NULL;
+	}
 	return head;
 fail:
 	json_decref(o);

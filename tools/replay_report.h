@@ -73,6 +73,10 @@ struct replay_info {
 	size_t warmup_steps;        /* replayed before the counters start */
 	uint64_t staging_mb;        /* --tier row: the private cache that stages a step's reads (--cache-mb); 0:
 				       an eighth of the budget, 1 to 16 MiB */
+	const char *remote;         /* --remote redis://HOST:PORT, or NULL */
+	unsigned remote_timeout_ms; /* --remote-timeout (0: the library's) */
+	int verify;                 /* --verify: every gathered row against a store-level read */
+	const char *verify_shard;   /* --verify-shard: the reference set (else the replayed one) */
 };
 
 struct replay_layer {
@@ -115,6 +119,10 @@ struct replay_result {
 	uint64_t rc_bytes, rc_slots, rc_rows;
 	double rc_overhead_per_row;
 	unsigned rc_record_bytes;
+	/* --remote: the remote tier's counters; --verify: rows compared and those that differed */
+	int has_remote, verified;
+	struct engram_remote_stats remote;
+	uint64_t verify_rows, verify_mismatches;
 };
 
 /* Whether the bytes the session counted read from the disk (engram_io_stats.disk_bytes) agree with the

@@ -61,7 +61,12 @@ static void usage(FILE *f)
 		"  --sweep KEY=V,V...       one run per value: depth, cache (MB), mode, queue-depth, draft-accept,\n"
 		"                           tier, mem (MiB); repeat for the cross product\n"
 		"  --json                   one JSON document on standard output\n"
-		"  --svg FILE               chart of the ready rate and the stall share per run\n");
+		"  --svg FILE               chart of the ready rate and the stall share per run\n"
+		"  --remote redis://HOST:PORT  rows no RAM tier holds come from this Redis Cluster (engram-stat\n"
+		"                           remote-load), the shard's disk only when the cluster cannot give them\n"
+		"  --remote-timeout MS      the longest any wait on the cluster lasts (default 1000)\n"
+		"  --verify                 compare every gathered row with a store-level read of it (runs[].verify)\n"
+		"  --verify-shard SHARD     --verify against this set (the full set of a metadata-only shard)\n");
 }
 
 /* ---- sweeps ---- */
@@ -181,6 +186,10 @@ enum {
 	OPT_TIER,
 	OPT_JSON,
 	OPT_SVG,
+	OPT_REMOTE,
+	OPT_REMOTE_TIMEOUT,
+	OPT_VERIFY,
+	OPT_VERIFY_SHARD,
 };
 
 int stat_replay(int argc, char **argv)
@@ -206,6 +215,10 @@ int stat_replay(int argc, char **argv)
 		{ "tier", required_argument, NULL, OPT_TIER },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "svg", required_argument, NULL, OPT_SVG },
+		{ "remote", required_argument, NULL, OPT_REMOTE },
+		{ "remote-timeout", required_argument, NULL, OPT_REMOTE_TIMEOUT },
+		{ "verify", no_argument, NULL, OPT_VERIFY },
+		{ "verify-shard", required_argument, NULL, OPT_VERIFY_SHARD },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -313,6 +326,16 @@ int stat_replay(int argc, char **argv)
 			break;
 		case OPT_JSON: json = 1; break;
 		case OPT_SVG: svg_path = optarg; break;
+		case OPT_REMOTE: info.remote = optarg; break;
+		case OPT_REMOTE_TIMEOUT:
+			if (tool_parse_unsigned("--remote-timeout", optarg, 1, 3600000, &info.remote_timeout_ms) < 0)
+				return 2;
+			break;
+		case OPT_VERIFY: info.verify = 1; break;
+		case OPT_VERIFY_SHARD:
+			info.verify = 1;
+			info.verify_shard = optarg;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: fprintf(stderr, "run 'engram-stat replay --help' for the options\n"); return 2;
 		}
