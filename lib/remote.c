@@ -30,118 +30,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <hiredis/hiredis.h>
 #include <hiredis/sds.h>
 
-#include "remote.h"
-
-#define RETRY_MS 500u
-#define REFRESH_MS 250u
-#define MAX_REDIRECTS 5
-#define NO_NODE (-1)
-
-enum op_kind { OP_GET, OP_ASKING, OP_SLOTS };
-
-struct op {
-	uint32_t req;           /* OP_GET: index of the row in r->reqs */
-	uint8_t kind;
-	uint64_t deadline;
-};
-
-struct node {
-	char host[64];
-	int port;
-	char name[80];
-	redisContext *c;
-	struct op *ops;         /* ring, in the order replies come */
-	size_t head, n, cap;
-	int down;
-	uint64_t retry_at;
-};
-
-struct rreq {
-	struct eg_remote_req q;
-	uint64_t deadline;
-	int ask_node;           /* after ASK: the node to ask once, else NO_NODE */
-	uint16_t slot;
-	uint8_t redirects;
-	uint32_t next_free;
-};
-
-struct eg_remote {
-	uint8_t set_id[16];
-	unsigned timeout_ms;
-	struct node *nodes;
-	int n_nodes, cap_nodes;
-	int16_t slot_node[EG_REMOTE_SLOTS];
-	struct rreq *reqs;
-	uint32_t cap_reqs, free_req;
-	size_t outstanding;
-	uint32_t *queue;        /* rows to send (new, redirected): a ring */
-	size_t q_head, q_n, q_cap;
-	int refresh_wanted, refresh_inflight;
-	uint64_t refresh_at;
-	struct eg_remote_stats st;
-	uint64_t slot_failed[EG_REMOTE_SLOTS]; /* ms of a slot's first failed row since it last served one, or 0 */
-};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int find_node(struct eg_remote *r, const char *host, int port)
-{
-	for (int i = 0; i < r->n_nodes; i++)
-		if (r->nodes[i].port == port && !strcmp(r->nodes[i].host, host))
-			return i;
-	if (r->n_nodes == r->cap_nodes) {
-		int cap = r->cap_nodes ? 2 * r->cap_nodes : 8;
-		struct node *v = realloc(r->nodes, (size_t)cap * sizeof(*v));
-		if (!v)
-			return NO_NODE;
-		r->nodes = v;
-		r->cap_nodes = cap;
-	}
-	struct node *n = &r->nodes[r->n_nodes];
-	memset(n, 0, sizeof(*n));
-	snprintf(n->host, sizeof(n->host), "%s", host);
-	n->port = port;
-	snprintf(n->name, sizeof(n->name), "%s:%d", host, port);
-	return r->n_nodes++;
-}
-
-/* ---- the slot map ---- */
-
-/* A CLUSTER SLOTS reply into the map; asked_host stands in for a node that gives no address. */
-static int apply_slots(struct eg_remote *r, const redisReply *rep, const char *asked_host)
-{
-	if (!rep || rep->type != REDIS_REPLY_ARRAY)
-		return -EPROTO;
-	for (unsigned s = 0; s < EG_REMOTE_SLOTS; s++)
-		r->slot_node[s] = NO_NODE;
-	for (size_t i = 0; i < rep->elements; i++) {
-		const redisReply *e = rep->element[i];
-		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
-		    e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
-		    e->element[2]->elements < 2 || e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
-		    e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
-			return -EPROTO;
-		long long a = e->element[0]->integer, b = e->element[1]->integer;
-		const char *host = e->element[2]->element[0]->str;
-		int node = find_node(r, *host ? host : asked_host, (int)e->element[2]->element[1]->integer);
-		if (node == NO_NODE)
-			return -ENOMEM;
-		for (long long s = a; s <= b && s < EG_REMOTE_SLOTS; s++)
-			if (s >= 0)
-				r->slot_node[s] = (int16_t)node;
-	}
-	r->st.refreshes++;
-	return 0;
-}
+#include "remote_client.h"
 
 /* ---- delivering rows ---- */
 
@@ -158,12 +49,12 @@ static void deliver(struct eg_remote *r, uint32_t i, enum eg_remote_status statu
 	uint64_t tag = r->reqs[i].q.tag, *failed = &r->slot_failed[r->reqs[i].slot];
 
 	if (status == EG_REMOTE_OK && *failed) {
-		uint64_t outage = now_ms() - *failed;
+		uint64_t outage = eg_remote_now_ms() - *failed;
 		if (outage > r->st.max_outage_ms)
 			r->st.max_outage_ms = outage;
 		*failed = 0;
 	} else if ((status == EG_REMOTE_DOWN || status == EG_REMOTE_TIMEOUT) && !*failed) {
-		*failed = now_ms();
+		*failed = eg_remote_now_ms();
 	}
 	switch (status) {
 	case EG_REMOTE_OK: r->st.rows++; break;
@@ -239,7 +130,7 @@ static void node_fail(struct eg_remote *r, int ni, enum eg_remote_status status,
 		redisFree(n->c);
 	n->c = NULL;
 	n->down = 1;
-	n->retry_at = now_ms() + (status == EG_REMOTE_TIMEOUT ? 2 * RETRY_MS : RETRY_MS);
+	n->retry_at = eg_remote_now_ms() + (status == EG_REMOTE_TIMEOUT ? 2 * RETRY_MS : RETRY_MS);
 	r->st.node_failures++;
 	r->refresh_wanted = 1;
 }
@@ -251,7 +142,7 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 
 	if (n->c)
 		return n->c;
-	if (n->down && now_ms() < n->retry_at)
+	if (n->down && eg_remote_now_ms() < n->retry_at)
 		return NULL;
 	n->c = redisConnectNonBlock(n->host, n->port);
 	if (!n->c || n->c->err) {
@@ -259,7 +150,7 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 			redisFree(n->c);
 		n->c = NULL;
 		n->down = 1;
-		n->retry_at = now_ms() + RETRY_MS;
+		n->retry_at = eg_remote_now_ms() + RETRY_MS;
 		return NULL;
 	}
 	n->down = 0;
@@ -278,7 +169,7 @@ static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg,
 	int ni = q->ask_node != NO_NODE ? q->ask_node : r->slot_node[q->slot];
 	redisContext *c = ni == NO_NODE ? NULL : node_ctx(r, ni);
 
-	if (now_ms() >= q->deadline) {
+	if (eg_remote_now_ms() >= q->deadline) {
 		deliver(r, i, EG_REMOTE_TIMEOUT, NULL, ni == NO_NODE ? "no node" : r->nodes[ni].name, cb, arg,
 			delivered);
 		return 0;
@@ -351,7 +242,7 @@ static int redirect_target(struct eg_remote *r, const char *s)
 
 	if (!sp || eg_remote_parse_url(sp + 1, host, sizeof(host), &port) < 0)
 		return NO_NODE;
-	return find_node(r, host, port);
+	return eg_remote_find_node(r, host, port);
 }
 
 static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *rep, eg_remote_cb cb, void *arg,
@@ -421,7 +312,7 @@ static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, in
 			on_get(r, ni, o.req, rep, cb, arg, delivered);
 		} else if (o.kind == OP_SLOTS) {
 			r->refresh_inflight = 0;
-			if (apply_slots(r, rep, n->host) < 0)
+			if (eg_remote_apply_slots(r, rep, n->host) < 0)
 				r->refresh_wanted = 1;
 		}
 		freeReplyObject(rep);
@@ -430,7 +321,7 @@ static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, in
 
 static void maybe_refresh(struct eg_remote *r)
 {
-	uint64_t t = now_ms();
+	uint64_t t = eg_remote_now_ms();
 	int any_down = 0;
 
 	for (int i = 0; i < r->n_nodes; i++)
@@ -457,7 +348,7 @@ static void maybe_refresh(struct eg_remote *r)
 
 int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, void *arg)
 {
-	uint64_t end = now_ms() + wait_ms;
+	uint64_t end = eg_remote_now_ms() + wait_ms;
 	int delivered = 0, err;
 	struct pollfd fds[64];
 	int idx[64];
@@ -472,7 +363,7 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 				return eg_fail(err, "remote rows: out of memory");
 		}
 		int nf = 0;
-		uint64_t t = now_ms(), first_deadline = UINT64_MAX;
+		uint64_t t = eg_remote_now_ms(), first_deadline = UINT64_MAX;
 		for (int ni = 0; ni < r->n_nodes; ni++) {
 			struct node *n = &r->nodes[ni];
 			if (!n->c)
@@ -512,7 +403,7 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 			else if (r->nodes[idx[k]].c && (fds[k].revents & POLLOUT) && node_write(r, &r->nodes[idx[k]]) < 0)
 				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
 		}
-		t = now_ms();
+		t = eg_remote_now_ms();
 		if (!r->outstanding || delivered || t >= end)
 			return delivered;
 	}
@@ -520,7 +411,7 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 
 int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size_t n)
 {
-	uint64_t deadline = now_ms() + r->timeout_ms;
+	uint64_t deadline = eg_remote_now_ms() + r->timeout_ms;
 
 	for (size_t k = 0; k < n; k++) {
 		if (r->free_req == UINT32_MAX) {
@@ -563,149 +454,3 @@ unsigned eg_remote_timeout_ms(const struct eg_remote *r)
 	return r->timeout_ms;
 }
 
-/* ---- opening ---- */
-
-/* One command on a blocking connection of bounded waits: the reply, or NULL with *err set. */
-static redisReply *blocking_command(const char *host, int port, unsigned timeout_ms, int *err, const char *fmt,
-				    const char *arg, size_t arg_len)
-{
-	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
-	redisContext *c = redisConnectWithTimeout(host, port, tv);
-	redisReply *rep = NULL;
-
-	if (!c || c->err) {
-		*err = c && c->err == REDIS_ERR_IO && errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
-	} else if (redisSetTimeout(c, tv) != REDIS_OK ||
-		   !(rep = arg ? redisCommand(c, fmt, arg, arg_len) : redisCommand(c, fmt))) {
-		*err = -ETIMEDOUT;
-	}
-	if (c)
-		redisFree(c);
-	return rep;
-}
-
-int eg_remote_refresh(struct eg_remote *r)
-{
-	int err = -ECONNREFUSED;
-
-	for (int i = 0; i < r->n_nodes; i++) {
-		char host[64];
-		int port = r->nodes[i].port;
-		snprintf(host, sizeof(host), "%s", r->nodes[i].host); /* apply_slots may move the nodes */
-		redisReply *rep = blocking_command(host, port, r->timeout_ms, &err, "CLUSTER SLOTS", NULL, 0);
-		if (!rep)
-			continue;
-		err = rep->type == REDIS_REPLY_ERROR ? -EPROTO : apply_slots(r, rep, host);
-		freeReplyObject(rep);
-		if (err == 0)
-			return 0;
-	}
-	return eg_fail(err, "remote: no node gave a slot map (%s)", engram_strerror(err));
-}
-
-int eg_remote_n_nodes(const struct eg_remote *r)
-{
-	return r->n_nodes;
-}
-
-const char *eg_remote_node(const struct eg_remote *r, int i, int *port)
-{
-	*port = r->nodes[i].port;
-	return r->nodes[i].host;
-}
-
-int eg_remote_slot_node(const struct eg_remote *r, unsigned slot)
-{
-	return r->slot_node[slot % EG_REMOTE_SLOTS];
-}
-
-/* Connect through one seed of a comma-separated list: its slot map into r. */
-static int open_seed(struct eg_remote *r, const char *url)
-{
-	char host[64], one[160];
-	const char *p = url;
-	int port, err = -EINVAL;
-
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		snprintf(one, sizeof(one), "%.*s", (int)len, p);
-		p += len + (p[len] == ',');
-		if (eg_remote_parse_url(one, host, sizeof(host), &port) < 0)
-			return eg_fail(-EINVAL, "remote '%s': not redis://HOST:PORT", one);
-		redisReply *rep = blocking_command(host, port, r->timeout_ms, &err, "CLUSTER SLOTS", NULL, 0);
-		if (!rep) {
-			eg_fail(err, "remote %s:%d: %s", host, port, engram_strerror(err));
-			continue;
-		}
-		err = rep->type == REDIS_REPLY_ERROR ? -EPROTO : apply_slots(r, rep, host);
-		freeReplyObject(rep);
-		if (err == 0)
-			return 0;
-		eg_fail(err, "remote %s:%d: not a Redis Cluster (CLUSTER SLOTS failed)", host, port);
-	}
-	return err;
-}
-
-int eg_remote_open(struct eg_remote **out, const char *url, const uint8_t set_id[16], unsigned timeout_ms,
-		   int need_done)
-{
-	struct eg_remote *r = calloc(1, sizeof(*r));
-	char key[EG_REMOTE_KEY_MAX];
-	int err = 0;
-	redisReply *rep;
-
-	*out = NULL;
-	if (!r)
-		return eg_fail(-ENOMEM, "out of memory");
-	memcpy(r->set_id, set_id, 16);
-	r->timeout_ms = timeout_ms ? timeout_ms : 1000;
-	r->free_req = UINT32_MAX;
-	for (unsigned s = 0; s < EG_REMOTE_SLOTS; s++)
-		r->slot_node[s] = NO_NODE;
-	if ((err = open_seed(r, url)) < 0) {
-		eg_remote_close(r);
-		return err;
-	}
-	if (!need_done) {
-		*out = r;
-		return 0;
-	}
-	size_t klen = eg_remote_meta_key(key, set_id, "done");
-	int ni = r->slot_node[eg_remote_slot(key, klen)];
-	if (ni == NO_NODE) {
-		eg_remote_close(r);
-		return eg_fail(-EPROTO, "remote %s: no node serves the set's completion key", url);
-	}
-	rep = blocking_command(r->nodes[ni].host, r->nodes[ni].port, r->timeout_ms, &err, "EXISTS %b", key, klen);
-	if (!rep || rep->type != REDIS_REPLY_INTEGER || rep->integer != 1) {
-		const char *name = r->nodes[ni].name;
-		if (rep)
-			err = -ENOENT;
-		if (rep)
-			freeReplyObject(rep);
-		eg_fail(err, "remote %s: %s", name,
-			err == -ENOENT ? "the table set is not loaded completely (no completion key: load it with "
-					 "engram-stat remote-load)"
-				       : engram_strerror(err));
-		eg_remote_close(r);
-		return err;
-	}
-	freeReplyObject(rep);
-	*out = r;
-	return 0;
-}
-
-void eg_remote_close(struct eg_remote *r)
-{
-	if (!r)
-		return;
-	for (int i = 0; i < r->n_nodes; i++) {
-		if (r->nodes[i].c)
-			redisFree(r->nodes[i].c);
-		free(r->nodes[i].ops);
-	}
-	free(r->nodes);
-	free(r->reqs);
-	free(r->queue);
-	free(r);
-}

@@ -1,5 +1,5 @@
-/* The remote row tier: rows of a table set held in a Redis Cluster (lib/remote.c: the client; lib/remote_key.c:
- * keys, slots and values; lib/remote_load.c: copying a set into a cluster).
+/* The remote row tier: rows of a table set held in a Redis Cluster (lib/remote.c and remote_map.c: the client;
+ * remote_key.c: keys, slots and values; remote_load.c: copying a set into a cluster).
  *
  * Layout in the cluster (chosen by measurement, see remote_key.c): rows are grouped EG_REMOTE_GROUP to a key,
  * one string value of consecutive records; a row is read with GETRANGE of its record alone. Every record is
