@@ -42,6 +42,7 @@ class StoreInfo(ctypes.Structure):
         ("token_map_source", c_char_p),
         ("token_map_name", c_char_p),
         ("token_map_sha256", c_uint8 * 32),
+        ("no_data_shards", c_uint),
     ]
 
 
@@ -76,7 +77,16 @@ class SessionOptions(ctypes.Structure):
         ("flags", c_uint),
         ("row_cache", c_void_p),
         ("page_cache_bytes", c_uint64),
+        ("remote", c_char_p),
+        ("remote_timeout_ms", c_uint),
     ]
+
+
+class RemoteStats(ctypes.Structure):
+    """struct engram_remote_stats: Session.remote_stats() returns every field."""
+    _fields_ = [(name, c_size_t if name == "size" else c_uint64) for name in (
+        "size", "rows", "bytes", "fallbacks", "errors", "timeouts", "absent", "bad", "wire_bytes", "node_failures",
+        "moved", "ask", "max_outage_ms")]
 
 
 class IoStats(ctypes.Structure):
@@ -227,6 +237,7 @@ _FUNCS = {
     "engram_session_prefetch_rows": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_session_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_session_stats": (c_int, [_p, c_int, c_int, POINTER(IoStats)]),
+    "engram_session_remote_stats": (c_int, [_p, POINTER(RemoteStats)]),
 }
 
 _PACK_FUNCS = {

@@ -60,7 +60,7 @@ class Session:
     (push, push_batch, prefetch_next, gather, gather_rows, prefetch_rows) release the GIL."""
 
     def __init__(self, store, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
-                 page_cache_mb):
+                 page_cache_mb, remote=None, remote_timeout_ms=None):
         self._ptr = None
         o = _lib.new(_lib.SessionOptions)
         o.max_seqs = _count(max_seqs, "max_seqs", False)
@@ -72,6 +72,11 @@ class Session:
         o.flags = ((0 if uring else _lib.SESSION_NO_URING) | (0 if prefetch else _lib.SESSION_NO_PREFETCH) |
                    (_lib.SESSION_SQPOLL if sqpoll else 0))
         o.page_cache_bytes = _count(page_cache_mb, "page_cache_mb", True) << 20
+        if remote is not None and not isinstance(remote, str):
+            raise TypeError(f"remote must be a str ('redis://HOST:PORT'), not {type(remote).__name__}")
+        o.remote = remote.encode() if remote is not None else None
+        o.remote_timeout_ms = _count(remote_timeout_ms, "remote_timeout_ms", True)
+        self._remote = remote
         if row_cache is not None and not isinstance(row_cache, RowCache):
             raise TypeError(f"row_cache must be an engram.RowCache, not {type(row_cache).__name__}")
         if row_cache is not None and row_cache._set_id != store._set_id:
@@ -319,6 +324,21 @@ class Session:
         finally:
             self._busy.release()
         return {k: (list(v) if isinstance(v, ctypes.Array) else v) for k in _STATS_FIELDS for v in (getattr(st, k),)}
+
+    def remote_stats(self):
+        """The remote tier's counters since the session started (every field of struct engram_remote_stats:
+        rows, bytes, fallbacks, errors, timeouts, ...), or None for a session without remote=."""
+        if self._remote is None:
+            return None
+        st = _lib.new(_lib.RemoteStats)
+        ptr = self._enter()
+        try:
+            rc = lib.engram_session_remote_stats(ptr, ctypes.byref(st))
+            if rc < 0:
+                raise error(rc)
+        finally:
+            self._busy.release()
+        return {k: getattr(st, k) for k, _ in _lib.RemoteStats._fields_ if k != "size"}
 
     def close(self):
         """Destroy the session (its reads are collected first). RuntimeError while another thread is in a call."""

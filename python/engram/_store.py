@@ -106,6 +106,8 @@ class Store(Handle):
                 "name": (si.token_map_name or b"").decode(errors="surrogateescape"),
                 "sha256": bytes(si.token_map_sha256).hex() if any(si.token_map_sha256) else None,
             },
+            # shards without table data (engram-pack --metadata-only): rows come from a session's remote tier
+            "no_data_shards": si.no_data_shards,
         }
 
     def preload(self, layer=None):
@@ -143,17 +145,19 @@ class Store(Handle):
             return lib.engram_out_row_bytes(ptr, index, out_kind(dtype))
 
     def session(self, max_seqs=1, mode="direct", queue_depth=None, cache_mb=None, uring=True, prefetch=True,
-                sqpoll=False, row_cache=None, page_cache_mb=None):
+                sqpoll=False, row_cache=None, page_cache_mb=None, remote=None, remote_timeout_ms=None):
         """A new engram.Session on this store (see Session). max_seqs: sequence slots; mode: 'direct' (the
         default) or 'pagecache'; queue_depth: reads in flight at most (default 1024); cache_mb: the private cache in MiB (default
         256); uring=False: the pread thread pool instead of io_uring; prefetch=False: push only hashes and every
         row is read when gathered; sqpoll=True: io_uring submission by a kernel thread; row_cache: an
         engram.RowCache of this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept
         there); page_cache_mb: in page-cache mode, the page cache the session may count on (default half of
-        physical memory)."""
+        physical memory); remote: 'redis://HOST:PORT' of a Redis Cluster loaded with this set (engram-stat
+        remote-load): rows no RAM tier holds come from it, from the shard when it cannot give them;
+        remote_timeout_ms: the longest any wait on it lasts (default 1000)."""
         from ._session import Session
         return Session(self, max_seqs, mode, queue_depth, cache_mb, uring, prefetch, sqpoll, row_cache,
-                       page_cache_mb)
+                       page_cache_mb, remote, remote_timeout_ms)
 
     def __repr__(self):
         return f"<engram.Store '{self._path}'{' (closed)' if self.closed else ''}>"
