@@ -162,10 +162,7 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg, int *delivered)
 {
 	struct rreq *q = &r->reqs[i];
-	char key[EG_REMOTE_KEY_MAX];
-	uint64_t group = q->q.row / EG_REMOTE_GROUP, k = q->q.row % EG_REMOTE_GROUP;
-	size_t len = eg_remote_key(key, r->set_id, q->q.layer_id, group);
-	uint64_t rb = (uint64_t)EG_REMOTE_HDR + q->q.rec;
+	uint64_t k = q->q.row % EG_REMOTE_GROUP, rb = (uint64_t)EG_REMOTE_HDR + q->q.rec;
 	int ni = q->ask_node != NO_NODE ? q->ask_node : r->slot_node[q->slot];
 	redisContext *c = ni == NO_NODE ? NULL : node_ctx(r, ni);
 
@@ -186,9 +183,30 @@ static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg,
 			return -ENOMEM;
 		q->ask_node = NO_NODE;
 	}
-	if (redisAppendCommand(c, "GETRANGE %b %llu %llu", key, len, (unsigned long long)(k * rb),
-			       (unsigned long long)(k * rb + rb - 1)) != REDIS_OK ||
-	    push_op(&r->nodes[ni], OP_GET, i, q->deadline))
+	/* the command in RESP as redisAppendCommand would format it, without parsing a format per row */
+	char cmd[64 + EG_REMOTE_KEY_MAX], a[20], z[20];
+	size_t na = eg_remote_u64(a, k * rb), nz = eg_remote_u64(z, k * rb + rb - 1), n = 0;
+	memcpy(cmd, "*4\r\n$8\r\nGETRANGE\r\n$", 19);
+	n = 19;
+	n += eg_remote_u64(cmd + n, q->klen);
+	memcpy(cmd + n, "\r\n", 2);
+	memcpy(cmd + n + 2, q->key, q->klen);
+	n += 2 + q->klen;
+	memcpy(cmd + n, "\r\n$", 3);
+	n += 3;
+	n += eg_remote_u64(cmd + n, na);
+	memcpy(cmd + n, "\r\n", 2);
+	memcpy(cmd + n + 2, a, na);
+	n += 2 + na;
+	memcpy(cmd + n, "\r\n$", 3);
+	n += 3;
+	n += eg_remote_u64(cmd + n, nz);
+	memcpy(cmd + n, "\r\n", 2);
+	memcpy(cmd + n + 2, z, nz);
+	n += 2 + nz;
+	memcpy(cmd + n, "\r\n", 2);
+	n += 2;
+	if (redisAppendFormattedCommand(c, cmd, n) != REDIS_OK || push_op(&r->nodes[ni], OP_GET, i, q->deadline))
 		return -ENOMEM;
 	return 0;
 }
@@ -430,10 +448,13 @@ int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size
 		if (enqueue(r, i) < 0)
 			return eg_fail(-ENOMEM, "remote rows: out of memory");
 		r->free_req = r->reqs[i].next_free;
-		char key[EG_REMOTE_KEY_MAX];
-		size_t len = eg_remote_key(key, r->set_id, reqs[k].layer_id, reqs[k].row / EG_REMOTE_GROUP);
-		r->reqs[i] = (struct rreq){ .q = reqs[k], .deadline = deadline, .ask_node = NO_NODE,
-					    .slot = (uint16_t)eg_remote_slot(key, len) };
+		struct rreq *q = &r->reqs[i];
+		q->q = reqs[k];
+		q->deadline = deadline;
+		q->ask_node = NO_NODE;
+		q->redirects = 0;
+		q->klen = (uint8_t)eg_remote_key(q->key, r->set_id, reqs[k].layer_id, reqs[k].row / EG_REMOTE_GROUP);
+		q->slot = (uint16_t)eg_remote_slot(q->key, q->klen);
 		r->outstanding++;
 	}
 	return 0;

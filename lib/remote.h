@@ -35,6 +35,8 @@ struct eg_remote_hdr {
 unsigned eg_remote_slot(const char *key, size_t len);
 /* The key of the group holding row; its length. */
 size_t eg_remote_key(char *dst, const uint8_t set_id[16], int32_t layer_id, uint64_t group);
+/* The decimal digits of v at dst (at most 20, no NUL); their count. */
+size_t eg_remote_u64(char *dst, uint64_t v);
 /* "eg:<set id>:<what>": the load and done keys. */
 size_t eg_remote_meta_key(char *dst, const uint8_t set_id[16], const char *what);
 /* Encode a record (header then rec bytes of row) into dst (EG_REMOTE_HDR + rec bytes). */

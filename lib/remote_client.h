@@ -39,6 +39,8 @@ struct rreq {
 	int ask_node;           /* after ASK: the node to ask once, else NO_NODE */
 	uint16_t slot;
 	uint8_t redirects;
+	uint8_t klen;
+	char key[EG_REMOTE_KEY_MAX];   /* its group's key, made once at submit */
 	uint32_t next_free;
 };
 
