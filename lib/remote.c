@@ -159,6 +159,17 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 
 /* ---- sending ---- */
 
+/* A RESP bulk string ("$len\r\nbytes\r\n") at cmd + n; the new length. */
+static size_t put_bulk(char *cmd, size_t n, const char *p, size_t len)
+{
+	cmd[n++] = '$';
+	n += eg_remote_u64(cmd + n, len);
+	memcpy(cmd + n, "\r\n", 2);
+	memcpy(cmd + n + 2, p, len);
+	memcpy(cmd + n + 2 + len, "\r\n", 2);
+	return n + 4 + len;
+}
+
 static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg, int *delivered)
 {
 	struct rreq *q = &r->reqs[i];
@@ -184,28 +195,12 @@ static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg,
 		q->ask_node = NO_NODE;
 	}
 	/* the command in RESP as redisAppendCommand would format it, without parsing a format per row */
-	char cmd[64 + EG_REMOTE_KEY_MAX], a[20], z[20];
-	size_t na = eg_remote_u64(a, k * rb), nz = eg_remote_u64(z, k * rb + rb - 1), n = 0;
-	memcpy(cmd, "*4\r\n$8\r\nGETRANGE\r\n$", 19);
-	n = 19;
-	n += eg_remote_u64(cmd + n, q->klen);
-	memcpy(cmd + n, "\r\n", 2);
-	memcpy(cmd + n + 2, q->key, q->klen);
-	n += 2 + q->klen;
-	memcpy(cmd + n, "\r\n$", 3);
-	n += 3;
-	n += eg_remote_u64(cmd + n, na);
-	memcpy(cmd + n, "\r\n", 2);
-	memcpy(cmd + n + 2, a, na);
-	n += 2 + na;
-	memcpy(cmd + n, "\r\n$", 3);
-	n += 3;
-	n += eg_remote_u64(cmd + n, nz);
-	memcpy(cmd + n, "\r\n", 2);
-	memcpy(cmd + n + 2, z, nz);
-	n += 2 + nz;
-	memcpy(cmd + n, "\r\n", 2);
-	n += 2;
+	char cmd[96 + EG_REMOTE_KEY_MAX], a[20], z[20];
+	size_t n = 18;
+	memcpy(cmd, "*4\r\n$8\r\nGETRANGE\r\n", 18);
+	n = put_bulk(cmd, n, q->key, q->klen);
+	n = put_bulk(cmd, n, a, eg_remote_u64(a, k * rb));
+	n = put_bulk(cmd, n, z, eg_remote_u64(z, k * rb + rb - 1));
 	if (redisAppendFormattedCommand(c, cmd, n) != REDIS_OK || push_op(&r->nodes[ni], OP_GET, i, q->deadline))
 		return -ENOMEM;
 	return 0;
