@@ -667,7 +667,7 @@ ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_
  * Copy a table set's rows into a Redis Cluster for the remote tier (engram-stat remote-load; layout in
  * libengram(3), REMOTE ROWS). The set's completion key is deleted first and written last, so a load that stops
  * leaves the set marked incomplete (sessions refuse it); a progress key records the rows loaded, and a load run
- * again resumes after them. A set already complete is left as it is. Writes are pipelined to each slot's master
+ * again resumes after them. A set already complete is left as it is, unless restart is set. Writes are pipelined to each slot's master
  * a batch at a time (memory bounded by the batch); a MOVED or ASK redirection reads the slot map again and
  * writes the batch again. Returns 0, -ECANCELED (the progress callback said stop, or limit_rows was reached),
  * -EINVAL (a store without table data), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (an error reply), naming the node.
@@ -679,6 +679,8 @@ struct engram_remote_load_options {
 	uint64_t limit_rows;    /* load at most this many rows in this run, then stop as interrupted; 0: all */
 	int (*progress)(void *arg, uint64_t rows_done, uint64_t rows_total); /* non-zero: stop; may be NULL */
 	void *progress_arg;
+	int restart;            /* load every row again: the completion and progress keys deleted first (a copy
+				   damaged in the cluster repaired) */
 };
 struct engram_remote_load_result {
 	size_t size;            /* sizeof, set by the caller */

@@ -4,7 +4,8 @@
  * first (a set reloaded over an old copy is incomplete from then on), then the rows, a batch of BATCH_GROUPS
  * keys at a time pipelined to each key's master, every reply checked, then the progress key ("<layer index>
  * <group>": everything before is loaded) after each batch, and the completion key last. A load stopped at any
- * point (killed, a node lost, -ECANCELED) resumes from the progress key. The loader's connections are blocking
+ * point (killed, a node lost, -ECANCELED) resumes from the progress key. A restart deletes the completion and
+ * progress keys before anything else. The loader's connections are blocking
  * with bounded waits (timeout_ms): loading is a tool's job, not the serving path. */
 #include <errno.h>
 #include <stdio.h>
@@ -268,6 +269,15 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 		goto out;
 	}
 	res.used_memory_before = used_memory(&ld, &res.masters);
+	/* restart: the set is incomplete from now until every row is written again */
+	for (const char *const *what = (const char *const[]){ "done", "load", NULL }; o.restart && *what; what++) {
+		klen = eg_remote_meta_key(key, ld.set_id, *what);
+		if (!(rep = key_command(&ld, key, klen, "DEL %b", NULL, 0))) {
+			err = -ECONNREFUSED;
+			goto out;
+		}
+		freeReplyObject(rep);
+	}
 	/* complete already? then nothing to do */
 	klen = eg_remote_meta_key(key, ld.set_id, "done");
 	if (!(rep = key_command(&ld, key, klen, "EXISTS %b", NULL, 0))) {

@@ -16,12 +16,14 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: engram-stat remote-load SHARD --redis HOST:PORT [--timeout MS] [--limit ROWS] [--quiet]\n"
+	fprintf(f, "usage: engram-stat remote-load SHARD --redis HOST:PORT [--timeout MS] [--limit ROWS] [--restart]\n"
+		   "       [--quiet]\n"
 		   "  copy the set's rows into the Redis Cluster of which HOST:PORT is a node (redis://HOST:PORT\n"
 		   "  also), for sessions given --remote / engram_session_options.remote. Resumable: an interrupted\n"
 		   "  load leaves the set marked incomplete (never served) and the next run continues it.\n"
 		   "  --timeout MS   every wait on a node (default 5000)\n"
 		   "  --limit ROWS   stop (as if interrupted) after this many rows in this run\n"
+		   "  --restart      load every row again (the set incomplete meanwhile): repairs a damaged copy\n"
 		   "  --quiet        no progress line\n");
 }
 
@@ -66,6 +68,7 @@ int stat_remote_load(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "limit", required_argument, NULL, 'l' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "restart", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -87,6 +90,7 @@ int stat_remote_load(int argc, char **argv)
 				return 2;
 			break;
 		case 'q': quiet = 1; break;
+		case 'R': o.restart = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
