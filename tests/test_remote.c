@@ -143,6 +143,8 @@ static void put(int fd, const void *p, size_t n)
 	}
 }
 
+static void putf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static void putf(int fd, const char *fmt, ...)
 {
 	char b[512];
