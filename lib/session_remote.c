@@ -29,14 +29,25 @@ struct rrow {
 	uint16_t node;          /* index into names: the node that failed it */
 };
 
-struct eg_sess_remote {
-	struct eg_remote *client;
-	uint32_t gen;           /* the step's: a reply for an earlier step is dropped */
+/* The rows one step requested: its table of the ring below. */
+struct rtable {
 	struct rrow *rows;      /* in the order requested */
 	uint8_t *data;          /* rec_max bytes per row */
 	uint32_t n, cap;
 	uint32_t *index;        /* open addressing over rows: entry + 1, 0 empty */
 	uint32_t index_cap;     /* power of two, at least 2 x cap */
+};
+
+/* A requested row is kept for NGEN steps (the table of its step is cleared NGEN steps later): a look-ahead or
+ * draft prefetch up to NGEN - 1 steps ahead finds its rows when their step gathers them. A table that grew
+ * past SHRINK_ROWS (a long prefill) is freed when it is cleared rather than kept at that size. */
+#define NGEN 4u
+#define SHRINK_ROWS (1u << 16)
+
+struct eg_sess_remote {
+	struct eg_remote *client;
+	uint32_t gen;           /* the step's; its table is tab[gen % NGEN]; replies for a cleared table are dropped */
+	struct rtable tab[NGEN];
 	size_t rec_max;
 	char (*names)[80];      /* the nodes that failed rows, for the error message */
 	unsigned n_names;
@@ -51,37 +62,70 @@ static uint32_t hash_key(uint64_t k)
 	return (uint32_t)k;
 }
 
-static struct rrow *find(struct eg_sess_remote *r, uint64_t key)
+static struct rrow *find_in(struct rtable *t, uint64_t key)
 {
-	if (!r->index_cap)
+	if (!t->index_cap)
 		return NULL;
-	for (uint32_t h = hash_key(key) & (r->index_cap - 1);; h = (h + 1) & (r->index_cap - 1)) {
-		uint32_t e = r->index[h];
+	for (uint32_t h = hash_key(key) & (t->index_cap - 1);; h = (h + 1) & (t->index_cap - 1)) {
+		uint32_t e = t->index[h];
 		if (!e)
 			return NULL;
-		if (r->rows[e - 1].key == key)
-			return &r->rows[e - 1];
+		if (t->rows[e - 1].key == key)
+			return &t->rows[e - 1];
 	}
 }
 
-static int grow(struct eg_sess_remote *r)
+/* The newest request of key in this step's table or the NGEN - 1 before it; *data its bytes and *age the steps
+ * since it was asked for (either may be NULL). */
+static struct rrow *find_aged(struct eg_sess_remote *r, uint64_t key, const uint8_t **data, uint32_t *age)
 {
-	uint32_t cap = r->cap ? 2 * r->cap : 4096, icap = 2 * cap;
-	struct rrow *rows = realloc(r->rows, (size_t)cap * sizeof(*rows));
+	for (uint32_t g = 0; g < NGEN; g++) {
+		struct rtable *t = &r->tab[(r->gen - g) % NGEN];
+		struct rrow *e = find_in(t, key);
+		if (e) {
+			if (data)
+				*data = t->data + (size_t)(e - t->rows) * r->rec_max;
+			if (age)
+				*age = g;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+static struct rrow *find(struct eg_sess_remote *r, uint64_t key)
+{
+	return find_aged(r, key, NULL, NULL);
+}
+
+/* Whether key needs asking for: not asked in this step, nor in a recent one unless that failed (ask again: its
+ * node may be back). A failure of this step stands: its gather reads the row from the shard. */
+static int wanted(struct eg_sess_remote *r, uint64_t key)
+{
+	uint32_t age;
+	const struct rrow *e = find_aged(r, key, NULL, &age);
+
+	return !e || (e->state == RR_FAILED && age > 0);
+}
+
+static int grow(struct rtable *t, size_t rec_max)
+{
+	uint32_t cap = t->cap ? 2 * t->cap : 4096, icap = 2 * cap;
+	struct rrow *rows = realloc(t->rows, (size_t)cap * sizeof(*rows));
 	if (rows)
-		r->rows = rows;
-	uint8_t *data = rows ? realloc(r->data, (size_t)cap * r->rec_max) : NULL;
+		t->rows = rows;
+	uint8_t *data = rows ? realloc(t->data, (size_t)cap * rec_max) : NULL;
 	if (data)
-		r->data = data;
+		t->data = data;
 	uint32_t *index = data ? calloc(icap, sizeof(*index)) : NULL;
 	if (!index)
 		return eg_fail(-ENOMEM, "out of memory for the remote rows of a step (%u rows)", cap);
-	free(r->index);
-	r->index = index;
-	r->index_cap = icap;
-	r->cap = cap;
-	for (uint32_t i = 0; i < r->n; i++) {
-		uint32_t h = hash_key(r->rows[i].key) & (icap - 1);
+	free(t->index);
+	t->index = index;
+	t->index_cap = icap;
+	t->cap = cap;
+	for (uint32_t i = 0; i < t->n; i++) {
+		uint32_t h = hash_key(t->rows[i].key) & (icap - 1);
 		while (index[h])
 			h = (h + 1) & (icap - 1);
 		index[h] = i + 1;
@@ -89,17 +133,25 @@ static int grow(struct eg_sess_remote *r)
 	return 0;
 }
 
-static struct rrow *add(struct eg_sess_remote *r, uint64_t key)
+static struct rrow *add(struct rtable *t, uint64_t key, size_t rec_max)
 {
-	if (r->n == r->cap && grow(r) < 0)
+	if (t->n == t->cap && grow(t, rec_max) < 0)
 		return NULL;
-	uint32_t h = hash_key(key) & (r->index_cap - 1);
-	while (r->index[h])
-		h = (h + 1) & (r->index_cap - 1);
-	r->index[h] = r->n + 1;
-	struct rrow *e = &r->rows[r->n++];
+	uint32_t h = hash_key(key) & (t->index_cap - 1);
+	while (t->index[h])
+		h = (h + 1) & (t->index_cap - 1);
+	t->index[h] = t->n + 1;
+	struct rrow *e = &t->rows[t->n++];
 	*e = (struct rrow){ .key = key, .state = RR_PENDING };
 	return e;
+}
+
+static void table_free(struct rtable *t)
+{
+	free(t->rows);
+	free(t->data);
+	free(t->index);
+	memset(t, 0, sizeof(*t));
 }
 
 static uint16_t node_name(struct eg_sess_remote *r, const char *node)
@@ -118,15 +170,16 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const 
 {
 	engram_session *s = arg;
 	struct eg_sess_remote *r = s->remote;
-	uint32_t i = (uint32_t)tag;
+	uint32_t i = (uint32_t)tag, gen = (uint32_t)(tag >> 32);
+	struct rtable *tb = &r->tab[gen % NGEN];
 
-	if ((uint32_t)(tag >> 32) != r->gen || i >= r->n)
-		return; /* asked for by an earlier step */
-	struct rrow *e = &r->rows[i];
+	if (r->gen - gen >= NGEN || i >= tb->n)
+		return; /* asked for by a step whose table was cleared since */
+	struct rrow *e = &tb->rows[i];
 	unsigned layer = (unsigned)(e->key >> 40) - 1;
 	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
 	if (status == EG_REMOTE_OK) {
-		memcpy(r->data + (size_t)i * r->rec_max, data, t->record_size);
+		memcpy(tb->data + (size_t)i * r->rec_max, data, t->record_size);
 		e->state = RR_OK;
 		r->st.rows++;
 		r->st.bytes += t->record_size;
@@ -172,9 +225,8 @@ void eg_sess_remote_close(engram_session *s)
 	if (!r)
 		return;
 	eg_remote_close(r->client);
-	free(r->rows);
-	free(r->data);
-	free(r->index);
+	for (unsigned g = 0; g < NGEN; g++)
+		table_free(&r->tab[g]);
 	free(r->names);
 	free(r);
 	s->remote = NULL;
@@ -185,14 +237,17 @@ void eg_sess_remote_begin(engram_session *s)
 	struct eg_sess_remote *r = s->remote;
 
 	r->gen++;
-	r->n = 0;
-	r->n_names = 0;
-	if (r->index)
-		memset(r->index, 0, (size_t)r->index_cap * sizeof(*r->index));
+	struct rtable *t = &r->tab[r->gen % NGEN];
+	if (t->cap > SHRINK_ROWS) {
+		table_free(t);
+	} else if (t->index) {
+		t->n = 0;
+		memset(t->index, 0, (size_t)t->index_cap * sizeof(*t->index));
+	}
 }
 
-/* Hand rows not in RAM and not yet asked for in this step to the client. */
-static int request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
+/* Hand rows not in RAM (unless even_cached) and not asked for yet to the client. */
+static int request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int even_cached)
 {
 	struct eg_sess_remote *r = s->remote;
 	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
@@ -200,13 +255,15 @@ static int request(engram_session *s, unsigned layer, const uint64_t *rows, size
 	size_t k = 0;
 	int err;
 
+	struct rtable *cur = &r->tab[r->gen % NGEN];
+
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
-		if (rows[i] >= t->table_rows || find(r, key) || (s->rc && eg_rc_has(s->rc, key)))
+		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && s->rc && eg_rc_has(s->rc, key)))
 			continue;
-		if (!add(r, key))
+		if (!add(cur, key, r->rec_max))
 			return -ENOMEM;
-		q[k++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (r->n - 1),
+		q[k++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
 						 .layer_id = s->cfg->layers[layer].id, .row = rows[i],
 						 .rec = t->record_size };
 		if (k == 256 || i + 1 == n) {
@@ -224,7 +281,7 @@ int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *ro
 {
 	int err;
 
-	if ((err = request(s, layer, rows, n)) < 0)
+	if ((err = request(s, layer, rows, n, 0)) < 0)
 		return err;
 	COUNT(s, layer, requested, n);
 	/* write the requests now; wait for nothing */
@@ -276,7 +333,7 @@ static int wait_row(engram_session *s, uint64_t key)
 			return eg_fail(-EIO, "remote rows: a row was lost (nothing outstanding for a pending row)");
 		if ((err = eg_remote_progress(r->client, eg_remote_timeout_ms(r->client), on_row, s)) < 0)
 			return err;
-		e = find(r, key); /* the table does not move while nothing is added */
+		e = find(r, key); /* the tables do not move while nothing is added */
 	}
 	return 0;
 }
@@ -312,15 +369,15 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 		if (!e && s->rc && eg_rc_has(s->rc, key)) {
 			ready++;
 			ram++;
-		} else if (!e) {
-			misses++;
+		} else if (wanted(r, key)) {
+			misses++; /* never asked for, or failed in an earlier step: asked for now */
 		} else if (e->state == RR_PENDING) {
 			not_ready++;
 		} else {
 			ready++;
 		}
 	}
-	if (misses && (err = request(s, layer, rows, n)) < 0)
+	if (misses && (err = request(s, layer, rows, n, 0)) < 0)
 		return err;
 	/* wait for the rows still outstanding: the client delivers each within its timeout */
 	uint64_t t0 = eg_sess_now_ns();
@@ -341,7 +398,8 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
-		const struct rrow *e = find(r, key);
+		const uint8_t *data = NULL;
+		const struct rrow *e = find_aged(r, key, &data, NULL);
 		uint8_t *buf = stage + k * rec;
 		if (!e && s->rc && eg_rc_get(s->rc, key, buf, rec)) {
 			src[k++] = buf;
@@ -354,17 +412,17 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 			dst += k * ob;
 			k = 0;
 			buf = stage;
-			if ((err = request(s, layer, rows + i, 1)) < 0 || (err = wait_row(s, key)) < 0)
+			if ((err = request(s, layer, rows + i, 1, 1)) < 0 || (err = wait_row(s, key)) < 0)
 				break;
-			e = find(r, key);
+			e = find_aged(r, key, &data, NULL);
 		}
 		if (e->state == RR_PENDING) {
 			if ((err = wait_row(s, key)) < 0)
 				break;
-			e = find(r, key);
+			e = find_aged(r, key, &data, NULL);
 		}
 		if (e->state == RR_OK) {
-			src[k++] = r->data + (size_t)(e - r->rows) * r->rec_max;
+			src[k++] = data;
 			if (s->rc)
 				eg_rc_put(s->rc, key, src[k - 1], rec);
 		} else {
