@@ -166,7 +166,7 @@ check:
 	@$(MAKE) --no-print-directory all tests
 	@scripts/check-abi $(B)
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
-	@B=$(B) scripts/remote-tests
+	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
 	@$(MAKE) --no-print-directory python-check
 
 python-check: all
