@@ -46,10 +46,12 @@ int replay_remote_json(json_t *run, const struct replay_result *r)
 	return 0;
 }
 
-void replay_remote_print(FILE *f, const struct replay_result *r)
+void replay_remote_print(FILE *f, const struct replay_result *r, const char *label)
 {
 	const struct engram_remote_stats *s = &r->remote;
 
+	if ((r->has_remote || r->verified) && *label)
+		fprintf(f, "run           %s\n", label);
 	if (r->has_remote)
 		fprintf(f, "remote        %llu rows (%llu bytes, %.0f wire bytes a row), %llu fallbacks to the disk "
 			   "(%llu errors: %llu absent, %llu bad; %llu timeouts), %llu node failures, longest slot "

@@ -16,7 +16,8 @@ int replay_verify_rows(const engram_store *ref, unsigned layer, const uint64_t *
 		       const void *got, void *buf, size_t row_bytes, struct replay_result *r);
 /* "remote" and "verify" members of a run's JSON object (null when not used). Returns 0 or -1 (out of memory). */
 int replay_remote_json(json_t *run, const struct replay_result *r);
-/* The text lines of a run's remote tier and verification (nothing when neither was used). */
-void replay_remote_print(FILE *f, const struct replay_result *r);
+/* The text lines of a run's remote tier and verification (nothing when neither was used); label: the run's
+ * settings in a sweep, or "". */
+void replay_remote_print(FILE *f, const struct replay_result *r, const char *label);
 
 #endif

@@ -446,8 +446,12 @@ void replay_print_text(FILE *f, const struct replay_info *in, const struct repla
 		print_one(f, in, r);
 	else
 		print_sweep(f, in, r, n);
-	for (size_t i = 0; i < n; i++)
-		replay_remote_print(f, &r[i]);
+	for (size_t i = 0; i < n; i++) {
+		char label[160] = "";
+		if (n > 1)
+			replay_setting_label(label, sizeof(label), in->sweep, &r[i].set, ", ");
+		replay_remote_print(f, &r[i], label);
+	}
 }
 
 /* ---- JSON ---- */
