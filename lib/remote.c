@@ -207,25 +207,41 @@ static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg,
 }
 
 /* Write a node's output buffer as far as the socket takes it, SIGPIPE blocked (and consumed if raised). */
+void eg_remote_sigpipe_block(struct eg_sigpipe *sp)
+{
+	sigset_t pending, pipe_set;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sp->had = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &sp->old);
+}
+
+void eg_remote_sigpipe_restore(struct eg_sigpipe *sp)
+{
+	sigset_t pending, pipe_set;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	/* a SIGPIPE our writes raised is consumed; one pending before is left to the caller */
+	if (!sp->had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+		sigtimedwait(&pipe_set, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &sp->old, NULL);
+}
+
 static int node_write(struct eg_remote *r, struct node *n)
 {
-	sigset_t pipe_set, old, pending;
-	int done = 0, had = 0, rc;
+	struct eg_sigpipe sp;
+	int done = 0, rc;
 	size_t before = sdslen(n->c->obuf);
 
 	if (!before)
 		return 0;
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	if (sigpending(&pending) == 0)
-		had = sigismember(&pending, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	eg_remote_sigpipe_block(&sp);
 	rc = redisBufferWrite(n->c, &done);
-	if (!had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-		struct timespec zero = { 0, 0 };
-		sigtimedwait(&pipe_set, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	eg_remote_sigpipe_restore(&sp);
 	if (rc != REDIS_OK)
 		return -EPIPE;
 	r->st.bytes_out += before - sdslen(n->c->obuf);

@@ -10,6 +10,7 @@
 #ifndef ENGRAM_REMOTE_H
 #define ENGRAM_REMOTE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,15 @@ const char *eg_remote_check(const uint8_t *v, size_t len, const uint8_t set_id[1
 			    uint32_t rec);
 /* "redis://HOST:PORT" or "HOST:PORT" into host (NUL-terminated) and port: 0, or -EINVAL. */
 int eg_remote_parse_url(const char *url, char *host, size_t host_len, int *port);
+
+/* SIGPIPE blocked in the calling thread while writing to sockets that a node may have closed (hiredis writes
+ * with write(2)), then consumed if the writes raised it, and the mask restored. */
+struct eg_sigpipe {
+	sigset_t old;
+	int had;
+};
+void eg_remote_sigpipe_block(struct eg_sigpipe *sp);
+void eg_remote_sigpipe_restore(struct eg_sigpipe *sp);
 
 /* ---- remote.c: the client ----
  * Non-blocking, one thread at a time: submit rows, then call eg_remote_progress() until each has been

@@ -254,8 +254,13 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 				       st->shards[i].path);
 	ld.set_id = st->shards[0].hdr->set_id;
 	ld.timeout_ms = o.timeout_ms ? o.timeout_ms : 5000;
-	if ((err = eg_remote_open(&ld.map, o.url, ld.set_id, ld.timeout_ms, 0)) < 0)
+	/* a node lost mid-load fails the load with a message, not the process with SIGPIPE */
+	struct eg_sigpipe sp;
+	eg_remote_sigpipe_block(&sp);
+	if ((err = eg_remote_open(&ld.map, o.url, ld.set_id, ld.timeout_ms, 0)) < 0) {
+		eg_remote_sigpipe_restore(&sp);
 		return err;
+	}
 	for (unsigned l = 0; l < st->cfg->n_layers; l++) {
 		const struct eg_disk_table *t = eg_store_layer_table(st, l);
 		res.rows_total += st->cfg->layers[l].rows;
@@ -373,5 +378,6 @@ out:
 	free(b.vals);
 	free(b.len);
 	loader_free(&ld);
+	eg_remote_sigpipe_restore(&sp);
 	return err;
 }

@@ -71,6 +71,8 @@ static redisReply *blocking_command(const char *host, int port, unsigned timeout
 				    const char *arg, size_t arg_len)
 {
 	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
+	struct eg_sigpipe sp;
+	eg_remote_sigpipe_block(&sp);
 	redisContext *c = redisConnectWithTimeout(host, port, tv);
 	redisReply *rep = NULL;
 
@@ -82,6 +84,7 @@ static redisReply *blocking_command(const char *host, int port, unsigned timeout
 	}
 	if (c)
 		redisFree(c);
+	eg_remote_sigpipe_restore(&sp);
 	return rep;
 }
 
