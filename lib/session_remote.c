@@ -261,8 +261,12 @@ static int request(engram_session *s, unsigned layer, const uint64_t *rows, size
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && s->rc && eg_rc_has(s->rc, key)))
 			continue;
-		if (!add(cur, key, r->rec_max))
+		if (!add(cur, key, r->rec_max)) {
+			/* the rows added so far are asked for, so that none waits for a request never made */
+			if (k)
+				eg_remote_submit(r->client, q, k);
 			return -ENOMEM;
+		}
 		q[k++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
 						 .layer_id = s->cfg->layers[layer].id, .row = rows[i],
 						 .rec = t->record_size };
