@@ -25,7 +25,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Iinclude $(EXTRA_
 	$(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 # libengram (serving) and libengram-pack (the packer; its own library so that serving loads none of it)
-LIBS := -luring -ljansson -lzstd -lxxhash -lpthread -lm
+LIBS := -luring -ljansson -lzstd -lxxhash -lhiredis -lpthread -lm
 PACK_LIBS := -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
@@ -110,7 +110,7 @@ $(B)/libengram-pack.so: $(PSHARED)
 # Generated at install time so that it carries the PREFIX and LIBDIR of that install.
 PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|'
-PC_REQUIRES := liburing libzstd libxxhash jansson
+PC_REQUIRES := liburing libzstd libxxhash jansson hiredis
 PC_PACK_REQUIRES := libzstd libxxhash jansson libutf8proc
 
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
@@ -169,6 +169,7 @@ check:
 	@$(MAKE) --no-print-directory all tests
 	@scripts/check-abi $(B)
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
+	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
 	@$(MAKE) --no-print-directory python-check
 
 python-check: all

@@ -76,6 +76,7 @@ enum engram_error {
 	ENGRAM_ETOKMAP = -(ENGRAM_ERRNO_BASE + 8),  /* token map does not fit the config */
 	ENGRAM_ESHAPE = -(ENGRAM_ERRNO_BASE + 9),   /* tensor shape does not fit the config */
 	ENGRAM_EDTYPE = -(ENGRAM_ERRNO_BASE + 10),  /* unsupported or mismatched element type */
+	ENGRAM_ENODATA = -(ENGRAM_ERRNO_BASE + 11), /* a metadata-only shard: rows come from a remote tier only */
 };
 
 /* Static description of a return code: "success" for 0, the errno text for -errno, ours for ENGRAM_E*. */
@@ -285,6 +286,9 @@ struct engram_store_info {
 	const char *config_source;
 	const char *config_name;
 	const char *gguf_checked;
+	/* shards without table data (engram-pack --metadata-only): their rows are served by a session's remote
+	 * tier only (engram_gather_rows and engram_read_row fail with ENGRAM_ENODATA) */
+	unsigned no_data_shards;
 };
 /* Fill *info (as far as info->size allows). Returns 0 or -EINVAL (size below the first version's). */
 ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info *info);
@@ -468,6 +472,14 @@ struct engram_session_options {
 	 * When the kernel keeps less (a memory cgroup, other processes), the session learns it from the faults of
 	 * its gathers and trusts fewer pages (see engram_io_stats.ram). */
 	uint64_t page_cache_bytes;
+	/* The remote row tier: "redis://HOST:PORT" (or several, comma-separated) of a Redis Cluster loaded with this
+	 * table set by engram-stat remote-load. Rows that no RAM tier holds are read from it instead of the shard;
+	 * a row it cannot give (absent, node down, timeout, failed verification) is read from the shard, or, when
+	 * the store holds no table data (engram-pack --metadata-only), fails the gather naming the node. Opening
+	 * fails (-ECONNREFUSED, -ETIMEDOUT, -EPROTO, -ENOENT: the set not loaded completely) naming the node.
+	 * See libengram(3), REMOTE ROWS. NULL: none. */
+	const char *remote;
+	unsigned remote_timeout_ms; /* the longest any wait on the cluster lasts; 0: 1000 */
 };
 
 /* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL (bad mode, a cache too
@@ -594,6 +606,25 @@ struct engram_io_stats {
  * (bad layer, unknown flags, size below the first version's). */
 ENGRAM_API int engram_session_stats(const engram_session *s, int layer_index, unsigned flags,
 				    struct engram_io_stats *out);
+
+/* The remote tier's counters since the session started (engram_session_options.remote). */
+struct engram_remote_stats {
+	size_t size;            /* sizeof(struct engram_remote_stats), set by the caller */
+	uint64_t rows;          /* rows the cluster gave, verified */
+	uint64_t bytes;         /* their row bytes */
+	uint64_t fallbacks;     /* rows it could not give, read from the local shard instead */
+	uint64_t errors;        /* rows it could not give but for a timeout: absent, bad, node down */
+	uint64_t timeouts;      /* rows not answered within remote_timeout_ms */
+	uint64_t absent;        /* of errors: no such key or record (a cluster loaded with another set, half loaded) */
+	uint64_t bad;           /* of errors: records that failed verification (set, layer, row, checksum) */
+	uint64_t wire_bytes;    /* bytes on the wire both ways: commands and replies */
+	uint64_t node_failures; /* times a node was given up on (refused, closed, not answering) */
+	uint64_t moved, ask;    /* redirections followed */
+	uint64_t max_outage_ms; /* the longest a slot went from a failed row to a served one (a failover) */
+};
+/* Fills out (as far as out->size allows) and returns 0; -EINVAL for a session without a remote tier or a size
+ * below the first version's. */
+ENGRAM_API int engram_session_remote_stats(const engram_session *s, struct engram_remote_stats *out);
 
 /* ---------------------------------------------------------------------------------------------------
  * Cache simulation: the share of row lookups that RAM would serve, for one policy of the RAM tiers at one budget,
@@ -732,6 +763,40 @@ ENGRAM_API int engram_config_load_geometry(engram_config **out, const char *conf
  * not a multiple of 32 for F8_E4M3; more than 2^40 rows; a size below the first version's).
  */
 ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_t rows, struct engram_table_info *info);
+
+/*
+ * Copy a table set's rows into a Redis Cluster for the remote tier (engram-stat remote-load; layout in
+ * libengram(3), REMOTE ROWS). The set's completion key is deleted first and written last, so a load that stops
+ * leaves the set marked incomplete (sessions refuse it); a progress key records the rows loaded, and a load run
+ * again resumes after them. A set already complete is left as it is, unless restart is set. Writes are pipelined to each slot's master
+ * a batch at a time (memory bounded by the batch); a MOVED or ASK redirection reads the slot map again and
+ * writes the batch again. Returns 0, -ECANCELED (the progress callback said stop, or limit_rows was reached),
+ * -EINVAL (a store without table data), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (an error reply), naming the node.
+ */
+struct engram_remote_load_options {
+	size_t size;            /* sizeof, set by the caller */
+	const char *url;        /* redis://HOST:PORT of any node */
+	unsigned timeout_ms;    /* every wait; 0: 5000 */
+	uint64_t limit_rows;    /* load at most this many rows in this run, then stop as interrupted; 0: all */
+	int (*progress)(void *arg, uint64_t rows_done, uint64_t rows_total); /* non-zero: stop; may be NULL */
+	void *progress_arg;
+	int restart;            /* load every row again: the completion and progress keys deleted first (a copy
+				   damaged in the cluster repaired) */
+};
+struct engram_remote_load_result {
+	size_t size;            /* sizeof, set by the caller */
+	uint64_t rows_total;    /* rows of the set */
+	uint64_t rows_loaded;   /* written by this run */
+	uint64_t rows_resumed;  /* found loaded by an earlier run (skipped) */
+	uint64_t value_bytes;   /* bytes of the values this run wrote (headers and rows) */
+	uint64_t row_bytes;     /* of them, the rows' own */
+	uint64_t keys;          /* keys this run wrote */
+	uint64_t used_memory_before, used_memory_after; /* INFO memory used_memory, summed over the masters */
+	unsigned masters;
+	int already_complete;   /* the set was loaded completely before: nothing written */
+};
+ENGRAM_API int engram_remote_load(const engram_store *store, const struct engram_remote_load_options *opts,
+				  struct engram_remote_load_result *result);
 #ifdef __cplusplus
 }
 #endif

@@ -76,6 +76,17 @@ struct engram_pack_result {
  */
 ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram_pack_result *result);
 
+/*
+ * A metadata-only copy of a packed set (a shard, or a split set's manifest) at out_path: every shard's header,
+ * hash config, token map and table directory, and no table data, for nodes that serve every row from a remote
+ * tier (engram_session_options.remote). The copy keeps the set id, so that it finds the rows a cluster was
+ * loaded with from the full set; engram_store_info() counts its shards in no_data_shards, and gathering from it
+ * without a remote tier fails with ENGRAM_ENODATA. Written as engram_pack writes (nothing at out_path until it
+ * is complete). Returns 0 (and fills *result: file_bytes, n_files), errors of engram_open for set_path,
+ * -EINVAL (out_path is an input), -errno of the files, -ENOMEM.
+ */
+ENGRAM_API int engram_pack_metadata_only(const char *set_path, const char *out_path, struct engram_pack_result *result);
+
 /* ---------------------------------------------------------------------------------------------------
  * The compressed-token map, from the tokenizer every Hugging Face checkpoint ships.
  */

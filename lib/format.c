@@ -137,6 +137,9 @@ int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, 
 	if (file_size > h->file_size)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s' has %llu bytes after its end", path,
 			       (unsigned long long)(file_size - h->file_size));
+	if (h->flags & ~EG_HDR_FLAGS_KNOWN)
+		return eg_fail(ENGRAM_EVERSION, "'%s': header flags 0x%x that this library does not know", path,
+			       h->flags & ~EG_HDR_FLAGS_KNOWN);
 	if (h->shard_count == 0 || h->shard_index >= h->shard_count)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': shard %u of %u", path, h->shard_index, h->shard_count);
 	if (h->n_sections == 0 || h->n_sections > MAX_SECTIONS || h->section_table_offset % 8 ||
@@ -197,6 +200,7 @@ int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, cons
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path)
 {
 	memset(s, 0, sizeof(*s));
+	s->no_data = !!(h->flags & EG_HDR_NO_DATA);
 	s->table = (const struct eg_disk_section *)(map + h->section_table_offset);
 	if (eg_checksum(s->table, (size_t)h->n_sections * sizeof(*s->table)) != h->section_table_checksum)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table checksum mismatch", path);
@@ -378,7 +382,7 @@ int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_confi
 	if (t->codec != EG_CODEC_EXTERNAL && (t->row_skew || t->external_file))
 		return BAD("'%s': table %u has a row skew or external file but is not external", path, i);
 	if (t->data_offset % EG_PAGE || (t->data_offset < EG_PAGE && t->codec != EG_CODEC_EXTERNAL) ||
-	    !in_range(t->data_offset, t->data_length, data_end))
+	    (!s->no_data && !in_range(t->data_offset, t->data_length, data_end)))
 		return BAD("'%s': table %u data (%llu bytes at %llu) is outside the file", path, i,
 			   (unsigned long long)t->data_length, (unsigned long long)t->data_offset);
 	if (t->codec != EG_CODEC_ZSTD && t->data_length != t->n_pages * EG_PAGE)

@@ -30,8 +30,8 @@
 #define EG_MAGIC "\x89" "ENGRAM\n"     /* 8 bytes; 0x89 catches 7-bit transfers, '\n' CRLF damage */
 #define EG_BYTE_ORDER 0x0A0B0C0Du     /* reads as 0x0D0C0B0A on a machine of the other byte order */
 #define EG_FORMAT_MAJOR 1             /* incompatible changes */
-#define EG_FORMAT_MINOR 1             /* compatible additions: readers accept any minor of their major
-					 (1.1 added the source section) */
+#define EG_FORMAT_MINOR 2             /* compatible additions: readers accept any minor of their major
+					 (1.1 added the source section, 1.2 the header's flags) */
 #define EG_PAGE 4096u
 #define EG_HEADER_SIZE 256u
 #define EG_MAX_BLOCK_PAGES 4096u      /* pages per block at most (16 MiB) */
@@ -99,11 +99,21 @@ struct eg_disk_header {
 	uint32_t shard_count;
 	uint64_t created_unix;
 	char writer[32];             /* "libengram 0.1.0", NUL-padded */
-	uint8_t reserved[128];
+	uint32_t flags;              /* EG_HDR_* (format 1.2; 0 before) */
+	uint8_t reserved[124];
 	uint64_t section_table_checksum; /* XXH3 of the section table */
 	uint64_t header_checksum;        /* XXH3 of bytes [0, 248) of this header */
 };
 static_assert(sizeof(struct eg_disk_header) == EG_HEADER_SIZE, "header size");
+
+/* Header flags. EG_HDR_NO_DATA: a metadata-only shard (engram-pack --metadata-only): the header, sections and
+ * table directory of a shard of a full set, and no table data. Its set id is the full set's; its table entries
+ * describe the full shard's data (data_offset and data_length are where it lies in that file, not in this one;
+ * frames_offset and blocksums_offset point into this file's sections as always), so the rows it addresses are
+ * the full set's, served by a remote tier. Readers must not read table data through it. Unknown flags:
+ * ENGRAM_EVERSION. */
+#define EG_HDR_NO_DATA 1u
+#define EG_HDR_FLAGS_KNOWN EG_HDR_NO_DATA
 
 struct eg_disk_section {
 	uint32_t type;
@@ -297,7 +307,7 @@ static inline uint32_t eg_dtype_granule(uint32_t dt)
  * tests and the structured fuzzer, so that what they change is what a reader sees past the checksums. */
 EG_PRIVATE uint64_t eg_checksum(const void *data, size_t len);
 /* The header's file size, section table checksum (of n_sections entries at secs) and header checksum. */
-void eg_header_seal(struct eg_disk_header *h, const struct eg_disk_section *secs, uint64_t file_size);
+EG_PRIVATE void eg_header_seal(struct eg_disk_header *h, const struct eg_disk_section *secs, uint64_t file_size);
 /* Stored bytes [start, end) of block b of a piece, relative to its data, from its geometry (raw) or its frame
  * index (zstd; frames: n_blocks end offsets): -1 when b is past the piece or the frame index entry is out of
  * order, past the data or larger than the table's largest frame, 0 otherwise. */
@@ -325,6 +335,7 @@ struct eg_sections {
 	const struct eg_disk_source *source;                    /* NULL in files of format 1.0 */
 	const struct eg_disk_external *external;                /* NULL in shards with no external tables */
 	unsigned n_external;
+	int no_data;                                            /* the header's EG_HDR_NO_DATA */
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* A section entry for len bytes of data at off, with its checksum. */
@@ -349,7 +360,7 @@ int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64
 			   const char *path);
 
 /* Table directory entry i of a file against the config and the file's sections (data before data_end: for an
- * EG_CODEC_EXTERNAL table, the end of its data file). */
+ * EG_CODEC_EXTERNAL table, the end of its data file; unless the file holds no data: s->no_data). */
 int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
 		   uint64_t data_end, const char *path);
 

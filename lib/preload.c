@@ -75,7 +75,8 @@ ENGRAM_API int engram_preload(const engram_store *s, int layer_index)
 		goto out;
 	}
 	for (unsigned i = first; i < end && !err; i++)
-		err = preload_piece(&s->pieces[i], buf);
+		if (s->pieces[i].data) /* a metadata-only shard has nothing to bring in */
+			err = preload_piece(&s->pieces[i], buf);
 	free(buf);
 out:
 	return err;

@@ -175,6 +175,8 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	s->evicted = 0;
 	s->step_t0 = eg_sess_now_ns();
 	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
+	if (s->remote)
+		eg_sess_remote_begin(s);
 	return 0;
 }
 
@@ -275,6 +277,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	EG_KEEP_ERRNO;
 	if (!s)
 		return;
+	eg_sess_remote_close(s);
 	if (s->io) {
 		eg_sess_drain(s);
 		s->io->ops->destroy(s->io);
@@ -510,6 +513,8 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 		err = eg_fail(err, "cannot start the read threads: %s", strerror(-err));
 		goto fail;
 	}
+	if (o->remote && (err = eg_sess_remote_open(s, o->remote, o->remote_timeout_ms)) < 0)
+		goto fail;
 	*out = s;
 	return 0;
 fail:

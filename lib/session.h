@@ -111,6 +111,7 @@ struct engram_session {
 	struct row_ref *refs;
 	size_t cap_refs;
 	struct engram_io_stats *step, *total;
+	struct eg_sess_remote *remote;    /* the remote tier (session_remote.c), or NULL */
 };
 
 /* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
@@ -168,5 +169,13 @@ void eg_sess_drain(engram_session *s);
 /* session_gather.c */
 int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 		   uint8_t *dst);
+
+/* session_remote.c: the remote tier, which replaces reading units for rows no RAM tier holds */
+int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms);
+void eg_sess_remote_close(engram_session *s);
+void eg_sess_remote_begin(engram_session *s);
+int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n);
+int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+			  uint8_t *dst);
 
 #endif

@@ -70,6 +70,8 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 			if (!(p = eg_store_find(s->st, layer, rows[i])))
 				return eg_fail(-EINVAL, "row %llu of layer %d is not in this store",
 					       (unsigned long long)rows[i], s->cfg->layers[layer].id);
+			if (!p->data)
+				return eg_store_no_data(p);
 		}
 		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
 		uint32_t pi = eg_sess_piece_index(s, p);
@@ -286,6 +288,8 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 	long f0 = -1;
 	int err;
 
+	if (s->remote)
+		return eg_sess_remote_gather(s, layer, rows, n, out, dst);
 	if (!n)
 		return 0;
 	if (!lt)

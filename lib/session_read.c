@@ -354,12 +354,14 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin)
 {
+	if (s->remote)
+		return eg_sess_remote_request(s, layer, rows, n);
 	for (size_t k = 0; k < n; k++) {
 		const struct eg_piece *p = eg_store_find(s->st, layer, rows[k]);
 		if (s->rc)
 			eg_rc_prefetch_ahead(s->rc, layer, rows, n, k);
-		if (!p)
-			continue; /* gather reports it */
+		if (!p || !p->data)
+			continue; /* gather reports it (a metadata-only shard: no data to read) */
 		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[k])))
 			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);

@@ -182,7 +182,7 @@ static int index_pieces(engram_store *s, int whole_set)
 				.t = t,
 				.frames = t->codec == EG_CODEC_ZSTD ? (const uint64_t *)(sh->map + t->frames_offset) : NULL,
 				.sums = (const uint64_t *)(sh->map + t->blocksums_offset),
-				.data = data->map + t->data_offset,
+				.data = sh->secs.no_data ? NULL : data->map + t->data_offset,
 			};
 		}
 	}
@@ -405,8 +405,10 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 		v.raw_bytes += s->pieces[i].t->n_pages * EG_PAGE;
 		v.stored_bytes += s->pieces[i].t->data_length;
 	}
-	for (unsigned i = 0; i < s->n_shards; i++)
+	for (unsigned i = 0; i < s->n_shards; i++) {
 		v.file_bytes += s->shards[i].size;
+		v.no_data_shards += (unsigned)s->shards[i].secs.no_data;
+	}
 	return eg_struct_out(info, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_store_info, writer), "engram_store_info");
 }
 
@@ -472,6 +474,12 @@ const struct eg_disk_table *eg_store_layer_table(const engram_store *s, unsigned
 	return s->pieces[s->layer_first[li]].t;
 }
 
+int eg_store_no_data(const struct eg_piece *p)
+{
+	return eg_fail(ENGRAM_ENODATA, "'%s' holds no table data (a metadata-only shard): its rows are served by a "
+		       "session's remote tier", p->shard->path);
+}
+
 ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row, void *dst, size_t dst_size)
 {
 	EG_KEEP_ERRNO;
@@ -485,6 +493,8 @@ ENGRAM_API int engram_read_row(const engram_store *s, unsigned li, uint64_t row,
 	if (!p)
 		return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)row,
 			       s->cfg->layers[li].id);
+	if (!p->data)
+		return eg_store_no_data(p);
 	if (dst_size < p->t->record_size)
 		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than a %u-byte row", dst_size, p->t->record_size);
 	off = eg_layout_row_offset(p->t, row - p->t->row_begin);

@@ -17,7 +17,7 @@ struct eg_shard {
 	struct eg_sections secs;
 };
 
-/* One contiguous row range of a layer, in one shard. */
+/* One contiguous row range of a layer, in one shard. data is NULL in a metadata-only shard (EG_HDR_NO_DATA). */
 struct eg_piece {
 	struct eg_shard *shard;
 	const struct eg_disk_table *t;
@@ -40,6 +40,9 @@ struct engram_store {
 	struct eg_piece *pieces;      /* ordered by layer, then row_begin */
 	unsigned *layer_first;        /* [n_layers + 1]: pieces of layer l are [layer_first[l], layer_first[l+1]) */
 };
+
+/* ENGRAM_ENODATA naming the shard of a piece without table data (a metadata-only shard). */
+int eg_store_no_data(const struct eg_piece *p);
 
 /* The piece holding a row of a layer, or NULL. */
 const struct eg_piece *eg_store_find(const engram_store *s, unsigned layer_index, uint64_t row);

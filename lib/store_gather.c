@@ -113,6 +113,10 @@ static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size
 				err = not_in_store(s, li, rows[i]);
 				break;
 			}
+			if (!p->data) {
+				err = eg_store_no_data(p);
+				break;
+			}
 		}
 		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
 		if (p->t->codec != EG_CODEC_ZSTD)

@@ -43,6 +43,9 @@ static void verify_piece(const struct eg_piece *piece, struct report *r)
 	const struct eg_disk_table *t = piece->t;
 	struct cursor cur = { piece->data, 0 }, *p = &cur;
 
+	if (!piece->data)
+		return; /* a metadata-only shard: its sections are checked, it has no blocks */
+
 	for (uint64_t b = 0; b < t->n_blocks && !r->stop; b++) {
 		uint64_t start, end;
 		if (eg_block_range(piece, b, &start, &end) < 0) {

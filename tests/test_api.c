@@ -135,6 +135,7 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_pack, 1, engram_pack(&po, NULL));
 	po.size = 2;
 	CALL(engram_pack, 1, engram_pack(&po, NULL));
+	CALL(engram_pack_metadata_only, 1, engram_pack_metadata_only("/nonexistent/x.engram", "/nonexistent/y", NULL));
 
 	int32_t *tmap = NULL;
 	size_t n_ids = 0, n_comp = 0;
@@ -211,6 +212,10 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_session_seed, 1, engram_session_seed(s, 9, tok, NULL, 2, ENGRAM_SEED_START));
 	CALL(engram_session_export, 1, engram_session_export(s, 9, buf, sizeof(buf)));
 	CALL(engram_session_import, 1, engram_session_import(s, 0, buf, 3));
+	{
+		struct engram_remote_stats rs = ENGRAM_INIT(struct engram_remote_stats);
+		CALL(engram_session_remote_stats, 1, engram_session_remote_stats(s, &rs)); /* no remote tier */
+	}
 	CALL(engram_session_positions, 0, engram_session_positions(s));
 	CALL(engram_session_rows, 0, engram_session_rows(s, 99) != NULL);
 	assert_non_null(strstr(engram_last_error(), "layer index 99"));

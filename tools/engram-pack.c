@@ -33,6 +33,7 @@ enum {
 	OPT_SEED,
 	OPT_THREADS,
 	OPT_VERSION,
+	OPT_METADATA_ONLY,
 };
 
 static void usage(FILE *f)
@@ -42,6 +43,7 @@ static void usage(FILE *f)
 		"       engram-pack --config FILE (--token-map FILE | --tokenizer FILE) --weights FILE... --out PATH\n"
 		"                   [OPTIONS]\n"
 		"       engram-pack ... --synthetic SCALE instead of --weights\n"
+		"       engram-pack --metadata-only SET --out PATH\n"
 		"  --model-dir DIR          a Hugging Face checkpoint directory: its config.json, tokenizer.json, and\n"
 		"                           model.safetensors or model.safetensors.index.json\n"
 		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json\n"
@@ -67,6 +69,9 @@ static void usage(FILE *f)
 		"  --synthetic-dtype bf16|f32|f16|e4m3   (default bf16)\n"
 		"  --seed N                 seed of the synthetic rows (default 0)\n"
 		"  --threads N              compression workers, 1 to 4096 (default: online CPUs)\n"
+		"  --metadata-only SET      copy a packed set (shard or manifest) without its table data: the\n"
+		"                           config, token map and directory of a node that serves every row from\n"
+		"                           a remote tier (same set id; see engram-stat remote-load)\n"
 		"  --quiet                  no progress bar, no summary\n");
 }
 
@@ -259,6 +264,7 @@ int main(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
+		{ "metadata-only", required_argument, NULL, OPT_METADATA_ONLY },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const codecs[] = { "raw", "zstd", NULL };
@@ -267,7 +273,7 @@ int main(int argc, char **argv)
 	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
 	struct pack_progress bar;
 	const char **weights;
-	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL, *model_dir = NULL;
+	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL, *model_dir = NULL, *meta_from = NULL;
 	char *dir_paths[3] = { NULL, NULL, NULL };
 	int c, quiet = 0, in_weights = 0, err, status = 2;
 
@@ -355,6 +361,7 @@ int main(int argc, char **argv)
 			if (tool_parse_unsigned("--threads", optarg, 1, 4096, &o.threads) < 0)
 				goto bad_option;
 			break;
+		case OPT_METADATA_ONLY: meta_from = optarg; break;
 		case 'q': quiet = 1; break;
 		case 'h':
 			usage(stdout);
@@ -370,6 +377,26 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc) {
 		usage_error("unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (meta_from) {
+		if (o.config_path || o.token_map_path || o.tokenizer_path || o.n_weights || model_dir ||
+		    o.synthetic_scale || o.codec || o.split != ENGRAM_SPLIT_NONE) {
+			usage_error("--metadata-only copies a packed set as it is: it takes --out (and --quiet) only");
+			goto out;
+		}
+		if (!o.out_path) {
+			usage_error("--out is required");
+			goto out;
+		}
+		if ((err = engram_pack_metadata_only(meta_from, o.out_path, &res)) < 0) {
+			status = tool_lib_error(err);
+			goto out;
+		}
+		if (!quiet)
+			printf("'%s': %u file%s of metadata (%llu bytes), no table data: rows come from a remote tier\n",
+			       o.out_path, res.n_files, res.n_files == 1 ? "" : "s", (unsigned long long)res.file_bytes);
+		status = 0;
 		goto out;
 	}
 	if (model_dir) {

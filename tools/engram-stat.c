@@ -19,6 +19,7 @@ static const struct {
 	{ "tokenmap", stat_tokenmap, "build the compressed-token map of a tokenizer.json as .npy" },
 	{ "plan", stat_plan, "size a config's tables on disk and in memory before any weights" },
 	{ "cachesim", stat_cachesim, "the share of row lookups RAM serves at each budget and policy, simulated" },
+	{ "remote-load", stat_remote_load, "copy a set's rows into a Redis Cluster for the remote tier" },
 };
 
 static void usage(FILE *f)
@@ -26,7 +27,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: engram-stat COMMAND [OPTIONS]   (engram-stat COMMAND --help for its options)\n\n"
 		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv)

@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 
+#include "replay_remote.h"
 #include "replay_report.h"
 
 static json_t *jreal(double x)
@@ -161,6 +162,10 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 								  (json_int_t)r->draft_positions, "drafts_right",
 								  (json_int_t)r->drafts_accepted, "wasted_rows",
 								  (json_int_t)r->draft_wasted_rows)) < 0) {
+		json_decref(head);
+		return NULL;
+	}
+	if (replay_remote_json(head, r) < 0) {
 		json_decref(head);
 		return NULL;
 	}

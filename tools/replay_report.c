@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "replay_remote.h"
 #include "replay_report.h"
 
 double replay_ratio(double num, double den)

@@ -87,6 +87,10 @@ struct replay_info {
 	} cal;
 	unsigned draft_tokens;      /* --draft-tokens K: K drafts pushed as positions after each decode token, the
 				       rejected ones rewound (0: drafts prefetched a step early, if any) */
+	const char *remote;         /* --remote redis://HOST:PORT, or NULL */
+	unsigned remote_timeout_ms; /* --remote-timeout (0: the library's) */
+	int verify;                 /* --verify: every gathered row against a store-level read */
+	const char *verify_shard;   /* --verify-shard: the reference set (else the replayed one) */
 };
 
 struct replay_layer {
@@ -135,6 +139,10 @@ struct replay_result {
 	 * would have on it with this run's disk reads, over the step's compute time (NaN without a disk) */
 	struct replay_disk disk;
 	struct replay_dist floor_share;
+	/* --remote: the remote tier's counters; --verify: rows compared and those that differed */
+	int has_remote, verified;
+	struct engram_remote_stats remote;
+	uint64_t verify_rows, verify_mismatches;
 };
 
 /* Whether the bytes the session counted read from the disk (engram_io_stats.disk_bytes) agree with the

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "replay_cgroup.h"
+#include "replay_remote.h"
 #include "replay_run.h"
 #include "replay_stats.h"
 #include "toolutil.h"
@@ -204,7 +205,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 {
 	const struct replay_sched *sc = c->sc;
 	const struct replay_info *in = c->info;
-	engram_store *st = NULL;
+	engram_store *st = NULL, *ref_own = NULL;
+	const engram_store *ref = NULL; /* --verify's reference */
 	engram_session *s = NULL;
 	engram_hasher *ah = NULL;
 	uint64_t *tmp = NULL, **la = NULL;
@@ -216,7 +218,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	struct replay_cgroup cg = { 0 };
 	engram_rowcache *rc = NULL;
 	struct engram_io_stats *base = NULL;
-	uint8_t *buf = NULL;
+	uint8_t *buf = NULL, *vbuf = NULL;
 	uint64_t *reads = NULL; /* per layer: a step's disk reads, for the floor */
 	double *lead_us = NULL;
 	int err, status = -1;
@@ -242,6 +244,20 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		.flags = (in->no_uring ? ENGRAM_SESSION_NO_URING : 0) | (r->set.depth ? 0 : ENGRAM_SESSION_NO_PREFETCH) |
 			 (in->sqpoll ? ENGRAM_SESSION_SQPOLL : 0),
 	};
+	so.remote = in->remote;
+	so.remote_timeout_ms = in->remote_timeout_ms;
+	r->has_remote = !!in->remote;
+	r->verified = in->verify;
+	if (in->verify) {
+		if (!in->verify_shard) {
+			ref = st;
+		} else if ((err = engram_open(&ref_own, in->verify_shard, 0)) < 0) {
+			tool_lib_error(err);
+			goto out;
+		} else {
+			ref = ref_own;
+		}
+	}
 	if (r->set.tier == TIER_ROW) {
 		if (open_row_cache(c, st, r, &rc) < 0)
 			goto out;
@@ -265,7 +281,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	buf = malloc(buf_bytes);
 	reads = calloc(L, sizeof(*reads));
 	lead_us = calloc(L, sizeof(*lead_us));
-	if (!r->layers || !base || !buf || !reads || !lead_us) {
+	vbuf = ref ? malloc(buf_bytes) : NULL;
+	if (!r->layers || !base || !buf || !reads || !lead_us || (ref && !vbuf)) {
 		tool_error("out of memory");
 		goto out;
 	}
@@ -387,6 +404,9 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 				goto out;
 			}
 			gather_ns += g;
+			if (ref && replay_verify_rows(ref, l, engram_session_rows(s, l), n, c->out, buf, vbuf,
+						      engram_out_row_bytes(st, l, c->out), r) < 0)
+				goto out;
 			shift += g;
 		}
 		/* the drafts of the next step's tokens come with this step's sampling, at its end */
@@ -450,6 +470,10 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		r->distinct_bytes += ly->distinct_rows * ly->record_size;
 	}
 	replay_samples_summarize(&smp, sc->n_steps - warm, r);
+	if (in->remote) {
+		r->remote = ENGRAM_INIT(struct engram_remote_stats);
+		engram_session_remote_stats(s, &r->remote);
+	}
 	if (rc) {
 		struct engram_rowcache_info ri = ENGRAM_INIT(struct engram_rowcache_info);
 		if (engram_rowcache_info(rc, &ri) == 0)
@@ -469,11 +493,13 @@ out:
 	free(tmp);
 	engram_session_destroy(s);
 	engram_rowcache_close(rc);
+	engram_close(ref_own);
 	engram_close(st);
 	free(base);
 	free(buf);
 	free(reads);
 	free(lead_us);
+	free(vbuf);
 	replay_samples_free(&smp);
 	return status;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "replay_disk.h"
+#include "replay_remote.h"
 #include "replay_report.h"
 
 static void mib(char *buf, size_t size, double bytes)
@@ -458,4 +459,10 @@ void replay_print_text(FILE *f, const struct replay_info *in, const struct repla
 		print_one(f, in, r);
 	else
 		print_sweep(f, in, r, n);
+	for (size_t i = 0; i < n; i++) {
+		char label[160] = "";
+		if (n > 1)
+			replay_setting_label(label, sizeof(label), in->sweep, &r[i].set, ", ");
+		replay_remote_print(f, &r[i], label);
+	}
 }

@@ -10,5 +10,6 @@ int stat_replay(int argc, char **argv);
 int stat_tokenmap(int argc, char **argv);
 int stat_plan(int argc, char **argv);
 int stat_cachesim(int argc, char **argv);
+int stat_remote_load(int argc, char **argv);
 
 #endif

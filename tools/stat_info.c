@@ -145,6 +145,10 @@ int stat_info(int argc, char **argv)
 	printf("raw bytes     %" PRIu64 " (%s)\n", raw, h1);
 	printf("stored bytes  %" PRIu64 " (%s)\n", stored, h2);
 	printf("codec ratio   %.2f\n", ratio(raw, stored));
+	if (si.no_data_shards)
+		printf("table data    none in %u of %u shard%s: metadata only (engram-pack --metadata-only); rows are "
+		       "served by a remote tier (--remote), sizes above are the full set's\n", si.no_data_shards, n_shards,
+		       n_shards == 1 ? "" : "s");
 	if (tool_flush_stdout() < 0)
 		goto out;
 	status = 0;

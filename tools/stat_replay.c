@@ -73,7 +73,12 @@ static void usage(FILE *f)
 		"  --svg FILE               chart of the ready rate and the stall share per run\n"
 		"the disk's floor (the stall an ideal prefetcher would have; measured before the runs, ~2 s):\n"
 		"  --disk-iops N            the disk's random reads a second at the queue depth: not measured\n"
-		"  --disk-latency-us L      one read's latency at queue depth 1: not measured\n");
+		"  --disk-latency-us L      one read's latency at queue depth 1: not measured\n"
+		"  --remote redis://HOST:PORT  rows no RAM tier holds come from this Redis Cluster (engram-stat\n"
+		"                           remote-load), the shard's disk only when the cluster cannot give them\n"
+		"  --remote-timeout MS      the longest any wait on the cluster lasts (default 1000)\n"
+		"  --verify                 compare every gathered row with a store-level read of it (runs[].verify)\n"
+		"  --verify-shard SHARD     --verify against this set (the full set of a metadata-only shard)\n");
 }
 
 /* ---- sweeps ---- */
@@ -196,6 +201,10 @@ enum {
 	OPT_SVG,
 	OPT_DISK_IOPS,
 	OPT_DISK_LATENCY,
+	OPT_REMOTE,
+	OPT_REMOTE_TIMEOUT,
+	OPT_VERIFY,
+	OPT_VERIFY_SHARD,
 };
 
 /* The command line. */
@@ -281,6 +290,14 @@ static int set_option(struct replay_cmd *c, int opt, const char *arg)
 	case OPT_DISK_IOPS: return tool_parse_double("--disk-iops", arg, 1, 1e9, &c->disk_iops) < 0 ? 2 : 0;
 	case OPT_DISK_LATENCY:
 		return tool_parse_double("--disk-latency-us", arg, 0, 1e7, &c->disk_latency_us) < 0 ? 2 : 0;
+	case OPT_REMOTE: info->remote = arg; return 0;
+	case OPT_REMOTE_TIMEOUT:
+		return tool_parse_unsigned("--remote-timeout", arg, 1, 3600000, &info->remote_timeout_ms) < 0 ? 2 : 0;
+	case OPT_VERIFY: info->verify = 1; return 0;
+	case OPT_VERIFY_SHARD:
+		info->verify = 1;
+		info->verify_shard = arg;
+		return 0;
 	default: fprintf(stderr, "run 'engram-stat replay --help' for the options\n"); return 2;
 	}
 }
@@ -312,6 +329,10 @@ static int parse_args(struct replay_cmd *c, int argc, char **argv)
 		{ "svg", required_argument, NULL, OPT_SVG },
 		{ "disk-iops", required_argument, NULL, OPT_DISK_IOPS },
 		{ "disk-latency-us", required_argument, NULL, OPT_DISK_LATENCY },
+		{ "remote", required_argument, NULL, OPT_REMOTE },
+		{ "remote-timeout", required_argument, NULL, OPT_REMOTE_TIMEOUT },
+		{ "verify", no_argument, NULL, OPT_VERIFY },
+		{ "verify-shard", required_argument, NULL, OPT_VERIFY_SHARD },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

@@ -54,8 +54,17 @@ int stat_verify(int argc, char **argv)
 		tool_error("'%s': %u checksum%s did not match", path, failures, failures == 1 ? "" : "s");
 	if (err < 0 || failures)
 		goto out;
-	printf("'%s': ok, the metadata of %u shard%s and all %" PRIu64 " data block checksums match\n", path,
-	       engram_store_num_shards(s), engram_store_num_shards(s) == 1 ? "" : "s", blocks);
+	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+	unsigned ns = engram_store_num_shards(s);
+	if (engram_store_info(s, &si) == 0 && si.no_data_shards == ns)
+		printf("'%s': ok, the metadata of %u shard%s matches; no table data to check (metadata only)\n", path, ns,
+		       ns == 1 ? "" : "s");
+	else if (si.no_data_shards)
+		printf("'%s': ok, the metadata of %u shards and the data block checksums of the %u holding data match\n",
+		       path, ns, ns - si.no_data_shards);
+	else
+		printf("'%s': ok, the metadata of %u shard%s and all %" PRIu64 " data block checksums match\n", path, ns,
+		       ns == 1 ? "" : "s", blocks);
 	status = tool_flush_stdout() < 0;
 out:
 	engram_close(s);

@@ -49,6 +49,7 @@ class StoreInfo(ctypes.Structure):
         ("config_source", c_char_p),
         ("config_name", c_char_p),
         ("gguf_checked", c_char_p),
+        ("no_data_shards", c_uint),
     ]
 
 
@@ -84,7 +85,16 @@ class SessionOptions(ctypes.Structure):
         ("flags", c_uint),
         ("row_cache", c_void_p),
         ("page_cache_bytes", c_uint64),
+        ("remote", c_char_p),
+        ("remote_timeout_ms", c_uint),
     ]
+
+
+class RemoteStats(ctypes.Structure):
+    """struct engram_remote_stats: Session.remote_stats() returns every field."""
+    _fields_ = [(name, c_size_t if name == "size" else c_uint64) for name in (
+        "size", "rows", "bytes", "fallbacks", "errors", "timeouts", "absent", "bad", "wire_bytes", "node_failures",
+        "moved", "ask", "max_outage_ms")]
 
 
 class IoStats(ctypes.Structure):
@@ -248,6 +258,7 @@ _FUNCS = {
     "engram_session_import": (c_int, [_p, c_uint, _p, c_size_t]),
     "engram_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_read_row": (c_int, [_p, c_uint, c_uint64, _p, c_size_t]),
+    "engram_session_remote_stats": (c_int, [_p, POINTER(RemoteStats)]),
 }
 
 _PACK_FUNCS = {

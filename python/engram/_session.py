@@ -4,7 +4,7 @@ import ctypes
 import errno
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -81,7 +81,8 @@ class Session(NoCopy):
                  cache_bytes: Optional[int] = None, cache_mb: Optional[int] = None, uring: bool = True,
                  prefetch: bool = True, sqpoll: bool = False, row_cache: Optional[RowCache] = None,
                  page_cache_bytes: Optional[int] = None, page_cache_mb: Optional[int] = None,
-                 refuse_negative: bool = False) -> None:
+                 refuse_negative: bool = False, remote: Optional[str] = None,
+                 remote_timeout_ms: Optional[int] = None) -> None:
         self._ptr = None
         o = _lib.new(_lib.SessionOptions)
         o.max_seqs = _count(max_seqs, "max_seqs", False)
@@ -94,6 +95,13 @@ class Session(NoCopy):
                    (_lib.SESSION_SQPOLL if sqpoll else 0))
         o.page_cache_bytes = _size(page_cache_bytes, page_cache_mb, "page_cache")
         self._refuse_negative = bool(refuse_negative)
+        if remote is not None and not isinstance(remote, str):
+            raise TypeError(f"remote must be a str ('redis://HOST:PORT'), not {type(remote).__name__}")
+        if remote is not None and "\0" in remote:
+            raise ValueError("remote contains a NUL character")
+        o.remote = remote.encode() if remote is not None else None
+        o.remote_timeout_ms = _count(remote_timeout_ms, "remote_timeout_ms", True)
+        self._remote = remote
         if row_cache is not None and not isinstance(row_cache, RowCache):
             raise TypeError(f"row_cache must be an engram.RowCache, not {type(row_cache).__name__}")
         if row_cache is not None and row_cache._set_id != store._set_id:
@@ -417,6 +425,21 @@ class Session(NoCopy):
         finally:
             self._busy.release()
         return IoStats._of(st)
+
+    def remote_stats(self) -> Optional[Dict[str, int]]:
+        """The remote tier's counters since the session started (every field of struct engram_remote_stats:
+        rows, bytes, fallbacks, errors, timeouts, ...), or None for a session without remote=."""
+        if self._remote is None:
+            return None
+        st = _lib.new(_lib.RemoteStats)
+        ptr = self._enter()
+        try:
+            rc = lib.engram_session_remote_stats(ptr, ctypes.byref(st))
+            if rc < 0:
+                raise error(rc)
+        finally:
+            self._busy.release()
+        return {k: getattr(st, k) for k, _ in _lib.RemoteStats._fields_ if k != "size"}
 
     def close(self) -> None:
         """Destroy the session (its reads are collected first). RuntimeError while another thread is in a call."""

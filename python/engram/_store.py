@@ -120,6 +120,8 @@ class Store(Handle):
                 "name": (si.config_name or b"").decode(errors="surrogateescape"),
                 "gguf_checked": (si.gguf_checked or b"").decode(errors="replace").split(),
             },
+            # shards without table data (engram-pack --metadata-only): rows come from a session's remote tier
+            "no_data_shards": si.no_data_shards,
         }
 
     def preload(self, layer: Optional[int] = None) -> None:
@@ -195,7 +197,8 @@ class Store(Handle):
                 cache_bytes: Optional[int] = None, cache_mb: Optional[int] = None, uring: bool = True,
                 prefetch: bool = True, sqpoll: bool = False, row_cache: "Optional[RowCache]" = None,
                 page_cache_bytes: Optional[int] = None, page_cache_mb: Optional[int] = None,
-                refuse_negative: bool = False) -> "Session":
+                refuse_negative: bool = False, remote: Optional[str] = None,
+                remote_timeout_ms: Optional[int] = None) -> "Session":
         """A new engram.Session on this store (see Session). Options after max_seqs are keyword-only.
         max_seqs: sequence slots; mode: 'direct' (the default) or 'pagecache'; queue_depth: reads in flight at
         most (default 1024); cache_bytes: the private cache in bytes (default 256 MiB; cache_mb: the same in MiB);
@@ -204,12 +207,15 @@ class Store(Handle):
         this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept there);
         page_cache_bytes (page_cache_mb): in page-cache mode, the page cache the session may count on (default half
         of physical memory); refuse_negative=True: negative token ids raise ValueError in push, push_batch,
-        prefetch_next and seed (by default they are hashed as they are, the reference demo's rule)."""
+        prefetch_next and seed (by default they are hashed as they are, the reference demo's rule); remote:
+        'redis://HOST:PORT' of a Redis Cluster loaded with this set (engram-stat remote-load): rows no RAM tier
+        holds come from it, from the shard when it cannot give them; remote_timeout_ms: the longest any wait on it
+        lasts (default 1000)."""
         from ._session import Session
         return Session(self, max_seqs, mode=mode, queue_depth=queue_depth, cache_bytes=cache_bytes,
                        cache_mb=cache_mb, uring=uring, prefetch=prefetch, sqpoll=sqpoll, row_cache=row_cache,
                        page_cache_bytes=page_cache_bytes, page_cache_mb=page_cache_mb,
-                       refuse_negative=refuse_negative)
+                       refuse_negative=refuse_negative, remote=remote, remote_timeout_ms=remote_timeout_ms)
 
     def __repr__(self) -> str:
         return f"<engram.Store '{self._path}'{' (closed)' if self.closed else ''}>"

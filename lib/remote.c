@@ -1,0 +1,488 @@
+/* The remote row tier's client: rows of a table set read from a Redis Cluster (layout: remote.h), with hiredis
+ * contexts used non-blocking and driven by poll().
+ *
+ * Interface, and the seam for the library's I/O thread. The client is a self-contained state machine, owned by
+ * one thread at a time: eg_remote_submit() queues rows (no system call), eg_remote_progress(wait_ms) does all
+ * the I/O (routes queued rows to their slot's master, pipelines one GETRANGE a row per node, writes, polls with
+ * a bounded wait, parses replies with hiredis, follows MOVED and ASK, fails rows whose node is down or past
+ * their deadline) and hands each row exactly once to the callback with its status (OK: verified bytes; else
+ * ABSENT, BAD, DOWN or TIMEOUT, with the node's address). Nothing in it blocks longer than the wait it is
+ * given, except eg_remote_open (a bounded blocking CLUSTER SLOTS and completion check).
+ * Today the session drives it from its own read/complete path (session_remote.c): push submits the rows no
+ * RAM tier holds, gather calls progress without waiting to collect what arrived and with a bounded wait for
+ * the rows it needs. When the session's I/O thread lands, that thread owns the eg_remote: it calls submit for
+ * the rows the engine thread hands it and progress(wait) in its loop (the poll set is the nodes' sockets:
+ * eg_remote_progress could equally be split into a "fds to poll" and "fds ready" pair for an event loop that
+ * also waits on io_uring), and the callback marks rows ready where the engine thread collects them. Nothing
+ * else changes: the client keeps no global state and takes no locks.
+ *
+ * Failures. A node that refuses, closes, errs or does not answer within the timeout is given up on: every row
+ * it owed is delivered as DOWN or TIMEOUT, its connection closed, and rows for its slots fail at once (DOWN)
+ * until a retry (after RETRY_MS) or a new slot map. The slot map is read again (CLUSTER SLOTS, pipelined on a
+ * live node) after any MOVED, CLUSTERDOWN or node failure, and every REFRESH_MS while a node is down, so that a
+ * replica promoted in a failover is found. SIGPIPE from writing to a closed socket is blocked and consumed. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/sds.h>
+
+#include "remote_client.h"
+
+/* ---- delivering rows ---- */
+
+static void release_req(struct eg_remote *r, uint32_t i)
+{
+	r->reqs[i].next_free = r->free_req;
+	r->free_req = i;
+	r->outstanding--;
+}
+
+static void deliver(struct eg_remote *r, uint32_t i, enum eg_remote_status status, const uint8_t *data,
+		    const char *node, eg_remote_cb cb, void *arg, int *delivered)
+{
+	uint64_t tag = r->reqs[i].q.tag, *failed = &r->slot_failed[r->reqs[i].slot];
+
+	if (status == EG_REMOTE_OK && *failed) {
+		uint64_t outage = eg_remote_now_ms() - *failed;
+		if (outage > r->st.max_outage_ms)
+			r->st.max_outage_ms = outage;
+		*failed = 0;
+	} else if ((status == EG_REMOTE_DOWN || status == EG_REMOTE_TIMEOUT) && !*failed) {
+		*failed = eg_remote_now_ms();
+	}
+	switch (status) {
+	case EG_REMOTE_OK: r->st.rows++; break;
+	case EG_REMOTE_ABSENT: r->st.absent++; break;
+	case EG_REMOTE_BAD: r->st.bad++; break;
+	case EG_REMOTE_DOWN: r->st.down++; break;
+	case EG_REMOTE_TIMEOUT: r->st.timeouts++; break;
+	}
+	release_req(r, i);
+	cb(arg, tag, status, data, node);
+	++*delivered;
+}
+
+static int enqueue(struct eg_remote *r, uint32_t i)
+{
+	if (r->q_n == r->q_cap) {
+		size_t cap = r->q_cap ? 2 * r->q_cap : 256;
+		uint32_t *v = malloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t k = 0; k < r->q_n; k++)
+			v[k] = r->queue[(r->q_head + k) % r->q_cap];
+		free(r->queue);
+		r->queue = v;
+		r->q_head = 0;
+		r->q_cap = cap;
+	}
+	r->queue[(r->q_head + r->q_n++) % r->q_cap] = i;
+	return 0;
+}
+
+static int push_op(struct node *n, uint8_t kind, uint32_t req, uint64_t deadline)
+{
+	if (n->n == n->cap) {
+		size_t cap = n->cap ? 2 * n->cap : 256;
+		struct op *v = malloc(cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t k = 0; k < n->n; k++)
+			v[k] = n->ops[(n->head + k) % n->cap];
+		free(n->ops);
+		n->ops = v;
+		n->head = 0;
+		n->cap = cap;
+	}
+	n->ops[(n->head + n->n++) % n->cap] = (struct op){ .req = req, .kind = kind, .deadline = deadline };
+	return 0;
+}
+
+static struct op pop_op(struct node *n)
+{
+	struct op o = n->ops[n->head];
+
+	n->head = (n->head + 1) % n->cap;
+	n->n--;
+	return o;
+}
+
+/* Give up on a node: every row it owed fails with status, its connection is closed, a retry is scheduled. */
+static void node_fail(struct eg_remote *r, int ni, enum eg_remote_status status, eg_remote_cb cb, void *arg,
+		      int *delivered)
+{
+	struct node *n = &r->nodes[ni];
+
+	while (n->n) {
+		struct op o = pop_op(n);
+		if (o.kind == OP_GET)
+			deliver(r, o.req, status, NULL, n->name, cb, arg, delivered);
+		else if (o.kind == OP_SLOTS)
+			r->refresh_inflight = 0;
+	}
+	if (n->c)
+		redisFree(n->c);
+	n->c = NULL;
+	n->down = 1;
+	n->retry_at = eg_remote_now_ms() + (status == EG_REMOTE_TIMEOUT ? 2 * RETRY_MS : RETRY_MS);
+	r->st.node_failures++;
+	r->refresh_wanted = 1;
+}
+
+/* A live connection to node ni, made (non-blocking) when needed: NULL while it is down. */
+static redisContext *node_ctx(struct eg_remote *r, int ni)
+{
+	struct node *n = &r->nodes[ni];
+
+	if (n->c)
+		return n->c;
+	if (n->down && eg_remote_now_ms() < n->retry_at)
+		return NULL;
+	n->c = redisConnectNonBlock(n->host, n->port);
+	if (!n->c || n->c->err) {
+		if (n->c)
+			redisFree(n->c);
+		n->c = NULL;
+		n->down = 1;
+		n->retry_at = eg_remote_now_ms() + RETRY_MS;
+		return NULL;
+	}
+	n->down = 0;
+	return n->c;
+}
+
+/* ---- sending ---- */
+
+/* A RESP bulk string ("$len\r\nbytes\r\n") at cmd + n; the new length. */
+static size_t put_bulk(char *cmd, size_t n, const char *p, size_t len)
+{
+	cmd[n++] = '$';
+	n += eg_remote_u64(cmd + n, len);
+	memcpy(cmd + n, "\r\n", 2);
+	memcpy(cmd + n + 2, p, len);
+	memcpy(cmd + n + 2 + len, "\r\n", 2);
+	return n + 4 + len;
+}
+
+static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg, int *delivered)
+{
+	struct rreq *q = &r->reqs[i];
+	uint64_t k = q->q.row % EG_REMOTE_GROUP, rb = (uint64_t)EG_REMOTE_HDR + q->q.rec;
+	int ni = q->ask_node != NO_NODE ? q->ask_node : r->slot_node[q->slot];
+	redisContext *c = ni == NO_NODE ? NULL : node_ctx(r, ni);
+
+	if (eg_remote_now_ms() >= q->deadline) {
+		deliver(r, i, EG_REMOTE_TIMEOUT, NULL, ni == NO_NODE ? "no node" : r->nodes[ni].name, cb, arg,
+			delivered);
+		return 0;
+	}
+	if (!c) {
+		if (ni == NO_NODE)
+			r->refresh_wanted = 1;
+		deliver(r, i, EG_REMOTE_DOWN, NULL, ni == NO_NODE ? "no node for the slot" : r->nodes[ni].name, cb,
+			arg, delivered);
+		return 0;
+	}
+	if (q->ask_node != NO_NODE) {
+		if (redisAppendCommand(c, "ASKING") != REDIS_OK || push_op(&r->nodes[ni], OP_ASKING, 0, q->deadline))
+			return -ENOMEM;
+		q->ask_node = NO_NODE;
+	}
+	/* the command in RESP as redisAppendCommand would format it, without parsing a format per row */
+	char cmd[96 + EG_REMOTE_KEY_MAX], a[20], z[20];
+	size_t n = 18;
+	memcpy(cmd, "*4\r\n$8\r\nGETRANGE\r\n", 18);
+	n = put_bulk(cmd, n, q->key, q->klen);
+	n = put_bulk(cmd, n, a, eg_remote_u64(a, k * rb));
+	n = put_bulk(cmd, n, z, eg_remote_u64(z, k * rb + rb - 1));
+	if (redisAppendFormattedCommand(c, cmd, n) != REDIS_OK || push_op(&r->nodes[ni], OP_GET, i, q->deadline))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Write a node's output buffer as far as the socket takes it, SIGPIPE blocked (and consumed if raised). */
+void eg_remote_sigpipe_block(struct eg_sigpipe *sp)
+{
+	sigset_t pending, pipe_set;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sp->had = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &sp->old);
+}
+
+void eg_remote_sigpipe_restore(struct eg_sigpipe *sp)
+{
+	sigset_t pending, pipe_set;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	/* a SIGPIPE our writes raised is consumed; one pending before is left to the caller */
+	if (!sp->had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+		sigtimedwait(&pipe_set, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &sp->old, NULL);
+}
+
+static int node_write(struct eg_remote *r, struct node *n)
+{
+	struct eg_sigpipe sp;
+	int done = 0, rc;
+	size_t before = sdslen(n->c->obuf);
+
+	if (!before)
+		return 0;
+	eg_remote_sigpipe_block(&sp);
+	rc = redisBufferWrite(n->c, &done);
+	eg_remote_sigpipe_restore(&sp);
+	if (rc != REDIS_OK)
+		return -EPIPE;
+	r->st.bytes_out += before - sdslen(n->c->obuf);
+	return 0;
+}
+
+/* ---- replies ---- */
+
+static int digits(size_t v)
+{
+	int d = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		d++;
+	}
+	return d;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the target node, or NO_NODE. */
+static int redirect_target(struct eg_remote *r, const char *s)
+{
+	const char *sp = strchr(s, ' ');
+	sp = sp ? strchr(sp + 1, ' ') : NULL;
+	char host[64];
+	int port;
+
+	if (!sp || eg_remote_parse_url(sp + 1, host, sizeof(host), &port) < 0)
+		return NO_NODE;
+	return eg_remote_find_node(r, host, port);
+}
+
+static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *rep, eg_remote_cb cb, void *arg,
+		   int *delivered)
+{
+	struct rreq *q = &r->reqs[i];
+	const char *name = r->nodes[ni].name;
+
+	if (rep->type == REDIS_REPLY_STRING) {
+		r->st.bytes_in += 1 + (uint64_t)digits(rep->len) + 2 + rep->len + 2;
+		if (!rep->len) {
+			deliver(r, i, EG_REMOTE_ABSENT, NULL, name, cb, arg, delivered);
+			return;
+		}
+		const char *why = eg_remote_check((const uint8_t *)rep->str, rep->len, r->set_id, q->q.layer_id,
+						  q->q.row, q->q.rec);
+		deliver(r, i, why ? EG_REMOTE_BAD : EG_REMOTE_OK, why ? NULL : (const uint8_t *)rep->str + EG_REMOTE_HDR,
+			name, cb, arg, delivered);
+		return;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		r->st.bytes_in += rep->len + 3;
+		int moved = !strncmp(rep->str, "MOVED ", 6), ask = !strncmp(rep->str, "ASK ", 4);
+		if ((moved || ask) && q->redirects < MAX_REDIRECTS) {
+			int t = redirect_target(r, rep->str);
+			if (t != NO_NODE) {
+				q->redirects++;
+				if (moved) {
+					r->st.moved++;
+					r->slot_node[strtoul(rep->str + 6, NULL, 10) % EG_REMOTE_SLOTS] = (int16_t)t;
+					r->refresh_wanted = 1;
+				} else {
+					r->st.ask++;
+					q->ask_node = t;
+				}
+				if (enqueue(r, i) == 0)
+					return;
+			}
+		}
+		/* CLUSTERDOWN, TRYAGAIN, LOADING, a redirect loop: this row cannot be had now */
+		r->refresh_wanted = 1;
+	}
+	deliver(r, i, EG_REMOTE_DOWN, NULL, name, cb, arg, delivered);
+}
+
+/* Read what a node has sent and handle every complete reply; -EPIPE when the node is lost. */
+static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, int *delivered)
+{
+	void *v;
+
+	if (redisBufferRead(r->nodes[ni].c) != REDIS_OK)
+		return -EPIPE;
+	for (;;) {
+		/* taken again each time: following a redirect may add a node (and move the array) */
+		struct node *n = &r->nodes[ni];
+		if (redisGetReplyFromReader(n->c, &v) != REDIS_OK)
+			return -EPIPE;
+		if (!v)
+			return 0;
+		redisReply *rep = v;
+		if (!n->n) { /* a reply nobody asked for: the stream is out of step */
+			freeReplyObject(rep);
+			return -EPIPE;
+		}
+		struct op o = pop_op(n);
+		if (o.kind == OP_GET) {
+			on_get(r, ni, o.req, rep, cb, arg, delivered);
+		} else if (o.kind == OP_SLOTS) {
+			r->refresh_inflight = 0;
+			if (eg_remote_apply_slots(r, rep, n->host) < 0)
+				r->refresh_wanted = 1;
+		}
+		freeReplyObject(rep);
+	}
+}
+
+static void maybe_refresh(struct eg_remote *r)
+{
+	uint64_t t = eg_remote_now_ms();
+	int any_down = 0;
+
+	for (int i = 0; i < r->n_nodes; i++)
+		any_down |= r->nodes[i].down;
+	if (any_down && t >= r->refresh_at)
+		r->refresh_wanted = 1;
+	if (!r->refresh_wanted || r->refresh_inflight || t < r->refresh_at)
+		return;
+	for (int i = 0; i < r->n_nodes; i++) {
+		int ni = (int)((unsigned)(i + (int)(t / REFRESH_MS)) % (unsigned)r->n_nodes); /* spread the asking */
+		if (r->nodes[ni].down)
+			continue;
+		redisContext *c = node_ctx(r, ni);
+		if (c && redisAppendCommand(c, "CLUSTER SLOTS") == REDIS_OK &&
+		    push_op(&r->nodes[ni], OP_SLOTS, 0, t + r->timeout_ms) == 0) {
+			r->refresh_inflight = 1;
+			r->refresh_wanted = 0;
+			r->refresh_at = t + REFRESH_MS;
+			return;
+		}
+	}
+	r->refresh_at = t + REFRESH_MS;
+}
+
+int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, void *arg)
+{
+	uint64_t end = eg_remote_now_ms() + wait_ms;
+	int delivered = 0, err;
+	struct pollfd fds[64];
+	int idx[64];
+
+	for (;;) {
+		maybe_refresh(r);
+		while (r->q_n) {
+			uint32_t i = r->queue[r->q_head];
+			r->q_head = (r->q_head + 1) % r->q_cap;
+			r->q_n--;
+			if ((err = send_row(r, i, cb, arg, &delivered)) < 0)
+				return eg_fail(err, "remote rows: out of memory");
+		}
+		int nf = 0;
+		uint64_t t = eg_remote_now_ms(), first_deadline = UINT64_MAX;
+		for (int ni = 0; ni < r->n_nodes; ni++) {
+			struct node *n = &r->nodes[ni];
+			if (!n->c)
+				continue;
+			if (node_write(r, n) < 0) {
+				node_fail(r, ni, EG_REMOTE_DOWN, cb, arg, &delivered);
+				continue;
+			}
+			if (!n->n)
+				continue;
+			if (t >= n->ops[n->head].deadline) {
+				node_fail(r, ni, EG_REMOTE_TIMEOUT, cb, arg, &delivered);
+				continue;
+			}
+			if (n->ops[n->head].deadline < first_deadline)
+				first_deadline = n->ops[n->head].deadline;
+			if (nf < 64) {
+				fds[nf] = (struct pollfd){ .fd = n->c->fd,
+							   .events = (short)(POLLIN | (sdslen(n->c->obuf) ? POLLOUT : 0)) };
+				idx[nf++] = ni;
+			}
+		}
+		if (!nf)
+			return delivered;
+		uint64_t until = delivered || wait_ms == 0 ? t : end;
+		if (first_deadline < until)
+			until = first_deadline;
+		int ms = until > t ? (int)(until - t) : 0;
+		int ready = poll(fds, (nfds_t)nf, ms);
+		if (ready < 0 && errno != EINTR)
+			return eg_fail(-errno, "remote rows: poll: %s", strerror(errno));
+		for (int k = 0; ready > 0 && k < nf; k++) {
+			if (!fds[k].revents)
+				continue;
+			if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && node_read(r, idx[k], cb, arg, &delivered) < 0)
+				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
+			else if (r->nodes[idx[k]].c && (fds[k].revents & POLLOUT) && node_write(r, &r->nodes[idx[k]]) < 0)
+				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
+		}
+		t = eg_remote_now_ms();
+		if (!r->outstanding || delivered || t >= end)
+			return delivered;
+	}
+}
+
+int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size_t n)
+{
+	uint64_t deadline = eg_remote_now_ms() + r->timeout_ms;
+
+	for (size_t k = 0; k < n; k++) {
+		if (r->free_req == UINT32_MAX) {
+			uint32_t cap = r->cap_reqs ? 2 * r->cap_reqs : 1024;
+			struct rreq *v = realloc(r->reqs, (size_t)cap * sizeof(*v));
+			if (!v)
+				return eg_fail(-ENOMEM, "remote rows: out of memory");
+			r->reqs = v;
+			for (uint32_t i = cap; i-- > r->cap_reqs;) {
+				v[i].next_free = r->free_req;
+				r->free_req = i;
+			}
+			r->cap_reqs = cap;
+		}
+		uint32_t i = r->free_req;
+		if (enqueue(r, i) < 0)
+			return eg_fail(-ENOMEM, "remote rows: out of memory");
+		r->free_req = r->reqs[i].next_free;
+		struct rreq *q = &r->reqs[i];
+		q->q = reqs[k];
+		q->deadline = deadline;
+		q->ask_node = NO_NODE;
+		q->redirects = 0;
+		q->klen = (uint8_t)eg_remote_key(q->key, r->set_id, reqs[k].layer_id, reqs[k].row / EG_REMOTE_GROUP);
+		q->slot = (uint16_t)eg_remote_slot(q->key, q->klen);
+		r->outstanding++;
+	}
+	return 0;
+}
+
+size_t eg_remote_outstanding(const struct eg_remote *r)
+{
+	return r->outstanding;
+}
+
+void eg_remote_get_stats(const struct eg_remote *r, struct eg_remote_stats *st)
+{
+	*st = r->st;
+}
+
+unsigned eg_remote_timeout_ms(const struct eg_remote *r)
+{
+	return r->timeout_ms;
+}
+

@@ -1,0 +1,70 @@
+/* The remote client's state, shared by its two rooms: remote.c (sending, replies, progress) and remote_map.c
+ * (nodes, the slot map, opening and closing). */
+#ifndef ENGRAM_REMOTE_CLIENT_H
+#define ENGRAM_REMOTE_CLIENT_H
+
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "remote.h"
+
+#define RETRY_MS 500u
+#define REFRESH_MS 250u
+#define MAX_REDIRECTS 5
+#define NO_NODE (-1)
+
+enum op_kind { OP_GET, OP_ASKING, OP_SLOTS };
+
+struct op {
+	uint32_t req;           /* OP_GET: index of the row in r->reqs */
+	uint8_t kind;
+	uint64_t deadline;
+};
+
+struct node {
+	char host[64];
+	int port;
+	char name[80];
+	redisContext *c;
+	struct op *ops;         /* ring, in the order replies come */
+	size_t head, n, cap;
+	int down;
+	uint64_t retry_at;
+};
+
+struct rreq {
+	struct eg_remote_req q;
+	uint64_t deadline;
+	int ask_node;           /* after ASK: the node to ask once, else NO_NODE */
+	uint16_t slot;
+	uint8_t redirects;
+	uint8_t klen;
+	char key[EG_REMOTE_KEY_MAX];   /* its group's key, made once at submit */
+	uint32_t next_free;
+};
+
+struct eg_remote {
+	uint8_t set_id[16];
+	unsigned timeout_ms;
+	struct node *nodes;
+	int n_nodes, cap_nodes;
+	int16_t slot_node[EG_REMOTE_SLOTS];
+	struct rreq *reqs;
+	uint32_t cap_reqs, free_req;
+	size_t outstanding;
+	uint32_t *queue;        /* rows to send (new, redirected): a ring */
+	size_t q_head, q_n, q_cap;
+	int refresh_wanted, refresh_inflight;
+	uint64_t refresh_at;
+	struct eg_remote_stats st;
+	uint64_t slot_failed[EG_REMOTE_SLOTS]; /* ms of a slot's first failed row since it last served one, or 0 */
+};
+
+uint64_t eg_remote_now_ms(void);
+/* The node of host:port, added when new; NO_NODE when out of memory. */
+int eg_remote_find_node(struct eg_remote *r, const char *host, int port);
+/* A CLUSTER SLOTS reply into the map; asked_host stands in for a node that gives no address. */
+int eg_remote_apply_slots(struct eg_remote *r, const redisReply *rep, const char *asked_host);
+
+#endif

@@ -1,0 +1,383 @@
+/* Copying a table set's rows into a Redis Cluster (engram_remote_load; the layout is remote.h's).
+ *
+ * Order of writes, so that no reader ever takes a partial copy for a whole one: the completion key is deleted
+ * first (a set reloaded over an old copy is incomplete from then on), then the rows, a batch of BATCH_GROUPS
+ * keys at a time pipelined to each key's master, every reply checked, then the progress key ("<layer index>
+ * <group>": everything before is loaded) after each batch, and the completion key last. A load stopped at any
+ * point (killed, a node lost, -ECANCELED) resumes from the progress key. A restart deletes the completion and
+ * progress keys before anything else. The loader's connections are blocking
+ * with bounded waits (timeout_ms): loading is a tool's job, not the serving path. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "remote.h"
+#include "store.h"
+
+#define BATCH_GROUPS 256u
+#define MAX_RETRIES 5
+
+struct loader {
+	const engram_store *st;
+	struct eg_remote *map;          /* for the slot map only */
+	unsigned timeout_ms;
+	redisContext **ctx;             /* per node of the map, connected on demand */
+	int n_ctx;
+	unsigned *pending;              /* per node: replies owed in this batch */
+	const uint8_t *set_id;
+};
+
+static redisContext *node_ctx(struct loader *ld, int ni)
+{
+	int port;
+	const char *host = eg_remote_node(ld->map, ni, &port);
+
+	if (ni >= ld->n_ctx) {
+		int n = eg_remote_n_nodes(ld->map);
+		redisContext **v = realloc(ld->ctx, (size_t)n * sizeof(*v));
+		unsigned *p = v ? realloc(ld->pending, (size_t)n * sizeof(*p)) : NULL;
+		if (v)
+			ld->ctx = v;
+		if (!p) {
+			eg_fail(-ENOMEM, "out of memory");
+			return NULL;
+		}
+		ld->pending = p;
+		for (int i = ld->n_ctx; i < n; i++) {
+			ld->ctx[i] = NULL;
+			ld->pending[i] = 0;
+		}
+		ld->n_ctx = n;
+	}
+	if (ld->ctx[ni])
+		return ld->ctx[ni];
+	struct timeval tv = { (time_t)(ld->timeout_ms / 1000), (suseconds_t)(ld->timeout_ms % 1000) * 1000 };
+	redisContext *c = redisConnectWithTimeout(host, port, tv);
+	if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
+		eg_fail(-ECONNREFUSED, "remote %s:%d: %s", host, port, c ? c->errstr : "out of memory");
+		if (c)
+			redisFree(c);
+		return NULL;
+	}
+	return ld->ctx[ni] = c;
+}
+
+static void drop_ctx(struct loader *ld, int ni)
+{
+	if (ni < ld->n_ctx && ld->ctx[ni]) {
+		redisFree(ld->ctx[ni]);
+		ld->ctx[ni] = NULL;
+	}
+}
+
+static const char *node_name(struct loader *ld, int ni, char *buf, size_t len)
+{
+	int port;
+	const char *host = eg_remote_node(ld->map, ni, &port);
+
+	snprintf(buf, len, "%s:%d", host, port);
+	return buf;
+}
+
+/* One command on the master of key's slot: the reply, or NULL (the error set). */
+static redisReply *key_command(struct loader *ld, const char *key, size_t klen, const char *fmt, const void *val,
+			       size_t vlen)
+{
+	int ni = eg_remote_slot_node(ld->map, eg_remote_slot(key, klen));
+	char name[80];
+	redisContext *c;
+	redisReply *rep;
+
+	if (ni < 0) {
+		eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key);
+		return NULL;
+	}
+	if (!(c = node_ctx(ld, ni)))
+		return NULL;
+	rep = val ? redisCommand(c, fmt, key, klen, val, vlen) : redisCommand(c, fmt, key, klen);
+	if (!rep) {
+		eg_fail(-ETIMEDOUT, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), c->errstr);
+		drop_ctx(ld, ni);
+		return NULL;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		eg_fail(-EPROTO, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), rep->str);
+		freeReplyObject(rep);
+		return NULL;
+	}
+	return rep;
+}
+
+/* INFO memory used_memory summed over the nodes that serve slots; *masters counts them. */
+static uint64_t used_memory(struct loader *ld, unsigned *masters)
+{
+	uint64_t sum = 0;
+	int n = eg_remote_n_nodes(ld->map);
+
+	*masters = 0;
+	for (int ni = 0; ni < n; ni++) {
+		int serves = 0;
+		for (unsigned s = 0; s < EG_REMOTE_SLOTS && !serves; s++)
+			serves = eg_remote_slot_node(ld->map, s) == ni;
+		redisContext *c = serves ? node_ctx(ld, ni) : NULL;
+		redisReply *rep = c ? redisCommand(c, "INFO memory") : NULL;
+		if (rep && rep->type == REDIS_REPLY_STRING) {
+			const char *p = strstr(rep->str, "used_memory:");
+			if (p)
+				sum += strtoull(p + 12, NULL, 10);
+			++*masters;
+		}
+		if (rep)
+			freeReplyObject(rep);
+	}
+	return sum;
+}
+
+struct batch {
+	unsigned layer;
+	uint64_t group0;
+	unsigned n;                     /* groups */
+	uint8_t *vals;                  /* BATCH_GROUPS values of EG_REMOTE_GROUP records */
+	size_t *len;
+	uint64_t rows, row_bytes, value_bytes;
+};
+
+/* Encode groups [b->group0, +n) of a layer into the batch. */
+static int encode(struct loader *ld, struct batch *b, size_t vmax)
+{
+	const engram_config *cfg = ld->st->cfg;
+	const struct eg_disk_table *t = eg_store_layer_table(ld->st, b->layer);
+	uint32_t rec = t->record_size;
+	int err;
+
+	b->rows = b->row_bytes = b->value_bytes = 0;
+	for (unsigned g = 0; g < b->n; g++) {
+		uint64_t first = (b->group0 + g) * EG_REMOTE_GROUP, rows = cfg->layers[b->layer].rows;
+		uint8_t *v = b->vals + (size_t)g * vmax;
+		size_t k = 0;
+		for (uint64_t row = first; row < first + EG_REMOTE_GROUP && row < rows; row++, k++) {
+			uint8_t *recp = v + k * (EG_REMOTE_HDR + rec);
+			if ((err = engram_read_row(ld->st, b->layer, row, recp + EG_REMOTE_HDR, rec)) < 0)
+				return err;
+			/* encode in place: the row is already where the record wants it */
+			eg_remote_encode(recp, ld->set_id, cfg->layers[b->layer].id, row, recp + EG_REMOTE_HDR, rec);
+		}
+		b->len[g] = k * (EG_REMOTE_HDR + rec);
+		b->rows += k;
+		b->row_bytes += k * rec;
+		b->value_bytes += b->len[g];
+	}
+	return 0;
+}
+
+/* Write a batch: 0, 1 when a redirection says the slot map changed (write it again), or an error. */
+static int write_batch(struct loader *ld, const struct batch *b, size_t vmax)
+{
+	const engram_config *cfg = ld->st->cfg;
+	char key[EG_REMOTE_KEY_MAX], name[80];
+	int moved = 0, err = 0;
+
+	for (unsigned g = 0; g < b->n; g++) {
+		size_t klen = eg_remote_key(key, ld->set_id, cfg->layers[b->layer].id, b->group0 + g);
+		int ni = eg_remote_slot_node(ld->map, eg_remote_slot(key, klen));
+		redisContext *c = ni < 0 ? NULL : node_ctx(ld, ni);
+		if (!c)
+			return ni < 0 ? eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key) : -ECONNREFUSED;
+		if (redisAppendCommand(c, "SET %b %b", key, klen, b->vals + (size_t)g * vmax, b->len[g]) != REDIS_OK)
+			return eg_fail(-ENOMEM, "out of memory");
+		ld->pending[ni]++;
+	}
+	for (int ni = 0; ni < ld->n_ctx; ni++) {
+		for (; ld->pending[ni]; ld->pending[ni]--) {
+			void *v = NULL;
+			if (err || redisGetReply(ld->ctx[ni], &v) != REDIS_OK) {
+				if (!err)
+					err = eg_fail(-ETIMEDOUT, "remote %s: %s", node_name(ld, ni, name, sizeof(name)),
+						      ld->ctx[ni]->errstr);
+				continue;
+			}
+			redisReply *rep = v;
+			if (rep->type == REDIS_REPLY_ERROR) {
+				if (!strncmp(rep->str, "MOVED ", 6) || !strncmp(rep->str, "ASK ", 4) ||
+				    !strncmp(rep->str, "TRYAGAIN", 8))
+					moved = 1;
+				else
+					err = eg_fail(-EPROTO, "remote %s: %s", node_name(ld, ni, name, sizeof(name)),
+						      rep->str);
+			}
+			freeReplyObject(rep);
+		}
+		if (err)
+			drop_ctx(ld, ni);
+	}
+	return err < 0 ? err : moved;
+}
+
+static void loader_free(struct loader *ld)
+{
+	for (int i = 0; i < ld->n_ctx; i++)
+		if (ld->ctx[i])
+			redisFree(ld->ctx[i]);
+	free(ld->ctx);
+	free(ld->pending);
+	eg_remote_close(ld->map);
+}
+
+ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_remote_load_options *opts,
+				  struct engram_remote_load_result *result)
+{
+	EG_KEEP_ERRNO;
+	struct engram_remote_load_options o = { .size = sizeof(o) };
+	struct engram_remote_load_result res = { .size = sizeof(res) };
+	struct loader ld = { .st = st };
+	struct batch b = { 0 };
+	char key[EG_REMOTE_KEY_MAX], text[160];
+	size_t klen, vmax = 0;
+	unsigned layer0 = 0;
+	uint64_t group0 = 0;
+	redisReply *rep;
+	int err;
+
+	if (!st || !opts)
+		return eg_fail(-EINVAL, "engram_remote_load: NULL argument");
+	if ((err = eg_struct_in(&o, sizeof(o), opts, EG_SIZE_THROUGH(struct engram_remote_load_options, progress_arg),
+				"remote load options")) < 0)
+		return err;
+	if (!o.url)
+		return eg_fail(-EINVAL, "engram_remote_load: no cluster address");
+	for (unsigned i = 0; i < st->n_shards; i++)
+		if (st->shards[i].hdr->flags & EG_HDR_NO_DATA)
+			return eg_fail(-EINVAL, "'%s' holds no table data (a metadata-only shard): load from the full set",
+				       st->shards[i].path);
+	ld.set_id = st->shards[0].hdr->set_id;
+	ld.timeout_ms = o.timeout_ms ? o.timeout_ms : 5000;
+	/* a node lost mid-load fails the load with a message, not the process with SIGPIPE */
+	struct eg_sigpipe sp;
+	eg_remote_sigpipe_block(&sp);
+	if ((err = eg_remote_open(&ld.map, o.url, ld.set_id, ld.timeout_ms, 0)) < 0) {
+		eg_remote_sigpipe_restore(&sp);
+		return err;
+	}
+	for (unsigned l = 0; l < st->cfg->n_layers; l++) {
+		const struct eg_disk_table *t = eg_store_layer_table(st, l);
+		res.rows_total += st->cfg->layers[l].rows;
+		if (t && EG_REMOTE_GROUP * ((size_t)EG_REMOTE_HDR + t->record_size) > vmax)
+			vmax = EG_REMOTE_GROUP * ((size_t)EG_REMOTE_HDR + t->record_size);
+	}
+	b.vals = malloc(BATCH_GROUPS * vmax);
+	b.len = malloc(BATCH_GROUPS * sizeof(*b.len));
+	if (!b.vals || !b.len) {
+		err = eg_fail(-ENOMEM, "out of memory for a batch of %u keys", BATCH_GROUPS);
+		goto out;
+	}
+	res.used_memory_before = used_memory(&ld, &res.masters);
+	/* restart: the set is incomplete from now until every row is written again */
+	for (const char *const *what = (const char *const[]){ "done", "load", NULL }; o.restart && *what; what++) {
+		klen = eg_remote_meta_key(key, ld.set_id, *what);
+		if (!(rep = key_command(&ld, key, klen, "DEL %b", NULL, 0))) {
+			err = -ECONNREFUSED;
+			goto out;
+		}
+		freeReplyObject(rep);
+	}
+	/* complete already? then nothing to do */
+	klen = eg_remote_meta_key(key, ld.set_id, "done");
+	if (!(rep = key_command(&ld, key, klen, "EXISTS %b", NULL, 0))) {
+		err = -ECONNREFUSED;
+		goto out;
+	}
+	res.already_complete = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+	freeReplyObject(rep);
+	if (res.already_complete) {
+		res.rows_resumed = res.rows_total;
+		res.used_memory_after = res.used_memory_before;
+		goto done;
+	}
+	/* resume after what an earlier run loaded */
+	klen = eg_remote_meta_key(key, ld.set_id, "load");
+	if (!(rep = key_command(&ld, key, klen, "GET %b", NULL, 0))) {
+		err = -ECONNREFUSED;
+		goto out;
+	}
+	if (rep->type == REDIS_REPLY_STRING && sscanf(rep->str, "%u %llu", &layer0, (unsigned long long *)&group0) == 2 &&
+	    layer0 <= st->cfg->n_layers) {
+		for (unsigned l = 0; l < layer0; l++)
+			res.rows_resumed += st->cfg->layers[l].rows;
+		if (layer0 < st->cfg->n_layers) {
+			uint64_t r = group0 * EG_REMOTE_GROUP;
+			res.rows_resumed += r < st->cfg->layers[layer0].rows ? r : st->cfg->layers[layer0].rows;
+		}
+	} else {
+		layer0 = 0;
+		group0 = 0;
+	}
+	freeReplyObject(rep);
+	for (unsigned l = layer0; l < st->cfg->n_layers; l++) {
+		uint64_t groups = (st->cfg->layers[l].rows + EG_REMOTE_GROUP - 1) / EG_REMOTE_GROUP;
+		for (uint64_t g = l == layer0 ? group0 : 0; g < groups; g += b.n) {
+			if (o.limit_rows && res.rows_loaded >= o.limit_rows) {
+				err = eg_fail(-ECANCELED, "remote load stopped after %llu rows (the limit): the set is "
+					      "marked incomplete; run again to resume", (unsigned long long)res.rows_loaded);
+				goto out;
+			}
+			b.layer = l;
+			b.group0 = g;
+			b.n = groups - g < BATCH_GROUPS ? (unsigned)(groups - g) : BATCH_GROUPS;
+			if ((err = encode(&ld, &b, vmax)) < 0)
+				goto out;
+			int tries = 0;
+			while ((err = write_batch(&ld, &b, vmax)) == 1 && ++tries < MAX_RETRIES)
+				if ((err = eg_remote_refresh(ld.map)) < 0)
+					goto out;
+			if (err) {
+				if (err == 1)
+					err = eg_fail(-EPROTO, "remote: the slot map kept changing while loading");
+				goto out;
+			}
+			res.rows_loaded += b.rows;
+			res.row_bytes += b.row_bytes;
+			res.value_bytes += b.value_bytes;
+			res.keys += b.n;
+			klen = eg_remote_meta_key(key, ld.set_id, "load");
+			int tl = snprintf(text, sizeof(text), "%u %llu", g + b.n < groups ? l : l + 1,
+					  (unsigned long long)(g + b.n < groups ? g + b.n : 0));
+			if (!(rep = key_command(&ld, key, klen, "SET %b %b", text, (size_t)tl))) {
+				err = -ECONNREFUSED;
+				goto out;
+			}
+			freeReplyObject(rep);
+			if (o.progress && o.progress(o.progress_arg, res.rows_resumed + res.rows_loaded, res.rows_total)) {
+				err = eg_fail(-ECANCELED, "remote load cancelled: the set is marked incomplete; run again to "
+					      "resume");
+				goto out;
+			}
+		}
+	}
+	klen = eg_remote_meta_key(key, ld.set_id, "done");
+	int tl = snprintf(text, sizeof(text), "libengram remote set: %llu rows, %u layers, %u rows a key",
+			  (unsigned long long)res.rows_total, st->cfg->n_layers, EG_REMOTE_GROUP);
+	if (!(rep = key_command(&ld, key, klen, "SET %b %b", text, (size_t)tl))) {
+		err = -ECONNREFUSED;
+		goto out;
+	}
+	freeReplyObject(rep);
+	res.used_memory_after = used_memory(&ld, &res.masters);
+done:
+	err = 0;
+	if (result)
+		err = eg_struct_out(result, &res, sizeof(res),
+				    EG_SIZE_THROUGH(struct engram_remote_load_result, already_complete),
+				    "engram_remote_load_result");
+out:
+	if (err < 0 && result)
+		eg_struct_out(result, &res, sizeof(res), EG_SIZE_THROUGH(struct engram_remote_load_result, already_complete),
+			      "engram_remote_load_result");
+	free(b.vals);
+	free(b.len);
+	loader_free(&ld);
+	eg_remote_sigpipe_restore(&sp);
+	return err;
+}

@@ -1,0 +1,466 @@
+/* A session's remote tier (engram_session_options.remote): rows no RAM tier holds are read from a Redis Cluster
+ * through the client of remote.c, and from the local shard when the cluster cannot give them.
+ *
+ * Push (and prefetch) hands the rows of the step that the row cache does not hold to the client, once each
+ * (a per-step table of rows: pending, verified, or failed with the node's name), and lets it write them to the
+ * nodes without waiting. Gather first collects what has arrived (no wait), classifies each row as ready (row
+ * cache or verified), not ready (pending) or a miss (never requested: requested now), then waits, bounded by
+ * the client's timeout, for the pending ones. A row the cluster could not give (absent, node down, timeout,
+ * failed verification) is read from the local shard (a fallback), or, when the store holds no table data
+ * (engram-pack --metadata-only), the gather fails naming the row, the node and why. Verified rows fill the
+ * row cache. This is the session's read/complete path standing in for the library's I/O thread: see the seam
+ * described at the top of remote.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "layout.h"
+#include "remote.h"
+#include "session.h"
+
+enum { RR_PENDING = 1, RR_OK, RR_FAILED };
+
+struct rrow {
+	uint64_t key;           /* eg_rc_key(layer, row) */
+	uint8_t state;
+	uint8_t status;         /* enum eg_remote_status of a failed row */
+	uint16_t node;          /* index into names: the node that failed it */
+};
+
+/* The rows one step requested: its table of the ring below. */
+struct rtable {
+	struct rrow *rows;      /* in the order requested */
+	uint8_t *data;          /* rec_max bytes per row */
+	uint32_t n, cap;
+	uint32_t *index;        /* open addressing over rows: entry + 1, 0 empty */
+	uint32_t index_cap;     /* power of two, at least 2 x cap */
+};
+
+/* A requested row is kept for NGEN steps (the table of its step is cleared NGEN steps later): a look-ahead or
+ * draft prefetch up to NGEN - 1 steps ahead finds its rows when their step gathers them. A table that grew
+ * past SHRINK_ROWS (a long prefill) is freed when it is cleared rather than kept at that size. */
+#define NGEN 4u
+#define SHRINK_ROWS (1u << 16)
+
+struct eg_sess_remote {
+	struct eg_remote *client;
+	uint32_t gen;           /* the step's; its table is tab[gen % NGEN]; replies for a cleared table are dropped */
+	struct rtable tab[NGEN];
+	size_t rec_max;
+	char (*names)[80];      /* the nodes that failed rows, for the error message */
+	unsigned n_names;
+	struct engram_remote_stats st;
+};
+
+static uint32_t hash_key(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (uint32_t)k;
+}
+
+static struct rrow *find_in(struct rtable *t, uint64_t key)
+{
+	if (!t->index_cap)
+		return NULL;
+	for (uint32_t h = hash_key(key) & (t->index_cap - 1);; h = (h + 1) & (t->index_cap - 1)) {
+		uint32_t e = t->index[h];
+		if (!e)
+			return NULL;
+		if (t->rows[e - 1].key == key)
+			return &t->rows[e - 1];
+	}
+}
+
+/* The newest request of key in this step's table or the NGEN - 1 before it; *data its bytes and *age the steps
+ * since it was asked for (either may be NULL). */
+static struct rrow *find_aged(struct eg_sess_remote *r, uint64_t key, const uint8_t **data, uint32_t *age)
+{
+	for (uint32_t g = 0; g < NGEN; g++) {
+		struct rtable *t = &r->tab[(r->gen - g) % NGEN];
+		struct rrow *e = find_in(t, key);
+		if (e) {
+			if (data)
+				*data = t->data + (size_t)(e - t->rows) * r->rec_max;
+			if (age)
+				*age = g;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+static struct rrow *find(struct eg_sess_remote *r, uint64_t key)
+{
+	return find_aged(r, key, NULL, NULL);
+}
+
+/* Whether key needs asking for: not asked in this step, nor in a recent one unless that failed (ask again: its
+ * node may be back). A failure of this step stands: its gather reads the row from the shard. */
+static int wanted(struct eg_sess_remote *r, uint64_t key)
+{
+	uint32_t age;
+	const struct rrow *e = find_aged(r, key, NULL, &age);
+
+	return !e || (e->state == RR_FAILED && age > 0);
+}
+
+static int grow(struct rtable *t, size_t rec_max)
+{
+	uint32_t cap = t->cap ? 2 * t->cap : 4096, icap = 2 * cap;
+	struct rrow *rows = realloc(t->rows, (size_t)cap * sizeof(*rows));
+	if (rows)
+		t->rows = rows;
+	uint8_t *data = rows ? realloc(t->data, (size_t)cap * rec_max) : NULL;
+	if (data)
+		t->data = data;
+	uint32_t *index = data ? calloc(icap, sizeof(*index)) : NULL;
+	if (!index)
+		return eg_fail(-ENOMEM, "out of memory for the remote rows of a step (%u rows)", cap);
+	free(t->index);
+	t->index = index;
+	t->index_cap = icap;
+	t->cap = cap;
+	for (uint32_t i = 0; i < t->n; i++) {
+		uint32_t h = hash_key(t->rows[i].key) & (icap - 1);
+		while (index[h])
+			h = (h + 1) & (icap - 1);
+		index[h] = i + 1;
+	}
+	return 0;
+}
+
+static struct rrow *add(struct rtable *t, uint64_t key, size_t rec_max)
+{
+	if (t->n == t->cap && grow(t, rec_max) < 0)
+		return NULL;
+	uint32_t h = hash_key(key) & (t->index_cap - 1);
+	while (t->index[h])
+		h = (h + 1) & (t->index_cap - 1);
+	t->index[h] = t->n + 1;
+	struct rrow *e = &t->rows[t->n++];
+	*e = (struct rrow){ .key = key, .state = RR_PENDING };
+	return e;
+}
+
+static void table_free(struct rtable *t)
+{
+	free(t->rows);
+	free(t->data);
+	free(t->index);
+	memset(t, 0, sizeof(*t));
+}
+
+static uint16_t node_name(struct eg_sess_remote *r, const char *node)
+{
+	for (unsigned i = 0; i < r->n_names; i++)
+		if (!strcmp(r->names[i], node))
+			return (uint16_t)i;
+	if (r->n_names == 64)
+		return 63;
+	snprintf(r->names[r->n_names], sizeof(r->names[0]), "%s", node);
+	return (uint16_t)r->n_names++;
+}
+
+/* The client's callback: a row verified or failed. */
+static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, const char *node)
+{
+	engram_session *s = arg;
+	struct eg_sess_remote *r = s->remote;
+	uint32_t i = (uint32_t)tag, gen = (uint32_t)(tag >> 32);
+	struct rtable *tb = &r->tab[gen % NGEN];
+
+	if (r->gen - gen >= NGEN || i >= tb->n)
+		return; /* asked for by a step whose table was cleared since */
+	struct rrow *e = &tb->rows[i];
+	unsigned layer = (unsigned)(e->key >> 40) - 1;
+	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
+	if (status == EG_REMOTE_OK) {
+		memcpy(tb->data + (size_t)i * r->rec_max, data, t->record_size);
+		e->state = RR_OK;
+		r->st.rows++;
+		r->st.bytes += t->record_size;
+		return;
+	}
+	e->state = RR_FAILED;
+	e->status = (uint8_t)status;
+	e->node = node_name(r, node);
+	if (status == EG_REMOTE_TIMEOUT) {
+		r->st.timeouts++;
+		return;
+	}
+	r->st.errors++;
+	r->st.bad += status == EG_REMOTE_BAD;
+	r->st.absent += status == EG_REMOTE_ABSENT;
+}
+
+int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms)
+{
+	struct eg_sess_remote *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r || !(r->names = calloc(64, sizeof(*r->names)))) {
+		free(r);
+		return eg_fail(-ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < s->st->n_pieces; i++)
+		if (s->st->pieces[i].t->record_size > r->rec_max)
+			r->rec_max = s->st->pieces[i].t->record_size;
+	if ((err = eg_remote_open(&r->client, url, s->st->shards[0].hdr->set_id, timeout_ms, 1)) < 0) {
+		free(r->names);
+		free(r);
+		return err;
+	}
+	s->remote = r;
+	return 0;
+}
+
+void eg_sess_remote_close(engram_session *s)
+{
+	struct eg_sess_remote *r = s->remote;
+
+	if (!r)
+		return;
+	eg_remote_close(r->client);
+	for (unsigned g = 0; g < NGEN; g++)
+		table_free(&r->tab[g]);
+	free(r->names);
+	free(r);
+	s->remote = NULL;
+}
+
+void eg_sess_remote_begin(engram_session *s)
+{
+	struct eg_sess_remote *r = s->remote;
+
+	r->gen++;
+	struct rtable *t = &r->tab[r->gen % NGEN];
+	if (t->cap > SHRINK_ROWS) {
+		table_free(t);
+	} else if (t->index) {
+		t->n = 0;
+		memset(t->index, 0, (size_t)t->index_cap * sizeof(*t->index));
+	}
+}
+
+/* Hand rows not in RAM (unless even_cached) and not asked for yet to the client. */
+static int request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int even_cached)
+{
+	struct eg_sess_remote *r = s->remote;
+	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
+	struct eg_remote_req q[256];
+	size_t k = 0;
+	int err;
+
+	struct rtable *cur = &r->tab[r->gen % NGEN];
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t key = eg_rc_key(layer, rows[i]);
+		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && s->rc && eg_rc_has(s->rc, key)))
+			continue;
+		if (!add(cur, key, r->rec_max)) {
+			/* the rows added so far are asked for, so that none waits for a request never made */
+			if (k)
+				eg_remote_submit(r->client, q, k);
+			return -ENOMEM;
+		}
+		q[k++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
+						 .layer_id = s->cfg->layers[layer].id, .row = rows[i],
+						 .rec = t->record_size };
+		if (k == 256 || i + 1 == n) {
+			if ((err = eg_remote_submit(r->client, q, k)) < 0)
+				return err;
+			k = 0;
+		}
+	}
+	if (k && (err = eg_remote_submit(r->client, q, k)) < 0)
+		return err;
+	return 0;
+}
+
+int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
+{
+	int err;
+
+	if ((err = request(s, layer, rows, n, 0)) < 0)
+		return err;
+	COUNT(s, layer, requested, n);
+	/* write the requests now; wait for nothing */
+	err = eg_remote_progress(s->remote->client, 0, on_row, s);
+	return err < 0 ? err : 0;
+}
+
+static const char *status_text(uint8_t status)
+{
+	switch (status) {
+	case EG_REMOTE_ABSENT: return "the cluster has no such row";
+	case EG_REMOTE_BAD: return "its record failed verification";
+	case EG_REMOTE_DOWN: return "the node is down or refused";
+	case EG_REMOTE_TIMEOUT: return "no answer within the timeout";
+	}
+	return "?";
+}
+
+/* A row the cluster could not give, from the local shard into dst (the record); a clear error when the store
+ * holds no table data. */
+static int fallback(engram_session *s, unsigned layer, uint64_t row, const struct rrow *e, uint8_t *dst)
+{
+	struct eg_sess_remote *r = s->remote;
+	const struct eg_piece *p = eg_store_find(s->st, layer, row);
+	int err;
+
+	if (!p || !p->data)
+		return eg_fail(-EIO, "layer %d row %llu: the remote tier could not give it (%s: %s), and '%s' holds no "
+			       "table data to read it from", s->cfg->layers[layer].id, (unsigned long long)row,
+			       r->names[e->node], status_text(e->status), s->st->shards[0].path);
+	uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
+	uint64_t unit = eg_unit_of(p->t, off);
+	if ((err = eg_sess_load_unit(s, layer, p, unit, s->overflow)) < 0)
+		return err;
+	memcpy(dst, s->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
+	r->st.fallbacks++;
+	return 0;
+}
+
+/* Wait until the row of key is no longer pending: the client delivers every row within its timeout. */
+static int wait_row(engram_session *s, uint64_t key)
+{
+	struct eg_sess_remote *r = s->remote;
+	const struct rrow *e = find(r, key);
+	int err;
+
+	while (e && e->state == RR_PENDING) {
+		if (!eg_remote_outstanding(r->client))
+			return eg_fail(-EIO, "remote rows: a row was lost (nothing outstanding for a pending row)");
+		if ((err = eg_remote_progress(r->client, eg_remote_timeout_ms(r->client), on_row, s)) < 0)
+			return err;
+		e = find(r, key); /* the tables do not move while nothing is added */
+	}
+	return 0;
+}
+
+int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+			  uint8_t *dst)
+{
+	struct eg_sess_remote *r = s->remote;
+	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
+	uint64_t ready = 0, not_ready = 0, misses = 0, ram = 0;
+	const uint8_t *src[SESSION_GATHER_CHUNK];
+	size_t ob, rec;
+	int err;
+
+	if (!n)
+		return 0;
+	if (!t)
+		return eg_fail(-EINVAL, "layer %d has no table in this store", s->cfg->layers[layer].id);
+	rec = t->record_size;
+	ob = eg_out_row_bytes(t->dtype, t->head_dim, out);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i] >= t->table_rows)
+			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[i],
+				       s->cfg->layers[layer].id);
+	/* what has arrived counts as ready; then classify, before any waiting */
+	while ((err = eg_remote_progress(r->client, 0, on_row, s)) > 0)
+		;
+	if (err < 0)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t key = eg_rc_key(layer, rows[i]);
+		const struct rrow *e = find(r, key);
+		if (!e && s->rc && eg_rc_has(s->rc, key)) {
+			ready++;
+			ram++;
+		} else if (wanted(r, key)) {
+			misses++; /* never asked for, or failed in an earlier step: asked for now */
+		} else if (e->state == RR_PENDING) {
+			not_ready++;
+		} else {
+			ready++;
+		}
+	}
+	if (misses && (err = request(s, layer, rows, n, 0)) < 0)
+		return err;
+	/* wait for the rows still outstanding: the client delivers each within its timeout */
+	uint64_t t0 = eg_sess_now_ns();
+	for (size_t i = 0; i < n && err >= 0; i++)
+		err = wait_row(s, eg_rc_key(layer, rows[i]));
+	COUNT(s, layer, wait_ns, eg_sess_now_ns() - t0);
+	COUNT(s, layer, rows, n);
+	COUNT(s, layer, ready, ready);
+	COUNT(s, layer, not_ready, not_ready);
+	COUNT(s, layer, misses, misses);
+	COUNT(s, layer, ram, ram);
+	if (err < 0)
+		return err;
+	/* convert a chunk at a time; rows from the row cache and fallbacks are staged in stage */
+	uint8_t *stage = malloc(SESSION_GATHER_CHUNK * rec);
+	if (!stage)
+		return eg_fail(-ENOMEM, "out of memory");
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t key = eg_rc_key(layer, rows[i]);
+		const uint8_t *data = NULL;
+		const struct rrow *e = find_aged(r, key, &data, NULL);
+		uint8_t *buf = stage + k * rec;
+		if (!e && s->rc && eg_rc_get(s->rc, key, buf, rec)) {
+			src[k++] = buf;
+			goto next;
+		}
+		if (!e) {
+			/* evicted from the row cache (by another session) since it was classified: fetch it now,
+			 * after converting the rows staged so far (adding a row may move the table's data) */
+			eg_convert_rows(t->dtype, t->head_dim, out, src, k, dst);
+			dst += k * ob;
+			k = 0;
+			buf = stage;
+			if ((err = request(s, layer, rows + i, 1, 1)) < 0 || (err = wait_row(s, key)) < 0)
+				break;
+			e = find_aged(r, key, &data, NULL);
+		}
+		if (e->state == RR_PENDING) {
+			if ((err = wait_row(s, key)) < 0)
+				break;
+			e = find_aged(r, key, &data, NULL);
+		}
+		if (e->state == RR_OK) {
+			src[k++] = data;
+			if (s->rc)
+				eg_rc_put(s->rc, key, src[k - 1], rec);
+		} else {
+			if ((err = fallback(s, layer, rows[i], e, buf)) < 0)
+				break;
+			src[k++] = buf;
+		}
+next:
+		if (k == SESSION_GATHER_CHUNK || i + 1 == n) {
+			eg_convert_rows(t->dtype, t->head_dim, out, src, k, dst);
+			dst += k * ob;
+			k = 0;
+		}
+	}
+	free(stage);
+	return err < 0 ? err : 0;
+}
+
+ENGRAM_API int engram_session_remote_stats(const engram_session *s, struct engram_remote_stats *out)
+{
+	EG_KEEP_ERRNO;
+	struct engram_remote_stats st;
+	struct eg_remote_stats cs;
+
+	if (!s->remote)
+		return eg_fail(-EINVAL, "the session has no remote tier");
+	st = s->remote->st;
+	st.size = sizeof(st);
+	eg_remote_get_stats(s->remote->client, &cs);
+	st.wire_bytes = cs.bytes_in + cs.bytes_out;
+	st.node_failures = cs.node_failures;
+	st.moved = cs.moved;
+	st.ask = cs.ask;
+	st.max_outage_ms = cs.max_outage_ms;
+	return eg_struct_out(out, &st, sizeof(st), EG_SIZE_THROUGH(struct engram_remote_stats, timeouts),
+			     "engram_remote_stats");
+}

@@ -1,0 +1,487 @@
+/* The remote tier's client (lib/remote*.c): key slots (Redis Cluster's CRC16 and hash tags), keys, records and
+ * their verification (every byte), addresses; and the client against fake cluster nodes served by a thread of
+ * this test (RESP over localhost sockets): rows served and verified, MOVED (the slot map follows), ASK (ASKING
+ * sent first), a node that never answers (bounded by the timeout), garbage, absent keys, a closed connection, a
+ * set not loaded completely. scripts/remote-tests runs the same client against a real localhost cluster. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "remote.h"
+
+static const uint8_t SET[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+#define REC 24u
+#define LAYER 14
+
+/* ---- pure functions ---- */
+
+static void test_slots(void **state)
+{
+	(void)state;
+	/* the Redis Cluster specification's examples */
+	assert_int_equal(eg_remote_slot("123456789", 9), 0x31C3 & 16383);
+	assert_int_equal(eg_remote_slot("{user1000}.following", 20), eg_remote_slot("{user1000}.followers", 20));
+	assert_int_equal(eg_remote_slot("{user1000}.following", 20), eg_remote_slot("user1000", 8));
+	assert_int_equal(eg_remote_slot("foo{}{bar}", 10), eg_remote_slot("foo{}{bar}", 10));
+	assert_int_not_equal(eg_remote_slot("foo{}{bar}", 10), eg_remote_slot("bar", 3)); /* {} empty: whole key */
+	assert_int_equal(eg_remote_slot("foo{{bar}}zap", 13), eg_remote_slot("{bar", 4));
+	assert_int_equal(eg_remote_slot("foo{bar}{zap}", 13), eg_remote_slot("bar", 3));
+	for (unsigned i = 0; i < 1000; i++) {
+		char k[32];
+		int n = snprintf(k, sizeof(k), "key:%u", i);
+		assert_true(eg_remote_slot(k, (size_t)n) < 16384);
+	}
+}
+
+static void test_keys(void **state)
+{
+	char k[EG_REMOTE_KEY_MAX];
+
+	(void)state;
+	size_t n = eg_remote_key(k, SET, 14, 12345);
+	assert_string_equal(k, "eg:0102030405060708090a0b0c0d0e0f10:14:12345");
+	assert_int_equal(n, strlen(k));
+	eg_remote_meta_key(k, SET, "done");
+	assert_string_equal(k, "eg:0102030405060708090a0b0c0d0e0f10:done");
+	/* no hash tag: a set's groups spread over the slots */
+	char a[EG_REMOTE_KEY_MAX], b[EG_REMOTE_KEY_MAX];
+	size_t la = eg_remote_key(a, SET, 1, 0), lb = eg_remote_key(b, SET, 1, 1);
+	assert_int_not_equal(eg_remote_slot(a, la), eg_remote_slot(b, lb));
+}
+
+static void row_bytes(uint64_t row, uint8_t *d)
+{
+	for (unsigned i = 0; i < REC; i++)
+		d[i] = (uint8_t)(row * 7 + i);
+}
+
+static void test_records_verify_every_byte(void **state)
+{
+	uint8_t rec[EG_REMOTE_HDR + REC], data[REC];
+	uint8_t other[16];
+
+	(void)state;
+	row_bytes(99, data);
+	eg_remote_encode(rec, SET, LAYER, 99, data, REC);
+	assert_null(eg_remote_check(rec, sizeof(rec), SET, LAYER, 99, REC));
+	assert_memory_equal(rec + EG_REMOTE_HDR, data, REC);
+	assert_non_null(eg_remote_check(rec, sizeof(rec) - 1, SET, LAYER, 99, REC));
+	assert_string_equal(eg_remote_check(rec, sizeof(rec), SET, LAYER, 98, REC), "a record of another row");
+	assert_string_equal(eg_remote_check(rec, sizeof(rec), SET, 1, 99, REC), "a record of another row");
+	memcpy(other, SET, 16);
+	other[15] ^= 1;
+	assert_string_equal(eg_remote_check(rec, sizeof(rec), other, LAYER, 99, REC), "a record of another table set");
+	for (size_t i = 0; i < sizeof(rec); i++) {
+		rec[i] ^= 0x10;
+		assert_non_null(eg_remote_check(rec, sizeof(rec), SET, LAYER, 99, REC));
+		rec[i] ^= 0x10;
+	}
+	assert_null(eg_remote_check(rec, sizeof(rec), SET, LAYER, 99, REC));
+}
+
+static void test_urls(void **state)
+{
+	char h[64];
+	int port = 0;
+
+	(void)state;
+	assert_int_equal(eg_remote_parse_url("redis://127.0.0.1:7000", h, sizeof(h), &port), 0);
+	assert_string_equal(h, "127.0.0.1");
+	assert_int_equal(port, 7000);
+	assert_int_equal(eg_remote_parse_url("localhost:1", h, sizeof(h), &port), 0);
+	assert_string_equal(h, "localhost");
+	assert_int_equal(eg_remote_parse_url("redis://127.0.0.1", h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(eg_remote_parse_url("127.0.0.1:0", h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(eg_remote_parse_url("127.0.0.1:65536", h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(eg_remote_parse_url(":80", h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(eg_remote_parse_url("127.0.0.1:80x", h, sizeof(h), &port), -EINVAL);
+}
+
+/* ---- fake cluster nodes ---- */
+
+enum behave { SERVE, MOVED, ASK, SILENT, GARBAGE, ABSENT, CLOSE };
+
+struct fake {
+	int lfd, port;
+	enum behave behave;
+	int target_port;          /* MOVED / ASK: where to; also the owner CLUSTER SLOTS names once moved */
+	int owner_port;           /* whom CLUSTER SLOTS names as the master of every slot */
+	int done;                 /* the set's completion key exists */
+	int asking_seen, gets;
+	int bad_commands;         /* GETRANGEs not of one whole record (the client's formatting) */
+	volatile int stop;
+	pthread_t th;
+};
+
+struct conn {
+	int fd, asking;
+	char buf[65536];
+	size_t n;
+};
+
+static void put(int fd, const void *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return;
+		p = (const char *)p + w;
+		n -= (size_t)w;
+	}
+}
+
+static void putf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void putf(int fd, const char *fmt, ...)
+{
+	char b[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(b, sizeof(b), fmt, ap);
+	va_end(ap);
+	put(fd, b, (size_t)n);
+}
+
+/* One complete RESP array of bulk strings from c->buf: its arguments (NUL-terminated, in place); 0 if partial. */
+static int parse(struct conn *c, char **argv, int max, size_t *used)
+{
+	char *p = c->buf, *end = c->buf + c->n;
+	int argc;
+
+	if (p >= end || *p != '*' || !memchr(p, '\n', (size_t)(end - p)))
+		return 0;
+	argc = atoi(p + 1);
+	p = (char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+	for (int i = 0; i < argc; i++) {
+		if (p >= end || !memchr(p, '\n', (size_t)(end - p)))
+			return 0;
+		int len = atoi(p + 1);
+		p = (char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+		if (end - p < len + 2)
+			return 0;
+		if (i < max)
+			argv[i] = p;
+		p[len] = 0;
+		p += len + 2;
+	}
+	*used = (size_t)(p - c->buf);
+	return argc;
+}
+
+static void reply(struct fake *f, struct conn *c, int argc, char **argv)
+{
+	if (!strcasecmp(argv[0], "CLUSTER")) {
+		putf(c->fd, "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:%d\r\n$2\r\nid\r\n", f->owner_port);
+	} else if (!strcasecmp(argv[0], "EXISTS")) {
+		putf(c->fd, ":%d\r\n", f->done);
+	} else if (!strcasecmp(argv[0], "ASKING")) {
+		c->asking = 1;
+		f->asking_seen++;
+		putf(c->fd, "+OK\r\n");
+	} else if (!strcasecmp(argv[0], "GETRANGE") && argc == 4) {
+		unsigned long long group = strtoull(strrchr(argv[1], ':') + 1, NULL, 10);
+		unsigned long long start = strtoull(argv[2], NULL, 10), stop = strtoull(argv[3], NULL, 10);
+		unsigned slot = eg_remote_slot(argv[1], strlen(argv[1]));
+		int asking = c->asking;
+		c->asking = 0;
+		f->gets++;
+		switch (f->behave) {
+		case MOVED:
+			f->owner_port = f->target_port;
+			putf(c->fd, "-MOVED %u 127.0.0.1:%d\r\n", slot, f->target_port);
+			return;
+		case ASK: putf(c->fd, "-ASK %u 127.0.0.1:%d\r\n", slot, f->target_port); return;
+		case SILENT: return;
+		case ABSENT: putf(c->fd, "$0\r\n\r\n"); return;
+		case CLOSE:
+			close(c->fd);
+			c->fd = -1;
+			return;
+		default: break;
+		}
+		(void)asking;
+		uint8_t rec[EG_REMOTE_HDR + REC], data[REC];
+		uint64_t row = group * EG_REMOTE_GROUP + start / (EG_REMOTE_HDR + REC);
+		row_bytes(row, data);
+		eg_remote_encode(rec, SET, LAYER, row, data, REC);
+		if (f->behave == GARBAGE)
+			rec[EG_REMOTE_HDR + 3] ^= 0xff;
+		if (stop - start + 1 != sizeof(rec) || start % sizeof(rec)) {
+			f->bad_commands++; /* counted, not asserted: cmocka's asserts belong to the test's thread */
+			putf(c->fd, "-ERR not one record\r\n");
+			return;
+		}
+		putf(c->fd, "$%zu\r\n", sizeof(rec));
+		put(c->fd, rec, sizeof(rec));
+		putf(c->fd, "\r\n");
+	} else {
+		f->bad_commands++;
+		putf(c->fd, "-ERR unknown\r\n");
+	}
+}
+
+static void *serve(void *arg)
+{
+	struct fake *f = arg;
+	struct conn *cs = calloc(16, sizeof(*cs));
+	int nc = 0;
+
+	while (!f->stop) {
+		struct pollfd p[17];
+		p[0] = (struct pollfd){ .fd = f->lfd, .events = POLLIN };
+		for (int i = 0; i < nc; i++)
+			p[i + 1] = (struct pollfd){ .fd = cs[i].fd, .events = POLLIN };
+		if (poll(p, (nfds_t)nc + 1, 20) <= 0)
+			continue;
+		if ((p[0].revents & POLLIN) && nc < 16) {
+			cs[nc].fd = accept(f->lfd, NULL, NULL);
+			cs[nc].n = 0;
+			cs[nc].asking = 0;
+			if (cs[nc].fd >= 0)
+				nc++;
+		}
+		for (int i = 0; i < nc; i++) {
+			if (cs[i].fd < 0 || !(p[i + 1].revents & (POLLIN | POLLHUP)))
+				continue;
+			ssize_t r = recv(cs[i].fd, cs[i].buf + cs[i].n, sizeof(cs[i].buf) - cs[i].n, 0);
+			if (r <= 0) {
+				close(cs[i].fd);
+				cs[i].fd = -1;
+				continue;
+			}
+			cs[i].n += (size_t)r;
+			char *argv[8];
+			size_t used;
+			int argc;
+			while (cs[i].fd >= 0 && (argc = parse(&cs[i], argv, 8, &used)) > 0) {
+				reply(f, &cs[i], argc, argv);
+				memmove(cs[i].buf, cs[i].buf + used, cs[i].n - used);
+				cs[i].n -= used;
+			}
+		}
+	}
+	for (int i = 0; i < nc; i++)
+		if (cs[i].fd >= 0)
+			close(cs[i].fd);
+	free(cs);
+	return NULL;
+}
+
+static void fake_start(struct fake *f, enum behave b)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	memset(f, 0, sizeof(*f));
+	f->behave = b;
+	f->done = 1;
+	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(f->lfd >= 0);
+	assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(f->lfd, 16), 0);
+	assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &len), 0);
+	f->port = f->owner_port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&f->th, NULL, serve, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	f->stop = 1;
+	pthread_join(f->th, NULL);
+	close(f->lfd);
+	assert_int_equal(f->bad_commands, 0);
+}
+
+struct got {
+	int n, ok, bad, absent, down, timeout, wrong;
+	char node[80];
+};
+
+static void on_row(void *arg, uint64_t tag, enum eg_remote_status st, const uint8_t *data, const char *node)
+{
+	struct got *g = arg;
+	uint8_t want[REC];
+
+	g->n++;
+	snprintf(g->node, sizeof(g->node), "%s", node);
+	switch (st) {
+	case EG_REMOTE_OK:
+		g->ok++;
+		row_bytes(tag, want);
+		g->wrong += memcmp(want, data, REC) != 0;
+		break;
+	case EG_REMOTE_BAD: g->bad++; break;
+	case EG_REMOTE_ABSENT: g->absent++; break;
+	case EG_REMOTE_DOWN: g->down++; break;
+	case EG_REMOTE_TIMEOUT: g->timeout++; break;
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Open a client on f, ask for rows 0..n-1 of layer LAYER, run it until all are delivered; the seconds it took. */
+static double fetch(struct fake *f, int n, unsigned timeout_ms, struct got *g)
+{
+	struct eg_remote *r;
+	char url[64];
+
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", f->port);
+	memset(g, 0, sizeof(*g));
+	assert_int_equal(eg_remote_open(&r, url, SET, timeout_ms, 1), 0);
+	for (int i = 0; i < n; i++) {
+		struct eg_remote_req q = { .tag = (uint64_t)i, .layer_id = LAYER, .row = (uint64_t)i, .rec = REC };
+		assert_int_equal(eg_remote_submit(r, &q, 1), 0);
+	}
+	double t0 = now_s();
+	while (eg_remote_outstanding(r) && now_s() - t0 < 10)
+		assert_true(eg_remote_progress(r, 100, on_row, g) >= 0);
+	assert_int_equal(eg_remote_outstanding(r), 0);
+	eg_remote_close(r);
+	return now_s() - t0;
+}
+
+static void test_client_serves_verified_rows(void **state)
+{
+	struct fake f;
+	struct got g;
+
+	(void)state;
+	fake_start(&f, SERVE);
+	fetch(&f, 100, 500, &g);
+	assert_int_equal(g.n, 100);
+	assert_int_equal(g.ok, 100);
+	assert_int_equal(g.wrong, 0);
+	fake_stop(&f);
+}
+
+static void test_client_follows_moved(void **state)
+{
+	struct fake a, b;
+	struct got g;
+
+	(void)state;
+	fake_start(&b, SERVE);
+	fake_start(&a, MOVED);
+	a.target_port = b.port;
+	fetch(&a, 50, 500, &g);
+	assert_int_equal(g.ok, 50);
+	assert_int_equal(g.wrong, 0);
+	/* the first rows were sent before the first MOVED came back; once the map follows, A is asked no more */
+	assert_true(a.gets < 50 * 2);
+	assert_true(b.gets >= 50);
+	fake_stop(&a);
+	fake_stop(&b);
+}
+
+static void test_client_follows_ask(void **state)
+{
+	struct fake a, b;
+	struct got g;
+
+	(void)state;
+	fake_start(&b, SERVE);
+	fake_start(&a, ASK);
+	a.target_port = b.port;
+	fetch(&a, 20, 500, &g);
+	assert_int_equal(g.ok, 20);
+	assert_int_equal(b.asking_seen, 20); /* every redirected row preceded by ASKING; the map not changed */
+	assert_int_equal(a.gets, 20);
+	fake_stop(&a);
+	fake_stop(&b);
+}
+
+static void test_client_bounds_a_silent_node(void **state)
+{
+	struct fake f;
+	struct got g;
+
+	(void)state;
+	fake_start(&f, SILENT);
+	double secs = fetch(&f, 30, 200, &g);
+	assert_int_equal(g.timeout, 30);
+	assert_true(secs < 1.0);
+	assert_true(secs >= 0.15);
+	fake_stop(&f);
+}
+
+static void test_client_garbage_absent_closed(void **state)
+{
+	struct fake f;
+	struct got g;
+	char name[80];
+
+	(void)state;
+	fake_start(&f, GARBAGE);
+	fetch(&f, 10, 500, &g);
+	assert_int_equal(g.bad, 10);
+	snprintf(name, sizeof(name), "127.0.0.1:%d", f.port);
+	assert_string_equal(g.node, name);
+	f.behave = ABSENT;
+	fetch(&f, 10, 500, &g);
+	assert_int_equal(g.absent, 10);
+	f.behave = CLOSE;
+	fetch(&f, 10, 500, &g);
+	assert_int_equal(g.down, 10);
+	fake_stop(&f);
+}
+
+static void test_open_refuses_incomplete_and_unreachable(void **state)
+{
+	struct fake f;
+	struct eg_remote *r = NULL;
+	char url[64];
+
+	(void)state;
+	fake_start(&f, SERVE);
+	f.done = 0;
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", f.port);
+	assert_int_equal(eg_remote_open(&r, url, SET, 500, 1), -ENOENT);
+	assert_null(r);
+	assert_non_null(strstr(engram_last_error(), "not loaded completely"));
+	/* without the check (the loader), it opens */
+	assert_int_equal(eg_remote_open(&r, url, SET, 500, 0), 0);
+	eg_remote_close(r);
+	fake_stop(&f);
+	/* nobody on the port now; a list of seeds takes the next */
+	assert_int_equal(eg_remote_open(&r, url, SET, 500, 1), -ECONNREFUSED);
+	assert_non_null(strstr(engram_last_error(), "127.0.0.1"));
+	assert_int_equal(eg_remote_open(&r, "bogus", SET, 500, 1), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slots),
+		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_records_verify_every_byte),
+		cmocka_unit_test(test_urls),
+		cmocka_unit_test(test_client_serves_verified_rows),
+		cmocka_unit_test(test_client_follows_moved),
+		cmocka_unit_test(test_client_follows_ask),
+		cmocka_unit_test(test_client_bounds_a_silent_node),
+		cmocka_unit_test(test_client_garbage_absent_closed),
+		cmocka_unit_test(test_open_refuses_incomplete_and_unreachable),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
