@@ -327,10 +327,30 @@ ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, c
 typedef struct engram_rowcache engram_rowcache;
 
 /* Open a row cache of bytes (header and bookkeeping included) for the store's table set. flags: 0. Returns 0,
- * -EINVAL (too small for one set, a bad name), -EEXIST (a segment of this name serves another set),
+ * -EINVAL (too small for one set, a bad name), -EEXIST (a segment of this name serves another set), -EACCES (a
+ * segment another user made or others may write), -ENOSPC (no room for it in /dev/shm),
  * ENGRAM_ECORRUPT (a segment of an unknown layout, or whose creator died while making it), -ENOMEM, -errno. */
 ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *store, const char *name,
 				    uint64_t bytes, unsigned flags);
+/* What a shared row cache trusts: a segment is attached only when this process's user owns it and no one else
+ * may write it (else -EACCES, naming its owner and mode); it is created with O_EXCL, mode 0600, its memory
+ * reserved (posix_fallocate: a full /dev/shm is -ENOSPC now, never SIGBUS later). A node whose engines run as
+ * several users opts in to a group: ENGRAM_ROWCACHE_GROUP with engram_rowcache_options.group creates the
+ * segment 0660 in that group and attaches only to one of that group that others may not write. Processes that
+ * may write the segment are trusted not to shrink it (a shrunk segment raises SIGBUS, as any mapped file
+ * would); what they write is not: a header is checked field by field before it is mapped, and every slot
+ * carries a checksum of its row and key, so a slot changed behind the library's back is a miss, not a row. */
+#define ENGRAM_ROWCACHE_GROUP 1u /* engram_rowcache_options.flags: shared with the group named in .group */
+struct engram_rowcache_options {
+	size_t size;    /* sizeof(struct engram_rowcache_options), set by the caller (ENGRAM_INIT) */
+	uint64_t bytes; /* as engram_rowcache_open's bytes */
+	unsigned flags; /* ENGRAM_ROWCACHE_GROUP or 0 */
+	unsigned group; /* with ENGRAM_ROWCACHE_GROUP: the gid whose members share the segment */
+};
+/* engram_rowcache_open with options. Also -EACCES (a segment that is not this user's or group's, or that
+ * others may write), -ENOSPC (no room in /dev/shm), -EPERM (a group the caller may not give the segment). */
+ENGRAM_API int engram_rowcache_open_options(engram_rowcache **out, const engram_store *store, const char *name,
+					    const struct engram_rowcache_options *opts);
 ENGRAM_API void engram_rowcache_close(engram_rowcache *rc);
 /* Remove a shared row cache's name (processes that have it mapped keep it until they close it). */
 ENGRAM_API int engram_rowcache_remove(const char *name);
