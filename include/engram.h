@@ -14,7 +14,9 @@
  *    accessors stay valid while the handle that returned them lives.
  *  - Thread safety: a const handle (engram_config, engram_store) may be used from any number of threads at
  *    once. A mutable handle (engram_hasher, engram_session) may be used by one thread at a time; distinct
- *    handles are independent.
+ *    handles are independent. An array a call takes (rows, tokens, slots, a mask) is read once, element by
+ *    element or copied, and what was checked is what is used: a thread that rewrites it during the call gets
+ *    an error or the rows of what was read, never a read outside the tables.
  *  - Structs the caller allocates (options in, descriptions out) begin with `size_t size`, which the caller
  *    sets to sizeof the struct as its header declares it: ENGRAM_INIT(struct engram_session_options) does it.
  *    The library reads or writes only that many bytes, so a program built against an older header keeps

@@ -359,14 +359,15 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin)
 {
 	for (size_t k = 0; k < n; k++) {
-		const struct eg_piece *p = eg_store_find(s->st, layer, rows[k]);
+		const uint64_t row = EG_READ_ONCE(rows[k]); /* the caller's: read once, checked, then used */
+		const struct eg_piece *p = eg_store_find(s->st, layer, row);
 		if (s->rc)
 			eg_rc_prefetch_ahead(s->rc, layer, rows, n, k);
 		if (!p)
 			continue; /* gather reports it */
-		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[k])))
+		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, row)))
 			continue; /* in RAM already, as a row */
-		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 		int err = request_unit(s, layer, p, off / eg_sess_unit_bytes(p->t), pin);
 		if (err < 0)
 			return err;
