@@ -32,6 +32,16 @@ struct step {
 	int left, right;    /* N_STRIP */
 };
 
+static const char *const step_names[] = { "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace",
+					   "BPEDecoder", "WordPiece", "NFC/NFD/NFKC/NFKD", "StripAccents",
+					   "Lowercase", "Strip", "Prepend" };
+
+/* The longest text a step may make of a token whose own string is own bytes. */
+static size_t text_max(size_t own)
+{
+	return own > EG_TOKEN_TEXT_MAX ? own : EG_TOKEN_TEXT_MAX;
+}
+
 struct span {
 	size_t off;
 	uint32_t len;
@@ -191,6 +201,9 @@ static const char *type_of(const json_t *obj)
 
 static int push_step(struct load *l, struct step s)
 {
+	if (l->n_steps == EG_TOKENIZER_MAX_STEPS)
+		return bad(l, "the decoder or normalizer has more than %u steps (Sequences included)",
+			   EG_TOKENIZER_MAX_STEPS);
 	if (l->n_steps == l->cap_steps) {
 		size_t cap = l->cap_steps ? l->cap_steps * 2 : 8;
 		struct step *p = realloc(l->steps, cap * sizeof(*p));
@@ -373,21 +386,25 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 	return push_step(l, s);
 }
 
-static int normalize(const struct step *steps, size_t n, struct eg_text *t)
+/* The normalizer over added token i (t holds its content), within text_max of it. */
+static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 {
+	const size_t max = text_max(t->n);
 	int err = 0;
 
-	for (size_t i = 0; i < n && !err; i++) {
-		const struct step *s = &steps[i];
+	for (size_t i = 0; i < l->n_steps && !err; i++) {
+		const struct step *s = &l->steps[i];
 		switch (s->kind) {
 		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
 		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
 		case N_LOWERCASE: err = eg_u_lowercase(t); break;
 		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
-		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
+		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn, max); break;
 		case N_PREPEND:
 			/* NormalizedString::prepend: only a non-empty string */
-			if (t->n) {
+			if (t->n && s->an > max - t->n) {
+				err = -E2BIG;
+			} else if (t->n) {
 				struct eg_text p = { 0 };
 				if (!(err = eg_text_set(&p, s->a, s->an)) && !(err = eg_text_append(&p, t->s, t->n)))
 					err = eg_text_set(t, p.s, p.n);
@@ -396,6 +413,9 @@ static int normalize(const struct step *steps, size_t n, struct eg_text *t)
 			break;
 		default: break;
 		}
+		if (err == -E2BIG || (!err && t->n > max))
+			return bad(l, "normalizer step %zu (%s) makes added token %zu longer than %zu bytes, the most a "
+				      "token may be normalized to", i + 1, step_names[s->kind], i_token, max);
 	}
 	return err;
 }
@@ -548,7 +568,7 @@ static int add_added_tokens(struct load *l, const json_t *root, uint64_t n_model
 					goto out;
 				norm_parsed = 1;
 			}
-			if ((err = eg_text_set(&t, content, cn)) < 0 || (err = normalize(l->steps, l->n_steps, &t)) < 0)
+			if ((err = eg_text_set(&t, content, cn)) < 0 || (err = normalize(l, i, &t)) < 0)
 				goto out;
 			if (t.n != cn || memcmp(t.s, content, cn)) {
 				if ((err = pool_add(tk, t.s, t.n, &tk->ids[id])) < 0)
@@ -772,14 +792,22 @@ static int wordpiece_cleanup(struct eg_text *t)
 	int err = 0;
 
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]) && !err; i++)
-		err = eg_u_replace(t, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]));
+		err = eg_u_replace(t, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]), SIZE_MAX);
 	return err;
 }
 
 int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out)
 {
+	uint64_t budget = EG_TOKENMAP_WORK_MAX;
+
+	return eg_tokenizer_decode_budget(tk, id, out, &budget);
+}
+
+int eg_tokenizer_decode_budget(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out, uint64_t *budget)
+{
 	size_t len;
 	const char *s = eg_tokenizer_token(tk, id, &len);
+	const size_t max = text_max(len);
 	int err = eg_text_set(out, s, len);
 
 	/* One token is a list of one string at every step: only ByteFallback splits, and one byte makes one. */
@@ -788,7 +816,7 @@ int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_te
 		int b;
 		switch (st->kind) {
 		case BYTE_LEVEL: err = byte_level(out); break;
-		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn); break;
+		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn, max); break;
 		case BYTE_FALLBACK:
 			if ((b = fallback_byte(out)) >= 0) {
 				char ch = (char)b;
@@ -798,10 +826,20 @@ int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_te
 		case FUSE: break;
 		case STRIP: err = strip_chars(tk, st, id, out); break;
 		case METASPACE: err = metaspace(st, out); break;
-		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0); break; /* the last token's suffix */
+		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0, max); break; /* the last token's suffix */
 		case WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
 		default: break;
 		}
+		if (err == -E2BIG || (!err && out->n > max))
+			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder step %zu (%s) makes token %llu (\"%.*s\") "
+				       "longer than %zu bytes, the most one token may decode to", tk->path, i + 1,
+				       step_names[st->kind], (unsigned long long)id, (int)(len < 40 ? len : 40), s, max);
+		if (!err && out->n > *budget)
+			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoding its tokens (token %llu, decoder step %zu) "
+				       "writes more than %llu bytes in all, the most a tokenizer may ask", tk->path,
+				       (unsigned long long)id, i + 1, (unsigned long long)EG_TOKENMAP_WORK_MAX);
+		if (!err)
+			*budget -= out->n;
 	}
 	if (err == -ENOMEM)
 		err = eg_fail(err, "tokenizer '%s': out of memory decoding token %llu", tk->path, (unsigned long long)id);

@@ -19,6 +19,7 @@ int eg_tokenmap_build(const char *tokenizer_json, struct eg_tokenmap *out)
 	struct eg_tokenizer *tk = NULL;
 	struct eg_strtab keys = { 0 };
 	struct eg_text text = { 0 }, norm = { 0 };
+	uint64_t budget = EG_TOKENMAP_WORK_MAX; /* over every token's decoding */
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -34,7 +35,7 @@ int eg_tokenmap_build(const char *tokenizer_json, struct eg_tokenmap *out)
 		const char *key;
 		size_t key_n;
 		uint32_t value;
-		if ((err = eg_tokenizer_decode(tk, id, &text)) < 0)
+		if ((err = eg_tokenizer_decode_budget(tk, id, &text, &budget)) < 0)
 			goto out;
 		if (has_replacement_char(&text)) {
 			key = eg_tokenizer_token(tk, id, &key_n); /* a partial UTF-8 sequence: the token itself */
