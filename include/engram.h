@@ -512,7 +512,7 @@ struct engram_io_stats {
 	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
 	/* RAM against disk: ram counts the rows gathered whose bytes were in RAM with no disk read on their behalf
 	 * in this step: found in the row cache, in a private-cache unit read before the step, or on a page the
-	 * page cache held (checked with a RWF_NOWAIT read when the session first needed it, or brought in by this
+	 * page cache held (checked with mincore(2) when the session first needed it, or brought in by this
 	 * session and trusted since; see page_cache_bytes). disk_bytes counts the bytes read from the disk: direct
 	 * reads, page-cache reads of pages that were not cached, and pages a gather faulted in. A trusted page the
 	 * kernel dropped is found by the major fault its gather takes (getrusage of the calling thread): its row
