@@ -341,6 +341,8 @@ static int trusted(const struct engram_rowcache *rc, const struct stat *st, cons
 	return 0;
 }
 
+unsigned eg_rc_attach_wait_ms = 1000;
+
 /* An existing shared mapping: check who made it, wait (a little) for its creator to finish, then check it is
  * for this set. */
 static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes, const struct engram_rowcache_options *o)
@@ -348,24 +350,25 @@ static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes, const
 	struct stat st;
 	struct rc_header hd;
 	void *map;
-	int err;
+	int err, got_header = 0;
 
+	memset(&hd, 0, sizeof(hd));
 	if (fstat(fd, &st) < 0)
 		return eg_fail(-errno, "row cache '%s': %s", rc->name, strerror(errno));
 	if ((err = trusted(rc, &st, o)) < 0)
 		return err;
-	for (int i = 0; i < 200; i++) {
+	for (unsigned i = 0; i <= eg_rc_attach_wait_ms / 5; i++) {
+		if (i)
+			nanosleep(&(struct timespec){ 0, 5 * 1000 * 1000 }, NULL);
 		if (fstat(fd, &st) < 0)
 			return eg_fail(-errno, "row cache '%s': %s", rc->name, strerror(errno));
 		if ((uint64_t)st.st_size >= RC_HEADER_BYTES) {
 			ssize_t got = pread(fd, &hd, sizeof(hd), 0);
-			if (got == (ssize_t)sizeof(hd) && hd.magic == RC_MAGIC)
+			if ((got_header = got == (ssize_t)sizeof(hd)) && hd.magic == RC_MAGIC)
 				break;
 		}
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
 	}
-	if ((uint64_t)st.st_size < RC_HEADER_BYTES || hd.magic != RC_MAGIC)
+	if ((uint64_t)st.st_size < RC_HEADER_BYTES || !got_header || hd.magic != RC_MAGIC)
 		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' is not ready: its creator died while making it? "
 						"(engram_rowcache_remove it)", rc->name);
 	/* every field alone, then the sum in overflow-checked arithmetic: a sum that matches only by wrapping
