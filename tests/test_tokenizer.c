@@ -401,9 +401,23 @@ static void expansions_are_bounded(void **state)
 		 steps);
 	free(steps);
 	struct eg_tokenmap m;
-	must(eg_tokenmap_build(write_tmp("bound.json", json, strlen(json)), &m), "16 doublings");
+	const char *bound = write_tmp("bound.json", json, strlen(json));
+	must(eg_tokenmap_build(bound, &m), "16 doublings");
 	assert_int_equal(m.n_ids, 1);
 	eg_tokenmap_free(&m);
+	/* the budget over all tokens (EG_TOKENMAP_WORK_MAX for a map), here a small one: 16 steps write 131,070 */
+	struct eg_tokenizer *tk = NULL;
+	struct eg_text t = { 0 };
+	uint64_t budget = 100000;
+	must(eg_tokenizer_load(&tk, bound, NULL), bound);
+	assert_int_equal(eg_tokenizer_decode_budget(tk, 0, &t, &budget), ENGRAM_EPARSE);
+	assert_non_null(strstr(engram_last_error(), "writes more than"));
+	budget = 131070;
+	must(eg_tokenizer_decode_budget(tk, 0, &t, &budget), "within the budget");
+	assert_int_equal(budget, 0);
+	assert_int_equal(t.n, 65536);
+	eg_text_free(&t);
+	eg_tokenizer_free(tk);
 }
 
 /* The tokenizer's own normalizer is needed only for added tokens marked "normalized". */

@@ -15,7 +15,8 @@
  * a few hundred bytes a token): a decoder, or a normalizer, of more than EG_TOKENIZER_MAX_STEPS steps is
  * refused; no step may make one token's text longer than EG_TOKEN_TEXT_MAX bytes (or the token's own string,
  * if that is longer): 40 Replace steps of "a" to "aa" fail at the 17th, naming the token and the step; and
- * decoding every token of a file may write at most EG_TOKENMAP_WORK_MAX bytes in all its steps. */
+ * decoding every token of a file, and normalizing the keys of the map, may write at most EG_TOKENMAP_WORK_MAX
+ * bytes in all their steps. */
 #define EG_TOKENIZER_MAX_STEPS 64
 #define EG_TOKEN_TEXT_MAX ((size_t)1 << 16)
 #define EG_TOKENMAP_WORK_MAX ((uint64_t)4 << 30)

@@ -42,6 +42,15 @@ int eg_tokenmap_build(const char *tokenizer_json, struct eg_tokenmap *out)
 		} else {
 			if ((err = eg_text_set(&norm, text.s, text.n)) < 0 || (err = eg_u_engram_key(&norm)) < 0)
 				goto out;
+			/* the key normalizer's input and output count against the same budget as the decoder's */
+			if (text.n + norm.n > budget) {
+				err = eg_fail(ENGRAM_EPARSE, "tokenizer '%s': normalizing its tokens' keys (token %llu) "
+							     "writes more than %llu bytes in all, the most a tokenizer may "
+							     "ask", tokenizer_json, (unsigned long long)id,
+					      (unsigned long long)EG_TOKENMAP_WORK_MAX);
+				goto out;
+			}
+			budget -= text.n + norm.n;
 			key = norm.n ? norm.s : text.s;
 			key_n = norm.n ? norm.n : text.n;
 		}
