@@ -145,18 +145,24 @@ unsigned eg_outfile_place_fail;
 /* The complete file copied into path, which is not a regular file (a device, a FIFO): written through. */
 static int copy_through(struct eg_outfile *f, const char *path)
 {
-	static char buf[1 << 16];
+	const size_t cap = 1 << 16;
 	struct stat sb;
-	int out = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC), err = 0;
+	char *buf = malloc(cap);
+	int out = buf ? open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC) : -1, err = 0;
 
-	if (out < 0)
+	if (!buf)
+		return eg_fail(-ENOMEM, "out of memory");
+	if (out < 0) {
+		free(buf);
 		return eg_fail(-errno, "cannot open '%s': %s", path, strerror(errno));
+	}
 	if (fstat(out, &sb) < 0 || S_ISREG(sb.st_mode)) { /* it became a file between the checks */
 		close(out);
+		free(buf);
 		return eg_fail(-EAGAIN, "'%s' changed while it was written", path);
 	}
 	for (off_t off = 0;;) {
-		ssize_t got = pread(f->fd, buf, sizeof(buf), off), put = 0;
+		ssize_t got = pread(f->fd, buf, cap, off), put = 0;
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0) {
@@ -176,6 +182,7 @@ static int copy_through(struct eg_outfile *f, const char *path)
 	}
 	if (close(out) < 0 && !err && errno != EINTR)
 		err = eg_fail(-errno, "cannot write '%s': %s", path, strerror(errno));
+	free(buf);
 	return err;
 }
 
