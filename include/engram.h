@@ -17,7 +17,9 @@
  *    accessors stay valid while the handle that returned them lives.
  *  - Thread safety: a const handle (engram_config, engram_store) may be used from any number of threads at
  *    once. A mutable handle (engram_hasher, engram_session) may be used by one thread at a time; distinct
- *    handles are independent.
+ *    handles are independent. An array a call takes (rows, tokens, slots, a mask) is read once, element by
+ *    element or copied, and what was checked is what is used: a thread that rewrites it during the call gets
+ *    an error or the rows of what was read, never a read outside the tables.
  *  - Structs the caller allocates (options in, descriptions out) begin with `size_t size`, which the caller
  *    sets to sizeof the struct as its header declares it: ENGRAM_INIT(struct engram_session_options) does it.
  *    The library reads or writes only that many bytes, so a program built against an older header keeps
@@ -396,10 +398,30 @@ ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, c
 typedef struct engram_rowcache engram_rowcache;
 
 /* Open a row cache of bytes (header and bookkeeping included) for the store's table set. flags: 0. Returns 0,
- * -EINVAL (too small for one set, a bad name), -EEXIST (a segment of this name serves another set),
+ * -EINVAL (too small for one set, a bad name), -EEXIST (a segment of this name serves another set), -EACCES (a
+ * segment another user made or others may write), -ENOSPC (no room for it in /dev/shm),
  * ENGRAM_ECORRUPT (a segment of an unknown layout, or whose creator died while making it), -ENOMEM, -errno. */
 ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *store, const char *name,
 				    uint64_t bytes, unsigned flags);
+/* What a shared row cache trusts: a segment is attached only when this process's user owns it and no one else
+ * may write it (else -EACCES, naming its owner and mode); it is created with O_EXCL, mode 0600, its memory
+ * reserved (posix_fallocate: a full /dev/shm is -ENOSPC now, never SIGBUS later). A node whose engines run as
+ * several users opts in to a group: ENGRAM_ROWCACHE_GROUP with engram_rowcache_options.group creates the
+ * segment 0660 in that group and attaches only to one of that group that others may not write. Processes that
+ * may write the segment are trusted not to shrink it (a shrunk segment raises SIGBUS, as any mapped file
+ * would); what they write is not: a header is checked field by field before it is mapped, and every slot
+ * carries a checksum of its row and key, so a slot changed behind the library's back is a miss, not a row. */
+#define ENGRAM_ROWCACHE_GROUP 1u /* engram_rowcache_options.flags: shared with the group named in .group */
+struct engram_rowcache_options {
+	size_t size;    /* sizeof(struct engram_rowcache_options), set by the caller (ENGRAM_INIT) */
+	uint64_t bytes; /* as engram_rowcache_open's bytes */
+	unsigned flags; /* ENGRAM_ROWCACHE_GROUP or 0 */
+	unsigned group; /* with ENGRAM_ROWCACHE_GROUP: the gid whose members share the segment */
+};
+/* engram_rowcache_open with options. Also -EACCES (a segment that is not this user's or group's, or that
+ * others may write), -ENOSPC (no room in /dev/shm), -EPERM (a group the caller may not give the segment). */
+ENGRAM_API int engram_rowcache_open_options(engram_rowcache **out, const engram_store *store, const char *name,
+					    const struct engram_rowcache_options *opts);
 ENGRAM_API void engram_rowcache_close(engram_rowcache *rc);
 /* Remove a shared row cache's name (processes that have it mapped keep it until they close it). */
 ENGRAM_API int engram_rowcache_remove(const char *name);
@@ -589,7 +611,7 @@ struct engram_io_stats {
 	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
 	/* RAM against disk: ram counts the rows gathered whose bytes were in RAM with no disk read on their behalf
 	 * in this step: found in the row cache, in a private-cache unit read before the step, or on a page the
-	 * page cache held (checked with a RWF_NOWAIT read when the session first needed it, or brought in by this
+	 * page cache held (checked with mincore(2) when the session first needed it, or brought in by this
 	 * session and trusted since; see page_cache_bytes). disk_bytes counts the bytes read from the disk: direct
 	 * reads, page-cache reads of pages that were not cached, and pages a gather faulted in. A trusted page the
 	 * kernel dropped is found by the major fault its gather takes (getrusage of the calling thread): its row

@@ -54,7 +54,8 @@ struct engram_cachesim {
 	uint64_t hot_rows;
 	uint8_t *cls;             /* per row of a gather: where classify found it */
 	uint64_t *ukeys;          /* per row of a push or gather: its unit */
-	size_t cap;               /* of cls and ukeys */
+	uint64_t *rows;           /* the caller's rows of a push or gather, copied once, then checked and used */
+	size_t cap;               /* of cls, ukeys and rows */
 	uint32_t step;            /* steps begun */
 	int measure;              /* this step's gathers are counted */
 	uint64_t lookups, ram, hot_hits;
@@ -119,11 +120,12 @@ static int row_units(const engram_store *st, unsigned li, const uint64_t *rows, 
 	if (eg_bad_layer(st->cfg, li))
 		return -EINVAL;
 	for (size_t k = 0; k < n; k++) {
-		const struct eg_piece *p = eg_store_find(st, li, rows[k]);
+		const uint64_t row = EG_READ_ONCE(rows[k]); /* checked, then used: never read again */
+		const struct eg_piece *p = eg_store_find(st, li, row);
 		if (!p)
-			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[k],
+			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)row,
 				       st->cfg->layers[li].id);
-		uint64_t off = eg_layout_row_offset(p->t, rows[k] - p->t->row_begin);
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 		units[k] = eg_unit_key((uint32_t)(p - st->pieces), eg_unit_of(p->t, off));
 	}
 	return 0;
@@ -254,6 +256,7 @@ ENGRAM_API void engram_cachesim_destroy(engram_cachesim *s)
 	free(s->pinned);
 	free(s->cls);
 	free(s->ukeys);
+	free(s->rows);
 	free(s);
 }
 
@@ -379,12 +382,17 @@ static int call_units(struct engram_cachesim *s, unsigned li, const uint64_t *ro
 		if (c)
 			s->cls = c;
 		uint64_t *k = c ? realloc(s->ukeys, n * sizeof(*k)) : NULL;
-		if (!k)
+		if (k)
+			s->ukeys = k;
+		uint64_t *r = k ? realloc(s->rows, n * sizeof(*r)) : NULL;
+		if (!r)
 			return eg_fail(-ENOMEM, "out of memory for a cache simulation's %zu rows", n);
-		s->ukeys = k;
+		s->rows = r;
 		s->cap = n;
 	}
-	return row_units(s->st, li, rows, n, s->ukeys);
+	if (n)
+		memcpy(s->rows, rows, n * sizeof(*rows)); /* the caller's array, read once */
+	return row_units(s->st, li, s->rows, n, s->ukeys);
 }
 
 ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
@@ -394,6 +402,7 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 
 	if ((err = call_units(s, li, rows, n)) < 0)
 		return err;
+	rows = s->rows;
 	for (size_t k = 0; k < n; k++) {
 		if (s->rc)
 			eg_rc_prefetch_ahead(s->rc, li, rows, n, k);
@@ -411,6 +420,7 @@ ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uin
 
 	if ((err = call_units(s, li, rows, n)) < 0)
 		return err;
+	rows = s->rows;
 	for (size_t k = 0; k < n; k++) {
 		uint64_t key = eg_rc_key(li, rows[k]);
 		if (s->rc)

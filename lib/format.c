@@ -189,19 +189,66 @@ void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off,
 	sec->checksum = eg_checksum(data, (size_t)len);
 }
 
-int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path)
+/* The bytes of a section (from the mapping, or a copy of them) against its checksum. */
+static int check_bytes(const uint8_t *data, const struct eg_disk_section *sec, const char *path)
 {
-	if (eg_checksum(map + sec->offset, (size_t)sec->length) != sec->checksum)
+	if (eg_checksum(data, (size_t)sec->length) != sec->checksum)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': %s section checksum mismatch (%llu bytes at %llu)", path,
 			       eg_section_name(sec->type), (unsigned long long)sec->length, (unsigned long long)sec->offset);
 	return 0;
 }
 
+int eg_section_check(const uint8_t *map, const struct eg_disk_section *sec, const char *path)
+{
+	return check_bytes(map + sec->offset, sec, path);
+}
+
+/* A private copy of len bytes of the mapping, or NULL (the error set). */
+static void *copy_out(const uint8_t *src, uint64_t len)
+{
+	void *p = malloc(len ? (size_t)len : 1);
+
+	if (!p)
+		eg_fail(-ENOMEM, "out of memory for %llu bytes of shard metadata", (unsigned long long)len);
+	else
+		memcpy(p, src, (size_t)len);
+	return p;
+}
+
+/* Copy a section out of the mapping and check the copy. */
+static int copy_section(struct eg_sections *s, const uint8_t *map, uint32_t type, const char *path)
+{
+	const struct eg_disk_section *sec = s->by_type[type];
+
+	if (!(s->data[type] = copy_out(map + sec->offset, sec->length)))
+		return -ENOMEM;
+	return check_bytes(s->data[type], sec, path);
+}
+
+void eg_sections_free(struct eg_sections *s, uint32_t type)
+{
+	for (uint32_t t = type ? type : 1; t <= (type ? type : EG_SEC_LAST); t++) {
+		free((void *)s->data[t]);
+		s->data[t] = NULL;
+	}
+	if (!type) {
+		free((void *)s->table);
+		s->table = NULL;
+		s->tables = NULL;
+		s->source = NULL;
+		s->external = NULL;
+		s->n_external = 0;
+	}
+}
+
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path)
 {
+	int err;
+
 	memset(s, 0, sizeof(*s));
 	s->no_data = !!(h->flags & EG_HDR_NO_DATA);
-	s->table = (const struct eg_disk_section *)(map + h->section_table_offset);
+	if (!(s->table = copy_out(map + h->section_table_offset, (uint64_t)h->n_sections * sizeof(*s->table))))
+		return -ENOMEM;
 	if (eg_checksum(s->table, (size_t)h->n_sections * sizeof(*s->table)) != h->section_table_checksum)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table checksum mismatch", path);
 	for (unsigned i = 0; i < h->n_sections; i++) {
@@ -220,23 +267,22 @@ int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct e
 		if (!s->by_type[t])
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': no %s section", path, eg_section_name(t));
 	if (s->by_type[EG_SEC_SOURCE]) {
-		int err = eg_section_check(map, s->by_type[EG_SEC_SOURCE], path);
-		if (err < 0)
-			return err;
 		if (s->by_type[EG_SEC_SOURCE]->length != sizeof(struct eg_disk_source))
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': source section of %llu bytes", path,
 				       (unsigned long long)s->by_type[EG_SEC_SOURCE]->length);
-		s->source = (const struct eg_disk_source *)(map + s->by_type[EG_SEC_SOURCE]->offset);
+		if ((err = copy_section(s, map, EG_SEC_SOURCE, path)) < 0)
+			return err;
+		s->source = (const struct eg_disk_source *)s->data[EG_SEC_SOURCE];
 	}
 	if (s->by_type[EG_SEC_EXTERNAL]) {
 		const struct eg_disk_section *x = s->by_type[EG_SEC_EXTERNAL];
-		int err = eg_section_check(map, x, path);
-		if (err < 0)
-			return err;
 		if (!x->length || x->length % sizeof(struct eg_disk_external) || x->length / sizeof(struct eg_disk_external) > 64)
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': external section of %llu bytes", path,
 				       (unsigned long long)x->length);
-		s->external = (const struct eg_disk_external *)(map + x->offset);
+		/* copied, as the directory is: what names the data files cannot change once checked */
+		if ((err = copy_section(s, map, EG_SEC_EXTERNAL, path)) < 0)
+			return err;
+		s->external = (const struct eg_disk_external *)s->data[EG_SEC_EXTERNAL];
 		s->n_external = (unsigned)(x->length / sizeof(struct eg_disk_external));
 		for (unsigned i = 0; i < s->n_external; i++)
 			if (!memchr(s->external[i].path, 0, sizeof(s->external[i].path)) || !s->external[i].path[0] ||
@@ -244,16 +290,14 @@ int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct e
 				return eg_fail(ENGRAM_ECORRUPT, "'%s': external data file %u is described wrongly", path, i);
 	}
 	/* The frame index and block checksums are per-block data, checked where blocks are read and by verify. */
-	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_TABLES; t++) {
-		int err = eg_section_check(map, s->by_type[t], path);
-		if (err < 0)
+	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_TABLES; t++)
+		if ((err = copy_section(s, map, t, path)) < 0)
 			return err;
-	}
 	const struct eg_disk_section *td = s->by_type[EG_SEC_TABLES];
 	if (td->length == 0 || td->length % sizeof(struct eg_disk_table))
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': table directory of %llu bytes", path,
 			       (unsigned long long)td->length);
-	s->tables = (const struct eg_disk_table *)(map + td->offset);
+	s->tables = (const struct eg_disk_table *)s->data[EG_SEC_TABLES];
 	s->n_tables = (unsigned)(td->length / sizeof(struct eg_disk_table));
 	return 0;
 }

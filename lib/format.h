@@ -327,10 +327,15 @@ EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[
 				 uint32_t n_sections, uint64_t created_unix);
 
 /* The section table of a mapped file: every entry inside the file, one of each known type, metadata checksums. */
+/* The metadata of a shard, decoded from private copies made before they are checked: the section table and the
+ * sections of types HASH to TABLES and SOURCE are read once from the mapping, then checked, then used, so
+ * that a file overwritten in place while it is open cannot steer a read (only per-block data, the frame index
+ * and block checksums, is read from the mapping, and checked where it is used). */
 struct eg_sections {
-	const struct eg_disk_section *table;
+	const struct eg_disk_section *table;                    /* private copy */
 	const struct eg_disk_section *by_type[EG_SEC_LAST + 1]; /* NULL where absent (only unknown types may be) */
-	const struct eg_disk_table *tables;                     /* the table directory */
+	const uint8_t *data[EG_SEC_LAST + 1];                   /* private copies of the checked sections */
+	const struct eg_disk_table *tables;                     /* the table directory (data[EG_SEC_TABLES]) */
 	unsigned n_tables;
 	const struct eg_disk_source *source;                    /* NULL in files of format 1.0 */
 	const struct eg_disk_external *external;                /* NULL in shards with no external tables */
@@ -338,6 +343,8 @@ struct eg_sections {
 	int no_data;                                            /* the header's EG_HDR_NO_DATA */
 };
 int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
+/* Free the copies of one section (those of the hash and token map are needed at open only), or of all (type 0). */
+void eg_sections_free(struct eg_sections *s, uint32_t type);
 /* A section entry for len bytes of data at off, with its checksum. */
 EG_PRIVATE void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data,
 				  uint64_t len);

@@ -78,6 +78,9 @@ ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cf
 		h->seqs = calloc(max_seqs, sizeof(*h->seqs));
 		h->stamps = calloc(max_seqs, sizeof(*h->stamps));
 		h->bat = malloc((size_t)N * BLOCK * sizeof(*h->bat));
+		h->in_seqs = malloc(max_seqs * sizeof(*h->in_seqs));
+		h->in_tokens = malloc(max_seqs * sizeof(*h->in_tokens));
+		h->in_mask = malloc(max_seqs);
 		h->kernel = hash_scalar;
 #if EG_HASH_HAVE_AVX2
 		if (simd_allowed() && eg_hash_avx2_fits(cfg) && eg_hash_avx2_cpu()) {
@@ -86,11 +89,15 @@ ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cf
 		}
 #endif
 	}
-	if (!h || !h->seqs || !h->stamps || !h->bat || (h->kernel != hash_scalar && !h->vc)) {
+	if (!h || !h->seqs || !h->stamps || !h->bat || !h->in_seqs || !h->in_tokens || !h->in_mask ||
+	    (h->kernel != hash_scalar && !h->vc)) {
 		if (h) {
 			free(h->seqs);
 			free(h->stamps);
 			free(h->bat);
+			free(h->in_seqs);
+			free(h->in_tokens);
+			free(h->in_mask);
 			free(h->vc);
 		}
 		free(h);
@@ -112,6 +119,9 @@ ENGRAM_API void engram_hasher_destroy(engram_hasher *h)
 	free(h->seqs);
 	free(h->stamps);
 	free(h->bat);
+	free(h->in_seqs);
+	free(h->in_tokens);
+	free(h->in_mask);
 	free(h->vc);
 	free(h);
 }
@@ -125,10 +135,10 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq)
 	return 0;
 }
 
-static int bad_token(const engram_config *cfg, const int64_t *tokens, size_t i)
+static int bad_token(const engram_config *cfg, int64_t token, size_t i)
 {
 	return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
-		       (long long)tokens[i], i, (unsigned long long)cfg->raw_vocab);
+		       (long long)token, i, (unsigned long long)cfg->raw_vocab);
 }
 
 /* Do the slot's history entries older than its live ones all hold the pad? Then look-backs past the live tokens
@@ -171,30 +181,31 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 		m = n - pos < BLOCK ? n - pos : BLOCK;
 		if (plain) {
 			for (size_t t = 0; t < m; t++) {
-				int64_t raw = tokens[pos + t];
+				int64_t raw = EG_READ_ONCE(tokens[pos + t]); /* checked, then used */
 
 				if (EG_UNLIKELY(raw >= vocab))
-					return bad_token(cfg, tokens, pos + t);
+					return bad_token(cfg, raw, pos + t);
 				h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
+				live = live < keep ? live + 1 : keep;
+				eg_tail_put(&h->tail, pos + t, h->win[keep + t], live);
 			}
-			live = live + m < keep ? live + (unsigned)m : keep;
 			h->kernel(cfg, h->vc, h->win + keep, 1, NULL, m, rows + pos * cfg->columns, n);
 		} else {
 			for (size_t t = 0; t < m; t++) {
-				int64_t raw = tokens[pos + t];
-				int alive = !mask || mask[pos + t];
+				int64_t raw = EG_READ_ONCE(tokens[pos + t]); /* checked, then used */
+				int alive = !mask || EG_READ_ONCE(mask[pos + t]);
 
 				if (EG_UNLIKELY(raw >= vocab))
-					return bad_token(cfg, tokens, pos + t);
+					return bad_token(cfg, raw, pos + t);
 				h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
 				h->depth[t] = alive ? (uint8_t)(live + 1) : 0;
 				live = alive ? (live < keep ? live + 1 : keep) : 0;
+				eg_tail_put(&h->tail, pos + t, h->win[keep + t], live);
 			}
 			h->kernel(cfg, h->vc, h->win + keep, 1, h->depth, m, rows + pos * cfg->columns, n);
 		}
 	}
-	if (n)
-		eg_slot_record(cfg, s, tokens, mask, n, s->live);
+	eg_slot_commit(s, &h->tail, n); /* what was checked: the caller's array is not read again */
 	memcpy(s->hist, h->win + m, sizeof(s->hist));
 	s->live = live;
 	return 0;
@@ -213,15 +224,17 @@ static int batch_check(engram_hasher *h, const unsigned *seqs, const int64_t *to
 		stamp = h->stamp = 1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (EG_UNLIKELY(seqs[i] >= n_seqs))
-			return eg_fail(-EINVAL, "sequence slot %u at position %zu out of range (hasher has %u)",
-				       seqs[i], i, n_seqs);
-		if (EG_UNLIKELY(stamps[seqs[i]] == stamp))
-			return eg_fail(-EINVAL, "sequence slot %u appears twice in one batch (again at position %zu)",
-				       seqs[i], i);
-		stamps[seqs[i]] = stamp;
-		if (EG_UNLIKELY(tokens[i] >= vocab))
-			return bad_token(h->cfg, tokens, i);
+		const unsigned q = EG_READ_ONCE(seqs[i]);
+		const int64_t tok = EG_READ_ONCE(tokens[i]);
+		if (EG_UNLIKELY(q >= n_seqs))
+			return eg_fail(-EINVAL, "sequence slot %u at position %zu out of range (hasher has %u)", q, i,
+				       n_seqs);
+		if (EG_UNLIKELY(stamps[q] == stamp))
+			return eg_fail(-EINVAL, "sequence slot %u appears twice in one batch (again at position %zu)", q,
+				       i);
+		stamps[q] = stamp;
+		if (EG_UNLIKELY(tok >= vocab))
+			return bad_token(h->cfg, tok, i);
 	}
 	return 0;
 }
@@ -270,6 +283,20 @@ static int push_batch(engram_hasher *h, const unsigned *seqs, const int64_t *tok
 	int64_t *cur = h->bat + keep * BLOCK;
 	int err;
 
+	if (n > h->n_seqs) { /* more tokens than slots: some slot is out of range or named twice */
+		err = batch_check(h, seqs, tokens, n);
+		return err < 0 ? err : eg_fail(-EINVAL, "a batch of %zu tokens for %u sequence slots", n, h->n_seqs);
+	}
+	if (!n)
+		return 0;
+	/* the caller's arrays, copied: checked, then used, never read again */
+	memcpy(h->in_seqs, seqs, n * sizeof(*seqs));
+	memcpy(h->in_tokens, tokens, n * sizeof(*tokens));
+	if (mask)
+		memcpy(h->in_mask, mask, n);
+	seqs = h->in_seqs;
+	tokens = h->in_tokens;
+	mask = mask ? h->in_mask : NULL;
 	if ((err = batch_check(h, seqs, tokens, n)) < 0)
 		return err;
 	for (size_t pos = 0; pos < n; pos += BLOCK) {

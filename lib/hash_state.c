@@ -29,24 +29,13 @@ static inline int64_t compressed(const engram_config *cfg, int64_t raw)
 	return raw >= 0 ? cfg->map[raw] : raw;
 }
 
-void eg_slot_record(const engram_config *cfg, struct seq *s, const int64_t *tokens, const uint8_t *mask, size_t n,
-		    unsigned live0)
+void eg_slot_commit(struct seq *s, const struct eg_slot_tail *t, size_t n)
 {
-	const unsigned keep = cfg->max_ngram - 1;
 	size_t skip = n > EG_SLOT_RING ? n - EG_SLOT_RING : 0;
-	unsigned live = live0;
 
 	s->end += skip; /* positions the ring would overwrite within this push are only counted */
-	if (!mask) { /* every token live: the depth after token i is live0 + i + 1, at most keep */
-		for (size_t i = skip; i < n; i++)
-			eg_slot_put(s, compressed(cfg, tokens[i]), live0 + i + 1 < keep ? (unsigned)(live0 + i + 1) : keep);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		live = mask[i] ? (live < keep ? live + 1 : keep) : 0;
-		if (i >= skip)
-			eg_slot_put(s, compressed(cfg, tokens[i]), live);
-	}
+	for (size_t i = skip; i < n; i++)
+		eg_slot_put(s, t->id[i & (EG_SLOT_RING - 1)], t->live[i & (EG_SLOT_RING - 1)]);
 }
 
 /* Make `first` the oldest position the ring still holds (the sequence start is then behind it, unless it is
@@ -156,15 +145,20 @@ ENGRAM_API int engram_hasher_seed(engram_hasher *h, unsigned seq, const int64_t 
 		return eg_fail(-EINVAL, "engram_hasher_seed: %zu tokens of slot %u do not make its history: give its last "
 			       "%u (max_ngram - 1) or more, or all of them from the sequence start with ENGRAM_SEED_START",
 			       n, seq, keep);
-	for (size_t i = 0; i < n; i++)
-		if (tokens[i] >= (int64_t)cfg->raw_vocab)
-			return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
-				       (long long)tokens[i], i, (unsigned long long)cfg->raw_vocab);
-	s = &h->seqs[seq];
-	eg_slot_clear(cfg, s);
 	/* without the start, an unknown history lies before the tokens: the live depths after the first keep - 1 of
 	 * them are not known (recorded as if it were all live; a later one's is exact, being at most keep) */
-	eg_slot_record(cfg, s, tokens, mask, n, flags & ENGRAM_SEED_START ? 0 : keep);
+	unsigned live = flags & ENGRAM_SEED_START ? 0 : keep;
+	for (size_t i = 0; i < n; i++) {
+		const int64_t raw = EG_READ_ONCE(tokens[i]); /* the caller's: read once, checked, then used */
+		if (raw >= (int64_t)cfg->raw_vocab)
+			return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
+				       (long long)raw, i, (unsigned long long)cfg->raw_vocab);
+		live = !mask || EG_READ_ONCE(mask[i]) ? (live < keep ? live + 1 : keep) : 0;
+		eg_tail_put(&h->tail, i, compressed(cfg, raw), live);
+	}
+	s = &h->seqs[seq];
+	eg_slot_clear(cfg, s);
+	eg_slot_commit(s, &h->tail, n);
 	if (!(flags & ENGRAM_SEED_START)) {
 		s->at_start = 0;
 		s->exact = keep - 1;

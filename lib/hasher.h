@@ -29,6 +29,20 @@ struct seq {
 	int64_t id[EG_SLOT_RING];
 };
 
+/* The positions of one push or seed as they were checked (compressed id, live depth after it), at [index %
+ * EG_SLOT_RING], so that the slot records what was checked, never a second read of the caller's array, and only
+ * once every token has passed. */
+struct eg_slot_tail {
+	int64_t id[EG_SLOT_RING];
+	uint8_t live[EG_SLOT_RING];
+};
+
+static inline void eg_tail_put(struct eg_slot_tail *t, size_t i, int64_t id, unsigned live)
+{
+	t->id[i & (EG_SLOT_RING - 1)] = id;
+	t->live[i & (EG_SLOT_RING - 1)] = (uint8_t)live;
+}
+
 struct engram_hasher {
 	const engram_config *cfg;
 	eg_hash_kernel *kernel;
@@ -39,9 +53,15 @@ struct engram_hasher {
 	struct seq *seqs;
 	int64_t *bat;                   /* [N][BLOCK]: a decode step's look-backs, oldest first, then its tokens */
 	uint64_t digest;                /* of the config's hashing (eg_config_digest), 0 until first needed */
+	/* a batch call's seqs, tokens and mask, copied before they are checked (n_seqs each: a batch names a slot
+	 * at most once), so that what is checked is what is used, whatever another thread writes meanwhile */
+	unsigned *in_seqs;
+	int64_t *in_tokens;
+	uint8_t *in_mask;
 	/* scratch for one block: history then tokens, and each position's valid look-back depth */
 	int64_t win[EG_MAX_NGRAM - 1 + EG_HASH_BLOCK];
 	uint8_t depth[EG_HASH_BLOCK];
+	struct eg_slot_tail tail;       /* the positions of the push or seed being checked */
 };
 
 /* Record one position taken by slot s (its compressed id, and the live depth after it) in its ring. */
@@ -54,9 +74,8 @@ static inline void eg_slot_put(struct seq *s, int64_t id, unsigned live)
 	s->end++;
 }
 
-/* Record the last positions of a push of n tokens into slot s, whose live depth was live0 before it. */
-void eg_slot_record(const engram_config *cfg, struct seq *s, const int64_t *tokens, const uint8_t *mask, size_t n,
-		    unsigned live0);
+/* Record the n positions of a push or seed, checked into t (the last EG_SLOT_RING of them), in slot s's ring. */
+void eg_slot_commit(struct seq *s, const struct eg_slot_tail *t, size_t n);
 
 /* The slot's empty state: a sequence start. */
 void eg_slot_clear(const engram_config *cfg, struct seq *s);

@@ -54,6 +54,10 @@ static inline void eg_errno_restore(const int *saved)
 }
 #define EG_KEEP_ERRNO int eg_saved_errno_ __attribute__((cleanup(eg_errno_restore), unused)) = errno
 
+/* One load of a caller's memory that the compiler may neither repeat nor merge: an array another thread may
+ * rewrite while the library works on it is read once an element, and what is checked is what is used. */
+#define EG_READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
+
 /* Bytes of a struct up to and including field: the size of a struct's first version is that through its
  * first version's last field. */
 #define EG_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))

@@ -7,7 +7,13 @@
  * ones, compares the key, copies the record out, and keeps it only if seq is unchanged after an acquire fence.
  * Every shared byte is read and written with atomic operations (relaxed for data), so there is no data race in
  * C11's sense. A process killed while writing leaves its slot odd: that slot is lost to the cache (readers and
- * writers pass it by), never read. */
+ * writers pass it by), never read.
+ *
+ * Trust: a shared segment is used only if it is this user's and no one else may write it (or, opted in, its
+ * group's and no one outside may write it), and its header is checked in overflow-safe arithmetic before it is
+ * mapped; the geometry is then the process's own copy, never read again from the mapping. Each slot carries
+ * the XXH3 of its record seeded with its key, checked after every copy: a slot changed behind the library's
+ * back (by a process of the same user, a stray write) is a miss and is dropped, never a wrong row. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -19,12 +25,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "rowcache.h"
 #include "store.h"
 
 #define RC_MAGIC 0x3143524d41524745ull /* "EGRAMRC1" little-endian */
-#define RC_VERSION 2
+#define RC_VERSION 3 /* 3: a checksum per slot */
 #define RC_HEADER_BYTES 4096u
 
 struct rc_header {
@@ -48,7 +55,8 @@ struct rc_slot {
 	_Atomic uint64_t seq;
 	_Atomic uint64_t key;
 	_Atomic uint8_t ref;
-	uint8_t pad[7];
+	uint8_t pad[3];
+	_Atomic uint32_t check;      /* the low half of the XXH3 of the record seeded with key (records of len > 0) */
 	/* the record follows, in 8-byte words */
 };
 
@@ -75,6 +83,22 @@ static uint64_t set_of(const struct engram_rowcache *rc, uint64_t key)
 	return (uint64_t)(((unsigned __int128)key * rc->n_sets) >> 64);
 }
 
+static uint32_t check_of(uint64_t key, const uint8_t *rec, size_t len)
+{
+	return len ? (uint32_t)XXH3_64bits_withSeed(rec, len, key) : 0;
+}
+
+/* A slot whose record does not match its checksum, seen at seq q: take it out (its key can never match), if no
+ * one rewrote it meanwhile. */
+static void drop(struct rc_slot *s, uint64_t q)
+{
+	if (atomic_compare_exchange_strong_explicit(&s->seq, &q, q + 1, memory_order_acquire, memory_order_relaxed)) {
+		atomic_store_explicit(&s->key, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->ref, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+	}
+}
+
 int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len)
 {
 	uint64_t set = set_of(rc, key);
@@ -86,6 +110,7 @@ int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len
 		if (!s1 || (s1 & 1) || atomic_load_explicit(&s->key, memory_order_relaxed) != key)
 			continue;
 		_Atomic uint64_t *src = words(s);
+		uint32_t check = atomic_load_explicit(&s->check, memory_order_relaxed);
 		for (size_t i = 0; i < nw; i++) {
 			uint64_t x = atomic_load_explicit(&src[i], memory_order_relaxed);
 			memcpy(dst + 8 * i, &x, i + 1 < nw || len % 8 == 0 ? 8 : len % 8);
@@ -93,6 +118,10 @@ int eg_rc_get(struct engram_rowcache *rc, uint64_t key, uint8_t *dst, size_t len
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
 			continue; /* rewritten while copied: not this row any more */
+		if (check_of(key, dst, len) != check) {
+			drop(s, s1); /* changed behind the library's back: a miss, never a wrong row */
+			break;
+		}
 		if (atomic_load_explicit(&s->ref, memory_order_relaxed) != 1)
 			atomic_store_explicit(&s->ref, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&rc->h->hits, 1, memory_order_relaxed);
@@ -128,6 +157,7 @@ static void write_slot(struct engram_rowcache *rc, struct rc_slot *s, uint64_t q
 	if (!q)
 		atomic_fetch_add_explicit(&rc->h->filled, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->key, key, memory_order_relaxed);
+	atomic_store_explicit(&s->check, check_of(key, src, len), memory_order_relaxed);
 	_Atomic uint64_t *dst = words(s);
 	for (size_t i = 0; i < nw; i++) {
 		uint64_t x = 0;
@@ -276,30 +306,77 @@ static void init_header(struct engram_rowcache *rc)
 	atomic_store_explicit(&h->magic, RC_MAGIC, memory_order_release);
 }
 
-/* An existing shared mapping: wait (a little) for its creator to finish, then check it is for this set. */
-static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes)
+/* The bytes of a mapping of n_sets sets of slots of slot_bytes; 0 when that does not fit in 64 bits. */
+static uint64_t layout_bytes(uint64_t n_sets, uint64_t slot_bytes)
+{
+	uint64_t hands, slots, total;
+
+	if (n_sets > UINT64_MAX - 63 || __builtin_mul_overflow(n_sets, (uint64_t)EG_RC_WAYS, &slots) ||
+	    __builtin_mul_overflow(slots, slot_bytes, &slots))
+		return 0;
+	hands = (n_sets + 63) / 64 * 64;
+	if (__builtin_add_overflow(hands, slots, &total) || __builtin_add_overflow(total, RC_HEADER_BYTES, &total))
+		return 0;
+	return total;
+}
+
+/* Who may have written a shared segment: its owner, which must be this process's user (or, with group, a member
+ * of that group), and no one else. */
+static int trusted(const struct engram_rowcache *rc, const struct stat *st, const struct engram_rowcache_options *o)
+{
+	int group = o->flags & ENGRAM_ROWCACHE_GROUP;
+	mode_t others = group ? S_IWOTH : S_IWGRP | S_IWOTH;
+
+	if (group ? (st->st_gid != (gid_t)o->group) : (st->st_uid != geteuid()))
+		return eg_fail(-EACCES, "row cache '%s' is owned by uid %u, group %u, mode %04o: a shared row cache must "
+					"be %s %u's; remove it (engram_rowcache_remove) if it is not yours", rc->name,
+			       (unsigned)st->st_uid, (unsigned)st->st_gid, (unsigned)(st->st_mode & 07777),
+			       group ? "group" : "uid", group ? (unsigned)o->group : (unsigned)geteuid());
+	if (st->st_mode & others)
+		return eg_fail(-EACCES, "row cache '%s' (uid %u, group %u) has mode %04o: %s may write it, so its rows "
+					"cannot be trusted; remove it (engram_rowcache_remove)%s", rc->name,
+			       (unsigned)st->st_uid, (unsigned)st->st_gid, (unsigned)(st->st_mode & 07777),
+			       group ? "other users" : "users other than its owner",
+			       group ? "" : ", or open it with ENGRAM_ROWCACHE_GROUP and its group");
+	return 0;
+}
+
+unsigned eg_rc_attach_wait_ms = 1000;
+
+/* An existing shared mapping: check who made it, wait (a little) for its creator to finish, then check it is
+ * for this set. */
+static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes, const struct engram_rowcache_options *o)
 {
 	struct stat st;
 	struct rc_header hd;
 	void *map;
+	int err, got_header = 0;
 
-	for (int i = 0; i < 200; i++) {
+	memset(&hd, 0, sizeof(hd));
+	if (fstat(fd, &st) < 0)
+		return eg_fail(-errno, "row cache '%s': %s", rc->name, strerror(errno));
+	if ((err = trusted(rc, &st, o)) < 0)
+		return err;
+	for (unsigned i = 0; i <= eg_rc_attach_wait_ms / 5; i++) {
+		if (i)
+			nanosleep(&(struct timespec){ 0, 5 * 1000 * 1000 }, NULL);
 		if (fstat(fd, &st) < 0)
 			return eg_fail(-errno, "row cache '%s': %s", rc->name, strerror(errno));
 		if ((uint64_t)st.st_size >= RC_HEADER_BYTES) {
 			ssize_t got = pread(fd, &hd, sizeof(hd), 0);
-			if (got == (ssize_t)sizeof(hd) && hd.magic == RC_MAGIC)
+			if ((got_header = got == (ssize_t)sizeof(hd)) && hd.magic == RC_MAGIC)
 				break;
 		}
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
 	}
-	if ((uint64_t)st.st_size < RC_HEADER_BYTES || hd.magic != RC_MAGIC)
+	if ((uint64_t)st.st_size < RC_HEADER_BYTES || !got_header || hd.magic != RC_MAGIC)
 		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' is not ready: its creator died while making it? "
 						"(engram_rowcache_remove it)", rc->name);
+	/* every field alone, then the sum in overflow-checked arithmetic: a sum that matches only by wrapping
+	 * around 2^64 is a layout no one made */
 	if (hd.version != RC_VERSION || hd.ways != EG_RC_WAYS || hd.map_bytes != (uint64_t)st.st_size ||
-	    hd.slot_bytes != eg_rc_slot_bytes(hd.record_bytes) || hd.n_sets == 0 ||
-	    RC_HEADER_BYTES + (hd.n_sets + 63) / 64 * 64 + hd.n_sets * EG_RC_WAYS * hd.slot_bytes != hd.map_bytes)
+	    hd.record_bytes > hd.map_bytes || hd.slot_bytes != eg_rc_slot_bytes(hd.record_bytes) ||
+	    hd.n_sets == 0 || hd.n_sets > hd.map_bytes / (EG_RC_WAYS * hd.slot_bytes) ||
+	    layout_bytes(hd.n_sets, hd.slot_bytes) != hd.map_bytes || hd.map_bytes > SIZE_MAX)
 		return eg_fail(ENGRAM_ECORRUPT, "row cache '%s' has a layout this library does not know", rc->name);
 	if (memcmp(hd.set_id, rc->set_id, 16) != 0)
 		return eg_fail(-EEXIST, "row cache '%s' holds the rows of another table set", rc->name);
@@ -314,6 +391,30 @@ static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes)
 	if (map == MAP_FAILED)
 		return eg_fail(-errno, "cannot map row cache '%s': %s", rc->name, strerror(errno));
 	place(rc, map);
+	return 0;
+}
+
+/* A new shared segment (fd, just made with O_EXCL): give it its group, reserve its memory (so that a full
+ * /dev/shm is ENOSPC now, not SIGBUS on some later access), map it, and publish the header last. */
+static int create(struct engram_rowcache *rc, int fd, uint64_t bytes, size_t record_bytes,
+		  const struct engram_rowcache_options *o)
+{
+	void *map;
+	int err;
+
+	if ((err = geometry(rc, bytes, record_bytes)) < 0)
+		return err;
+	if ((o->flags & ENGRAM_ROWCACHE_GROUP) && (fchown(fd, (uid_t)-1, (gid_t)o->group) < 0 || fchmod(fd, 0660) < 0))
+		return eg_fail(-errno, "cannot give row cache '%s' to group %u: %s", rc->name, o->group,
+			       strerror(errno));
+	if ((err = posix_fallocate(fd, 0, (off_t)rc->map_bytes)) != 0)
+		return eg_fail(-err, "cannot reserve %zu bytes for row cache '%s' in /dev/shm: %s%s", rc->map_bytes,
+			       rc->name, strerror(err), err == ENOSPC ? " (a smaller size, or a larger /dev/shm)" : "");
+	map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return eg_fail(-errno, "cannot map row cache '%s': %s", rc->name, strerror(errno));
+	place(rc, map);
+	init_header(rc);
 	return 0;
 }
 
@@ -353,20 +454,26 @@ int eg_rc_open_keys(struct engram_rowcache **out, uint64_t bytes, size_t record_
 	return 0;
 }
 
-ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *st, const char *name, uint64_t bytes,
-				    unsigned flags)
+ENGRAM_API int engram_rowcache_open_options(engram_rowcache **out, const engram_store *st, const char *name,
+					    const struct engram_rowcache_options *opts)
 {
 	EG_KEEP_ERRNO;
+	struct engram_rowcache_options o;
 	struct engram_rowcache *rc;
 	size_t rec;
 	int err = 0, fd = -1, created = 0;
 	void *map;
 
-	if (!out || !st)
+	if (!out || !st || !opts)
 		return eg_fail(-EINVAL, "engram_rowcache_open: NULL argument");
 	*out = NULL;
-	if (flags)
-		return eg_fail(-EINVAL, "engram_rowcache_open: unknown flags 0x%x", flags);
+	if ((err = eg_struct_in(&o, sizeof(o), opts, EG_SIZE_THROUGH(struct engram_rowcache_options, group),
+				"engram_rowcache_options")) < 0)
+		return err;
+	if (o.flags & ~ENGRAM_ROWCACHE_GROUP)
+		return eg_fail(-EINVAL, "engram_rowcache_open: unknown flags 0x%x", o.flags);
+	if ((o.flags & ENGRAM_ROWCACHE_GROUP) && !name)
+		return eg_fail(-EINVAL, "engram_rowcache_open: ENGRAM_ROWCACHE_GROUP is for a shared (named) row cache");
 	if (name && !valid_name(name))
 		return eg_fail(-EINVAL, "row cache name '%s' is not '/' and a name without '/'", name);
 	if (!(rc = calloc(1, sizeof(*rc))) || (name && !(rc->name = strdup(name)))) {
@@ -376,7 +483,7 @@ ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *s
 	memcpy(rc->set_id, st->shards[0].hdr->set_id, 16);
 	rec = record_bytes_of(st);
 	if (!name) {
-		if ((err = geometry(rc, bytes, rec)) < 0)
+		if ((err = geometry(rc, o.bytes, rec)) < 0)
 			goto fail;
 		map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (map == MAP_FAILED) {
@@ -391,24 +498,11 @@ ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *s
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		created = 1;
-		/* ours to make: size it, map it, and publish the header last */
-		if ((err = geometry(rc, bytes, rec)) < 0)
+		if ((err = create(rc, fd, o.bytes, rec, &o)) < 0)
 			goto fail;
-		if (ftruncate(fd, (off_t)rc->map_bytes) < 0) {
-			err = eg_fail(-errno, "cannot size row cache '%s' to %zu bytes: %s", name, rc->map_bytes,
-				      strerror(errno));
-			goto fail;
-		}
-		map = mmap(NULL, rc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (map == MAP_FAILED) {
-			err = eg_fail(-errno, "cannot map row cache '%s': %s", name, strerror(errno));
-			goto fail;
-		}
-		place(rc, map);
-		init_header(rc);
 	} else if (errno == EEXIST) {
 		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-		if (fd < 0 || (err = attach(rc, fd, rec)) < 0) {
+		if (fd < 0 || (err = attach(rc, fd, rec, &o)) < 0) {
 			if (fd < 0)
 				err = eg_fail(-errno, "cannot open row cache '%s': %s", name, strerror(errno));
 			goto fail;
@@ -421,6 +515,8 @@ ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *s
 	*out = rc;
 	return 0;
 fail:
+	if (rc->h)
+		munmap(rc->h, rc->map_bytes);
 	if (fd >= 0) {
 		if (created)
 			shm_unlink(name); /* a segment we created but could not make */
@@ -429,6 +525,19 @@ fail:
 	free(rc->name);
 	free(rc);
 	return err;
+}
+
+ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *st, const char *name, uint64_t bytes,
+				    unsigned flags)
+{
+	EG_KEEP_ERRNO;
+	struct engram_rowcache_options o = { .size = sizeof(o), .bytes = bytes, .flags = flags };
+
+	if (out)
+		*out = NULL;
+	if (flags) /* ENGRAM_ROWCACHE_GROUP needs its group: engram_rowcache_open_options */
+		return eg_fail(-EINVAL, "engram_rowcache_open: unknown flags 0x%x", flags);
+	return engram_rowcache_open_options(out, st, name, &o);
 }
 
 ENGRAM_API void engram_rowcache_close(engram_rowcache *rc)

@@ -46,6 +46,8 @@ int eg_rc_filling(const struct engram_rowcache *rc);
  * passes len 0 (and dst/src NULL); engram_rowcache_close frees it. Returns 0, -EINVAL (a budget too small for one
  * set) or -ENOMEM, with the error set. */
 int eg_rc_open_keys(struct engram_rowcache **out, uint64_t bytes, size_t record_bytes);
+/* How long attach waits for a segment's creator to publish its header (1000 ms; the fuzz target sets 0). */
+extern unsigned eg_rc_attach_wait_ms;
 /* Start loading the slots of key's set (a fill of many rows prefetches them all first: their sets are scattered
  * over the mapping, and the loads then overlap). */
 void eg_rc_prefetch(const struct engram_rowcache *rc, uint64_t key);

@@ -157,7 +157,7 @@ int eg_sess_reap(engram_session *s, unsigned min);
 int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);
 /* Read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units are decoded. */
 int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst);
-/* 1 when every page of a raw unit is in the page cache now (RWF_NOWAIT reads of a byte), else 0. */
+/* 1 when every page of a raw unit is in the page cache now (mincore of the mapping: no read), else 0. */
 int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit);
 /* Error of a unit whose read failed (u->err), naming the file. */
 int eg_sess_unit_error(const struct eg_piece *p, int err);

@@ -64,23 +64,24 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 
 	for (size_t i = 0; i < n; i++) {
 		struct row_ref *r = &s->refs[i];
+		const uint64_t row = EG_READ_ONCE(rows[i]); /* the caller's: read once, checked, then used */
 		if (s->rc)
 			eg_rc_prefetch_ahead(s->rc, layer, rows, n, i);
-		if (!p || rows[i] - p->t->row_begin >= p->t->row_count) {
-			if (!(p = eg_store_find(s->st, layer, rows[i])))
+		if (!p || row - p->t->row_begin >= p->t->row_count) {
+			if (!(p = eg_store_find(s->st, layer, row)))
 				return eg_fail(-EINVAL, "row %llu of layer %d is not in this store",
-					       (unsigned long long)rows[i], s->cfg->layers[layer].id);
+					       (unsigned long long)row, s->cfg->layers[layer].id);
 			if (!p->data)
 				return eg_store_no_data(p);
 		}
-		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 		uint32_t pi = eg_sess_piece_index(s, p);
 		r->p = p;
 		r->off = off;
 		r->unit = eg_unit_of(p->t, off);
-		r->row = rows[i];
+		r->row = row;
 		r->cached = (uint8_t)eg_sess_is_cached(s, p);
-		r->in_rc = s->rc && eg_rc_has(s->rc, eg_rc_key(layer, rows[i]));
+		r->in_rc = s->rc && eg_rc_has(s->rc, eg_rc_key(layer, row));
 		const struct eg_units *t = eg_sess_table(s, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;

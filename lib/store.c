@@ -46,8 +46,9 @@ static int open_shard(struct eg_shard *sh, const char *path)
 		return eg_fail(-errno, "cannot map '%s': %s", path, strerror(errno));
 	sh->map = map;
 	madvise(map, sh->size, MADV_RANDOM);
-	sh->hdr = (const struct eg_disk_header *)sh->map;
-	if (memcmp(sh->hdr, &h, sizeof(h)) != 0)
+	sh->header = h;
+	sh->hdr = &sh->header;
+	if (memcmp(sh->map, &h, sizeof(h)) != 0)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s' changed while it was opened", path);
 	return eg_sections_decode(&sh->secs, sh->map, sh->hdr, path);
 }
@@ -94,6 +95,7 @@ static void close_shard(struct eg_shard *sh)
 		munmap((void *)sh->map, sh->size);
 	if (sh->fd >= 0)
 		close(sh->fd);
+	eg_sections_free(&sh->secs, 0);
 	free(sh->path);
 }
 
@@ -114,12 +116,13 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 	char what[600];
 	int err;
 
-	if ((err = eg_hash_section_decode(&d, sh->map + sec->offset, sec->length, tm->length, sh->path)) < 0)
+	/* from the private copies that were checked */
+	if ((err = eg_hash_section_decode(&d, sh->secs.data[EG_SEC_HASH], sec->length, tm->length, sh->path)) < 0)
 		return err;
 	map = malloc(tm->length);
 	if (!map)
 		return eg_fail(-ENOMEM, "out of memory");
-	memcpy(map, sh->map + tm->offset, tm->length);
+	memcpy(map, sh->secs.data[EG_SEC_TOKMAP], tm->length);
 	snprintf(what, sizeof(what), "'%s'", sh->path);
 	err = eg_config_build(&s->cfg, &d.p, map, d.raw_vocab, d.mult, d.primes, what);
 	if (err == ENGRAM_ETOKMAP || err == ENGRAM_ECONFIG)
@@ -237,6 +240,8 @@ static int open_externals(engram_store *s)
 	if (!(v = realloc(s->shards, (s->n_shards + n) * sizeof(*v))))
 		return eg_fail(-ENOMEM, "out of memory");
 	s->shards = v;
+	for (unsigned i = 0; i < s->n_shards; i++) /* hdr points into its shard, which has moved */
+		v[i].hdr = &v[i].header;
 	memset(v + s->n_shards, 0, n * sizeof(*v));
 	for (unsigned i = s->n_shards; i < s->n_shards + n; i++)
 		v[i].fd = -1;
@@ -259,7 +264,7 @@ static int check_same_set(const struct eg_shard *a, const struct eg_shard *b, un
 			       a->path);
 	for (uint32_t t = EG_SEC_HASH; t <= EG_SEC_TOKMAP; t++) {
 		const struct eg_disk_section *x = a->secs.by_type[t], *y = b->secs.by_type[t];
-		if (x->length != y->length || memcmp(a->map + x->offset, b->map + y->offset, x->length) != 0)
+		if (x->length != y->length || memcmp(a->secs.data[t], b->secs.data[t], x->length) != 0)
 			return eg_fail(ENGRAM_ECORRUPT, "'%s' and '%s' have different %s sections", a->path, b->path,
 				       eg_section_name(t));
 	}
@@ -333,6 +338,10 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 	if ((err = open_externals(s)) < 0 || (err = load_config(s, &s->shards[0])) < 0 ||
 	    (err = index_pieces(s, whole_set)) < 0)
 		goto out;
+	for (unsigned i = 0; i < s->n_shards; i++) { /* needed at open only: the config holds what they said */
+		eg_sections_free(&s->shards[i].secs, EG_SEC_HASH);
+		eg_sections_free(&s->shards[i].secs, EG_SEC_TOKMAP);
+	}
 	*out = s;
 	s = NULL;
 out:

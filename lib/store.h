@@ -13,8 +13,9 @@ struct eg_shard {
 	int fd;
 	const uint8_t *map;           /* the whole file, PROT_READ, MAP_SHARED */
 	uint64_t size;
-	const struct eg_disk_header *hdr;
-	struct eg_sections secs;
+	const struct eg_disk_header *hdr; /* &header */
+	struct eg_disk_header header; /* the header as it was checked: a private copy */
+	struct eg_sections secs;      /* the metadata, private copies too: the mapping's own are never read again */
 };
 
 /* One contiguous row range of a layer, in one shard. data is NULL in a metadata-only shard (EG_HDR_NO_DATA). */

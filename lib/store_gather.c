@@ -107,10 +107,12 @@ static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size
 		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than %zu %s rows of %zu bytes", dst_size, n,
 			       eg_out_name(out), g.ob);
 	for (size_t i = 0; i < n; i++) {
+		/* read once: the row checked is the row read, whatever another thread writes into the array */
+		uint64_t row = EG_READ_ONCE(rows[i]);
 		/* the piece of the previous row often holds this one too */
-		if (!p || rows[i] - p->t->row_begin >= p->t->row_count) {
-			if (!(p = eg_store_find(s, li, rows[i]))) {
-				err = not_in_store(s, li, rows[i]);
+		if (!p || row - p->t->row_begin >= p->t->row_count) {
+			if (!(p = eg_store_find(s, li, row))) {
+				err = not_in_store(s, li, row);
 				break;
 			}
 			if (!p->data) {
@@ -118,7 +120,7 @@ static int gather(const engram_store *s, unsigned li, const uint64_t *rows, size
 				break;
 			}
 		}
-		uint64_t off = eg_layout_row_offset(p->t, rows[i] - p->t->row_begin);
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 		if (p->t->codec != EG_CODEC_ZSTD)
 			g.src[g.pending++] = p->data + off;
 		else if ((err = add_zstd(&g, p, off)) < 0)

@@ -1,4 +1,6 @@
-/* engram_verify(): every checksum of every shard, data blocks included, reporting each failure. */
+/* engram_verify(): every checksum of every shard, data blocks included, reporting each failure; a structural
+ * error (the directory changed since open, a frame index entry out of bounds) ends the walk, which would
+ * otherwise follow what it cannot trust. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,7 +52,8 @@ static void verify_piece(const struct eg_piece *piece, struct report *r)
 		uint64_t start, end;
 		if (eg_block_range(piece, b, &start, &end) < 0) {
 			failure(r, "%s", engram_last_error());
-			continue;
+			r->stop = 1; /* structural: the blocks after it cannot be located */
+			return;
 		}
 		/* hand back pages already checked, so verifying a table larger than RAM keeps a small footprint */
 		if (start - p->released >= RELEASE_EVERY) {
@@ -67,11 +70,34 @@ static void verify_piece(const struct eg_piece *piece, struct report *r)
 	}
 }
 
+/* The file's header, section table and table directory against the copies the store was opened with (and
+ * serves from): a file overwritten in place since is reported, and the walk stops. */
+static void directory_unchanged(const struct eg_shard *sh, struct report *r)
+{
+	const struct eg_disk_section *td = sh->secs.by_type[EG_SEC_TABLES];
+	const char *what = NULL;
+
+	if (memcmp(sh->map, sh->hdr, sizeof(*sh->hdr)) != 0)
+		what = "header";
+	else if (memcmp(sh->map + sh->hdr->section_table_offset, sh->secs.table,
+			(size_t)sh->hdr->n_sections * sizeof(*sh->secs.table)) != 0)
+		what = "section table";
+	else if (memcmp(sh->map + td->offset, sh->secs.tables, (size_t)td->length) != 0)
+		what = "table directory";
+	if (what) {
+		failure(r, "'%s': its %s changed since the store was opened (overwritten in place?): the store serves "
+			   "the one it opened; close and open it again to check the file as it is now", sh->path, what);
+		r->stop = 1;
+	}
+}
+
 ENGRAM_API int engram_verify(const engram_store *s, int (*fn)(void *arg, const char *msg), void *arg)
 {
 	EG_KEEP_ERRNO;
 	struct report r = { fn, arg, 0, 0 };
 
+	for (unsigned i = 0; i < s->n_shards && !r.stop; i++)
+		directory_unchanged(&s->shards[i], &r);
 	for (unsigned i = 0; i < s->n_shards && !r.stop; i++) {
 		const struct eg_shard *sh = &s->shards[i];
 		for (unsigned k = 0; k < sh->hdr->n_sections && !r.stop; k++) {

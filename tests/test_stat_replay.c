@@ -679,7 +679,11 @@ static const char *str(const json_t *o, const char *key)
 }
 
 /* Each run names its tier and budget; ram_rate is ram / rows; the bytes the session counted read from the disk
- * agree with the kernel's read_bytes (when the eviction before the run worked). */
+ * agree with the kernel's read_bytes (when the eviction before the run worked), within replay_disk_agrees'
+ * 10% and 64 KiB. Once a CI run saw 380928 against 524288 (page tier): the page-cache probe, a RWF_NOWAIT read,
+ * started the read of a missing page itself, and when that read won the race the session counted the page as
+ * cached. The probe is mincore now (test_pagecache_probe checks that it reads nothing), so every byte the
+ * kernel reads for the rows is one the session counts; the bound stays as it was. */
 static void check_tier(const json_t *run, const char *tier, uint64_t mem_mb)
 {
 	json_t *dc = json_object_get(run, "disk_check");

@@ -350,6 +350,76 @@ static void bad_ids(void **state)
 	expect_error("{" BPE("{\"a\": 0}") ", \"added_tokens\": {}}", ENGRAM_EPARSE, "'added_tokens' is not an array");
 }
 
+/* A JSON list of n copies of step (a malloc'd string). */
+static char *repeat(const char *step, unsigned n)
+{
+	size_t len = strlen(step) + 2;
+	char *s = malloc(len * n + 1), *p = s;
+
+	for (unsigned i = 0; i < n; i++)
+		p += sprintf(p, "%s%s", i ? ", " : "", step);
+	return s;
+}
+
+/* What a hostile tokenizer.json can ask for is bounded (tokenizer.h): 40 Replace steps of "a" to "aa" double a
+ * token to 2^40 bytes (before, 26 s and 3 GB until ENOMEM); they fail at once, naming the token and the step.
+ * The same in a normalizer for an added token, one Replace whose content is huge, a Prepend, and too many
+ * steps. */
+static void expansions_are_bounded(void **state)
+{
+	char json[8192], big[70000];
+	char *steps = repeat("{\"type\": \"Replace\", \"pattern\": {\"String\": \"a\"}, \"content\": \"aa\"}", 40);
+
+	(void)state;
+	snprintf(json, sizeof(json), HEAD BPE("{\"a\": 0}") ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [%s]}}",
+		 steps);
+	expect_error(json, ENGRAM_EPARSE, "decoder step 17 (Replace) makes token 0 (\"a\") longer than 65536 bytes");
+	snprintf(json, sizeof(json), "{" BPE("{\"a\": 0}") ", \"normalizer\": {\"type\": \"Sequence\", "
+		 "\"normalizers\": [%s]}, \"added_tokens\": [" ADDED(1, "<a>", true) "]}", steps);
+	expect_error(json, ENGRAM_EPARSE, "normalizer step 16 (Replace) makes added token 0 longer than 65536 bytes");
+	free(steps);
+	/* one step, a content of 70,000 bytes */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	char *one = malloc(sizeof(big) + 1024);
+	snprintf(one, sizeof(big) + 1024, HEAD BPE("{\"a\": 0}") ", \"decoder\": {\"type\": \"Replace\", \"pattern\": "
+		 "{\"String\": \"a\"}, \"content\": \"%s\"}}", big);
+	expect_error(one, ENGRAM_EPARSE, "decoder step 1 (Replace) makes token 0");
+	snprintf(one, sizeof(big) + 1024, "{" BPE("{\"a\": 0}") ", \"normalizer\": {\"type\": \"Prepend\", \"prepend\": "
+		 "\"%s\"}, \"added_tokens\": [" ADDED(1, "<a>", true) "]}", big);
+	expect_error(one, ENGRAM_EPARSE, "normalizer step 1 (Prepend) makes added token 0 longer");
+	free(one);
+	/* too many steps, however cheap */
+	steps = repeat("{\"type\": \"Fuse\"}", EG_TOKENIZER_MAX_STEPS + 1);
+	snprintf(json, sizeof(json), HEAD BPE("{\"a\": 0}") ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [%s]}}",
+		 steps);
+	expect_error(json, ENGRAM_EPARSE, "has more than 64 steps");
+	free(steps);
+	/* at the bounds, it works: 16 doublings make 65,536 bytes */
+	steps = repeat("{\"type\": \"Replace\", \"pattern\": {\"String\": \"a\"}, \"content\": \"aa\"}", 16);
+	snprintf(json, sizeof(json), HEAD BPE("{\"a\": 0}") ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [%s]}}",
+		 steps);
+	free(steps);
+	struct eg_tokenmap m;
+	const char *bound = write_tmp("bound.json", json, strlen(json));
+	must(eg_tokenmap_build(bound, &m), "16 doublings");
+	assert_int_equal(m.n_ids, 1);
+	eg_tokenmap_free(&m);
+	/* the budget over all tokens (EG_TOKENMAP_WORK_MAX for a map), here a small one: 16 steps write 131,070 */
+	struct eg_tokenizer *tk = NULL;
+	struct eg_text t = { 0 };
+	uint64_t budget = 100000;
+	must(eg_tokenizer_load(&tk, bound, NULL), bound);
+	assert_int_equal(eg_tokenizer_decode_budget(tk, 0, &t, &budget), ENGRAM_EPARSE);
+	assert_non_null(strstr(engram_last_error(), "writes more than"));
+	budget = 131070;
+	must(eg_tokenizer_decode_budget(tk, 0, &t, &budget), "within the budget");
+	assert_int_equal(budget, 0);
+	assert_int_equal(t.n, 65536);
+	eg_text_free(&t);
+	eg_tokenizer_free(tk);
+}
+
 /* The tokenizer's own normalizer is needed only for added tokens marked "normalized". */
 static void added_token_normalizer(void **state)
 {
@@ -452,6 +522,7 @@ int main(void)
 		cmocka_unit_test(bad_model),
 		cmocka_unit_test(bad_ids),
 		cmocka_unit_test(added_token_normalizer),
+		cmocka_unit_test(expansions_are_bounded),
 		cmocka_unit_test(not_a_regular_file),
 		cmocka_unit_test(public_api),
 		cmocka_unit_test(config_with_tokenizer),

@@ -194,10 +194,10 @@ static void replace_literal(void **state)
 
 	(void)state;
 	assert_int_equal(eg_text_set(&t, "aaa", 3), 0);
-	assert_int_equal(eg_u_replace(&t, "aa", 2, "b", 1), 0); /* left to right, not overlapping */
+	assert_int_equal(eg_u_replace(&t, "aa", 2, "b", 1, SIZE_MAX), 0); /* left to right, not overlapping */
 	assert_int_equal(t.n, 2);
 	assert_memory_equal(t.s, "ba", 2);
-	assert_int_equal(eg_u_replace(&t, "x", 1, "yy", 2), 0);
+	assert_int_equal(eg_u_replace(&t, "x", 1, "yy", 2, SIZE_MAX), 0);
 	assert_memory_equal(t.s, "ba", 3);
 	eg_text_free(&t);
 }

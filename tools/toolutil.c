@@ -1,5 +1,6 @@
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -351,27 +352,73 @@ void tool_put_u64(FILE *f, uint64_t v)
 	fwrite(p, 1, (size_t)(buf + sizeof(buf) - p), f);
 }
 
+/* An output path that exists and is not a regular file (a device, a FIFO, /dev/stdout): opened and written
+ * through, never replaced. Returns the descriptor, -1 when path is not such a file (or not there), -2 on an
+ * error (printed). */
+static int open_through(const char *path)
+{
+	struct stat sb;
+	int fd;
+
+	if (stat(path, &sb) < 0 || S_ISREG(sb.st_mode))
+		return -1;
+	if (S_ISDIR(sb.st_mode)) {
+		tool_error("cannot write '%s': it is a directory", path);
+		return -2;
+	}
+	if ((fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)) < 0) {
+		tool_error("cannot open '%s': %s", path, strerror(errno));
+		return -2;
+	}
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) { /* became a file meanwhile: replace it as a file */
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int tool_out_open(struct tool_out *o, const char *path)
 {
-	size_t n = strlen(path) + 16;
+	struct stat sb;
+	size_t n;
 	int fd;
 
 	memset(o, 0, sizeof(*o));
-	o->path = strdup(path);
-	o->tmp = malloc(n);
-	if (!o->path || !o->tmp) {
-		tool_out_abort(o);
+	if ((fd = open_through(path)) == -2)
+		return -1;
+	if (fd >= 0) {
+		o->through = 1;
+		o->path = strdup(path);
+	} else if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+		/* a symbolic link is followed: the file it names is replaced, the link stays */
+		if (!(o->path = realpath(path, NULL))) {
+			tool_error("cannot write '%s': a symbolic link to nothing (%s)", path, strerror(errno));
+			return -1;
+		}
+	} else {
+		o->path = strdup(path);
+	}
+	if (!o->path) {
+		if (fd >= 0)
+			close(fd);
 		tool_error("out of memory");
 		return -1;
 	}
-	snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
-	fd = mkstemp(o->tmp);
-	if (fd < 0) {
-		tool_error("cannot create '%s': %s", o->tmp, strerror(errno));
-		free(o->tmp);
-		o->tmp = NULL;
-		tool_out_abort(o);
-		return -1;
+	if (!o->through) {
+		n = strlen(o->path) + 16;
+		if (!(o->tmp = malloc(n))) {
+			tool_out_abort(o);
+			tool_error("out of memory");
+			return -1;
+		}
+		snprintf(o->tmp, n, "%s.tmp-XXXXXX", o->path);
+		if ((fd = mkstemp(o->tmp)) < 0) {
+			tool_error("cannot create '%s': %s", o->tmp, strerror(errno));
+			free(o->tmp);
+			o->tmp = NULL;
+			tool_out_abort(o);
+			return -1;
+		}
 	}
 	o->f = fdopen(fd, "wb");
 	if (!o->f) {
@@ -414,7 +461,18 @@ int tool_out_distinct(const char *opt, const char *out, const engram_store *st, 
 
 int tool_out_commit(struct tool_out *o)
 {
-	int bad = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0 || fchmod(fileno(o->f), 0644) != 0;
+	int bad;
+
+	if (o->through) { /* a device or FIFO: what was written is there; nothing to sync, chmod or rename */
+		bad = fflush(o->f) != 0 || ferror(o->f);
+		bad |= fclose(o->f) != 0;
+		o->f = NULL;
+		if (bad)
+			tool_error("cannot write '%s': %s", o->path, strerror(errno));
+		tool_out_abort(o);
+		return bad ? -1 : 0;
+	}
+	bad = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0 || fchmod(fileno(o->f), 0644) != 0;
 
 	bad |= fclose(o->f) != 0;
 	o->f = NULL;

@@ -57,10 +57,13 @@ void tool_format_bytes(char *buf, size_t size, uint64_t bytes);
 void tool_put_u64(FILE *f, uint64_t v);
 
 /* An output file that appears whole or not at all: written as a temporary beside path, renamed by
- * tool_out_commit. */
+ * tool_out_commit. A path that exists and is not a regular file (a character device such as /dev/null, a
+ * FIFO, /dev/stdout) is written through instead, never replaced; a symbolic link is followed (the file it
+ * names is replaced, the link stays); a link to nothing is refused. */
 struct tool_out {
 	FILE *f;
 	char *path, *tmp;
+	int through;     /* written straight into path (not a regular file) */
 };
 int tool_out_open(struct tool_out *o, const char *path);
 /* Before writing the output of option opt (e.g. "--out") to path out: refuse when out is the same file (same

@@ -2,7 +2,12 @@
  * directory, so that a process killed at any moment, even by SIGKILL, leaves nothing; it gets its name only
  * when it is complete and synced: linked in if the name is free, else linked under a temporary name and
  * renamed over the old file. Where the filesystem has no O_TMPFILE, it is written under a hidden temporary
- * name instead (removed on failure; a killed process may leave it). */
+ * name instead (removed on failure; a killed process may leave it).
+ *
+ * What is at the destination decides how it is placed: nothing, or a regular file, as above (a file replaced
+ * atomically); a symbolic link is followed (the file it names is replaced, the link stays; a link to nothing
+ * is refused); anything else that exists and is not a directory (a character device such as /dev/null, a
+ * FIFO, /dev/stdout) is written through, never replaced: the complete, synced file is copied into it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -25,6 +30,28 @@ static char *dir_of(const char *path)
 	return d;
 }
 
+/* Where a file for path goes: *through when path exists and is not a regular file (written into, not
+ * replaced); else *target is the path to place it at (the file a symbolic link names; malloc'd). */
+static int target_of(const char *path, char **target, int *through)
+{
+	struct stat sb;
+
+	*through = 0;
+	*target = NULL;
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+		return eg_fail(-EISDIR, "cannot write '%s': it is a directory", path);
+	if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+		*through = 1;
+	else if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+		if (!(*target = realpath(path, NULL)))
+			return eg_fail(-errno, "cannot write '%s': a symbolic link to nothing (%s)", path, strerror(errno));
+		return 0;
+	}
+	if (!(*target = strdup(path)))
+		return eg_fail(-ENOMEM, "out of memory");
+	return 0;
+}
+
 static char *base_of(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -34,43 +61,49 @@ static char *base_of(const char *path)
 
 int eg_outfile_create(struct eg_outfile *f, const char *dest_path, const char *name)
 {
-	int e;
+	const char *tmpdir = getenv("TMPDIR");
+	char *target = NULL, *base = NULL;
+	int err = 0, through;
+	size_t n;
 
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
-	f->dir = dir_of(dest_path);
+	if ((err = target_of(dest_path, &target, &through)) < 0)
+		return err;
+	/* written through: the file is made in the temporary directory (not in /dev), then copied */
+	f->dir = through ? strdup(tmpdir && *tmpdir ? tmpdir : "/tmp") : dir_of(target);
 	f->name = strdup(name);
 	if (!f->dir || !f->name) {
-		eg_outfile_abort(f);
-		return eg_fail(-ENOMEM, "out of memory");
+		err = eg_fail(-ENOMEM, "out of memory");
+		goto out;
 	}
 	f->fd = open(f->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
 	if (f->fd >= 0)
-		return 0;
+		goto out;
 	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT) {
-		e = errno;
-		eg_outfile_abort(f);
-		return eg_fail(-e, "cannot create a file for %s in '%s': %s", name, dest_path, strerror(e));
+		err = eg_fail(-errno, "cannot create a file for %s in '%s': %s", name, dest_path, strerror(errno));
+		goto out;
 	}
-	/* no O_TMPFILE here: a hidden name beside the destination */
-	char *base = base_of(dest_path);
-	size_t n = strlen(f->dir) + (base ? strlen(base) : 0) + 32;
+	/* no O_TMPFILE here: a hidden name in that directory */
+	base = base_of(target);
+	n = strlen(f->dir) + (base ? strlen(base) : 0) + 32;
 	if (!base || !(f->tmp_path = malloc(n))) {
-		free(base);
-		eg_outfile_abort(f);
-		return eg_fail(-ENOMEM, "out of memory");
+		err = eg_fail(-ENOMEM, "out of memory");
+		goto out;
 	}
 	snprintf(f->tmp_path, n, "%s/.%s.tmp-XXXXXX", f->dir, base);
-	free(base);
 	f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
 	if (f->fd < 0) {
-		e = errno;
+		err = eg_fail(-errno, "cannot create a file next to '%s': %s", dest_path, strerror(errno));
 		free(f->tmp_path);
 		f->tmp_path = NULL;
-		eg_outfile_abort(f);
-		return eg_fail(-e, "cannot create a file next to '%s': %s", dest_path, strerror(e));
 	}
-	return 0;
+out:
+	free(base);
+	free(target);
+	if (err < 0)
+		eg_outfile_abort(f);
+	return err;
 }
 
 int eg_outfile_pwrite(struct eg_outfile *f, const void *buf, size_t len, uint64_t off)
@@ -109,14 +142,73 @@ static int link_at(int fd, const char *path)
 
 unsigned eg_outfile_place_fail;
 
+/* The complete file copied into path, which is not a regular file (a device, a FIFO): written through. */
+static int copy_through(struct eg_outfile *f, const char *path)
+{
+	const size_t cap = 1 << 16;
+	struct stat sb;
+	char *buf = malloc(cap);
+	int out = buf ? open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC) : -1, err = 0;
+
+	if (!buf)
+		return eg_fail(-ENOMEM, "out of memory");
+	if (out < 0) {
+		free(buf);
+		return eg_fail(-errno, "cannot open '%s': %s", path, strerror(errno));
+	}
+	if (fstat(out, &sb) < 0 || S_ISREG(sb.st_mode)) { /* it became a file between the checks */
+		close(out);
+		free(buf);
+		return eg_fail(-EAGAIN, "'%s' changed while it was written", path);
+	}
+	for (off_t off = 0;;) {
+		ssize_t got = pread(f->fd, buf, cap, off), put = 0;
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			if (got < 0)
+				err = eg_fail(-errno, "cannot read back %s: %s", f->name, strerror(errno));
+			break;
+		}
+		off += got;
+		while (put < got && !err) {
+			ssize_t w = write(out, buf + put, (size_t)(got - put));
+			if (w < 0 && errno != EINTR)
+				err = eg_fail(-errno, "cannot write '%s': %s", path, strerror(errno));
+			put += w > 0 ? w : 0;
+		}
+		if (err)
+			break;
+	}
+	if (close(out) < 0 && !err && errno != EINTR)
+		err = eg_fail(-errno, "cannot write '%s': %s", path, strerror(errno));
+	free(buf);
+	return err;
+}
+
+static int place_at(struct eg_outfile *f, const char *final_path);
+
 int eg_outfile_place(struct eg_outfile *f, const char *final_path)
+{
+	char *target;
+	int err, through;
+
+	if (eg_outfile_place_fail && --eg_outfile_place_fail == 0)
+		return eg_fail(-EIO, "cannot create '%s': %s (injected)", final_path, strerror(EIO));
+	if ((err = target_of(final_path, &target, &through)) < 0)
+		return err;
+	err = through ? copy_through(f, final_path) : place_at(f, target);
+	free(target);
+	return err;
+}
+
+/* Give the file the name final_path: linked in if free, else renamed over the file there (atomically). */
+static int place_at(struct eg_outfile *f, const char *final_path)
 {
 	char *tmp;
 	size_t n;
 	int err;
 
-	if (eg_outfile_place_fail && --eg_outfile_place_fail == 0)
-		return eg_fail(-EIO, "cannot create '%s': %s (injected)", final_path, strerror(EIO));
 	if (f->tmp_path) {
 		if (rename(f->tmp_path, final_path) < 0)
 			return eg_fail(-errno, "cannot rename '%s' to '%s': %s", f->tmp_path, final_path, strerror(errno));

@@ -108,7 +108,8 @@ char *eg_set_shard_path(const char *out, const uint8_t id[16], unsigned i, unsig
 /* Make the files (synced, unnamed) the set at out: the shard itself (not split), or the shards under their
  * names, then the manifest, then removal of the shards the replaced set had. */
 int eg_set_commit(const char *out, int split, struct eg_outfile *files, unsigned n, const uint8_t id[16]);
-/* -EINVAL naming both when out (or, split, a shard of the set out names now) is one of the inputs. */
+/* -EINVAL naming both when out (or, split, a shard of the set out names now) is one of the inputs, or when a
+ * split set's out exists and is not a regular file. */
 int eg_check_not_input(const char *out, int split, const char *const *inputs, size_t n_inputs);
 
 #endif

@@ -199,8 +199,13 @@ int eg_check_not_input(const char *out, int split, const char *const *inputs, si
 	struct eg_manifest old = { 0 };
 	int err;
 
+	struct stat sb;
+
 	if ((err = same_file(out, inputs, n_inputs, "output")) < 0 || !split)
 		return err;
+	if (stat(out, &sb) == 0 && !S_ISREG(sb.st_mode)) /* a device or FIFO is written through: one file only */
+		return eg_fail(-EINVAL, "the manifest of a split set, '%s', is not a regular file (its shards are written "
+					"beside it)", out);
 	/* the shards of the set it replaces are removed once the new one is in place */
 	if (access(out, F_OK) == 0 && eg_manifest_decode(&old, out) == 0)
 		for (unsigned i = 0; i < old.n && !err; i++)

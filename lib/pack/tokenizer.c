@@ -1,7 +1,6 @@
-/* Loading a tokenizer.json: token strings by id, added tokens as Hugging Face tokenizers 0.23 numbers them
- * (normalized by the file's normalizer where they say so), and the decoder's steps (ByteLevel, Replace,
- * ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece, Sequence), which tokenizer_decode.c applies to
- * one token. */
+/* tokenizer.json read: token strings by id, added tokens as Hugging Face tokenizers 0.23 numbers them (and
+ * normalizes those marked "normalized"), and the decoder's steps (ByteLevel, Replace, ByteFallback, Fuse,
+ * Strip, Metaspace, BPEDecoder, WordPiece, Sequence) flattened for tokenizer_decode.c, which applies them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -163,6 +162,9 @@ static const char *type_of(const json_t *obj)
 
 static int push_step(struct load *l, struct step s)
 {
+	if (l->n_steps == EG_TOKENIZER_MAX_STEPS)
+		return bad(l, "the decoder or normalizer has more than %u steps (Sequences included)",
+			   EG_TOKENIZER_MAX_STEPS);
 	if (l->n_steps == l->cap_steps) {
 		size_t cap = l->cap_steps ? l->cap_steps * 2 : 8;
 		struct step *p = realloc(l->steps, cap * sizeof(*p));
@@ -218,17 +220,17 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "ByteLevel")) {
-		s.kind.dec = BYTE_LEVEL;
+		s.kind = BYTE_LEVEL;
 	} else if (!strcmp(type, "ByteFallback")) {
-		s.kind.dec = BYTE_FALLBACK;
+		s.kind = BYTE_FALLBACK;
 	} else if (!strcmp(type, "Fuse")) {
-		s.kind.dec = FUSE;
+		s.kind = FUSE;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind.dec = REPLACE;
+		s.kind = REPLACE;
 		if ((err = get_pattern(l, d, "decoder Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind.dec = STRIP;
+		s.kind = STRIP;
 		if ((err = get_char(l, d, "content", "decoder Strip", &s.ch)) < 0 ||
 		    (err = get_uint(l, d, "start", "decoder Strip", &s.start)) < 0 ||
 		    (err = get_uint(l, d, "stop", "decoder Strip", &s.stop)) < 0)
@@ -237,7 +239,7 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		const json_t *ps = json_object_get(d, "prepend_scheme");
 		const char *scheme = ps ? json_string_value(ps) : "always";
 		int aps;
-		s.kind.dec = METASPACE;
+		s.kind = METASPACE;
 		if ((err = get_char(l, d, "replacement", "decoder Metaspace", &s.ch)) < 0)
 			return err;
 		if (!scheme || (strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never")))
@@ -248,13 +250,13 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 			return bad(l, "decoder Metaspace: add_prefix_space false does not match prepend_scheme '%s'", scheme);
 		s.flag = !strcmp(scheme, "never");
 	} else if (!strcmp(type, "BPEDecoder")) {
-		s.kind.dec = BPE_SUFFIX;
+		s.kind = BPE_SUFFIX;
 		s.a = "</w>";
 		s.an = 4;
 		if (json_object_get(d, "suffix") && (err = get_str(l, d, "suffix", "decoder BPEDecoder", &s.a, &s.an)) < 0)
 			return err;
 	} else if (!strcmp(type, "WordPiece")) {
-		s.kind.dec = WORDPIECE;
+		s.kind = WORDPIECE;
 		if ((err = get_bool(l, d, "cleanup", "decoder WordPiece", 1, &s.flag)) < 0)
 			return err;
 	} else {
@@ -317,24 +319,24 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
-		s.kind.norm = N_FORM;
+		s.kind = N_FORM;
 		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
 													: EG_NFKD;
 	} else if (!strcmp(type, "StripAccents")) {
-		s.kind.norm = N_STRIP_ACCENTS;
+		s.kind = N_STRIP_ACCENTS;
 	} else if (!strcmp(type, "Lowercase")) {
-		s.kind.norm = N_LOWERCASE;
+		s.kind = N_LOWERCASE;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind.norm = N_STRIP;
+		s.kind = N_STRIP;
 		if ((err = get_bool(l, n, "strip_left", "normalizer Strip", -1, &s.left)) < 0 ||
 		    (err = get_bool(l, n, "strip_right", "normalizer Strip", -1, &s.right)) < 0)
 			return err;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind.norm = N_REPLACE;
+		s.kind = REPLACE;
 		if ((err = get_pattern(l, n, "normalizer Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Prepend")) {
-		s.kind.norm = N_PREPEND;
+		s.kind = N_PREPEND;
 		if ((err = get_str(l, n, "prepend", "normalizer Prepend", &s.a, &s.an)) < 0)
 			return err;
 	} else {
@@ -345,28 +347,36 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 	return push_step(l, s);
 }
 
-static int normalize(const struct step *steps, size_t n, struct eg_text *t)
+/* The normalizer over added token i (t holds its content), within text_max of it. */
+static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 {
+	const size_t max = eg_text_max(t->n);
 	int err = 0;
 
-	for (size_t i = 0; i < n && !err; i++) {
-		const struct step *s = &steps[i];
-		switch (s->kind.norm) {
+	for (size_t i = 0; i < l->n_steps && !err; i++) {
+		const struct step *s = &l->steps[i];
+		switch (s->kind) {
 		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
 		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
 		case N_LOWERCASE: err = eg_u_lowercase(t); break;
 		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
-		case N_REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn); break;
+		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn, max); break;
 		case N_PREPEND:
 			/* NormalizedString::prepend: only a non-empty string */
-			if (t->n) {
+			if (t->n && s->an > max - t->n) {
+				err = -E2BIG;
+			} else if (t->n) {
 				struct eg_text p = { 0 };
 				if (!(err = eg_text_set(&p, s->a, s->an)) && !(err = eg_text_append(&p, t->s, t->n)))
 					err = eg_text_set(t, p.s, p.n);
 				eg_text_free(&p);
 			}
 			break;
+		default: break;
 		}
+		if (err == -E2BIG || (!err && t->n > max))
+			return bad(l, "normalizer step %zu (%s) makes added token %zu longer than %zu bytes, the most a "
+				      "token may be normalized to", i + 1, eg_step_names[s->kind], i_token, max);
 	}
 	return err;
 }
@@ -519,7 +529,7 @@ static int add_added_tokens(struct load *l, const json_t *root, uint64_t n_model
 					goto out;
 				norm_parsed = 1;
 			}
-			if ((err = eg_text_set(&t, content, cn)) < 0 || (err = normalize(l->steps, l->n_steps, &t)) < 0)
+			if ((err = eg_text_set(&t, content, cn)) < 0 || (err = normalize(l, i, &t)) < 0)
 				goto out;
 			if (t.n != cn || memcmp(t.s, content, cn)) {
 				if ((err = pool_add(tk, t.s, t.n, &tk->ids[id])) < 0)

@@ -11,6 +11,16 @@
 /* Files larger than this are refused (the largest published tokenizer.json files are tens of MB). */
 #define EG_TOKENIZER_MAX_BYTES ((uint64_t)1 << 30)
 
+/* What a hostile file may ask of the decoder and normalizer, bounded (published files need a few steps and
+ * a few hundred bytes a token): a decoder, or a normalizer, of more than EG_TOKENIZER_MAX_STEPS steps is
+ * refused; no step may make one token's text longer than EG_TOKEN_TEXT_MAX bytes (or the token's own string,
+ * if that is longer): 40 Replace steps of "a" to "aa" fail at the 17th, naming the token and the step; and
+ * decoding every token of a file, and normalizing the keys of the map, may write at most EG_TOKENMAP_WORK_MAX
+ * bytes in all their steps. */
+#define EG_TOKENIZER_MAX_STEPS 64
+#define EG_TOKEN_TEXT_MAX ((size_t)1 << 16)
+#define EG_TOKENMAP_WORK_MAX ((uint64_t)4 << 30)
+
 struct eg_tokenizer;
 
 /*
@@ -33,8 +43,11 @@ uint64_t eg_tokenizer_num_ids(const struct eg_tokenizer *tk);
 const char *eg_tokenizer_token(const struct eg_tokenizer *tk, uint64_t id, size_t *len);
 
 /* decode([id], skip_special_tokens = false) through the file's decoder into out (well-formed UTF-8: bytes
- * that do not decode are U+FFFD). Returns 0, ENGRAM_EPARSE (a decoder step the library would fail on), -ENOMEM. */
+ * that do not decode are U+FFFD). Returns 0, ENGRAM_EPARSE (a decoder step the library would fail on, or
+ * one past the bounds above), -ENOMEM. */
 int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out);
+/* The same, the bytes its steps write taken from *budget (ENGRAM_EPARSE when it runs out). */
+int eg_tokenizer_decode_budget(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out, uint64_t *budget);
 
 /* The compressed-token map: map[id] for every id of the tokenizer. */
 struct eg_tokenmap {

@@ -1,12 +1,16 @@
-/* Decoding one token of a tokenizer.json (eg_tokenizer_decode, tokenizer.h): the decoder's steps (ByteLevel,
- * Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece) applied in turn, step for step as
- * tokenizers/src/decoders and pre_tokenizers/{byte_level,metaspace}.rs do. tokenizer.c loads them. */
+/* tokenizer.json's decoders applied to one token (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace,
+ * BPEDecoder, WordPiece), step for step as tokenizers/src/decoders and pre_tokenizers/{byte_level,metaspace}.rs
+ * do, within the bounds of tokenizer.h. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
-#include "tokenizer.h"
 #include "tokenizer_steps.h"
+
+const char *const eg_step_names[] = { "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace",
+					   "BPEDecoder", "WordPiece", "NFC/NFD/NFKC/NFKD", "StripAccents",
+					   "Lowercase", "Strip", "Prepend" };
 
 /* GPT-2's bytes_to_unicode, inverted: the byte a code point below 0x144 stands for, or -1. */
 static int byte_of(uint32_t c)
@@ -124,23 +128,31 @@ static int wordpiece_cleanup(struct eg_text *t)
 	int err = 0;
 
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]) && !err; i++)
-		err = eg_u_replace(t, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]));
+		err = eg_u_replace(t, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]), SIZE_MAX);
 	return err;
 }
 
 int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out)
 {
+	uint64_t budget = EG_TOKENMAP_WORK_MAX;
+
+	return eg_tokenizer_decode_budget(tk, id, out, &budget);
+}
+
+int eg_tokenizer_decode_budget(const struct eg_tokenizer *tk, uint64_t id, struct eg_text *out, uint64_t *budget)
+{
 	size_t len;
 	const char *s = eg_tokenizer_token(tk, id, &len);
+	const size_t max = eg_text_max(len);
 	int err = eg_text_set(out, s, len);
 
 	/* One token is a list of one string at every step: only ByteFallback splits, and one byte makes one. */
 	for (size_t i = 0; i < tk->n_dec && !err; i++) {
 		const struct step *st = &tk->dec[i];
 		int b;
-		switch (st->kind.dec) {
+		switch (st->kind) {
 		case BYTE_LEVEL: err = byte_level(out); break;
-		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn); break;
+		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn, max); break;
 		case BYTE_FALLBACK:
 			if ((b = fallback_byte(out)) >= 0) {
 				char ch = (char)b;
@@ -150,9 +162,20 @@ int eg_tokenizer_decode(const struct eg_tokenizer *tk, uint64_t id, struct eg_te
 		case FUSE: break;
 		case STRIP: err = strip_chars(tk, st, id, out); break;
 		case METASPACE: err = metaspace(st, out); break;
-		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0); break; /* the last token's suffix */
+		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0, max); break; /* the last token's suffix */
 		case WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
+		default: break;
 		}
+		if (err == -E2BIG || (!err && out->n > max))
+			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder step %zu (%s) makes token %llu (\"%.*s\") "
+				       "longer than %zu bytes, the most one token may decode to", tk->path, i + 1,
+				       eg_step_names[st->kind], (unsigned long long)id, (int)(len < 40 ? len : 40), s, max);
+		if (!err && out->n > *budget)
+			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoding its tokens (token %llu, decoder step %zu) "
+				       "writes more than %llu bytes in all, the most a tokenizer may ask", tk->path,
+				       (unsigned long long)id, i + 1, (unsigned long long)EG_TOKENMAP_WORK_MAX);
+		if (!err)
+			*budget -= out->n;
 	}
 	if (err == -ENOMEM)
 		err = eg_fail(err, "tokenizer '%s': out of memory decoding token %llu", tk->path, (unsigned long long)id);

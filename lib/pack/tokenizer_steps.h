@@ -1,21 +1,18 @@
-/* What tokenizer.c loads and tokenizer_decode.c applies: the steps of a tokenizer.json's decoder and normalizer,
- * and the loaded tokenizer itself. Private to lib/pack/tokenizer*.c. */
+/* The tokenizer's insides, shared by reading it (tokenizer.c) and decoding one token (tokenizer_decode.c): the
+ * decoder and normalizer steps, flattened from the file's Sequences, and the loaded tokenizer. */
 #ifndef ENGRAM_TOKENIZER_STEPS_H
 #define ENGRAM_TOKENIZER_STEPS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* The decoder's steps (applied to every token) and the normalizer's (applied to added tokens marked
- * "normalized"): two lists of their own, whose steps share struct step's fields. */
-enum dec_step { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE };
-enum norm_step { N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_REPLACE, N_PREPEND };
+#include "tokenizer.h"
+
+enum step_kind { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE,
+		 /* normalizers, for added tokens */ N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_PREPEND };
 
 struct step {
-	union {
-		enum dec_step dec;   /* a step of the decoder (struct eg_tokenizer.dec) */
-		enum norm_step norm; /* a step of the normalizer */
-	} kind;
+	enum step_kind kind;
 	const char *a, *b;  /* pattern and replacement, prepended text, suffix (JSON-owned while loading) */
 	size_t an, bn;
 	uint32_t ch;        /* Strip's content, Metaspace's replacement */
@@ -24,7 +21,13 @@ struct step {
 	int left, right;    /* N_STRIP */
 };
 
-struct span {
+/* The longest text a step may make of a token whose own string is own bytes. */
+static inline size_t eg_text_max(size_t own)
+{
+	return own > EG_TOKEN_TEXT_MAX ? own : EG_TOKEN_TEXT_MAX;
+}
+
+struct span { /* a token's string in the pool */
 	size_t off;
 	uint32_t len;
 };
@@ -40,5 +43,8 @@ struct eg_tokenizer {
 	size_t n_dec;
 	int has_decoder;
 };
+
+/* A step kind's name in messages ("Replace"). */
+extern const char *const eg_step_names[];
 
 #endif

@@ -19,6 +19,7 @@ int eg_tokenmap_build(const char *tokenizer_json, struct eg_tokenmap *out)
 	struct eg_tokenizer *tk = NULL;
 	struct eg_strtab keys = { 0 };
 	struct eg_text text = { 0 }, norm = { 0 };
+	uint64_t budget = EG_TOKENMAP_WORK_MAX; /* over every token's decoding */
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -34,13 +35,22 @@ int eg_tokenmap_build(const char *tokenizer_json, struct eg_tokenmap *out)
 		const char *key;
 		size_t key_n;
 		uint32_t value;
-		if ((err = eg_tokenizer_decode(tk, id, &text)) < 0)
+		if ((err = eg_tokenizer_decode_budget(tk, id, &text, &budget)) < 0)
 			goto out;
 		if (has_replacement_char(&text)) {
 			key = eg_tokenizer_token(tk, id, &key_n); /* a partial UTF-8 sequence: the token itself */
 		} else {
 			if ((err = eg_text_set(&norm, text.s, text.n)) < 0 || (err = eg_u_engram_key(&norm)) < 0)
 				goto out;
+			/* the key normalizer's input and output count against the same budget as the decoder's */
+			if (text.n + norm.n > budget) {
+				err = eg_fail(ENGRAM_EPARSE, "tokenizer '%s': normalizing its tokens' keys (token %llu) "
+							     "writes more than %llu bytes in all, the most a tokenizer may "
+							     "ask", tokenizer_json, (unsigned long long)id,
+					      (unsigned long long)EG_TOKENMAP_WORK_MAX);
+				goto out;
+			}
+			budget -= text.n + norm.n;
 			key = norm.n ? norm.s : text.s;
 			key_n = norm.n ? norm.n : text.n;
 		}

@@ -365,14 +365,20 @@ int eg_u_strip(struct eg_text *t, int left, int right)
 	return eg_text_set(t, t->s + b, e - b);
 }
 
-int eg_u_replace(struct eg_text *t, const char *pat, size_t pn, const char *with, size_t wn)
+int eg_u_replace(struct eg_text *t, const char *pat, size_t pn, const char *with, size_t wn, size_t max)
 {
 	struct eg_text out = { 0 };
 	const char *p = t->s, *end = t->s + t->n, *m;
+	size_t k = 0, grown;
 	int err = 0;
 
 	if (!pn || !t->n || !(m = memmem(p, t->n, pat, pn)))
 		return 0;
+	/* the length first: a hostile pattern and replacement ask for 2^40 bytes in 40 steps, or a gigabyte in one */
+	for (const char *q = m; q; q = memmem(q + pn, (size_t)(end - q - pn), pat, pn))
+		k++;
+	if (__builtin_mul_overflow(k, wn, &grown) || __builtin_add_overflow(grown, t->n - k * pn, &grown) || grown > max)
+		return -E2BIG;
 	do {
 		if ((err = eg_text_append(&out, p, (size_t)(m - p))) < 0 || (err = eg_text_append(&out, with, wn)) < 0)
 			break;
@@ -422,5 +428,5 @@ int eg_u_engram_key(struct eg_text *t)
 		return err;
 	if ((err = eg_u_strip(t, 1, 1)) < 0)
 		return err;
-	return eg_u_replace(t, SENTINEL, 3, " ", 1);
+	return eg_u_replace(t, SENTINEL, 3, " ", 1, SIZE_MAX);
 }

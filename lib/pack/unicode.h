@@ -36,8 +36,9 @@ int eg_u_normalize(struct eg_text *t, enum eg_nf form);
 int eg_u_strip_accents(struct eg_text *t);
 int eg_u_lowercase(struct eg_text *t);
 int eg_u_strip(struct eg_text *t, int left, int right);
-/* Every non-overlapping occurrence of pat (pn > 0 bytes), left to right, becomes with. */
-int eg_u_replace(struct eg_text *t, const char *pat, size_t pn, const char *with, size_t wn);
+/* Every non-overlapping occurrence of pat (pn > 0 bytes), left to right, becomes with. -E2BIG (t unchanged) when
+ * the result would be longer than max bytes, found before it is made. */
+int eg_u_replace(struct eg_text *t, const char *pat, size_t pn, const char *with, size_t wn, size_t max);
 
 /* The Engram key normalizer (DeepSeek-V4.1's CompressedTokenizer), step for step: NFKC, NFD, StripAccents,
  * Lowercase, runs of [ \t\r\n] to one space, a text that is then exactly " " to U+E000, White_Space stripped
