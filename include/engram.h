@@ -67,6 +67,7 @@ enum engram_error {
 	ENGRAM_ETOKMAP = -(ENGRAM_ERRNO_BASE + 8),  /* token map does not fit the config */
 	ENGRAM_ESHAPE = -(ENGRAM_ERRNO_BASE + 9),   /* tensor shape does not fit the config */
 	ENGRAM_EDTYPE = -(ENGRAM_ERRNO_BASE + 10),  /* unsupported or mismatched element type */
+	ENGRAM_EFORKED = -(ENGRAM_ERRNO_BASE + 11), /* a session made before this process forked (in the child) */
 };
 
 /* Static description of a return code: "success" for 0, the errno text for -errno, ours for ENGRAM_E*. */
@@ -367,6 +368,13 @@ ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_row
  * EPERM, EACCES, ENOMEM or EINVAL; any other error fails engram_session_create), or with ENGRAM_NO_URING=1 in
  * the environment, a pool of pread threads does the reads; results are the same.
  *
+ * Each session has an I/O thread of the library's own (started by engram_session_create, joined by
+ * engram_session_destroy; libengram(3), "Threads and fork"): push and prefetch only hash and queue reads, and
+ * the thread starts, completes (decodes, checks, fills the row cache) and refills them while the engine
+ * computes; a gather sleeps only for rows not yet published. In the child of a fork, a session made before
+ * the fork returns ENGRAM_EFORKED from every call but engram_session_destroy (which frees it); the store
+ * makes new sessions there.
+ *
  * A session belongs to one thread at a time; many sessions (threads, processes) may share one store.
  */
 typedef struct engram_session engram_session;
@@ -374,7 +382,7 @@ typedef struct engram_session engram_session;
 /* Direct mode is the default (0): on tables larger than RAM it stalls the engine less. The kernel's buffered
  * random-read path costs about 1.5x the CPU of an O_DIRECT read (fio, 4 KiB random reads at queue depth 64 on
  * the same file and disk: 49-52 k IOPS buffered against 77.5 k direct), page-cache mode adds a residency probe
- * per page to know what it reads, and all of that is spent in the engine thread's push; at the same RAM, the
+ * per page to know what it reads (spent in the session's I/O thread); at the same RAM, the
  * page cache also holds pages where a row cache holds rows. Measured with engram-stat replay on a cold
  * V4.1-geometry table (bench/RESULTS.md): stall share 62% against 42% at batch 16, 360% against 215% at batch 64
  * with 256 MiB for table data each. Page-cache mode is the choice when the tables fit in RAM (engram_preload
@@ -484,7 +492,8 @@ struct engram_io_stats {
 	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
 	uint64_t ios;       /* reads issued, gather's own included */
 	uint64_t bytes;     /* bytes those reads bring in (a page-cache read of one byte brings its page) */
-	uint64_t wait_ns;   /* time gather spent waiting for reads */
+	uint64_t wait_ns;   /* time gather spent on rows whose reads had not completed (sleeping until the I/O
+			       thread published them) */
 	/* The lead each gathered row's read needed: from the request of its unit (push or prefetch) to the
 	 * completion of the read, for rows whose read completed in the current step (or was awaited by it). */
 	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
@@ -498,6 +507,10 @@ struct engram_io_stats {
 	 * on (so that a page cache smaller than page_cache_bytes, e.g. a memory cgroup's, is learned). */
 	uint64_t ram;
 	uint64_t disk_bytes;
+	/* CPU time (ns) of the library's own threads for this session (its I/O thread, and the pread pool's
+	 * workers when that is the backend; see libengram(3)): in the all-layers counters (layer_index < 0) only,
+	 * 0 in a layer's. */
+	uint64_t thread_cpu_ns;
 };
 
 /* Counters of one layer (layer_index) or all layers (layer_index < 0), for the current step (step = 1,

@@ -46,6 +46,8 @@ ENGRAM_API const char *engram_strerror(int err)
 		return "tensor shape does not fit the config";
 	case ENGRAM_EDTYPE:
 		return "unsupported or mismatched element type";
+	case ENGRAM_EFORKED:
+		return "session belongs to the parent process (forked)";
 	}
 	if (err < 0 && err > -ENGRAM_ERRNO_BASE) {
 		/* strerror() may share a static buffer for unknown values; known ones are static strings. */

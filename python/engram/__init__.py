@@ -22,7 +22,7 @@ the library is called.
 
 Layers are named by model layer id (cfg.layer_ids, e.g. (1, 14) for DeepSeek-V4.1), as the model names them.
 """
-from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EMAGIC, EPARSE, ESHAPE, ETOKMAP, ETRUNC, EVERSION,
+from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EFORKED, EMAGIC, EPARSE, ESHAPE, ETOKMAP, ETRUNC, EVERSION,
                       Error, InvalidArgument)
 from ._cachesim import CacheSim
 from ._config import Config
@@ -34,7 +34,7 @@ from ._store import Store
 __version__ = "0.1.0"
 
 __all__ = ["Config", "Store", "Session", "RowCache", "CacheSim", "Error", "InvalidArgument", "library_version", "library_path",
-           "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE"]
+           "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE", "EFORKED"]
 
 
 def library_version():

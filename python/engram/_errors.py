@@ -15,9 +15,11 @@ EPARSE = ERRNO_BASE + 7    # malformed input file (JSON, .npy, safetensors)
 ETOKMAP = ERRNO_BASE + 8   # token map does not fit the config
 ESHAPE = ERRNO_BASE + 9    # tensor shape does not fit the config
 EDTYPE = ERRNO_BASE + 10   # unsupported or mismatched element type
+EFORKED = ERRNO_BASE + 11  # a session made before this process forked, used in the child
 
 errorcode = {EMAGIC: "EMAGIC", EENDIAN: "EENDIAN", EVERSION: "EVERSION", ETRUNC: "ETRUNC", ECORRUPT: "ECORRUPT",
-             ECONFIG: "ECONFIG", EPARSE: "EPARSE", ETOKMAP: "ETOKMAP", ESHAPE: "ESHAPE", EDTYPE: "EDTYPE"}
+             ECONFIG: "ECONFIG", EPARSE: "EPARSE", ETOKMAP: "ETOKMAP", ESHAPE: "ESHAPE", EDTYPE: "EDTYPE",
+             EFORKED: "EFORKED"}
 
 
 class Error(OSError):
