@@ -508,8 +508,8 @@ struct engram_io_stats {
 	uint64_t ram;
 	uint64_t disk_bytes;
 	/* CPU time (ns) of the library's own threads for this session (its I/O thread, and the pread pool's
-	 * workers when that is the backend; see libengram(3)): in the all-layers counters (layer_index < 0) only,
-	 * 0 in a layer's. */
+	 * workers when that is the backend; see libengram(3)): in the session's all-layers totals (layer_index < 0,
+	 * step = 0) only, 0 in a layer's or a step's. */
 	uint64_t thread_cpu_ns;
 };
 

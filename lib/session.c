@@ -138,7 +138,6 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	s->step_gen++;
 	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
 	pthread_mutex_unlock(&s->lock);
-	s->cpu_step0 = eg_sess_thread_cpu_ns(s);
 	return 0;
 }
 
@@ -180,7 +179,8 @@ ENGRAM_API const char *engram_session_backend(const engram_session *s)
 	return s->backend;
 }
 
-/* The counters of one layer, or of all (layer < 0) with the CPU time of the session's own threads. */
+/* The counters of one layer, or of all (layer < 0), with the CPU time of the session's own threads in the
+ * session's totals (not a step's: reading a thread's CPU clock is a system call, too dear for every begin). */
 static void stats_of(engram_session *s, int layer, int step, struct engram_io_stats *out)
 {
 	const struct engram_io_stats *v = step ? s->step : s->total;
@@ -195,8 +195,8 @@ static void stats_of(engram_session *s, int layer, int step, struct engram_io_st
 				*(uint64_t *)(void *)((char *)out + o) += *(const uint64_t *)(const void *)((const char *)&v[l] + o);
 	pthread_mutex_unlock(&s->lock);
 	out->size = sizeof(*out);
-	if (layer < 0)
-		out->thread_cpu_ns = eg_sess_thread_cpu_ns(s) - (step ? s->cpu_step0 : 0);
+	if (layer < 0 && !step)
+		out->thread_cpu_ns = eg_sess_thread_cpu_ns(s);
 }
 
 ENGRAM_API int engram_session_stats(const engram_session *cs, int layer, int step, struct engram_io_stats *out)

@@ -131,7 +131,6 @@ struct engram_session {
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
-	uint64_t cpu_step0;               /* the library's threads' CPU ns when the step began */
 };
 
 enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV };
@@ -203,10 +202,11 @@ uint64_t eg_sess_now_ns(void);
 /* session_read.c: request (the caller's thread, under lock) */
 /* Make sure the unit of each row is read or being read (pin: hold cached units for the step). */
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin);
-/* issue and complete (the I/O thread): start backlog reads while requests are free (under lock); finish a
+/* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
+ * returns 1 when more could start); finish a
  * completion outside the lock (retry a short read: returns 1; else decode, c->res final: returns 0); publish it
  * (under lock). */
-void eg_sess_issue(engram_session *s);
+int eg_sess_issue(engram_session *s, unsigned max);
 int eg_sess_finish_read(engram_session *s, struct eg_cqe *c);
 void eg_sess_publish(engram_session *s, const struct eg_cqe *c);
 /* Fail every read still in the backlog (destroy). */

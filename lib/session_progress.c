@@ -23,6 +23,10 @@
 #include "file.h"
 #include "session.h"
 
+/* Reads started between two submissions: the first of a large backlog reach the disk while the rest are
+ * prepared, and push waits for the lock at most this long. */
+#define ISSUE_BATCH 64
+
 static unsigned eg_fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
@@ -109,6 +113,13 @@ struct start_args {
 
 static void loop(engram_session *s);
 
+/* A gather waits and the unit it waits for is published: wake it (and only then, so that a gather waiting for
+ * a late row is not woken by every completion before it). */
+static int awaited_done(const engram_session *s)
+{
+	return s->waiters && (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
+}
+
 static void *progress_main(void *arg)
 {
 	struct start_args *a = arg;
@@ -132,18 +143,19 @@ static void loop(engram_session *s)
 {
 	for (;;) {
 		uint64_t p0 = s->published;
+		int more = 0;
 		if (s->stop)
 			eg_sess_drop_backlog(s);
-		else
-			eg_sess_issue(s); /* may publish too: pages the probe found cached, reads that could not start */
-		if (s->published != p0 && s->waiters)
+		else /* may publish too: pages the probe found cached, reads that could not start */
+			more = eg_sess_issue(s, ISSUE_BATCH);
+		if (s->published != p0 && awaited_done(s))
 			pthread_cond_broadcast(&s->done);
 		/* another source of completions (the remote tier) starts its requests here */
 		if (s->stop && !s->io->inflight)
 			break;
 		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready */
 		int hold = eg_faults.slow_disk && !s->stop && (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
-		s->idle = hold ? PROG_IDLE_CV : PROG_IDLE_IO;
+		s->idle = hold ? PROG_IDLE_CV : more ? PROG_BUSY : PROG_IDLE_IO;
 		pthread_mutex_unlock(&s->lock);
 		int n = s->io->ops->submit(s->io);
 		if (hold) {
@@ -154,8 +166,8 @@ static void loop(engram_session *s)
 				s->io_err = n;
 			continue;
 		}
-		if (n >= 0)
-			n = s->io->ops->reap(s->io, 1, s->cqes, s->depth);
+		if (n >= 0) /* with more to start: what has completed, without waiting */
+			n = s->io->ops->reap(s->io, !more, s->cqes, s->depth);
 		unsigned k = 0;
 		for (int i = 0; i < n; i++)
 			if (!eg_sess_finish_read(s, &s->cqes[i]))
@@ -167,7 +179,7 @@ static void loop(engram_session *s)
 		/* another source of completions (the remote tier) publishes its own here */
 		if (n < 0 && !s->io_err)
 			s->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
-		if ((k || n < 0) && s->waiters)
+		if ((k && awaited_done(s)) || (n < 0 && s->waiters))
 			pthread_cond_broadcast(&s->done);
 		if (n < 0 && !s->stop) {
 			while (!s->stop)

@@ -257,13 +257,16 @@ static void set_ready(engram_session *s, struct eg_unit *u, int err, int disk)
 	s->published++;
 }
 
-/* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. */
+/* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. Its seen
+ * bits say so from now on; its slot is let go (a waiter sees it leave the in-flight state), so that the track
+ * table holds only reads, and its lookups stay in cache. */
 static void found_in_page_cache(engram_session *s, const struct pending *q)
 {
 	const struct eg_disk_table *t = s->st->pieces[q->piece].t;
 
 	eg_seen_mark(&s->seen, eg_sess_seen_bit(s, q->piece, q->unit), eg_sess_unit_pages(t));
-	set_ready(s, &s->track.u[q->slot], 0, 0);
+	eg_units_drop(&s->track, q->slot);
+	s->published++;
 	COUNT_FOR(s, q->layer, q->gen, ios, 1);
 	COUNT_FOR(s, q->layer, q->gen, bytes, eg_sess_unit_bytes(t));
 }
@@ -285,11 +288,13 @@ static void start(engram_session *s, const struct pending *q)
 	}
 }
 
-void eg_sess_issue(engram_session *s)
+int eg_sess_issue(engram_session *s, unsigned max)
 {
-	unsigned l = 0;
+	unsigned l = 0, n = 0;
 
-	while (s->pend_n && s->req_free != EG_NO_UNIT) {
+	for (; s->pend_n && s->req_free != EG_NO_UNIT; n++) {
+		if (n == max)
+			return 1;
 		while (!s->pend[l].n)
 			l++;
 		struct pend_queue *pq = &s->pend[l];
@@ -299,6 +304,7 @@ void eg_sess_issue(engram_session *s)
 		s->pend_n--;
 		start(s, &q);
 	}
+	return 0;
 }
 
 void eg_sess_drop_backlog(engram_session *s)
