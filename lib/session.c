@@ -129,6 +129,7 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n_pinned; i++)
 		s->cache.u[s->pinned[i]].pins--;
+	eg_units_released(&s->cache);
 	s->n_pinned = 0;
 	s->n_pos = 0;
 	if (!s->evicted)

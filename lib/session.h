@@ -71,6 +71,15 @@ struct row_ref {
 	uint8_t in_rc;       /* found in the row cache when classified */
 };
 
+/* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
+ * under the session lock at every turn of its loop, to start that source's requests and publish its completed
+ * units (set them ready as eg_sess_publish() does); it returns how many it published. The source's own thread
+ * or callback wakes the loop with eg_sess_progress_wake() when it has completions. */
+struct eg_source {
+	unsigned (*run)(engram_session *s, void *arg);
+	void *arg;
+};
+
 struct engram_session {
 	const engram_store *st;
 	const engram_config *cfg;
@@ -131,6 +140,7 @@ struct engram_session {
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
+	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
 };
 
 enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV };
@@ -226,6 +236,8 @@ int eg_sess_progress_start(engram_session *s);
 void eg_sess_progress_stop(engram_session *s);
 /* After a request (under lock): wake the thread if it sleeps and has reads to start. */
 void eg_sess_hand_over(engram_session *s);
+/* From any thread, without the lock: wake the I/O thread so that it runs its loop (and s->source) again. */
+void eg_sess_progress_wake(engram_session *s);
 /* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
  * wait_ns. */
 int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);

@@ -143,6 +143,7 @@ static void release(engram_session *s, struct chunk *c)
 	for (size_t i = 0; i < c->k; i++)
 		if (c->held[i] != EG_NO_UNIT)
 			s->cache.u[c->held[i]].pins--;
+	eg_units_released(&s->cache);
 	c->k = 0;
 }
 

@@ -7,10 +7,11 @@
  * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
  * the pread pool's condition variable) when nothing is to be done.
  *
- * Another source of completions (the remote tier) joins the loop in progress_main() where marked: its
- * requests would be started beside eg_sess_issue() and its completions published beside eg_sess_publish(),
- * its descriptor polled by the ring (an eventfd read, as the kick is) or its thread calling
- * eg_sess_hand_over()'s kick to wake this one.
+ * Another source of completions (the remote tier) joins the loop through s->source (session.h): the loop calls
+ * its run() under the lock where marked in loop(), beside eg_sess_issue(), and the source wakes the loop from
+ * its own thread with eg_sess_progress_wake() (the same kick as push's: an eventfd read kept in the ring, or
+ * the pool's condition variable). A source with a descriptor of its own could instead have it polled by the
+ * ring, as the kick's eventfd is.
  *
  * fork: the child has none of the parent's threads. eg_fork_gen counts forks (pthread_atfork); a session made
  * before the fork returns ENGRAM_EFORKED in the child, and its destroy frees it without joining or locking. */
@@ -150,7 +151,9 @@ static void loop(engram_session *s)
 			more = eg_sess_issue(s, ISSUE_BATCH);
 		if (s->published != p0 && awaited_done(s))
 			pthread_cond_broadcast(&s->done);
-		/* another source of completions (the remote tier) starts its requests here */
+		/* another source of completions (the remote tier) starts its requests and publishes here */
+		if (s->source.run && s->source.run(s, s->source.arg) && awaited_done(s))
+			pthread_cond_broadcast(&s->done);
 		if (s->stop && !s->io->inflight)
 			break;
 		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready */
@@ -176,7 +179,6 @@ static void loop(engram_session *s)
 		s->idle = PROG_BUSY;
 		for (unsigned i = 0; i < k; i++)
 			eg_sess_publish(s, &s->cqes[i]);
-		/* another source of completions (the remote tier) publishes its own here */
 		if (n < 0 && !s->io_err)
 			s->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
 		if ((k && awaited_done(s)) || (n < 0 && s->waiters))
@@ -200,6 +202,17 @@ void eg_sess_hand_over(engram_session *s)
 		s->idle = PROG_BUSY;
 		pthread_cond_signal(&s->work);
 	}
+}
+
+void eg_sess_progress_wake(engram_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->idle == PROG_IDLE_IO)
+		s->io->ops->kick(s->io);
+	else if (s->idle == PROG_IDLE_CV)
+		pthread_cond_signal(&s->work);
+	s->idle = PROG_BUSY;
+	pthread_mutex_unlock(&s->lock);
 }
 
 int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer)

@@ -34,7 +34,17 @@ struct eg_units {
 	uint32_t free_head;
 	uint8_t *mem;         /* n x slot_bytes, page-aligned, or NULL */
 	size_t slot_bytes;
+	uint64_t epoch;       /* counts the changes that may make a slot evictable (eg_units_released) */
+	uint64_t failed_at;   /* epoch + 1 when a CLOCK sweep last found nothing to evict, else 0 */
 };
+
+/* A slot may have become evictable (unpinned, or no longer in flight): the next eg_units_alloc sweeps again.
+ * Until then, an alloc after a sweep that found nothing fails at once instead of sweeping every slot twice
+ * more (a step that wants more units than the table holds would otherwise cost n^2). */
+static inline void eg_units_released(struct eg_units *t)
+{
+	t->epoch++;
+}
 
 static inline uint64_t eg_unit_key(uint32_t piece, uint64_t unit)
 {

@@ -313,6 +313,42 @@ static void test_thread_cpu_is_reported(void **state)
 	engram_close(st);
 }
 
+static unsigned source_runs;
+
+static unsigned count_run(engram_session *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	__atomic_add_fetch(&source_runs, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Another source of completions (the remote tier's place): the thread runs it on every turn, and a wake from
+ * another thread makes it turn while it sleeps. */
+static void test_another_source_is_driven(void **state)
+{
+	engram_store *st = NULL;
+	struct timespec ms = { 0, 1000000 };
+
+	(void)state;
+	must(engram_open(&st, shard("raw"), 0), "open");
+	for (unsigned k = 0; k < 2; k++) {
+		engram_session *s = session(st, ENGRAM_MODE_DIRECT, k ? ENGRAM_SESSION_NO_URING : 0, 0);
+		pthread_mutex_lock(&s->lock);
+		s->source = (struct eg_source){ count_run, NULL };
+		pthread_mutex_unlock(&s->lock);
+		for (unsigned w = 0; w < 3; w++) {
+			unsigned before = __atomic_load_n(&source_runs, __ATOMIC_RELAXED);
+			eg_sess_progress_wake(s);
+			for (int i = 0; i < 300000 && __atomic_load_n(&source_runs, __ATOMIC_RELAXED) == before; i++)
+				nanosleep(&ms, NULL);
+			assert_true(__atomic_load_n(&source_runs, __ATOMIC_RELAXED) > before);
+		}
+		engram_session_destroy(s);
+	}
+	engram_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +358,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_ends_the_thread),
 		cmocka_unit_test(test_uring_features_switch_and_fall_back),
 		cmocka_unit_test(test_thread_cpu_is_reported),
+		cmocka_unit_test(test_another_source_is_driven),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }
