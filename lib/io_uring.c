@@ -192,9 +192,10 @@ static int ring_init(struct uring_io *u, unsigned entries, int taskrun)
 	p.flags = IORING_SETUP_CQSIZE;
 	p.cq_entries = entries * 2;
 	if (u->o.sqpoll) {
-		/* a kernel thread submits for us: reads start without a system call */
+		/* a kernel thread submits for us: reads start without a system call (and it is the issuer) */
 		p.flags |= IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = 200;
+		u->o.single_issuer = 0;
 	} else if (taskrun) {
 		if (eg_faults.uring_flag_err)
 			return eg_faults.uring_flag_err;
