@@ -28,8 +28,8 @@ struct uring_io {
 	int efd;
 	uint64_t kick_val;
 	int kick_armed;
-	const int *fds;            /* registered descriptors, by index */
-	unsigned n_fds;
+	int *fixed;                /* registered descriptors: fixed[fd] is fd's index + 1, or 0 */
+	int max_fd;
 	uint8_t *reg[MAX_REGIONS]; /* registered buffers */
 	size_t reg_len[MAX_REGIONS];
 	unsigned n_reg;
@@ -80,12 +80,10 @@ static int uring_read(struct eg_io *io, int fd, void *buf, size_t len, uint64_t 
 		io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, i);
 	else
 		io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
-	for (unsigned k = 0; k < u->n_fds; k++)
-		if (u->fds[k] == fd) {
-			sqe->fd = (int)k;
-			sqe->flags |= IOSQE_FIXED_FILE;
-			break;
-		}
+	if (u->fixed && fd >= 0 && fd <= u->max_fd && u->fixed[fd]) {
+		sqe->fd = u->fixed[fd] - 1;
+		sqe->flags |= IOSQE_FIXED_FILE;
+	}
 	io_uring_sqe_set_data64(sqe, tag);
 	io->inflight++;
 	u->queued++;
@@ -175,6 +173,7 @@ static void uring_destroy(struct eg_io *io, int forked)
 		return;
 	io_uring_queue_exit(&u->ring);
 	close(u->efd);
+	free(u->fixed);
 	free(u);
 }
 
@@ -203,6 +202,27 @@ static int ring_init(struct uring_io *u, unsigned entries, int taskrun)
 					      : IORING_SETUP_COOP_TASKRUN;
 	}
 	return io_uring_queue_init_params(entries, &u->ring, &p);
+}
+
+/* Register the descriptors reads will use, and the map from a descriptor to its index. */
+static int register_files(struct uring_io *u, const int *fds, unsigned n_fds)
+{
+	int max = -1;
+
+	for (unsigned k = 0; k < n_fds; k++)
+		if (fds[k] > max)
+			max = fds[k];
+	if (eg_faults.uring_register_err || max < 0 || !(u->fixed = calloc((size_t)max + 1, sizeof(int))))
+		return -1;
+	if (io_uring_register_files(&u->ring, fds, n_fds) < 0) {
+		free(u->fixed);
+		u->fixed = NULL;
+		return -1;
+	}
+	for (unsigned k = 0; k < n_fds; k++)
+		u->fixed[fds[k]] = (int)k + 1;
+	u->max_fd = max;
+	return 0;
 }
 
 int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring_opts *o, const int *fds,
@@ -236,12 +256,8 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring
 		free(u);
 		return err;
 	}
-	if (u->o.fixed_files && (eg_faults.uring_register_err || io_uring_register_files(&u->ring, fds, n_fds) < 0)) {
-		u->o.fixed_files = 0; /* refused (an old kernel, a limit): plain descriptors */
-	} else if (u->o.fixed_files) {
-		u->fds = fds;
-		u->n_fds = n_fds;
-	}
+	if (u->o.fixed_files && register_files(u, fds, n_fds) < 0)
+		u->o.fixed_files = 0; /* refused (an old kernel, a limit, no memory): plain descriptors */
 	if (u->o.fixed_bufs && n_bufs <= MAX_REGIONS) {
 		struct iovec v[MAX_REGIONS];
 		for (unsigned i = 0; i < n_bufs; i++)
