@@ -79,6 +79,7 @@ enum engram_error {
 	ENGRAM_ESHAPE = -(ENGRAM_ERRNO_BASE + 9),   /* tensor shape does not fit the config */
 	ENGRAM_EDTYPE = -(ENGRAM_ERRNO_BASE + 10),  /* unsupported or mismatched element type */
 	ENGRAM_ENODATA = -(ENGRAM_ERRNO_BASE + 11), /* a metadata-only shard: rows come from a remote tier only */
+	ENGRAM_EFORKED = -(ENGRAM_ERRNO_BASE + 12), /* a session made before this process forked (in the child) */
 };
 
 /* Static description of a return code: "success" for 0, the errno text for -errno, ours for ENGRAM_E*. */
@@ -458,13 +459,20 @@ ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_row
  * EPERM, EACCES, ENOMEM or EINVAL; any other error fails engram_session_create), or with ENGRAM_NO_URING=1 in
  * the environment, a pool of pread threads does the reads; results are the same.
  *
+ * Each session has an I/O thread of the library's own (started by engram_session_create, joined by
+ * engram_session_destroy; libengram(3), "Threads and fork"): push and prefetch only hash and queue reads, and
+ * the thread starts, completes (decodes, checks, fills the row cache) and refills them while the engine
+ * computes; a gather sleeps only for rows not yet published. In the child of a fork, a session made before
+ * the fork returns ENGRAM_EFORKED from every call but engram_session_destroy (which frees it); the store
+ * makes new sessions there.
+ *
  * A session belongs to one thread at a time; many sessions (threads, processes) may share one store.
  */
 typedef struct engram_session engram_session;
 
 /* Direct mode is the default (0): on tables larger than RAM it stalls the engine less. The kernel's buffered
  * random-read path costs more CPU per read than O_DIRECT, page-cache mode adds a residency probe per page to
- * know what it reads, and all of that is spent in the engine thread's push; at the same RAM, the page cache
+ * know what it reads, spent in the session's I/O thread; at the same RAM, the page cache
  * also holds pages where a row cache holds rows (engram_session_create(3) says why; bench/RESULTS.md holds the
  * measurements). Page-cache mode is the choice when the tables fit in RAM (engram_preload them: gathers then
  * copy from shared pages, with no read at all) or must be shared through the page cache.
@@ -605,7 +613,8 @@ struct engram_io_stats {
 	uint64_t units;     /* distinct pages or zstd blocks requested (after deduplication) */
 	uint64_t ios;       /* reads issued, gather's own included */
 	uint64_t bytes;     /* bytes those reads bring in (a page-cache read of one byte brings its page) */
-	uint64_t wait_ns;   /* time gather spent waiting for reads */
+	uint64_t wait_ns;   /* time gather spent on rows whose reads had not completed (sleeping until the I/O
+			       thread published them) */
 	/* The lead each gathered row's read needed: from the request of its unit (push or prefetch) to the
 	 * completion of the read, for rows whose read completed in the current step (or was awaited by it). */
 	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
@@ -619,6 +628,10 @@ struct engram_io_stats {
 	 * on (so that a page cache smaller than page_cache_bytes, e.g. a memory cgroup's, is learned). */
 	uint64_t ram;
 	uint64_t disk_bytes;
+	/* CPU time (ns) of the library's own threads for this session (its I/O thread, and the pread pool's
+	 * workers when that is the backend; see libengram(3)): in the session's all-layers totals (layer_index < 0,
+	 * flags 0) only, 0 in a layer's or a step's. */
+	uint64_t thread_cpu_ns;
 };
 
 #define ENGRAM_STATS_STEP 1u /* engram_session_stats: the current step's counters (reset by engram_session_begin) */

@@ -368,6 +368,7 @@ ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
 		return eg_fail(-EINVAL, "engram_cachesim_begin: unknown flags 0x%x", flags);
 	for (size_t i = 0; i < s->n_pinned; i++) /* engram_session_begin */
 		s->u.u[s->pinned[i]].pins--;
+	eg_units_released(&s->u);
 	s->n_pinned = 0;
 	s->step++;
 	s->measure = !(flags & ENGRAM_CACHESIM_UNCOUNTED);

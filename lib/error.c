@@ -48,6 +48,8 @@ ENGRAM_API const char *engram_strerror(int err)
 		return "unsupported or mismatched element type";
 	case ENGRAM_ENODATA:
 		return "metadata-only shard: no table data";
+	case ENGRAM_EFORKED:
+		return "session belongs to the parent process (forked)";
 	}
 	if (err < 0 && err > -ENGRAM_ERRNO_BASE) {
 		/* strerror() may share a static buffer for unknown values; known ones are static strings. */

@@ -80,14 +80,15 @@ int eg_fault_read(int res, void *buf, size_t len)
 {
 	if (!eg_faults.eio_every && !eg_faults.short_every)
 		return res;
-	eg_faults.seq++;
-	if (eg_faults.eio_every && eg_faults.seq % eg_faults.eio_every == 0) {
-		eg_faults.injected++;
+	/* reads complete in a session's I/O thread and at gather in the caller's: one count for both */
+	unsigned long seq = __atomic_add_fetch(&eg_faults.seq, 1, __ATOMIC_RELAXED);
+	if (eg_faults.eio_every && seq % eg_faults.eio_every == 0) {
+		__atomic_add_fetch(&eg_faults.injected, 1, __ATOMIC_RELAXED);
 		return -EIO;
 	}
-	if (eg_faults.short_every && eg_faults.seq % eg_faults.short_every == 0 && res > 1 && (size_t)res == len) {
+	if (eg_faults.short_every && seq % eg_faults.short_every == 0 && res > 1 && (size_t)res == len) {
 		memset((char *)buf + res / 2, 0xa5, (size_t)(res - res / 2));
-		eg_faults.injected++;
+		__atomic_add_fetch(&eg_faults.injected, 1, __ATOMIC_RELAXED);
 		return res / 2;
 	}
 	return res;

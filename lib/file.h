@@ -34,9 +34,13 @@ void *eg_alloc_aligned(size_t n);
  * whose sequence number (counted from 1 across reads and completions) is a multiple of eio_every fails
  * with -EIO, and one that is a multiple of short_every returns half of what it asked for. injected counts
  * the faults applied, so a test can tell that its fault happened. With slow_disk, a session collects no
- * completion unless it waits for one: every read looks as if it took longer than the step. */
+ * completion unless it waits for one: every read looks as if it took longer than the step. uring_flag_err
+ * makes a ring asked with the task-work flags (single issuer, deferred or cooperative task work) fail with
+ * it, as an older kernel would; uring_register_err makes registering files and buffers fail. */
 struct eg_faults {
 	int uring_err;
+	int uring_flag_err;
+	int uring_register_err;
 	int slow_disk;
 	unsigned eio_every;
 	unsigned short_every;

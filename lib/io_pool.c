@@ -1,9 +1,10 @@
 /* The fallback read backend, for kernels or sandboxes without io_uring: a queue of pread jobs served by
- * worker threads, completions handed back under one mutex. */
+ * worker threads, completions handed back under one mutex (and a kick wakes the thread waiting for them). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -29,6 +30,7 @@ struct pool_io {
 	unsigned n_threads;
 	pthread_t *threads;
 	int stop;
+	int kicked;
 };
 
 static void *worker(void *arg)
@@ -89,35 +91,70 @@ static int pool_submit(struct eg_io *io)
 	return 0;
 }
 
-static int pool_reap(struct eg_io *io, unsigned min_complete, void (*cb)(void *, uint64_t, int), void *arg)
+static int pool_reap(struct eg_io *io, int wait, struct eg_cqe *out, unsigned max)
 {
 	struct pool_io *p = (struct pool_io *)io;
-	int n = 0;
+	unsigned n = 0;
 
-	for (;;) {
-		pthread_mutex_lock(&p->lock);
-		while (!p->fcount && (unsigned)n < min_complete && io->inflight)
-			pthread_cond_wait(&p->done, &p->lock);
-		if (!p->fcount) {
-			pthread_mutex_unlock(&p->lock);
-			return n;
-		}
-		struct job j = p->finished[p->fhead];
+	pthread_mutex_lock(&p->lock);
+	while (wait && !p->fcount && !p->kicked)
+		pthread_cond_wait(&p->done, &p->lock);
+	p->kicked = 0;
+	while (p->fcount && n < max) {
+		struct job *j = &p->finished[p->fhead];
 		p->fhead = (p->fhead + 1) % io->depth;
 		p->fcount--;
-		pthread_mutex_unlock(&p->lock);
-		io->inflight--;
-		n++;
-		cb(arg, j.tag, j.res);
+		out[n++] = (struct eg_cqe){ j->tag, j->res };
 	}
+	pthread_mutex_unlock(&p->lock);
+	io->inflight -= n;
+	return (int)n;
 }
 
-static void pool_destroy(struct eg_io *io)
+static void pool_kick(struct eg_io *io)
+{
+	struct pool_io *p = (struct pool_io *)io;
+
+	pthread_mutex_lock(&p->lock);
+	p->kicked = 1;
+	pthread_cond_signal(&p->done);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static uint64_t pool_cpu_ns(struct eg_io *io)
+{
+	struct pool_io *p = (struct pool_io *)io;
+	uint64_t ns = 0;
+
+	for (unsigned i = 0; i < p->n_threads; i++) {
+		clockid_t c;
+		struct timespec ts;
+		if (pthread_getcpuclockid(p->threads[i], &c) == 0 && clock_gettime(c, &ts) == 0)
+			ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
+	return ns;
+}
+
+static void pool_free(struct pool_io *p)
+{
+	free(p->threads);
+	free(p->jobs);
+	free(p->finished);
+	free(p);
+}
+
+static void pool_destroy(struct eg_io *io, int forked)
 {
 	struct pool_io *p = (struct pool_io *)io;
 
 	if (!p)
 		return;
+	if (forked) {
+		/* a child of the process that started the workers: they are not here, and the lock may have been
+		 * held by one of them at the fork */
+		pool_free(p);
+		return;
+	}
 	pthread_mutex_lock(&p->lock);
 	p->stop = 1;
 	pthread_cond_broadcast(&p->work);
@@ -127,13 +164,10 @@ static void pool_destroy(struct eg_io *io)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->done);
-	free(p->threads);
-	free(p->jobs);
-	free(p->finished);
-	free(p);
+	pool_free(p);
 }
 
-static const struct eg_io_ops pool_ops = { pool_read, pool_submit, pool_reap, pool_destroy };
+static const struct eg_io_ops pool_ops = { pool_read, pool_submit, pool_reap, pool_kick, pool_cpu_ns, pool_destroy };
 
 int eg_io_pool_create(struct eg_io **out, unsigned depth, unsigned threads)
 {
@@ -159,7 +193,7 @@ int eg_io_pool_create(struct eg_io **out, unsigned depth, unsigned threads)
 		int err = pthread_create(&p->threads[i], NULL, worker, p);
 		if (err) {
 			p->n_threads = i;
-			pool_destroy(&p->base);
+			pool_destroy(&p->base, 0);
 			return -err;
 		}
 		p->n_threads = i + 1;

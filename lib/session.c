@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "dtype.h"
@@ -13,57 +14,6 @@
 #include "session.h"
 
 #define TRACK_MIN (1u << 18)
-
-/* ---- the API ---- */
-
-static int check_out(const engram_session *s, unsigned layer, enum engram_out out, size_t n, size_t dst_size)
-{
-	size_t ob;
-
-	if (eg_bad_layer(s->cfg, layer))
-		return -EINVAL;
-	ob = engram_out_row_bytes(s->st, layer, out);
-	if (!ob)
-		return eg_fail(-EINVAL, "output type %d is not native, bf16 or f32", (int)out);
-	if (n && dst_size / n < ob)
-		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than %zu rows of %zu bytes", dst_size, n, ob);
-	return 0;
-}
-
-ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n,
-					  enum engram_out out, void *dst, size_t dst_size)
-{
-	EG_KEEP_ERRNO;
-	int err;
-
-	if ((err = check_out(s, layer, out, n, dst_size)) == 0)
-		err = eg_sess_gather(s, layer, rows, n, out, dst);
-	return err;
-}
-
-ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer, enum engram_out out, void *dst,
-				     size_t dst_size)
-{
-	EG_KEEP_ERRNO;
-	size_t n = s->n_pos * s->cfg->columns;
-	int err;
-
-	if ((err = check_out(s, layer, out, n, dst_size)) == 0)
-		err = eg_sess_gather(s, layer, s->rows[layer], n, out, dst);
-	return err;
-}
-
-ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
-{
-	EG_KEEP_ERRNO;
-	int err;
-
-	if (eg_bad_layer(s->cfg, layer))
-		return -EINVAL;
-	if (!(err = eg_sess_request_rows(s, layer, rows, n, 0)))
-		err = eg_sess_submit(s);
-	return err;
-}
 
 static int grow_step(engram_session *s, size_t need)
 {
@@ -121,11 +71,14 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	if (s->flags & ENGRAM_SESSION_NO_PREFETCH)
 		return 0;
 	/* the layer that runs first has the shortest lead: its reads go first */
+	pthread_mutex_lock(&s->lock);
 	for (unsigned k = 0; k < L && !err; k++) {
 		unsigned l = s->layer_order[k];
 		err = eg_sess_request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1);
 	}
-	return err ? err : eg_sess_submit(s);
+	eg_sess_hand_over(s);
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *seqs, const int64_t *tokens,
@@ -135,47 +88,58 @@ ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *s
 	unsigned L = s->cfg->n_layers, cols = s->cfg->columns;
 	int err;
 
-	if ((err = grow_push_rows(s, n)) < 0 ||
+	if ((err = eg_sess_usable(s)) < 0 || (err = grow_push_rows(s, n)) < 0 ||
 	    (err = engram_hasher_peek_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)) < 0)
 		return err;
+	pthread_mutex_lock(&s->lock);
 	for (unsigned k = 0; k < L && !err; k++) {
 		unsigned l = s->layer_order[k];
 		err = eg_sess_request_rows(s, l, s->push_rows + (size_t)l * n * cols, n * cols, 0);
 	}
-	return err ? err : eg_sess_submit(s);
+	eg_sess_hand_over(s);
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				   size_t n)
 {
 	EG_KEEP_ERRNO;
-	int err = push(s, NULL, seq, tokens, mask, n);
+	int err = eg_sess_usable(s);
 
-	return err;
+	return err < 0 ? err : push(s, NULL, seq, tokens, mask, n);
 }
 
 ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs, const int64_t *tokens,
 					 const uint8_t *mask, size_t n)
 {
 	EG_KEEP_ERRNO;
-	int err = push(s, seqs, 0, tokens, mask, n);
+	int err = eg_sess_usable(s);
 
-	return err;
+	return err < 0 ? err : push(s, seqs, 0, tokens, mask, n);
 }
 
 ENGRAM_API int engram_session_begin(engram_session *s)
 {
 	EG_KEEP_ERRNO;
+	int err = eg_sess_usable(s);
+
+	if (err < 0)
+		return err;
+	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n_pinned; i++)
 		s->cache.u[s->pinned[i]].pins--;
+	eg_units_released(&s->cache);
 	s->n_pinned = 0;
 	s->n_pos = 0;
 	if (!s->evicted)
 		eg_seen_grow(&s->seen);
 	s->evicted = 0;
 	s->step_t0 = eg_sess_now_ns();
+	s->step_gen++;
 	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
-	if (s->remote)
+	pthread_mutex_unlock(&s->lock);
+	if (s->remote) /* the remote tier is the caller's thread's (session_remote.c) */
 		eg_sess_remote_begin(s);
 	return 0;
 }
@@ -183,32 +147,42 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq)
 {
 	EG_KEEP_ERRNO;
-	return engram_hasher_reset(s->hasher, seq);
+	int err = eg_sess_usable(s);
+
+	return err < 0 ? err : engram_hasher_reset(s->hasher, seq);
 }
 
 ENGRAM_API int engram_session_rewind(engram_session *s, unsigned seq, size_t n)
 {
 	EG_KEEP_ERRNO;
-	return engram_hasher_rewind(s->hasher, seq, n);
+	int err = eg_sess_usable(s);
+
+	return err < 0 ? err : engram_hasher_rewind(s->hasher, seq, n);
 }
 
 ENGRAM_API int engram_session_seed(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				   size_t n, unsigned flags)
 {
 	EG_KEEP_ERRNO;
-	return engram_hasher_seed(s->hasher, seq, tokens, mask, n, flags);
+	int err = eg_sess_usable(s);
+
+	return err < 0 ? err : engram_hasher_seed(s->hasher, seq, tokens, mask, n, flags);
 }
 
 ENGRAM_API int engram_session_export(engram_session *s, unsigned seq, void *buf, size_t size)
 {
 	EG_KEEP_ERRNO;
-	return engram_hasher_export(s->hasher, seq, buf, size);
+	int err = eg_sess_usable(s);
+
+	return err < 0 ? err : engram_hasher_export(s->hasher, seq, buf, size);
 }
 
 ENGRAM_API int engram_session_import(engram_session *s, unsigned seq, const void *buf, size_t size)
 {
 	EG_KEEP_ERRNO;
-	return engram_hasher_import(s->hasher, seq, buf, size);
+	int err = eg_sess_usable(s);
+
+	return err < 0 ? err : engram_hasher_import(s->hasher, seq, buf, size);
 }
 
 ENGRAM_API size_t engram_session_positions(const engram_session *s)
@@ -239,36 +213,41 @@ ENGRAM_API const char *engram_session_backend(const engram_session *s)
 	return s->backend;
 }
 
-ENGRAM_API int engram_session_stats(const engram_session *s, int layer, unsigned flags, struct engram_io_stats *out)
+/* The counters of one layer, or of all (layer < 0), with the CPU time of the session's own threads in the
+ * session's totals (not a step's: reading a thread's CPU clock is a system call, too dear for every begin). */
+static void stats_of(engram_session *s, int layer, int step, struct engram_io_stats *out)
+{
+	const struct engram_io_stats *v = step ? s->step : s->total;
+	const size_t first = offsetof(struct engram_io_stats, rows), end = offsetof(struct engram_io_stats, thread_cpu_ns);
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&s->lock);
+	/* every field from rows on is a uint64_t counter: summed as such */
+	for (unsigned l = 0; l < s->cfg->n_layers; l++)
+		if (layer < 0 || (unsigned)layer == l)
+			for (size_t o = first; o < end; o += sizeof(uint64_t))
+				*(uint64_t *)(void *)((char *)out + o) += *(const uint64_t *)(const void *)((const char *)&v[l] + o);
+	pthread_mutex_unlock(&s->lock);
+	out->size = sizeof(*out);
+	if (layer < 0 && !step)
+		out->thread_cpu_ns = eg_sess_thread_cpu_ns(s);
+}
+
+ENGRAM_API int engram_session_stats(const engram_session *cs, int layer, unsigned flags, struct engram_io_stats *out)
 {
 	EG_KEEP_ERRNO;
-	const struct engram_io_stats *v = flags & ENGRAM_STATS_STEP ? s->step : s->total;
-	struct engram_io_stats sum;
+	engram_session *s = (engram_session *)cs; /* its lock: the counters are the I/O thread's too */
+	struct engram_io_stats v;
+	int err;
 
+	if ((err = eg_sess_usable(s)) < 0)
+		return err;
 	if (flags & ~ENGRAM_STATS_STEP)
 		return eg_fail(-EINVAL, "engram_session_stats: unknown flags 0x%x", flags);
 	if (layer >= 0 && eg_bad_layer(s->cfg, (unsigned)layer))
 		return -EINVAL;
-	if (layer >= 0)
-		return eg_struct_out(out, &v[layer], sizeof(sum), EG_SIZE_THROUGH(struct engram_io_stats, lead_hist),
-				     "engram_io_stats");
-	memset(&sum, 0, sizeof(sum));
-	for (unsigned l = 0; l < s->cfg->n_layers; l++) {
-		sum.rows += v[l].rows;
-		sum.ready += v[l].ready;
-		sum.not_ready += v[l].not_ready;
-		sum.misses += v[l].misses;
-		sum.requested += v[l].requested;
-		sum.units += v[l].units;
-		sum.ios += v[l].ios;
-		sum.bytes += v[l].bytes;
-		sum.wait_ns += v[l].wait_ns;
-		sum.ram += v[l].ram;
-		sum.disk_bytes += v[l].disk_bytes;
-		for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++)
-			sum.lead_hist[b] += v[l].lead_hist[b];
-	}
-	return eg_struct_out(out, &sum, sizeof(sum), EG_SIZE_THROUGH(struct engram_io_stats, lead_hist),
+	stats_of(s, layer, flags & ENGRAM_STATS_STEP, &v);
+	return eg_struct_out(out, &v, sizeof(v), EG_SIZE_THROUGH(struct engram_io_stats, lead_hist),
 			     "engram_io_stats");
 }
 
@@ -278,10 +257,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	if (!s)
 		return;
 	eg_sess_remote_close(s);
-	if (s->io) {
-		eg_sess_drain(s);
-		s->io->ops->destroy(s->io);
-	}
+	eg_sess_progress_stop(s);
 	for (unsigned i = 0; s->fd_buf && i < s->st->n_files; i++) {
 		if (s->fd_buf[i] >= 0)
 			close(s->fd_buf[i]);
@@ -294,11 +270,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	eg_units_destroy(&s->cache);
 	eg_seen_destroy(&s->seen);
 	free(s->seen_base);
-	if (s->bounce) {
-		for (unsigned i = 0; i < s->depth; i++)
-			free(s->bounce[i]);
-		free(s->bounce);
-	}
+	if (s->bounce)
+		munmap(s->bounce, (size_t)s->depth * s->bounce_bytes);
 	free(s->req);
 	for (unsigned l = 0; s->pend && l < s->cfg->n_layers; l++)
 		free(s->pend[l].v);
@@ -353,14 +326,6 @@ static int init_seen(engram_session *s, uint64_t page_cache_bytes)
 	return 0;
 }
 
-/* io_uring set-up errors that mean "no io_uring here", not a failure: the kernel lacks it (ENOSYS), a seccomp
- * filter or io_uring_disabled forbids it (EPERM, EACCES), the memlock limit is too small (ENOMEM), or the kernel
- * does not know a flag asked for (EINVAL). Documented in engram.h and libengram(3); tested in test_faults. */
-static int uring_refused(int err)
-{
-	return err == -ENOSYS || err == -EPERM || err == -EACCES || err == -ENOMEM || err == -EINVAL;
-}
-
 static int open_fds(engram_session *s)
 {
 	unsigned n = s->st->n_files;
@@ -395,20 +360,13 @@ static int open_fds(engram_session *s)
 }
 
 
-ENGRAM_API int engram_session_create(engram_session **out, const engram_store *st,
-				     const struct engram_session_options *opts)
+/* The options checked, defaults filled in. */
+static int session_options(struct engram_session_options *o, const engram_store *st,
+			   const struct engram_session_options *opts)
 {
-	EG_KEEP_ERRNO;
 	int err;
-	struct engram_session_options opt = ENGRAM_INIT(struct engram_session_options), *o = &opt;
-	engram_session *s;
-	size_t max_frame = 0;
-	int any_cached = 0;
 
-	if (!out || !st)
-		return eg_fail(-EINVAL, "engram_session_create: NULL argument");
-	*out = NULL;
-	if (opts && (err = eg_struct_in(&opt, sizeof(opt), opts, EG_SIZE_THROUGH(struct engram_session_options, flags),
+	if (opts && (err = eg_struct_in(o, sizeof(*o), opts, EG_SIZE_THROUGH(struct engram_session_options, flags),
 					"session options")) < 0)
 		return err;
 	if (o->mode != ENGRAM_MODE_PAGECACHE && o->mode != ENGRAM_MODE_DIRECT)
@@ -418,106 +376,132 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 		return eg_fail(-EINVAL, "the row cache%s%s holds the rows of another table set than '%s'",
 			       o->row_cache->name ? " " : "", o->row_cache->name ? o->row_cache->name : "",
 			       st->shards[0].path);
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return eg_fail(-ENOMEM, "out of memory");
-	s->st = st;
-	s->cfg = st->cfg;
-	s->mode = o->mode;
-	s->flags = o->flags;
-	s->rc = o->row_cache;
-	unsigned depth = o->queue_depth ? o->queue_depth : 1024;
-	if (depth > 32768)
-		depth = 32768;
-	s->depth = depth;
-	for (unsigned i = 0; i < st->n_pieces; i++) {
-		const struct eg_disk_table *t = st->pieces[i].t;
+	o->queue_depth = !o->queue_depth ? 1024 : o->queue_depth > 32768 ? 32768 : o->queue_depth;
+	if (!o->cache_bytes)
+		o->cache_bytes = 256ull << 20;
+	if (!o->max_seqs)
+		o->max_seqs = 1;
+	return 0;
+}
+
+/* The largest unit and zstd frame of the store, and the slots of the private cache (0 when no unit is cached). */
+static int size_units(engram_session *s, uint64_t cache_bytes, uint64_t *slots)
+{
+	size_t max_frame = 0;
+	int any_cached = 0;
+
+	for (unsigned i = 0; i < s->st->n_pieces; i++) {
+		const struct eg_disk_table *t = s->st->pieces[i].t;
 		if (eg_unit_max(t) > s->unit_max)
 			s->unit_max = eg_unit_max(t);
 		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
 			max_frame = t->max_frame;
-		any_cached |= eg_sess_is_cached(s, &st->pieces[i]);
+		any_cached |= eg_sess_is_cached(s, &s->st->pieces[i]);
 	}
-	s->bounce_bytes = (max_frame + 2 * EG_PAGE) / EG_PAGE * EG_PAGE;
-	uint64_t cache_bytes = o->cache_bytes ? o->cache_bytes : 256ull << 20;
-	uint64_t slots = any_cached ? cache_bytes / s->unit_max : 0;
-	if (any_cached && slots < 16)
-		slots = 16;
-	if (slots > EG_UNITS_MAX) {
-		err = eg_fail(-EINVAL, "cache of %llu bytes needs %llu slots of %zu bytes; at most %u are possible",
-			      (unsigned long long)cache_bytes, (unsigned long long)slots, s->unit_max, EG_UNITS_MAX);
-		free(s);
-		return err;
-	}
-	s->step = calloc(s->cfg->n_layers, sizeof(*s->step));
-	s->total = calloc(s->cfg->n_layers, sizeof(*s->total));
-	s->rows = calloc(s->cfg->n_layers, sizeof(*s->rows));
-	s->pend = calloc(s->cfg->n_layers, sizeof(*s->pend));
+	s->bounce_bytes = max_frame ? (max_frame + 2 * EG_PAGE) / EG_PAGE * EG_PAGE : 0;
+	*slots = any_cached ? cache_bytes / s->unit_max : 0;
+	if (any_cached && *slots < 16)
+		*slots = 16;
+	if (*slots > EG_UNITS_MAX)
+		return eg_fail(-EINVAL, "cache of %llu bytes needs %llu slots of %zu bytes; at most %u are possible",
+			       (unsigned long long)cache_bytes, (unsigned long long)*slots, s->unit_max, EG_UNITS_MAX);
+	return 0;
+}
+
+/* The step's and the reads' buffers. Frame buffers are an anonymous mapping: a deep queue costs memory only as
+ * reads use it. */
+static int alloc_buffers(engram_session *s)
+{
+	unsigned L = s->cfg->n_layers, depth = s->depth;
+
+	s->step = calloc(L, sizeof(*s->step));
+	s->total = calloc(L, sizeof(*s->total));
+	s->rows = calloc(L, sizeof(*s->rows));
+	s->pend = calloc(L, sizeof(*s->pend));
 	s->req = calloc(depth, sizeof(*s->req));
 	s->sink = eg_alloc_aligned((size_t)depth * SESSION_SINK);
 	s->unit_sink = calloc(depth, sizeof(*s->unit_sink));
 	s->overflow = eg_alloc_aligned(s->unit_max + s->bounce_bytes);
-	s->layer_order = malloc(s->cfg->n_layers * sizeof(*s->layer_order));
-	if (s->rc && !(s->rc_buf = malloc(SESSION_GATHER_CHUNK * s->rc->record_bytes))) {
-		err = eg_fail(-ENOMEM, "out of memory");
-		goto fail;
+	s->layer_order = malloc(L * sizeof(*s->layer_order));
+	if (s->rc)
+		s->rc_buf = malloc(SESSION_GATHER_CHUNK * s->rc->record_bytes);
+	if (s->bounce_bytes) {
+		void *m = mmap(NULL, (size_t)depth * s->bounce_bytes, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		s->bounce = m == MAP_FAILED ? NULL : m;
 	}
 	if (!s->step || !s->total || !s->rows || !s->pend || !s->req || !s->sink || !s->unit_sink || !s->overflow ||
-	    !s->layer_order) {
-		err = eg_fail(-ENOMEM, "out of memory");
-		goto fail;
-	}
-	if (max_frame && !(s->bounce = calloc(depth, sizeof(*s->bounce)))) {
-		err = eg_fail(-ENOMEM, "out of memory for %u read buffers", depth);
-		goto fail;
-	}
+	    !s->layer_order || (s->rc && !s->rc_buf) || (s->bounce_bytes && !s->bounce))
+		return eg_fail(-ENOMEM, "out of memory for a session of %u reads in flight", depth);
 	for (unsigned i = 0; i < depth; i++)
 		s->req[i].next_free = i + 1 < depth ? i + 1 : EG_NO_UNIT;
+	s->req_free = 0;
+	return 0;
+}
+
+/* Layer indexes by ascending layer id: the order their reads start. */
+static void sort_layers(engram_session *s)
+{
 	for (unsigned l = 0; l < s->cfg->n_layers; l++)
 		s->layer_order[l] = l;
-	for (unsigned i = 1; i < s->cfg->n_layers; i++) /* insertion sort by layer id: a few layers */
+	for (unsigned i = 1; i < s->cfg->n_layers; i++) /* insertion sort: a few layers */
 		for (unsigned j = i; j > 0 && s->cfg->layers[s->layer_order[j]].id < s->cfg->layers[s->layer_order[j - 1]].id; j--) {
 			unsigned x = s->layer_order[j];
 			s->layer_order[j] = s->layer_order[j - 1];
 			s->layer_order[j - 1] = x;
 		}
-	s->req_free = 0;
-	/* the reads in flight into the page cache: never more units than the store has there (none in direct mode) */
-	uint64_t track = depth * 4 > TRACK_MIN ? depth * 4 : TRACK_MIN, pc_units = page_cache_units(s, NULL);
+}
+
+/* The unit tables: the reads in flight into the page cache (never more units than the store has there, none in
+ * direct mode) and the private cache. */
+static int init_tables(engram_session *s, uint64_t slots)
+{
+	uint64_t track = s->depth * 4 > TRACK_MIN ? s->depth * 4 : TRACK_MIN, pc_units = page_cache_units(s, NULL);
+	int err;
+
 	if (track > pc_units)
 		track = pc_units ? pc_units : 1;
 	if ((err = eg_units_init(&s->track, (uint32_t)track, 0)) < 0 ||
-	    (slots && (err = eg_units_init(&s->cache, (uint32_t)slots, s->unit_max)) < 0)) {
-		err = eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
-			      (unsigned long long)slots, s->unit_max);
-		goto fail;
+	    (slots && (err = eg_units_init(&s->cache, (uint32_t)slots, s->unit_max)) < 0))
+		return eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
+			       (unsigned long long)slots, s->unit_max);
+	return 0;
+}
+
+ENGRAM_API int engram_session_create(engram_session **out, const engram_store *st,
+				     const struct engram_session_options *opts)
+{
+	EG_KEEP_ERRNO;
+	struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
+	engram_session *s;
+	uint64_t slots;
+	int err;
+
+	if (!out || !st)
+		return eg_fail(-EINVAL, "engram_session_create: NULL argument");
+	*out = NULL;
+	if ((err = session_options(&o, st, opts)) < 0)
+		return err;
+	if (!(s = calloc(1, sizeof(*s))))
+		return eg_fail(-ENOMEM, "out of memory");
+	s->st = st;
+	s->cfg = st->cfg;
+	s->mode = o.mode;
+	s->flags = o.flags;
+	s->rc = o.row_cache;
+	s->depth = o.queue_depth;
+	if ((err = size_units(s, o.cache_bytes, &slots)) < 0) {
+		free(s);
+		return err;
 	}
-	if ((err = init_seen(s, o->page_cache_bytes)) < 0)
-		goto fail;
-	if ((err = open_fds(s)) < 0)
-		goto fail;
-	if ((err = engram_hasher_create(&s->hasher, s->cfg, o->max_seqs ? o->max_seqs : 1)) < 0)
-		goto fail;
-	const char *env = getenv("ENGRAM_NO_URING");
-	if ((o->flags & ENGRAM_SESSION_NO_URING) || (env && *env && strcmp(env, "0") != 0)) {
-		snprintf(s->backend, sizeof(s->backend), "pread pool (io_uring not requested)");
-	} else if ((err = eg_io_uring_create(&s->io, depth, !!(o->flags & ENGRAM_SESSION_SQPOLL))) == 0) {
-		snprintf(s->backend, sizeof(s->backend), "%s", s->io->name);
-	} else if (uring_refused(err)) {
-		snprintf(s->backend, sizeof(s->backend), "pread pool (io_uring: %s)", strerror(-err));
-	} else {
-		err = eg_fail(err, "cannot set up io_uring: %s", strerror(-err));
-		goto fail;
+	if ((err = alloc_buffers(s)) < 0 || (err = init_tables(s, slots)) < 0 ||
+	    (err = init_seen(s, o.page_cache_bytes)) < 0 || (err = open_fds(s)) < 0 ||
+	    (err = engram_hasher_create(&s->hasher, s->cfg, o.max_seqs)) < 0 || (err = eg_sess_progress_start(s)) < 0 ||
+	    (o.remote && (err = eg_sess_remote_open(s, o.remote, o.remote_timeout_ms)) < 0)) {
+		engram_session_destroy(s);
+		return err;
 	}
-	if (!s->io && (err = eg_io_pool_create(&s->io, depth, depth < 32 ? depth : 32)) < 0) {
-		err = eg_fail(err, "cannot start the read threads: %s", strerror(-err));
-		goto fail;
-	}
-	if (o->remote && (err = eg_sess_remote_open(s, o->remote, o->remote_timeout_ms)) < 0)
-		goto fail;
+	sort_layers(s);
 	*out = s;
 	return 0;
-fail:
-	engram_session_destroy(s);
-	return err;
 }

@@ -1,6 +1,7 @@
-/* A session's state, shared by its three rooms: session.c (life cycle and the step: begin, push, stats),
- * session_read.c (reading units: requests, per-layer queues, completions, decoding) and session_gather.c
- * (gathering: each row classified at the call, then waited for or read, then converted).
+/* A session's state, shared by its four rooms: session.c (life cycle and the step: begin, push, stats),
+ * session_read.c (reading units: request, issue, complete), session_progress.c (the I/O thread that issues
+ * and completes them, and the waits for it) and session_gather.c (gathering: each row classified at the call,
+ * then waited for or read, then converted).
  *
  * Vocabulary. A *table* is a layer's table; a *piece* (struct eg_piece) is the part of it one shard holds. A
  * *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page (or pages)
@@ -13,6 +14,7 @@
 #ifndef ENGRAM_SESSION_H
 #define ENGRAM_SESSION_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +42,7 @@ struct request {
 	uint32_t delta;     /* zstd: frame start within buf */
 	uint32_t frame_len; /* zstd: stored bytes of the frame; 0 for raw units */
 	uint32_t next_free;
+	uint32_t gen;       /* the step that requested it (step_gen then) */
 };
 
 /* A read waiting for a free request: queued by push instead of blocking it. */
@@ -49,6 +52,7 @@ struct pending {
 	uint64_t unit;
 	uint16_t layer;
 	uint8_t cached;
+	uint32_t gen;       /* the step that requested it */
 };
 
 /* The reads of one layer waiting for a request, in request order. */
@@ -69,6 +73,15 @@ struct row_ref {
 	uint8_t state;       /* enum row_state */
 	uint8_t cached;
 	uint8_t in_rc;       /* found in the row cache when classified */
+};
+
+/* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
+ * under the session lock at every turn of its loop, to start that source's requests and publish its completed
+ * units (set them ready as eg_sess_publish() does); it returns how many it published. The source's own thread
+ * or callback wakes the loop with eg_sess_progress_wake() when it has completions. */
+struct eg_source {
+	unsigned (*run)(engram_session *s, void *arg);
+	void *arg;
 };
 
 struct engram_session {
@@ -92,7 +105,7 @@ struct engram_session {
 	size_t pend_n;                    /* in all layers */
 	uint8_t *sink;                    /* page-cache reads land here and are dropped: SESSION_SINK per request */
 	uint8_t **unit_sink;              /* per request, made on demand: dropped reads of multi-page units */
-	uint8_t **bounce;                 /* per request: zstd frames (aligned) */
+	uint8_t *bounce;                  /* zstd frames (aligned): bounce_bytes per request */
 	size_t bounce_bytes;
 	uint8_t *overflow;                /* a unit read at gather when the cache has no free entry, then its frame */
 	struct eg_block_ctx bctx;
@@ -107,12 +120,35 @@ struct engram_session {
 	uint32_t *pinned;
 	size_t n_pinned, cap_pinned;
 	uint64_t step_t0;                 /* when the step began (engram_session_begin) */
+	uint32_t step_gen;                /* steps begun: a read started later is counted in its own step's */
 	/* gather scratch */
 	struct row_ref *refs;
 	size_t cap_refs;
 	struct engram_io_stats *step, *total;
+	/* the I/O thread (session_progress.c). lock guards what it shares with the caller's thread: the unit
+	 * tables' entries, the backlog (pend, pend_n), the requests, seen, the counters and the fields below;
+	 * the backend and req[] of reads in flight are the thread's alone. */
+	pthread_mutex_t lock;
+	pthread_cond_t done;              /* units were published: the caller waits here */
+	pthread_cond_t work;              /* the thread waits here when it may not reap (the slow_disk fault) */
+	pthread_t thread;
+	int thread_live;
+	uint8_t idle;                     /* enum prog_idle: where the thread sleeps, so a kick knows how to wake it */
+	uint8_t stop;
+	uint8_t started;                  /* the thread has made its backend (or failed: start_err) */
+	int start_err;
+	unsigned waiters;                 /* caller threads waiting for a unit */
+	const struct eg_unit *awaited;    /* the unit a gather waits for, or NULL */
+	int io_err;                       /* the backend failed: every later wait reports it */
+	uint64_t published;               /* units made ready or failed by the thread, for the tests */
+	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
+	struct eg_cqe *cqes;              /* one batch of completions: depth */
+	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
+	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
 	struct eg_sess_remote *remote;    /* the remote tier (session_remote.c), or NULL */
 };
+
+enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV };
 
 /* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
  * tracked in the page cache. */
@@ -144,31 +180,56 @@ static inline void eg_sess_count(engram_session *s, unsigned layer, size_t field
 }
 #define COUNT(s, l, f, v) eg_sess_count((s), (l), offsetof(struct engram_io_stats, f), (v))
 
+/* The same for a read the I/O thread started or completed for step gen: in the step's counters only while that
+ * step lasts (its reads may start after the next step has begun). */
+static inline void eg_sess_count_for(engram_session *s, unsigned layer, uint32_t gen, size_t field, uint64_t v)
+{
+	if (gen == s->step_gen)
+		*(uint64_t *)((char *)&s->step[layer] + field) += v;
+	*(uint64_t *)((char *)&s->total[layer] + field) += v;
+}
+#define COUNT_FOR(s, l, g, f, v) eg_sess_count_for((s), (l), (g), offsetof(struct engram_io_stats, f), (v))
+
 uint64_t eg_sess_now_ns(void);
 
-/* session_read.c */
+/* session_read.c: request (the caller's thread, under lock) */
 /* Make sure the unit of each row is read or being read (pin: hold cached units for the step). */
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin);
-/* Hand queued reads to the backend. */
-int eg_sess_submit(engram_session *s);
-/* Collect completions, waiting for at least min. Returns the number collected or an error. */
-int eg_sess_reap(engram_session *s, unsigned min);
-/* Wait until the unit of entry slot of unit table t is no longer in flight; the wait is counted as the layer's. */
-int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);
-/* Read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units are decoded. */
+/* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
+ * returns 1 when more could start); finish a
+ * completion outside the lock (retry a short read: returns 1; else decode, c->res final: returns 0); publish it
+ * (under lock). */
+int eg_sess_issue(engram_session *s, unsigned max);
+int eg_sess_finish_read(engram_session *s, struct eg_cqe *c);
+void eg_sess_publish(engram_session *s, const struct eg_cqe *c);
+/* Fail every read still in the backlog (destroy). */
+void eg_sess_drop_backlog(engram_session *s);
+/* what gather does itself: read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units
+ * are decoded. */
 int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst);
 /* 1 when every page of a raw unit is in the page cache now (mincore of the mapping: no read), else 0. */
 int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit);
 /* Error of a unit whose read failed (u->err), naming the file. */
 int eg_sess_unit_error(const struct eg_piece *p, int err);
-/* Wait for every read in flight (destroy). */
-void eg_sess_drain(engram_session *s);
+void *eg_sess_alloc_aligned(size_t n);
+
+/* session_progress.c */
+/* Start the I/O thread, which makes the backend (io_uring, else the pread pool); stop it (destroy). */
+int eg_sess_progress_start(engram_session *s);
+void eg_sess_progress_stop(engram_session *s);
+/* After a request (under lock): wake the thread if it sleeps and has reads to start. */
+void eg_sess_hand_over(engram_session *s);
+/* From any thread, without the lock: wake the I/O thread so that it runs its loop (and s->source) again. */
+void eg_sess_progress_wake(engram_session *s);
+/* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
+ * wait_ns. */
+int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);
+/* 0, or ENGRAM_EFORKED when s was made by the parent of this process. */
+int eg_sess_usable(const engram_session *s);
+/* CPU ns the library's threads of this session have used. */
+uint64_t eg_sess_thread_cpu_ns(engram_session *s);
 
 #define SESSION_GATHER_CHUNK 256
-
-/* session_gather.c */
-int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
-		   uint8_t *dst);
 
 /* session_remote.c: the remote tier, which replaces reading units for rows no RAM tier holds */
 int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms);
@@ -177,5 +238,6 @@ void eg_sess_remote_begin(engram_session *s);
 int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n);
 int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 			  uint8_t *dst);
+
 
 #endif

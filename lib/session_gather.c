@@ -2,7 +2,7 @@
  * the call is located and classified as it stands at that instant: ready (its bytes are in memory: a unit read
  * and cached, a page this session brought into the page cache), not ready (its read is queued or in flight)
  * or a miss (never requested). Only then does anything wait: each row's unit is waited for, or read now, and
- * the rows are converted into the caller's buffer a chunk at a time. */
+ * the rows are converted into the caller's buffer a chunk at a time. The public gather calls are at the end. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,14 +146,18 @@ static void release(engram_session *s, struct chunk *c)
 	for (size_t i = 0; i < c->k; i++)
 		if (c->held[i] != EG_NO_UNIT)
 			s->cache.u[c->held[i]].pins--;
+	eg_units_released(&s->cache);
 	c->k = 0;
 }
 
-/* Convert the chunk's rows into the caller's buffer and let go of them. */
+/* Convert the chunk's rows into the caller's buffer and let go of them. The lock is let go of meanwhile: the
+ * rows are held (pinned slots, pages of the mapping, copies), and a page-cache row may fault its page in. */
 static void flush(engram_session *s, struct chunk *c)
 {
+	pthread_mutex_unlock(&s->lock);
 	if (c->k)
 		eg_convert_rows(c->dtype, c->hd, c->out, c->src, c->k, c->dst);
+	pthread_mutex_lock(&s->lock);
 	c->dst += c->k * c->ob;
 	release(s, c);
 }
@@ -280,8 +284,8 @@ static void count_evicted(engram_session *s, unsigned layer, uint64_t faults, ui
 	s->evicted = 1;
 }
 
-int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
-		   uint8_t *dst)
+static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		  uint8_t *dst)
 {
 	const struct eg_disk_table *lt = eg_store_layer_table(s->st, layer);
 	struct chunk c = { .k = 0, .out = out, .dst = dst };
@@ -298,12 +302,12 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 	c.dtype = lt->dtype; /* one per layer: checked when the store was opened */
 	c.hd = lt->head_dim;
 	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
-	/* collect the reads that have finished, so that rows ready now count as ready; collecting starts queued
-	 * reads, and a page already in the page cache completes as it is submitted: collect until none is left */
-	while ((err = eg_sess_reap(s, 0)) > 0)
-		;
-	if (err < 0 || (err = grow_refs(s, n)) < 0 || (err = classify(s, layer, rows, n, &trusted, &trusted_ram)) < 0)
+	/* the I/O thread has published what completed: rows ready now count as ready */
+	pthread_mutex_lock(&s->lock);
+	if ((err = grow_refs(s, n)) < 0 || (err = classify(s, layer, rows, n, &trusted, &trusted_ram)) < 0) {
+		pthread_mutex_unlock(&s->lock);
 		return err;
+	}
 	if (trusted)
 		f0 = thread_major_faults();
 	for (size_t i = 0; i < n; i++) {
@@ -319,5 +323,43 @@ int eg_sess_gather(engram_session *s, unsigned layer, const uint64_t *rows, size
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
 		count_evicted(s, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static int check_out(const engram_session *s, unsigned layer, enum engram_out out, size_t n, size_t dst_size)
+{
+	size_t ob;
+
+	if (eg_bad_layer(s->cfg, layer))
+		return -EINVAL;
+	ob = engram_out_row_bytes(s->st, layer, out);
+	if (!ob)
+		return eg_fail(-EINVAL, "output type %d is not native, bf16 or f32", (int)out);
+	if (n && dst_size / n < ob)
+		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than %zu rows of %zu bytes", dst_size, n, ob);
+	return 0;
+}
+
+ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n,
+					  enum engram_out out, void *dst, size_t dst_size)
+{
+	EG_KEEP_ERRNO;
+	int err;
+
+	if ((err = eg_sess_usable(s)) == 0 && (err = check_out(s, layer, out, n, dst_size)) == 0)
+		err = gather(s, layer, rows, n, out, dst);
+	return err;
+}
+
+ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer, enum engram_out out, void *dst,
+				     size_t dst_size)
+{
+	EG_KEEP_ERRNO;
+	size_t n = s->n_pos * s->cfg->columns;
+	int err;
+
+	if ((err = eg_sess_usable(s)) == 0 && (err = check_out(s, layer, out, n, dst_size)) == 0)
+		err = gather(s, layer, s->rows[layer], n, out, dst);
 	return err;
 }

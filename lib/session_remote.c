@@ -318,7 +318,10 @@ static int fallback(engram_session *s, unsigned layer, uint64_t row, const struc
 			       r->names[e->node], status_text(e->status), s->st->shards[0].path);
 	uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 	uint64_t unit = eg_unit_of(p->t, off);
-	if ((err = eg_sess_load_unit(s, layer, p, unit, s->overflow)) < 0)
+	pthread_mutex_lock(&s->lock); /* the counters and the overflow buffer are shared with the I/O thread */
+	err = eg_sess_load_unit(s, layer, p, unit, s->overflow);
+	pthread_mutex_unlock(&s->lock);
+	if (err < 0)
 		return err;
 	memcpy(dst, s->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
 	r->st.fallbacks++;
@@ -387,12 +390,14 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 	uint64_t t0 = eg_sess_now_ns();
 	for (size_t i = 0; i < n && err >= 0; i++)
 		err = wait_row(s, eg_rc_key(layer, rows[i]));
+	pthread_mutex_lock(&s->lock); /* the counters are the I/O thread's too */
 	COUNT(s, layer, wait_ns, eg_sess_now_ns() - t0);
 	COUNT(s, layer, rows, n);
 	COUNT(s, layer, ready, ready);
 	COUNT(s, layer, not_ready, not_ready);
 	COUNT(s, layer, misses, misses);
 	COUNT(s, layer, ram, ram);
+	pthread_mutex_unlock(&s->lock);
 	if (err < 0)
 		return err;
 	/* convert a chunk at a time; rows from the row cache and fallbacks are staged in stage */

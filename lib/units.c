@@ -81,9 +81,13 @@ uint32_t eg_units_alloc(struct eg_units *t, uint64_t key)
 	if (i != EG_NO_UNIT) {
 		t->free_head = t->u[i].next;
 	} else {
+		if (t->failed_at == t->epoch + 1)
+			return EG_NO_UNIT; /* nothing was released since the last sweep found nothing */
 		for (uint64_t scanned = 0;; scanned++) {
-			if (scanned >= 2 * (uint64_t)t->n)
+			if (scanned >= 2 * (uint64_t)t->n) {
+				t->failed_at = t->epoch + 1;
 				return EG_NO_UNIT;
+			}
 			struct eg_unit *u = &t->u[t->hand];
 			uint32_t h = t->hand;
 			t->hand = t->hand + 1 < t->n ? t->hand + 1 : 0;

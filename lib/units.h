@@ -36,7 +36,17 @@ struct eg_units {
 	uint32_t free_head;
 	uint8_t *mem;         /* n x entry_bytes, page-aligned, or NULL */
 	size_t entry_bytes;
+	uint64_t epoch;       /* counts the changes that may make an entry evictable (eg_units_released) */
+	uint64_t failed_at;   /* epoch + 1 when a CLOCK sweep last found nothing to evict, else 0 */
 };
+
+/* An entry may have become evictable (unpinned, or no longer in flight): the next eg_units_alloc sweeps again.
+ * Until then, an alloc after a sweep that found nothing fails at once instead of sweeping every entry twice
+ * more (a step that wants more units than the table holds would otherwise cost n^2). */
+static inline void eg_units_released(struct eg_units *t)
+{
+	t->epoch++;
+}
 
 /* n entries (of entry_bytes of data each when entry_bytes is not 0); -ENOMEM, or -EINVAL when n x entry_bytes
  * overflows. */

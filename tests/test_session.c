@@ -17,6 +17,7 @@
 
 #include "engram.h"
 #include "file.h"
+#include "residency.h"
 #include "session.h"
 #include "util.h"
 
@@ -327,6 +328,45 @@ static int evict_file(const char *path)
 	free(v);
 	close(fd);
 	return gone;
+}
+
+/* Which descriptor reads a unit is one decision: a session with a row cache reads the units it caches with
+ * O_DIRECT whatever its mode (engram.h), the zstd frames its push prefetches as well as those read at gather.
+ * Such a page-cache session then leaves the zstd table's data pages out of the page cache. */
+static void test_row_cache_session_reads_zstd_direct(void **state)
+{
+	const char *path = pack(&tiny_v41, "zstd");
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	engram_rowcache *rc = NULL;
+	int64_t tok[8] = { 41, 42, 43, 44, 45, 46, 47, 48 };
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
+	uint64_t in = 0, pages = 0;
+
+	(void)state;
+	must(engram_open(&st, path, 0), "open");
+	must(engram_rowcache_open(&rc, st, NULL, 4 << 20, 0), "row cache");
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+					    .mode = ENGRAM_MODE_PAGECACHE, .row_cache = rc };
+	must(engram_session_create(&s, st, &o), "session");
+	if (!evict_file(path)) {
+		engram_session_destroy(s);
+		engram_rowcache_close(rc);
+		engram_close(st);
+		skip(); /* a file system that keeps its pages (tmpfs) has no O_DIRECT either */
+	}
+	push_gather(s, tok, 8, &a);
+	assert_true(a.ios > 0);
+	for (unsigned i = 0; i < st->n_pieces; i++) {
+		const struct eg_disk_table *t = st->pieces[i].t;
+		uint64_t r = 0;
+		assert_int_equal(residency_pages(path, t->data_offset, t->data_length, &r, &pages), 0);
+		in += r;
+	}
+	assert_int_equal(in, 0);
+	engram_session_destroy(s);
+	engram_rowcache_close(rc);
+	engram_close(st);
 }
 
 /* Page-cache mode trusts a page it brought in; when the kernel has dropped it since, the gather faults it in
@@ -697,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_next_reads_a_draft_ahead),
 		cmocka_unit_test(test_page_cache_reads_a_page_once),
 		cmocka_unit_test(test_page_cache_counts_evicted_pages),
+		cmocka_unit_test(test_row_cache_session_reads_zstd_direct),
 		cmocka_unit_test(test_waiting_reads_start_by_layer),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_push_batch_decodes_in_lockstep),

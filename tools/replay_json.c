@@ -127,10 +127,10 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		json_decref(head);
 		head = NULL;
 	}
-	/* time_s: wall, compute and library (the engine thread's time in it); the CPU of the library's own threads
-	 * (io_thread) belongs beside them */
+	/* time_s: wall, compute and library (the engine thread's time in it), and io_thread: the CPU of the
+	 * library's own threads */
 	json_t *rest = json_pack(
-		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o},"
+		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o,s:o},"
 		"s:{s:I,s:o,s:o},s:o}",
 		"distinct_rows", jint(r->distinct_rows), "distinct_row_bytes", jint(r->distinct_bytes), "dedup_ratio",
 		jreal(replay_ratio((double)r->all.rows, (double)r->all.units)), "read_amplification",
@@ -139,7 +139,8 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		jreal(r->ready_min), "mean", jreal(r->ready_mean), "p95", jreal(r->ready_p95), "p99", jreal(r->ready_p99),
 		"ahead", "lookahead_rows", (json_int_t)r->ahead_rows, "drafts", (json_int_t)r->drafts, "drafts_right",
 		(json_int_t)r->drafts_accepted, "draft_rows", (json_int_t)r->draft_rows, "time_s", "wall",
-		jreal(r->wall_s), "compute", jreal(r->compute_s), "library", jreal(r->stall_s), "kernel", "major_faults",
+		jreal(r->wall_s), "compute", jreal(r->compute_s), "library", jreal(r->stall_s), "io_thread",
+		jreal((double)r->all.thread_cpu_ns / 1e9), "kernel", "major_faults",
 		(json_int_t)r->major_faults, "read_bytes",
 		r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes), "read_amplification",
 		jreal(kamp), "layers", layers);

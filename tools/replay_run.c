@@ -136,6 +136,7 @@ static void stats_since(struct engram_io_stats *now, const struct engram_io_stat
 	now->ios -= then->ios;
 	now->bytes -= then->bytes;
 	now->wait_ns -= then->wait_ns;
+	now->thread_cpu_ns -= then->thread_cpu_ns;
 	for (unsigned b = 0; b < ENGRAM_LEAD_BUCKETS; b++)
 		now->lead_hist[b] -= then->lead_hist[b];
 	now->ram -= then->ram;

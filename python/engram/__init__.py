@@ -25,8 +25,8 @@ alias). No object can be copied or pickled (TypeError: open the store by path in
 
 Layers are named by model layer id (cfg.layer_ids, e.g. (1, 14) for DeepSeek-V4.1), as the model names them.
 """
-from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EMAGIC, ENODATA, EPARSE, ESHAPE, ETOKMAP, ETRUNC,
-                      EVERSION, Error, FileNotFound, InvalidArgument, IsADirectory, PermissionDenied)
+from ._errors import (ECONFIG, ECORRUPT, EDTYPE, EENDIAN, EFORKED, EMAGIC, ENODATA, EPARSE, ESHAPE, ETOKMAP,
+                      ETRUNC, EVERSION, Error, FileNotFound, InvalidArgument, IsADirectory, PermissionDenied)
 from ._cachesim import CacheSim
 from ._config import Config
 from ._hasher import Hasher
@@ -42,7 +42,7 @@ __version__ = "0.1.0"
 __all__ = ["Config", "Hasher", "Store", "Session", "RowCache", "CacheSim", "IoStats", "Error", "InvalidArgument", "FileNotFound",
            "IsADirectory", "PermissionDenied", "REWIND_MAX", "SEQ_STATE_MAX", "library_version", "library_path",
            "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE",
-           "ENODATA"]
+           "ENODATA", "EFORKED"]
 
 
 def library_version() -> str:

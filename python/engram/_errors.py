@@ -20,10 +20,11 @@ ETOKMAP = ERRNO_BASE + 8   # token map does not fit the config
 ESHAPE = ERRNO_BASE + 9    # tensor shape does not fit the config
 EDTYPE = ERRNO_BASE + 10   # unsupported or mismatched element type
 ENODATA = ERRNO_BASE + 11  # a metadata-only shard: rows come from a remote tier only
+EFORKED = ERRNO_BASE + 12  # a session made before this process forked, used in the child
 
 errorcode = {EMAGIC: "EMAGIC", EENDIAN: "EENDIAN", EVERSION: "EVERSION", ETRUNC: "ETRUNC", ECORRUPT: "ECORRUPT",
              ECONFIG: "ECONFIG", EPARSE: "EPARSE", ETOKMAP: "ETOKMAP", ESHAPE: "ESHAPE", EDTYPE: "EDTYPE",
-             ENODATA: "ENODATA"}
+             ENODATA: "ENODATA", EFORKED: "EFORKED"}
 
 
 class Error(OSError):

@@ -113,6 +113,7 @@ class IoStats(ctypes.Structure):
         ("lead_hist", c_uint64 * LEAD_BUCKETS),
         ("ram", c_uint64),
         ("disk_bytes", c_uint64),
+        ("thread_cpu_ns", c_uint64),
     ]
 
 

@@ -67,8 +67,10 @@ def _busy():
 
 class Session(NoCopy):
     """One engine loop: each step, begin(); push() or push_batch() the step's new tokens (hashes them for every
-    Engram layer and submits the reads of their rows); then, while earlier layers compute, gather() each Engram
-    layer, which waits only for reads not yet complete. Create with Store.session().
+    Engram layer and hands the reads of their rows to the session's I/O thread, which submits and completes them
+    while the engine computes); then gather() each Engram layer, which waits only for reads not yet complete.
+    Create with Store.session(). In a forked child, a session made before the fork raises engram.Error with
+    errno engram.EFORKED: make a new one from the Store there.
 
     A session belongs to one thread at a time (a second thread calling in meanwhile gets RuntimeError, never a
     corrupted session); use one session per engine thread, all on one shared Store. Calls that wait or copy
@@ -156,7 +158,7 @@ class Session(NoCopy):
 
     @property
     def backend(self) -> str:
-        """'io_uring' or 'pread pool (<why>)'."""
+        """'io_uring' and the ring's features in use, or 'pread pool (<why>)'."""
         return self._backend
 
     @property

@@ -19,6 +19,7 @@ class IoStats(NamedTuple):
     lead_hist: List[int]
     ram: int
     disk_bytes: int
+    thread_cpu_ns: int
 
     def __getitem__(self, key: Any) -> Any:  # st["rows"] as well as st[0]
         if isinstance(key, str):
@@ -52,6 +53,9 @@ _DOCS = {
            "private cache, or a page the page cache held)",
     "disk_bytes": "bytes read from the disk: direct reads, page-cache reads of pages not cached, pages a gather "
                   "faulted in",
+    "thread_cpu_ns": "CPU nanoseconds the session's own threads (its I/O thread, and the pread pool's workers "
+                     "where io_uring is refused) have used: in the session's totals of all layers only (stats() "
+                     "with no layer and step=False), 0 elsewhere",
 }
 for _name, _doc in _DOCS.items():
     getattr(IoStats, _name).__doc__ = _doc
