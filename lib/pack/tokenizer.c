@@ -220,17 +220,17 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "ByteLevel")) {
-		s.kind = BYTE_LEVEL;
+		s.kind.dec = DEC_BYTE_LEVEL;
 	} else if (!strcmp(type, "ByteFallback")) {
-		s.kind = BYTE_FALLBACK;
+		s.kind.dec = DEC_BYTE_FALLBACK;
 	} else if (!strcmp(type, "Fuse")) {
-		s.kind = FUSE;
+		s.kind.dec = DEC_FUSE;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.dec = DEC_REPLACE;
 		if ((err = get_pattern(l, d, "decoder Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = STRIP;
+		s.kind.dec = DEC_STRIP;
 		if ((err = get_char(l, d, "content", "decoder Strip", &s.ch)) < 0 ||
 		    (err = get_uint(l, d, "start", "decoder Strip", &s.start)) < 0 ||
 		    (err = get_uint(l, d, "stop", "decoder Strip", &s.stop)) < 0)
@@ -239,7 +239,7 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		const json_t *ps = json_object_get(d, "prepend_scheme");
 		const char *scheme = ps ? json_string_value(ps) : "always";
 		int aps;
-		s.kind = METASPACE;
+		s.kind.dec = DEC_METASPACE;
 		if ((err = get_char(l, d, "replacement", "decoder Metaspace", &s.ch)) < 0)
 			return err;
 		if (!scheme || (strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never")))
@@ -250,13 +250,13 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 			return bad(l, "decoder Metaspace: add_prefix_space false does not match prepend_scheme '%s'", scheme);
 		s.flag = !strcmp(scheme, "never");
 	} else if (!strcmp(type, "BPEDecoder")) {
-		s.kind = BPE_SUFFIX;
+		s.kind.dec = DEC_BPE_SUFFIX;
 		s.a = "</w>";
 		s.an = 4;
 		if (json_object_get(d, "suffix") && (err = get_str(l, d, "suffix", "decoder BPEDecoder", &s.a, &s.an)) < 0)
 			return err;
 	} else if (!strcmp(type, "WordPiece")) {
-		s.kind = WORDPIECE;
+		s.kind.dec = DEC_WORDPIECE;
 		if ((err = get_bool(l, d, "cleanup", "decoder WordPiece", 1, &s.flag)) < 0)
 			return err;
 	} else {
@@ -319,24 +319,24 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 		return 0;
 	}
 	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
-		s.kind = N_FORM;
+		s.kind.norm = NORM_FORM;
 		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
 													: EG_NFKD;
 	} else if (!strcmp(type, "StripAccents")) {
-		s.kind = N_STRIP_ACCENTS;
+		s.kind.norm = NORM_STRIP_ACCENTS;
 	} else if (!strcmp(type, "Lowercase")) {
-		s.kind = N_LOWERCASE;
+		s.kind.norm = NORM_LOWERCASE;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = N_STRIP;
+		s.kind.norm = NORM_STRIP;
 		if ((err = get_bool(l, n, "strip_left", "normalizer Strip", -1, &s.left)) < 0 ||
 		    (err = get_bool(l, n, "strip_right", "normalizer Strip", -1, &s.right)) < 0)
 			return err;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.norm = NORM_REPLACE;
 		if ((err = get_pattern(l, n, "normalizer Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Prepend")) {
-		s.kind = N_PREPEND;
+		s.kind.norm = NORM_PREPEND;
 		if ((err = get_str(l, n, "prepend", "normalizer Prepend", &s.a, &s.an)) < 0)
 			return err;
 	} else {
@@ -347,6 +347,10 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 	return push_step(l, s);
 }
 
+/* A normalizer step's name in messages, by enum norm_kind. */
+static const char *const norm_names[] = { "NFC/NFD/NFKC/NFKD", "StripAccents", "Lowercase", "Strip", "Replace",
+					  "Prepend" };
+
 /* The normalizer over added token i (t holds its content), within text_max of it. */
 static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 {
@@ -355,13 +359,13 @@ static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 
 	for (size_t i = 0; i < l->n_steps && !err; i++) {
 		const struct step *s = &l->steps[i];
-		switch (s->kind) {
-		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
-		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
-		case N_LOWERCASE: err = eg_u_lowercase(t); break;
-		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
-		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn, max); break;
-		case N_PREPEND:
+		switch (s->kind.norm) {
+		case NORM_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
+		case NORM_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
+		case NORM_LOWERCASE: err = eg_u_lowercase(t); break;
+		case NORM_STRIP: err = eg_u_strip(t, s->left, s->right); break;
+		case NORM_REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn, max); break;
+		case NORM_PREPEND:
 			/* NormalizedString::prepend: only a non-empty string */
 			if (t->n && s->an > max - t->n) {
 				err = -E2BIG;
@@ -372,11 +376,10 @@ static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 				eg_text_free(&p);
 			}
 			break;
-		default: break;
 		}
 		if (err == -E2BIG || (!err && t->n > max))
 			return bad(l, "normalizer step %zu (%s) makes added token %zu longer than %zu bytes, the most a "
-				      "token may be normalized to", i + 1, eg_step_names[s->kind], i_token, max);
+				      "token may be normalized to", i + 1, norm_names[s->kind.norm], i_token, max);
 	}
 	return err;
 }
