@@ -43,23 +43,15 @@ static int bad(const struct load *l, const char *fmt, ...)
 
 static int pool_add(struct eg_tokenizer *tk, const char *s, size_t n, struct span *sp)
 {
+	size_t off = tk->pool.n;
+	int err;
+
 	if (n > UINT32_MAX)
 		return -E2BIG;
-	if (!tk->pool || tk->pool_n + n > tk->pool_cap) {
-		size_t cap = tk->pool_cap ? tk->pool_cap : 1 << 16;
-		while (cap < tk->pool_n + n)
-			cap *= 2;
-		char *p = realloc(tk->pool, cap);
-		if (!p)
-			return -ENOMEM;
-		tk->pool = p;
-		tk->pool_cap = cap;
-	}
-	if (n)
-		memcpy(tk->pool + tk->pool_n, s, n);
-	sp->off = tk->pool_n;
+	if ((err = eg_text_append(&tk->pool, s, n)) < 0)
+		return err;
+	sp->off = off;
 	sp->len = (uint32_t)n;
-	tk->pool_n += n;
 	return 0;
 }
 
@@ -196,29 +188,41 @@ static int get_pattern(const struct load *l, const json_t *obj, const char *wher
 	return 0;
 }
 
-/* ---- the decoder ---- */
+/* One step of a decoder or normalizer that is not a Sequence (obj has a 'type'), pushed onto l's steps. */
+typedef int (*parse_step_fn)(struct load *l, const json_t *obj, const char *type);
 
-static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
+/* A decoder or normalizer (what), Sequences (whose list is the array list_key, "decoders") flattened in order
+ * into l's steps, each other step parsed by one. */
+static int parse_steps(struct load *l, const json_t *obj, const char *what, const char *list_key,
+		       parse_step_fn one, unsigned depth)
 {
-	const char *type = type_of(d);
-	struct step s = { 0 };
+	const char *type = type_of(obj);
 	int err;
 
 	if (depth > 16)
-		return bad(l, "decoder Sequences nest more than 16 deep");
-	if (!json_is_object(d) || !type)
-		return bad(l, "a decoder is not an object with a 'type'");
-	if (!strcmp(type, "Sequence")) {
-		const json_t *list = json_object_get(d, "decoders");
-		size_t i;
-		const json_t *e;
-		if (!json_is_array(list))
-			return bad(l, "decoder Sequence has no 'decoders' array");
-		json_array_foreach(list, i, e)
-			if ((err = parse_decoder(l, e, depth + 1)) < 0)
-				return err;
-		return 0;
-	}
+		return bad(l, "%s Sequences nest more than 16 deep", what);
+	if (!json_is_object(obj) || !type)
+		return bad(l, "a %s is not an object with a 'type'", what);
+	if (strcmp(type, "Sequence"))
+		return one(l, obj, type);
+	const json_t *list = json_object_get(obj, list_key);
+	size_t i;
+	const json_t *e;
+	if (!json_is_array(list))
+		return bad(l, "%s Sequence has no '%s' array", what, list_key);
+	json_array_foreach(list, i, e)
+		if ((err = parse_steps(l, e, what, list_key, one, depth + 1)) < 0)
+			return err;
+	return 0;
+}
+
+/* ---- the decoder ---- */
+
+static int decoder_step(struct load *l, const json_t *d, const char *type)
+{
+	struct step s = { 0 };
+	int err;
+
 	if (!strcmp(type, "ByteLevel")) {
 		s.kind.dec = DEC_BYTE_LEVEL;
 	} else if (!strcmp(type, "ByteFallback")) {
@@ -297,27 +301,11 @@ static int keep_decoder(struct load *l)
 
 /* ---- the normalizer, for added tokens marked "normalized" ---- */
 
-static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
+static int normalizer_step(struct load *l, const json_t *n, const char *type)
 {
-	const char *type = type_of(n);
 	struct step s = { 0 };
 	int err;
 
-	if (depth > 16)
-		return bad(l, "normalizer Sequences nest more than 16 deep");
-	if (!json_is_object(n) || !type)
-		return bad(l, "a normalizer is not an object with a 'type'");
-	if (!strcmp(type, "Sequence")) {
-		const json_t *list = json_object_get(n, "normalizers");
-		size_t i;
-		const json_t *e;
-		if (!json_is_array(list))
-			return bad(l, "normalizer Sequence has no 'normalizers' array");
-		json_array_foreach(list, i, e)
-			if ((err = parse_normalizer(l, e, depth + 1)) < 0)
-				return err;
-		return 0;
-	}
 	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
 		s.kind.norm = NORM_FORM;
 		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
@@ -528,7 +516,7 @@ static int add_added_tokens(struct load *l, const json_t *root, uint64_t n_model
 		props[id] = (struct added_props){ 1, bits };
 		if (f[3] && normalizer && !json_is_null(normalizer)) {
 			if (!norm_parsed) {
-				if ((err = parse_normalizer(l, normalizer, 0)) < 0)
+				if ((err = parse_steps(l, normalizer, "normalizer", "normalizers", normalizer_step, 0)) < 0)
 					goto out;
 				norm_parsed = 1;
 			}
@@ -599,7 +587,7 @@ int eg_tokenizer_load(struct eg_tokenizer **out, const char *path, uint8_t diges
 		goto out;
 	const json_t *dec = json_object_get(root, "decoder");
 	tk->has_decoder = dec && !json_is_null(dec);
-	if (tk->has_decoder && (err = parse_decoder(&l, dec, 0)) < 0)
+	if (tk->has_decoder && (err = parse_steps(&l, dec, "decoder", "decoders", decoder_step, 0)) < 0)
 		goto out;
 	err = keep_decoder(&l);
 out:
@@ -620,7 +608,7 @@ void eg_tokenizer_free(struct eg_tokenizer *tk)
 	if (!tk)
 		return;
 	free(tk->path);
-	free(tk->pool);
+	eg_text_free(&tk->pool);
 	free(tk->ids);
 	free(tk->dec);
 	free(tk->dec_bytes);
@@ -635,5 +623,5 @@ uint64_t eg_tokenizer_num_ids(const struct eg_tokenizer *tk)
 const char *eg_tokenizer_token(const struct eg_tokenizer *tk, uint64_t id, size_t *len)
 {
 	*len = tk->ids[id].len;
-	return tk->pool + tk->ids[id].off;
+	return tk->pool.s + tk->ids[id].off;
 }

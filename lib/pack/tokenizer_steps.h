@@ -43,8 +43,7 @@ struct span { /* a token's string in the pool */
 
 struct eg_tokenizer {
 	char *path;
-	char *pool;           /* every token string */
-	size_t pool_n, pool_cap;
+	struct eg_text pool;  /* every token string */
 	struct span *ids;     /* [n_ids] */
 	uint64_t n_ids;
 	struct step *dec;     /* the decoder, flattened */
