@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include "block.h"
+#include "grow.h"
 #include "layout.h"
 
 void eg_block_ctx_free(struct eg_block_ctx *c)
@@ -59,13 +60,8 @@ int eg_block_decode(struct eg_block_ctx *c, const struct eg_piece *p, uint64_t b
 	if (!c->dctx && !(c->dctx = ZSTD_createDCtx()))
 		return eg_fail(-ENOMEM, "out of memory for a zstd context");
 	if (t->filter == EG_FILTER_SHUFFLE) {
-		if (c->scratch_cap < want) {
-			free(c->scratch);
-			c->scratch_cap = 0;
-			if (!(c->scratch = malloc(want)))
-				return eg_fail(-ENOMEM, "out of memory");
-			c->scratch_cap = want;
-		}
+		if (eg_scratch_reserve(&c->scratch, &c->scratch_cap, want) < 0)
+			return eg_fail(-ENOMEM, "out of memory");
 		out = c->scratch;
 	}
 	r = ZSTD_decompressDCtx(c->dctx, out, want, frame, len);

@@ -361,22 +361,26 @@ ENGRAM_API uint64_t engram_config_addressed_rows(const engram_config *c, unsigne
 	return eg_bad_layer(c, li) ? 0 : c->layers[li].addressed;
 }
 
+/* Nonzero (and engram_last_error set) unless li is a layer index and i is below n, the count of a layer's
+ * whats ("column": its primes; "multiplier"). */
+static int bad_layer_item(const engram_config *c, unsigned li, const char *what, unsigned i, unsigned n)
+{
+	if (li < c->n_layers && i < n)
+		return 0;
+	eg_fail(-EINVAL, "layer index %u / %s %u out of range (%u layers, %u %ss)", li, what, i, c->n_layers, n, what);
+	return 1;
+}
+
 ENGRAM_API uint64_t engram_config_prime(const engram_config *c, unsigned li, unsigned col)
 {
 	EG_KEEP_ERRNO;
-	if (li >= c->n_layers || col >= c->columns)
-		return (uint64_t)(eg_fail(-EINVAL, "layer index %u / column %u out of range (%u layers, %u columns)", li,
-					  col, c->n_layers, c->columns) & 0);
-	return c->layers[li].mod[col].p;
+	return bad_layer_item(c, li, "column", col, c->columns) ? 0 : c->layers[li].mod[col].p;
 }
 
 ENGRAM_API uint64_t engram_config_multiplier(const engram_config *c, unsigned li, unsigned k)
 {
 	EG_KEEP_ERRNO;
-	if (li >= c->n_layers || k >= c->max_ngram)
-		return (uint64_t)(eg_fail(-EINVAL, "layer index %u / multiplier %u out of range (%u layers, %u multipliers)",
-					  li, k, c->n_layers, c->max_ngram) & 0);
-	return c->layers[li].mult[k];
+	return bad_layer_item(c, li, "multiplier", k, c->max_ngram) ? 0 : c->layers[li].mult[k];
 }
 
 ENGRAM_API uint64_t engram_config_raw_vocab(const engram_config *c)

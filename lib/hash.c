@@ -91,16 +91,7 @@ ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cf
 	}
 	if (!h || !h->seqs || !h->stamps || !h->bat || !h->in_seqs || !h->in_tokens || !h->in_mask ||
 	    (h->kernel != hash_scalar && !h->vc)) {
-		if (h) {
-			free(h->seqs);
-			free(h->stamps);
-			free(h->bat);
-			free(h->in_seqs);
-			free(h->in_tokens);
-			free(h->in_mask);
-			free(h->vc);
-		}
-		free(h);
+		engram_hasher_destroy(h);
 		return eg_fail(-ENOMEM, "engram_hasher_create: out of memory for %u sequences", max_seqs);
 	}
 	h->cfg = cfg;

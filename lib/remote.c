@@ -32,6 +32,7 @@
 
 #include <hiredis/sds.h>
 
+#include "grow.h"
 #include "remote_client.h"
 
 /* ---- delivering rows ---- */
@@ -71,16 +72,10 @@ static void deliver(struct eg_remote *r, uint32_t i, enum eg_remote_status statu
 static int enqueue(struct eg_remote *r, uint32_t i)
 {
 	if (r->q_n == r->q_cap) {
-		size_t cap = r->q_cap ? 2 * r->q_cap : 256;
-		uint32_t *v = malloc(cap * sizeof(*v));
+		uint32_t *v = eg_ring_grown(r->queue, sizeof(*v), &r->q_head, r->q_n, &r->q_cap, 256);
 		if (!v)
 			return -ENOMEM;
-		for (size_t k = 0; k < r->q_n; k++)
-			v[k] = r->queue[(r->q_head + k) % r->q_cap];
-		free(r->queue);
 		r->queue = v;
-		r->q_head = 0;
-		r->q_cap = cap;
 	}
 	r->queue[(r->q_head + r->q_n++) % r->q_cap] = i;
 	return 0;
@@ -89,16 +84,10 @@ static int enqueue(struct eg_remote *r, uint32_t i)
 static int push_op(struct node *n, uint8_t kind, uint32_t req, uint64_t deadline)
 {
 	if (n->n == n->cap) {
-		size_t cap = n->cap ? 2 * n->cap : 256;
-		struct op *v = malloc(cap * sizeof(*v));
+		struct op *v = eg_ring_grown(n->ops, sizeof(*v), &n->head, n->n, &n->cap, 256);
 		if (!v)
 			return -ENOMEM;
-		for (size_t k = 0; k < n->n; k++)
-			v[k] = n->ops[(n->head + k) % n->cap];
-		free(n->ops);
 		n->ops = v;
-		n->head = 0;
-		n->cap = cap;
 	}
 	n->ops[(n->head + n->n++) % n->cap] = (struct op){ .req = req, .kind = kind, .deadline = deadline };
 	return 0;

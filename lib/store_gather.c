@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "grow.h"
 #include "dtype.h"
 #include "layout.h"
 #include "store.h"
@@ -46,13 +47,8 @@ static int add_zstd(struct gather *g, const struct eg_piece *p, uint64_t off)
 	if (g->bpiece != p || g->bno != b) {
 		flush(g);
 		g->bpiece = NULL;
-		if (g->bcap < bsize) {
-			free(g->block);
-			g->bcap = 0;
-			if (!(g->block = malloc(bsize)))
-				return eg_fail(-ENOMEM, "out of memory");
-			g->bcap = bsize;
-		}
+		if (eg_scratch_reserve(&g->block, &g->bcap, bsize) < 0)
+			return eg_fail(-ENOMEM, "out of memory");
 		if ((err = eg_block_load(&g->ctx, p, b, g->block, g->bcap)) < 0)
 			return err;
 		g->bpiece = p;

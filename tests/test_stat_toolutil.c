@@ -250,6 +250,28 @@ static void test_names(void **state)
 	assert_string_equal(captured_text(), "test: --dtype '' is not native, bf16 or f32\n");
 }
 
+/* One of a list of names: its index, and the list spelled out ("a or b", "a, b, c or d") when arg is none. */
+static void test_choices(void **state)
+{
+	static const char *const one[] = { "only", NULL };
+	static const char *const two[] = { "raw", "zstd", NULL };
+	static const char *const four[] = { "bf16", "f32", "f16", "e4m3", NULL };
+
+	(void)state;
+	assert_int_equal(tool_parse_choice("--codec", "raw", two), 0);
+	assert_int_equal(tool_parse_choice("--codec", "zstd", two), 1);
+	assert_int_equal(tool_parse_choice("--t", "e4m3", four), 3);
+	capture();
+	assert_int_equal(tool_parse_choice("--codec", "zst", two), -1);
+	assert_string_equal(captured_text(), "test: --codec 'zst' is not raw or zstd\n");
+	capture();
+	assert_int_equal(tool_parse_choice("--t", "F32", four), -1);
+	assert_string_equal(captured_text(), "test: --t 'F32' is not bf16, f32, f16 or e4m3\n");
+	capture();
+	assert_int_equal(tool_parse_choice("--x", "", one), -1);
+	assert_string_equal(captured_text(), "test: --x '' is not only\n");
+}
+
 /* Comma-separated lists: signed 64-bit integers, nothing else. */
 static void test_integer_lists(void **state)
 {
@@ -385,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_doubles),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_choices),
 		cmocka_unit_test(test_integer_lists),
 		cmocka_unit_test(test_out_same_as_an_input),
 		cmocka_unit_test(test_out_same_as_a_shard),

@@ -231,14 +231,6 @@ nomem:
 	return -1;
 }
 
-static const char *match(const char *arg, const char *const *choices)
-{
-	for (; *choices; choices++)
-		if (!strcmp(arg, *choices))
-			return *choices;
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option long_opts[] = {
@@ -269,13 +261,15 @@ int main(int argc, char **argv)
 	};
 	static const char *const codecs[] = { "raw", "zstd", NULL };
 	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", NULL };
+	static const char *const shuffles[] = { "auto", "on", "off", NULL };
+	static const int shuffle_values[] = { 0, 1, -1 }; /* engram_pack_options.shuffle of each */
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
 	struct pack_progress bar;
 	const char **weights;
 	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL, *model_dir = NULL, *meta_from = NULL;
 	char *dir_paths[3] = { NULL, NULL, NULL };
-	int c, quiet = 0, in_weights = 0, err, status = 2;
+	int c, quiet = 0, in_weights = 0, err, status = 2, choice;
 
 	tool_name = "engram-pack";
 	argv[0] = (char *)tool_name; /* getopt's own messages */
@@ -308,10 +302,9 @@ int main(int argc, char **argv)
 		case OPT_MODEL_DIR: model_dir = optarg; break;
 		case OPT_OUT: o.out_path = optarg; break;
 		case OPT_CODEC:
-			if (!(o.codec = match(optarg, codecs))) {
-				usage_error("--codec '%s' is not raw or zstd", optarg);
-				goto out;
-			}
+			if ((choice = tool_parse_choice("--codec", optarg, codecs)) < 0)
+				goto bad_option;
+			o.codec = codecs[choice];
 			break;
 		case OPT_LEVEL:
 			if (tool_parse_int("--level", optarg, -131072, 22, &o.zstd_level) < 0)
@@ -323,16 +316,9 @@ int main(int argc, char **argv)
 				goto bad_option;
 			break;
 		case OPT_SHUFFLE:
-			if (!strcmp(optarg, "auto"))
-				o.shuffle = 0;
-			else if (!strcmp(optarg, "on"))
-				o.shuffle = 1;
-			else if (!strcmp(optarg, "off"))
-				o.shuffle = -1;
-			else {
-				usage_error("--shuffle '%s' is not auto, on or off", optarg);
-				goto out;
-			}
+			if ((choice = tool_parse_choice("--shuffle", optarg, shuffles)) < 0)
+				goto bad_option;
+			o.shuffle = shuffle_values[choice];
 			shuffle_arg = optarg;
 			break;
 		case OPT_TEMPLATE: o.weight_template = optarg; break;
@@ -347,10 +333,9 @@ int main(int argc, char **argv)
 				goto bad_option;
 			break;
 		case OPT_SYNTHETIC_DTYPE:
-			if (!(o.synthetic_dtype = match(optarg, dtypes))) {
-				usage_error("--synthetic-dtype '%s' is not bf16, f32, f16 or e4m3", optarg);
-				goto out;
-			}
+			if ((choice = tool_parse_choice("--synthetic-dtype", optarg, dtypes)) < 0)
+				goto bad_option;
+			o.synthetic_dtype = dtypes[choice];
 			break;
 		case OPT_SEED:
 			if (tool_parse_u64("--seed", optarg, 0, UINT64_MAX, &o.synthetic_seed) < 0)

@@ -91,14 +91,13 @@ struct sweep_axis {
 
 static int parse_tier(const char *opt, const char *arg, enum replay_tier *t)
 {
-	if (!strcmp(arg, "page"))
-		*t = TIER_PAGE;
-	else if (!strcmp(arg, "row"))
-		*t = TIER_ROW;
-	else {
-		tool_error("%s '%s' is not page or row", opt, arg);
+	static const char *const names[] = { "page", "row", NULL };
+	static const enum replay_tier tiers[] = { TIER_PAGE, TIER_ROW };
+	int i = tool_parse_choice(opt, arg, names);
+
+	if (i < 0)
 		return -1;
-	}
+	*t = tiers[i];
 	return 0;
 }
 
@@ -275,16 +274,15 @@ static int set_option(struct replay_cmd *c, int opt, const char *arg)
 	case OPT_DRAFT_TOKENS:
 		c->draft_tokens_given = 1;
 		return tool_parse_unsigned("--draft-tokens", arg, 0, ENGRAM_REWIND_MAX, &info->draft_tokens) < 0 ? 2 : 0;
-	case OPT_LOOKAHEAD:
-		if (!strcmp(arg, "prompt"))
-			info->lookahead = LOOKAHEAD_PROMPT;
-		else if (!strcmp(arg, "oracle"))
-			info->lookahead = LOOKAHEAD_ORACLE;
-		else {
-			tool_error("--lookahead '%s' is not prompt or oracle", arg);
+	case OPT_LOOKAHEAD: {
+		static const char *const names[] = { "prompt", "oracle", NULL };
+		static const enum replay_lookahead lookaheads[] = { LOOKAHEAD_PROMPT, LOOKAHEAD_ORACLE };
+		int i = tool_parse_choice("--lookahead", arg, names);
+		if (i < 0)
 			return 2;
-		}
+		info->lookahead = lookaheads[i];
 		return 0;
+	}
 	case OPT_JSON: c->json = 1; return 0;
 	case OPT_SVG: c->svg_path = arg; return 0;
 	case OPT_DISK_IOPS: return tool_parse_double("--disk-iops", arg, 1, 1e9, &c->disk_iops) < 0 ? 2 : 0;

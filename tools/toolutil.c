@@ -181,31 +181,43 @@ int tool_parse_double(const char *opt, const char *arg, double min, double max, 
 	return 0;
 }
 
+int tool_parse_choice(const char *opt, const char *arg, const char *const *names)
+{
+	char list[256];
+	size_t n = 0, len = 0;
+
+	for (; names[n]; n++)
+		if (!strcmp(arg, names[n]))
+			return (int)n;
+	list[0] = 0;
+	for (size_t i = 0; i < n && len < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+					names[i]);
+	tool_error("%s '%s' is not %s", opt, arg, list);
+	return -1;
+}
+
 int tool_parse_mode(const char *opt, const char *arg, enum engram_mode *m)
 {
-	if (!strcmp(arg, "pagecache"))
-		*m = ENGRAM_MODE_PAGECACHE;
-	else if (!strcmp(arg, "direct"))
-		*m = ENGRAM_MODE_DIRECT;
-	else {
-		tool_error("%s '%s' is not pagecache or direct", opt, arg);
+	static const char *const names[] = { "pagecache", "direct", NULL };
+	static const enum engram_mode modes[] = { ENGRAM_MODE_PAGECACHE, ENGRAM_MODE_DIRECT };
+	int i = tool_parse_choice(opt, arg, names);
+
+	if (i < 0)
 		return -1;
-	}
+	*m = modes[i];
 	return 0;
 }
 
 int tool_parse_dtype(const char *opt, const char *arg, enum engram_out *out)
 {
-	if (!strcmp(arg, "native"))
-		*out = ENGRAM_OUT_NATIVE;
-	else if (!strcmp(arg, "bf16"))
-		*out = ENGRAM_OUT_BF16;
-	else if (!strcmp(arg, "f32"))
-		*out = ENGRAM_OUT_F32;
-	else {
-		tool_error("%s '%s' is not native, bf16 or f32", opt, arg);
+	static const char *const names[] = { "native", "bf16", "f32", NULL };
+	static const enum engram_out outs[] = { ENGRAM_OUT_NATIVE, ENGRAM_OUT_BF16, ENGRAM_OUT_F32 };
+	int i = tool_parse_choice(opt, arg, names);
+
+	if (i < 0)
 		return -1;
-	}
+	*out = outs[i];
 	return 0;
 }
 

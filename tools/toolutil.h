@@ -27,6 +27,8 @@ int tool_parse_size(const char *opt, const char *arg, uint64_t min, uint64_t max
 /* A finite decimal number (strtod's syntax, no leading space): nan and inf are not numbers, and a value beyond
  * the range of a double is beyond max. */
 int tool_parse_double(const char *opt, const char *arg, double min, double max, double *v);
+/* arg as one of names (NULL-terminated): its index, or -1 after printing "OPT 'ARG' is not A, B or C". */
+int tool_parse_choice(const char *opt, const char *arg, const char *const *names);
 /* --mode pagecache|direct, and --dtype native|bf16|f32 of the gathers. */
 int tool_parse_mode(const char *opt, const char *arg, enum engram_mode *m);
 int tool_parse_dtype(const char *opt, const char *arg, enum engram_out *out);

@@ -200,15 +200,25 @@ void eg_gguf_free(struct eg_gguf *g)
 		gguf_clear(g);
 }
 
-static char *dup_n(const char *s, uint64_t n)
+/* The string that names entry i of a section (a metadata key, a tensor's name): not empty, holding no NUL, copied
+ * into *out. noun ("metadata entry") and field ("key") say what it is in errors, of what the memory is for. */
+static int name_string(struct cur *c, const char *noun, uint64_t i, const char *field, const char *of, char **out)
 {
-	char *d = malloc(n + 1);
+	const char *s;
+	uint64_t len;
+	int err;
 
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = 0;
-	}
-	return d;
+	snprintf(c->what, sizeof(c->what), "the %s of %s %llu", field, noun, (unsigned long long)i);
+	if ((err = string(c, &s, &len)) < 0)
+		return err;
+	if (!len || memchr(s, 0, len))
+		return eg_fail(ENGRAM_EPARSE, "'%s': %s %llu has an empty %s or one holding NUL", c->path, noun,
+			       (unsigned long long)i, field);
+	if (!(*out = malloc(len + 1)))
+		return eg_fail(-ENOMEM, "'%s': out of memory for the GGUF %s", c->path, of);
+	memcpy(*out, s, len);
+	(*out)[len] = 0;
+	return 0;
 }
 
 static int kv_section(struct eg_gguf *g, struct cur *c)
@@ -217,16 +227,10 @@ static int kv_section(struct eg_gguf *g, struct cur *c)
 
 	for (uint64_t i = 0; i < g->n_kv; i++) {
 		struct eg_gguf_kv *kv = &g->kv[i];
-		const char *k;
-		uint64_t klen;
-		snprintf(c->what, sizeof(c->what), "the key of metadata entry %llu", (unsigned long long)i);
-		if ((err = string(c, &k, &klen)) < 0)
+		char *key;
+		if ((err = name_string(c, "metadata entry", i, "key", "metadata", &key)) < 0)
 			return err;
-		if (!klen || memchr(k, 0, klen))
-			return eg_fail(ENGRAM_EPARSE, "'%s': metadata entry %llu has an empty key or one holding NUL",
-				       c->path, (unsigned long long)i);
-		if (!(kv->key = dup_n(k, klen)))
-			return eg_fail(-ENOMEM, "'%s': out of memory for the GGUF metadata", c->path);
+		kv->key = key;
 		snprintf(c->what, sizeof(c->what), "metadata key '%.200s'", kv->key);
 		if ((err = u32(c, &kv->type)) < 0 || (err = value(c, kv, kv->type, 0)) < 0)
 			return err;
@@ -241,16 +245,9 @@ static int tensor_section(struct eg_gguf *g, struct cur *c)
 
 	for (uint64_t i = 0; i < g->n_tensors; i++) {
 		struct eg_gguf_tensor *t = &g->t[i];
-		const char *name;
-		uint64_t len, elems = 1;
-		snprintf(c->what, sizeof(c->what), "the name of tensor info %llu", (unsigned long long)i);
-		if ((err = string(c, &name, &len)) < 0)
+		uint64_t elems = 1;
+		if ((err = name_string(c, "tensor info", i, "name", "tensor infos", &t->name)) < 0)
 			return err;
-		if (!len || memchr(name, 0, len))
-			return eg_fail(ENGRAM_EPARSE, "'%s': tensor info %llu has an empty name or one holding NUL",
-				       c->path, (unsigned long long)i);
-		if (!(t->name = dup_n(name, len)))
-			return eg_fail(-ENOMEM, "'%s': out of memory for the GGUF tensor infos", c->path);
 		snprintf(c->what, sizeof(c->what), "tensor info '%.200s'", t->name);
 		if ((err = u32(c, &t->n_dims)) < 0)
 			return err;

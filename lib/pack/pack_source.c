@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "grow.h"
 #include "pack.h"
 
 static const char *const default_templates[] = {
@@ -198,15 +199,8 @@ int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
 		return eg_pread_full(s->wfd, dst, n * s->payload, n * s->payload, s->woff + row * s->payload, s->wpath);
 	/* F8_E4M3: weights straight into place, scales after them, then spread each row's scales out. */
 	nscale = s->record_size - s->payload;
-	if (s->scratch_cap < n * nscale) {
-		free(s->scratch);
-		s->scratch = malloc(n * nscale);
-		if (!s->scratch) {
-			s->scratch_cap = 0;
-			return eg_fail(-ENOMEM, "out of memory reading '%s'", s->spath);
-		}
-		s->scratch_cap = n * nscale;
-	}
+	if (eg_scratch_reserve(&s->scratch, &s->scratch_cap, n * nscale) < 0)
+		return eg_fail(-ENOMEM, "out of memory reading '%s'", s->spath);
 	if ((err = eg_pread_full(s->sfd, s->scratch, n * nscale, n * nscale, s->soff + row * nscale, s->spath)) < 0 ||
 	    (err = eg_pread_full(s->wfd, dst, n * s->payload, n * s->payload, s->woff + row * s->payload, s->wpath)) < 0)
 		return err;

@@ -43,23 +43,15 @@ static int bad(const struct load *l, const char *fmt, ...)
 
 static int pool_add(struct eg_tokenizer *tk, const char *s, size_t n, struct span *sp)
 {
+	size_t off = tk->pool.n;
+	int err;
+
 	if (n > UINT32_MAX)
 		return -E2BIG;
-	if (!tk->pool || tk->pool_n + n > tk->pool_cap) {
-		size_t cap = tk->pool_cap ? tk->pool_cap : 1 << 16;
-		while (cap < tk->pool_n + n)
-			cap *= 2;
-		char *p = realloc(tk->pool, cap);
-		if (!p)
-			return -ENOMEM;
-		tk->pool = p;
-		tk->pool_cap = cap;
-	}
-	if (n)
-		memcpy(tk->pool + tk->pool_n, s, n);
-	sp->off = tk->pool_n;
+	if ((err = eg_text_append(&tk->pool, s, n)) < 0)
+		return err;
+	sp->off = off;
 	sp->len = (uint32_t)n;
-	tk->pool_n += n;
 	return 0;
 }
 
@@ -196,41 +188,53 @@ static int get_pattern(const struct load *l, const json_t *obj, const char *wher
 	return 0;
 }
 
-/* ---- the decoder ---- */
+/* One step of a decoder or normalizer that is not a Sequence (obj has a 'type'), pushed onto l's steps. */
+typedef int (*parse_step_fn)(struct load *l, const json_t *obj, const char *type);
 
-static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
+/* A decoder or normalizer (what), Sequences (whose list is the array list_key, "decoders") flattened in order
+ * into l's steps, each other step parsed by one. */
+static int parse_steps(struct load *l, const json_t *obj, const char *what, const char *list_key,
+		       parse_step_fn one, unsigned depth)
 {
-	const char *type = type_of(d);
-	struct step s = { 0 };
+	const char *type = type_of(obj);
 	int err;
 
 	if (depth > 16)
-		return bad(l, "decoder Sequences nest more than 16 deep");
-	if (!json_is_object(d) || !type)
-		return bad(l, "a decoder is not an object with a 'type'");
-	if (!strcmp(type, "Sequence")) {
-		const json_t *list = json_object_get(d, "decoders");
-		size_t i;
-		const json_t *e;
-		if (!json_is_array(list))
-			return bad(l, "decoder Sequence has no 'decoders' array");
-		json_array_foreach(list, i, e)
-			if ((err = parse_decoder(l, e, depth + 1)) < 0)
-				return err;
-		return 0;
-	}
+		return bad(l, "%s Sequences nest more than 16 deep", what);
+	if (!json_is_object(obj) || !type)
+		return bad(l, "a %s is not an object with a 'type'", what);
+	if (strcmp(type, "Sequence"))
+		return one(l, obj, type);
+	const json_t *list = json_object_get(obj, list_key);
+	size_t i;
+	const json_t *e;
+	if (!json_is_array(list))
+		return bad(l, "%s Sequence has no '%s' array", what, list_key);
+	json_array_foreach(list, i, e)
+		if ((err = parse_steps(l, e, what, list_key, one, depth + 1)) < 0)
+			return err;
+	return 0;
+}
+
+/* ---- the decoder ---- */
+
+static int decoder_step(struct load *l, const json_t *d, const char *type)
+{
+	struct step s = { 0 };
+	int err;
+
 	if (!strcmp(type, "ByteLevel")) {
-		s.kind = BYTE_LEVEL;
+		s.kind.dec = DEC_BYTE_LEVEL;
 	} else if (!strcmp(type, "ByteFallback")) {
-		s.kind = BYTE_FALLBACK;
+		s.kind.dec = DEC_BYTE_FALLBACK;
 	} else if (!strcmp(type, "Fuse")) {
-		s.kind = FUSE;
+		s.kind.dec = DEC_FUSE;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.dec = DEC_REPLACE;
 		if ((err = get_pattern(l, d, "decoder Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = STRIP;
+		s.kind.dec = DEC_STRIP;
 		if ((err = get_char(l, d, "content", "decoder Strip", &s.ch)) < 0 ||
 		    (err = get_uint(l, d, "start", "decoder Strip", &s.start)) < 0 ||
 		    (err = get_uint(l, d, "stop", "decoder Strip", &s.stop)) < 0)
@@ -239,7 +243,7 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 		const json_t *ps = json_object_get(d, "prepend_scheme");
 		const char *scheme = ps ? json_string_value(ps) : "always";
 		int aps;
-		s.kind = METASPACE;
+		s.kind.dec = DEC_METASPACE;
 		if ((err = get_char(l, d, "replacement", "decoder Metaspace", &s.ch)) < 0)
 			return err;
 		if (!scheme || (strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never")))
@@ -250,13 +254,13 @@ static int parse_decoder(struct load *l, const json_t *d, unsigned depth)
 			return bad(l, "decoder Metaspace: add_prefix_space false does not match prepend_scheme '%s'", scheme);
 		s.flag = !strcmp(scheme, "never");
 	} else if (!strcmp(type, "BPEDecoder")) {
-		s.kind = BPE_SUFFIX;
+		s.kind.dec = DEC_BPE_SUFFIX;
 		s.a = "</w>";
 		s.an = 4;
 		if (json_object_get(d, "suffix") && (err = get_str(l, d, "suffix", "decoder BPEDecoder", &s.a, &s.an)) < 0)
 			return err;
 	} else if (!strcmp(type, "WordPiece")) {
-		s.kind = WORDPIECE;
+		s.kind.dec = DEC_WORDPIECE;
 		if ((err = get_bool(l, d, "cleanup", "decoder WordPiece", 1, &s.flag)) < 0)
 			return err;
 	} else {
@@ -297,46 +301,30 @@ static int keep_decoder(struct load *l)
 
 /* ---- the normalizer, for added tokens marked "normalized" ---- */
 
-static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
+static int normalizer_step(struct load *l, const json_t *n, const char *type)
 {
-	const char *type = type_of(n);
 	struct step s = { 0 };
 	int err;
 
-	if (depth > 16)
-		return bad(l, "normalizer Sequences nest more than 16 deep");
-	if (!json_is_object(n) || !type)
-		return bad(l, "a normalizer is not an object with a 'type'");
-	if (!strcmp(type, "Sequence")) {
-		const json_t *list = json_object_get(n, "normalizers");
-		size_t i;
-		const json_t *e;
-		if (!json_is_array(list))
-			return bad(l, "normalizer Sequence has no 'normalizers' array");
-		json_array_foreach(list, i, e)
-			if ((err = parse_normalizer(l, e, depth + 1)) < 0)
-				return err;
-		return 0;
-	}
 	if (!strcmp(type, "NFC") || !strcmp(type, "NFD") || !strcmp(type, "NFKC") || !strcmp(type, "NFKD")) {
-		s.kind = N_FORM;
+		s.kind.norm = NORM_FORM;
 		s.flag = !strcmp(type, "NFC") ? EG_NFC : !strcmp(type, "NFD") ? EG_NFD : !strcmp(type, "NFKC") ? EG_NFKC
 													: EG_NFKD;
 	} else if (!strcmp(type, "StripAccents")) {
-		s.kind = N_STRIP_ACCENTS;
+		s.kind.norm = NORM_STRIP_ACCENTS;
 	} else if (!strcmp(type, "Lowercase")) {
-		s.kind = N_LOWERCASE;
+		s.kind.norm = NORM_LOWERCASE;
 	} else if (!strcmp(type, "Strip")) {
-		s.kind = N_STRIP;
+		s.kind.norm = NORM_STRIP;
 		if ((err = get_bool(l, n, "strip_left", "normalizer Strip", -1, &s.left)) < 0 ||
 		    (err = get_bool(l, n, "strip_right", "normalizer Strip", -1, &s.right)) < 0)
 			return err;
 	} else if (!strcmp(type, "Replace")) {
-		s.kind = REPLACE;
+		s.kind.norm = NORM_REPLACE;
 		if ((err = get_pattern(l, n, "normalizer Replace", &s)) < 0)
 			return err;
 	} else if (!strcmp(type, "Prepend")) {
-		s.kind = N_PREPEND;
+		s.kind.norm = NORM_PREPEND;
 		if ((err = get_str(l, n, "prepend", "normalizer Prepend", &s.a, &s.an)) < 0)
 			return err;
 	} else {
@@ -347,6 +335,10 @@ static int parse_normalizer(struct load *l, const json_t *n, unsigned depth)
 	return push_step(l, s);
 }
 
+/* A normalizer step's name in messages, by enum norm_kind. */
+static const char *const norm_names[] = { "NFC/NFD/NFKC/NFKD", "StripAccents", "Lowercase", "Strip", "Replace",
+					  "Prepend" };
+
 /* The normalizer over added token i (t holds its content), within text_max of it. */
 static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 {
@@ -355,13 +347,13 @@ static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 
 	for (size_t i = 0; i < l->n_steps && !err; i++) {
 		const struct step *s = &l->steps[i];
-		switch (s->kind) {
-		case N_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
-		case N_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
-		case N_LOWERCASE: err = eg_u_lowercase(t); break;
-		case N_STRIP: err = eg_u_strip(t, s->left, s->right); break;
-		case REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn, max); break;
-		case N_PREPEND:
+		switch (s->kind.norm) {
+		case NORM_FORM: err = eg_u_normalize(t, (enum eg_nf)s->flag); break;
+		case NORM_STRIP_ACCENTS: err = eg_u_strip_accents(t); break;
+		case NORM_LOWERCASE: err = eg_u_lowercase(t); break;
+		case NORM_STRIP: err = eg_u_strip(t, s->left, s->right); break;
+		case NORM_REPLACE: err = eg_u_replace(t, s->a, s->an, s->b, s->bn, max); break;
+		case NORM_PREPEND:
 			/* NormalizedString::prepend: only a non-empty string */
 			if (t->n && s->an > max - t->n) {
 				err = -E2BIG;
@@ -372,11 +364,10 @@ static int normalize(const struct load *l, size_t i_token, struct eg_text *t)
 				eg_text_free(&p);
 			}
 			break;
-		default: break;
 		}
 		if (err == -E2BIG || (!err && t->n > max))
 			return bad(l, "normalizer step %zu (%s) makes added token %zu longer than %zu bytes, the most a "
-				      "token may be normalized to", i + 1, eg_step_names[s->kind], i_token, max);
+				      "token may be normalized to", i + 1, norm_names[s->kind.norm], i_token, max);
 	}
 	return err;
 }
@@ -525,7 +516,7 @@ static int add_added_tokens(struct load *l, const json_t *root, uint64_t n_model
 		props[id] = (struct added_props){ 1, bits };
 		if (f[3] && normalizer && !json_is_null(normalizer)) {
 			if (!norm_parsed) {
-				if ((err = parse_normalizer(l, normalizer, 0)) < 0)
+				if ((err = parse_steps(l, normalizer, "normalizer", "normalizers", normalizer_step, 0)) < 0)
 					goto out;
 				norm_parsed = 1;
 			}
@@ -596,7 +587,7 @@ int eg_tokenizer_load(struct eg_tokenizer **out, const char *path, uint8_t diges
 		goto out;
 	const json_t *dec = json_object_get(root, "decoder");
 	tk->has_decoder = dec && !json_is_null(dec);
-	if (tk->has_decoder && (err = parse_decoder(&l, dec, 0)) < 0)
+	if (tk->has_decoder && (err = parse_steps(&l, dec, "decoder", "decoders", decoder_step, 0)) < 0)
 		goto out;
 	err = keep_decoder(&l);
 out:
@@ -617,7 +608,7 @@ void eg_tokenizer_free(struct eg_tokenizer *tk)
 	if (!tk)
 		return;
 	free(tk->path);
-	free(tk->pool);
+	eg_text_free(&tk->pool);
 	free(tk->ids);
 	free(tk->dec);
 	free(tk->dec_bytes);
@@ -632,5 +623,5 @@ uint64_t eg_tokenizer_num_ids(const struct eg_tokenizer *tk)
 const char *eg_tokenizer_token(const struct eg_tokenizer *tk, uint64_t id, size_t *len)
 {
 	*len = tk->ids[id].len;
-	return tk->pool + tk->ids[id].off;
+	return tk->pool.s + tk->ids[id].off;
 }

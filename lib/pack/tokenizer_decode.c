@@ -8,9 +8,9 @@
 #include "internal.h"
 #include "tokenizer_steps.h"
 
-const char *const eg_step_names[] = { "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace",
-					   "BPEDecoder", "WordPiece", "NFC/NFD/NFKC/NFKD", "StripAccents",
-					   "Lowercase", "Strip", "Prepend" };
+/* A decoder step's name in messages, by enum dec_kind. */
+static const char *const dec_names[] = { "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace",
+					 "BPEDecoder", "WordPiece" };
 
 /* GPT-2's bytes_to_unicode, inverted: the byte a code point below 0x144 stands for, or -1. */
 static int byte_of(uint32_t c)
@@ -150,26 +150,25 @@ int eg_tokenizer_decode_budget(const struct eg_tokenizer *tk, uint64_t id, struc
 	for (size_t i = 0; i < tk->n_dec && !err; i++) {
 		const struct step *st = &tk->dec[i];
 		int b;
-		switch (st->kind) {
-		case BYTE_LEVEL: err = byte_level(out); break;
-		case REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn, max); break;
-		case BYTE_FALLBACK:
+		switch (st->kind.dec) {
+		case DEC_BYTE_LEVEL: err = byte_level(out); break;
+		case DEC_REPLACE: err = eg_u_replace(out, st->a, st->an, st->b, st->bn, max); break;
+		case DEC_BYTE_FALLBACK:
 			if ((b = fallback_byte(out)) >= 0) {
 				char ch = (char)b;
 				err = b < 0x80 ? eg_text_set(out, &ch, 1) : eg_text_set(out, "\xEF\xBF\xBD", 3);
 			}
 			break;
-		case FUSE: break;
-		case STRIP: err = strip_chars(tk, st, id, out); break;
-		case METASPACE: err = metaspace(st, out); break;
-		case BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0, max); break; /* the last token's suffix */
-		case WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
-		default: break;
+		case DEC_FUSE: break;
+		case DEC_STRIP: err = strip_chars(tk, st, id, out); break;
+		case DEC_METASPACE: err = metaspace(st, out); break;
+		case DEC_BPE_SUFFIX: err = eg_u_replace(out, st->a, st->an, "", 0, max); break; /* the last token's suffix */
+		case DEC_WORDPIECE: err = st->flag ? wordpiece_cleanup(out) : 0; break;
 		}
 		if (err == -E2BIG || (!err && out->n > max))
 			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoder step %zu (%s) makes token %llu (\"%.*s\") "
 				       "longer than %zu bytes, the most one token may decode to", tk->path, i + 1,
-				       eg_step_names[st->kind], (unsigned long long)id, (int)(len < 40 ? len : 40), s, max);
+				       dec_names[st->kind.dec], (unsigned long long)id, (int)(len < 40 ? len : 40), s, max);
 		if (!err && out->n > *budget)
 			return eg_fail(ENGRAM_EPARSE, "tokenizer '%s': decoding its tokens (token %llu, decoder step %zu) "
 				       "writes more than %llu bytes in all, the most a tokenizer may ask", tk->path,

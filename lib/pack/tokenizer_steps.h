@@ -1,5 +1,6 @@
 /* The tokenizer's insides, shared by reading it (tokenizer.c) and decoding one token (tokenizer_decode.c): the
- * decoder and normalizer steps, flattened from the file's Sequences, and the loaded tokenizer. */
+ * decoder's steps and the normalizer's (two enums, one record for a step of either), flattened from the file's
+ * Sequences, and the loaded tokenizer. */
 #ifndef ENGRAM_TOKENIZER_STEPS_H
 #define ENGRAM_TOKENIZER_STEPS_H
 
@@ -8,17 +9,25 @@
 
 #include "tokenizer.h"
 
-enum step_kind { BYTE_LEVEL, REPLACE, BYTE_FALLBACK, FUSE, STRIP, METASPACE, BPE_SUFFIX, WORDPIECE,
-		 /* normalizers, for added tokens */ N_FORM, N_STRIP_ACCENTS, N_LOWERCASE, N_STRIP, N_PREPEND };
+/* A decoder's step (tokenizer_decode.c applies them to every token). */
+enum dec_kind { DEC_BYTE_LEVEL, DEC_REPLACE, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_STRIP, DEC_METASPACE, DEC_BPE_SUFFIX,
+		DEC_WORDPIECE };
 
+/* A normalizer's step (tokenizer.c applies them to the added tokens marked "normalized"). */
+enum norm_kind { NORM_FORM, NORM_STRIP_ACCENTS, NORM_LOWERCASE, NORM_STRIP, NORM_REPLACE, NORM_PREPEND };
+
+/* One step of either list; which list it is in says which member of kind is meant. */
 struct step {
-	enum step_kind kind;
+	union {
+		enum dec_kind dec;
+		enum norm_kind norm;
+	} kind;
 	const char *a, *b;  /* pattern and replacement, prepended text, suffix (JSON-owned while loading) */
 	size_t an, bn;
-	uint32_t ch;        /* Strip's content, Metaspace's replacement */
+	uint32_t ch;        /* DEC_STRIP's content, DEC_METASPACE's replacement */
 	uint64_t start, stop;
-	int flag;           /* Metaspace: prepend scheme "never"; WordPiece: cleanup; N_FORM: enum eg_nf */
-	int left, right;    /* N_STRIP */
+	int flag;           /* DEC_METASPACE: prepend scheme "never"; DEC_WORDPIECE: cleanup; NORM_FORM: enum eg_nf */
+	int left, right;    /* NORM_STRIP */
 };
 
 /* The longest text a step may make of a token whose own string is own bytes. */
@@ -34,8 +43,7 @@ struct span { /* a token's string in the pool */
 
 struct eg_tokenizer {
 	char *path;
-	char *pool;           /* every token string */
-	size_t pool_n, pool_cap;
+	struct eg_text pool;  /* every token string */
 	struct span *ids;     /* [n_ids] */
 	uint64_t n_ids;
 	struct step *dec;     /* the decoder, flattened */
@@ -43,8 +51,5 @@ struct eg_tokenizer {
 	size_t n_dec;
 	int has_decoder;
 };
-
-/* A step kind's name in messages ("Replace"). */
-extern const char *const eg_step_names[];
 
 #endif

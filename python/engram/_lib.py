@@ -28,6 +28,7 @@ STATS_STEP = 1  # ENGRAM_STATS_STEP
 REWIND_MAX = 32  # ENGRAM_REWIND_MAX
 SEQ_STATE_MAX = 24 + 9 * (REWIND_MAX + 15)  # ENGRAM_SEQ_STATE_MAX
 SEED_START = 1  # ENGRAM_SEED_START
+ROWCACHE_GROUP = 1  # ENGRAM_ROWCACHE_GROUP
 
 
 class StoreInfo(ctypes.Structure):
@@ -134,6 +135,15 @@ class RowCacheInfo(ctypes.Structure):
     ]
 
 
+class RowCacheOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("bytes", c_uint64),
+        ("flags", c_uint),
+        ("group", c_uint),
+    ]
+
+
 class CacheSimOptions(ctypes.Structure):
     _fields_ = [
         ("size", c_size_t),
@@ -175,6 +185,7 @@ STRUCTS = {
     "engram_session_options": SessionOptions,
     "engram_io_stats": IoStats,
     "engram_rowcache_info": RowCacheInfo,
+    "engram_rowcache_options": RowCacheOptions,
     "engram_cachesim_options": CacheSimOptions,
     "engram_cachesim_result": CacheSimResult,
 }
@@ -228,6 +239,7 @@ _FUNCS = {
     "engram_verify": (c_int, [_p, REPORT, _p]),
     "engram_out_row_bytes": (c_size_t, [_p, c_uint, c_int]),
     "engram_rowcache_open": (c_int, [_pp, _p, c_char_p, c_uint64, c_uint]),
+    "engram_rowcache_open_options": (c_int, [_pp, _p, c_char_p, POINTER(RowCacheOptions)]),
     "engram_rowcache_close": (None, [_p]),
     "engram_rowcache_remove": (c_int, [c_char_p]),
     "engram_rowcache_info": (c_int, [_p, POINTER(RowCacheInfo)]),

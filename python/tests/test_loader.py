@@ -62,7 +62,7 @@ def test_struct_mirrors_match_the_header(tmp_path):
         for field, _ in st._fields_:
             lines.append(f'\tprintf("{cname} {field} %zu\\n", offsetof(struct {cname}, {field}));')
     consts = {"ENGRAM_REWIND_MAX": _lib.REWIND_MAX, "ENGRAM_SEQ_STATE_MAX": _lib.SEQ_STATE_MAX,
-              "ENGRAM_SEED_START": _lib.SEED_START}
+              "ENGRAM_SEED_START": _lib.SEED_START, "ENGRAM_ROWCACHE_GROUP": _lib.ROWCACHE_GROUP}
     lines += [f'\tprintf("{c} %llu\\n", (unsigned long long)({c}));' for c in consts]
     lines += ["\treturn 0;", "}"]
     src = tmp_path / "abi.c"

@@ -1,8 +1,10 @@
 """engram.RowCache: sessions that look rows up in RAM give the rows of sessions that do not; private and shared
 (named) caches, their counters, the rules on names, sizes, table sets and closing."""
 import errno
+import grp
 import hashlib
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -91,6 +93,54 @@ def test_a_shared_row_cache_is_one_segment(synthetic, packed, shm_name):
     with pytest.raises(engram.Error) as e:
         engram.RowCache.remove(shm_name)
     assert e.value.errno == errno.ENOENT
+
+
+def test_a_group_segment_is_made_0660_and_attached_only_with_group(synthetic, shm_name):
+    """group=: the segment is made 0660 in that group and reattached with group= (a gid or the group's name);
+    without group= it is refused, since its group may write it; in another group it is refused too."""
+    gid = os.getegid()
+    path = "/dev/shm" + shm_name
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm: POSIX shared memory is not where this test looks for the segment")
+    try:
+        group_name = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group_name = None
+    with engram.Store(synthetic) as store:
+        with engram.RowCache(store, mb=1, name=shm_name, group=gid) as a:
+            st = os.stat(path)
+            assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == gid
+            with engram.RowCache(store, mb=1, name=shm_name, group=gid) as b:
+                assert b.info()["bytes"] == a.info()["bytes"]
+            if group_name is not None:
+                with engram.RowCache(store, mb=1, name=shm_name, group=group_name) as b:
+                    assert b.info()["name"] == shm_name
+            with pytest.raises(engram.PermissionDenied) as e:
+                engram.RowCache(store, mb=1, name=shm_name)
+            assert e.value.errno == errno.EACCES and "ENGRAM_ROWCACHE_GROUP" in e.value.strerror
+            other = (gid + 1) & 0xFFFFFFFF
+            with pytest.raises(engram.PermissionDenied) as e:
+                engram.RowCache(store, mb=1, name=shm_name, group=other)
+            assert e.value.errno == errno.EACCES and "owned by" in e.value.strerror
+        tok = fortunes()[:16]
+        with engram.RowCache(store, mb=1, name=shm_name, group=gid) as rc, \
+                store.session(16, mode="direct", row_cache=rc) as s, store.session(16) as ref:
+            for x, y in zip(_step(s, tok, (14,)), _step(ref, tok, (14,))):
+                np.testing.assert_array_equal(x, y)
+            assert rc.info()["inserts"] > 0
+
+
+def test_group_arguments(synthetic, shm_name):
+    with engram.Store(synthetic) as store:
+        for kw, exc, msg in ((dict(group=os.getegid()), engram.InvalidArgument, ""),  # private: no group
+                             (dict(name=shm_name, group=True), TypeError, "group must be"),
+                             (dict(name=shm_name, group=1.5), TypeError, "group must be"),
+                             (dict(name=shm_name, group=-1), ValueError, "not a gid"),
+                             (dict(name=shm_name, group=1 << 32), ValueError, "not a gid"),
+                             (dict(name=shm_name, group="no-such-group-engram"), ValueError, "not a group")):
+            with pytest.raises(exc, match=msg):
+                engram.RowCache(store, mb=1, **kw)
+        assert not os.path.exists("/dev/shm" + shm_name)
 
 
 def test_row_cache_arguments_and_closing(synthetic):
