@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "file.h"
+#include "grow.h"
 #include "layout.h"
 #include "session.h"
 
@@ -41,16 +42,10 @@ static int enqueue(engram_session *s, const struct pending *q)
 	struct pend_queue *pq = &s->pend[q->layer];
 
 	if (pq->n == pq->cap) {
-		size_t cap = pq->cap ? 2 * pq->cap : 1024;
-		struct pending *v = malloc(cap * sizeof(*v));
+		struct pending *v = eg_ring_grown(pq->v, sizeof(*v), &pq->head, pq->n, &pq->cap, 1024);
 		if (!v)
 			return eg_fail(-ENOMEM, "out of memory for queued reads");
-		for (size_t i = 0; i < pq->n; i++)
-			v[i] = pq->v[(pq->head + i) % pq->cap];
-		free(pq->v);
 		pq->v = v;
-		pq->head = 0;
-		pq->cap = cap;
 	}
 	pq->v[(pq->head + pq->n++) % pq->cap] = *q;
 	s->pend_n++;
