@@ -29,11 +29,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis/sds.h>
 
 #include "grow.h"
 #include "remote_client.h"
+
+/* Socket calls made on this thread (eg_remote_thread_io_calls). */
+static _Thread_local uint64_t io_calls;
+
+uint64_t eg_remote_thread_io_calls(void)
+{
+	return io_calls;
+}
 
 /* ---- delivering rows ---- */
 
@@ -133,6 +142,7 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 		return n->c;
 	if (n->down && eg_remote_now_ms() < n->retry_at)
 		return NULL;
+	io_calls++;
 	n->c = redisConnectNonBlock(n->host, n->port);
 	if (!n->c || n->c->err) {
 		if (n->c)
@@ -229,6 +239,7 @@ static int node_write(struct eg_remote *r, struct node *n)
 	if (!before)
 		return 0;
 	eg_remote_sigpipe_block(&sp);
+	io_calls++;
 	rc = redisBufferWrite(n->c, &done);
 	eg_remote_sigpipe_restore(&sp);
 	if (rc != REDIS_OK)
@@ -311,6 +322,7 @@ static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, in
 {
 	void *v;
 
+	io_calls++;
 	if (redisBufferRead(r->nodes[ni].c) != REDIS_OK)
 		return -EPIPE;
 	for (;;) {
@@ -366,10 +378,15 @@ static void maybe_refresh(struct eg_remote *r)
 
 int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, void *arg)
 {
+	return eg_remote_progress_fd(r, wait_ms, -1, cb, arg);
+}
+
+int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg_remote_cb cb, void *arg)
+{
 	uint64_t end = eg_remote_now_ms() + wait_ms;
 	int delivered = 0, err;
-	struct pollfd fds[64];
-	int idx[64];
+	struct pollfd fds[65];
+	int idx[65];
 
 	for (;;) {
 		maybe_refresh(r);
@@ -404,15 +421,29 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 				idx[nf++] = ni;
 			}
 		}
-		if (!nf)
+		if (!nf && (wake_fd < 0 || delivered || wait_ms == 0))
 			return delivered;
+		int nw = nf;
+		if (wake_fd >= 0) { /* the last entry: another thread has work for this one */
+			fds[nw] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
+			idx[nw++] = NO_NODE;
+		}
 		uint64_t until = delivered || wait_ms == 0 ? t : end;
 		if (first_deadline < until)
 			until = first_deadline;
-		int ms = until > t ? (int)(until - t) : 0;
-		int ready = poll(fds, (nfds_t)nf, ms);
+		int ms = until > t ? (int)(until - t < 3600000 ? until - t : 3600000) : 0;
+		io_calls++;
+		int ready = poll(fds, (nfds_t)nw, ms);
 		if (ready < 0 && errno != EINTR)
 			return eg_fail(-errno, "remote rows: poll: %s", strerror(errno));
+		int woken = 0;
+		if (ready > 0 && nw > nf && fds[nf].revents) {
+			uint64_t v; /* a non-blocking eventfd: drained at once */
+			ssize_t got = read(wake_fd, &v, sizeof(v));
+			(void)got;
+			woken = 1;
+			ready--;
+		}
 		for (int k = 0; ready > 0 && k < nf; k++) {
 			if (!fds[k].revents)
 				continue;
@@ -422,7 +453,7 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
 		}
 		t = eg_remote_now_ms();
-		if (!r->outstanding || delivered || t >= end)
+		if (!r->outstanding || delivered || woken || t >= end)
 			return delivered;
 	}
 }
