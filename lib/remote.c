@@ -1,20 +1,18 @@
 /* The remote row tier's client: rows of a table set read from a Redis Cluster (layout: remote.h), with hiredis
  * contexts used non-blocking and driven by poll().
  *
- * Interface, and the seam for the library's I/O thread. The client is a self-contained state machine, owned by
- * one thread at a time: eg_remote_submit() queues rows (no system call), eg_remote_progress(wait_ms) does all
- * the I/O (routes queued rows to their slot's master, pipelines one GETRANGE a row per node, writes, polls with
- * a bounded wait, parses replies with hiredis, follows MOVED and ASK, fails rows whose node is down or past
- * their deadline) and hands each row exactly once to the callback with its status (OK: verified bytes; else
- * ABSENT, BAD, DOWN or TIMEOUT, with the node's address). Nothing in it blocks longer than the wait it is
- * given, except eg_remote_open (a bounded blocking CLUSTER SLOTS and completion check).
- * Today the session drives it from its own read/complete path (session_remote.c): push submits the rows no
- * RAM tier holds, gather calls progress without waiting to collect what arrived and with a bounded wait for
- * the rows it needs. When the session's I/O thread lands, that thread owns the eg_remote: it calls submit for
- * the rows the engine thread hands it and progress(wait) in its loop (the poll set is the nodes' sockets:
- * eg_remote_progress could equally be split into a "fds to poll" and "fds ready" pair for an event loop that
- * also waits on io_uring), and the callback marks rows ready where the engine thread collects them. Nothing
- * else changes: the client keeps no global state and takes no locks.
+ * Interface. The client is a self-contained state machine, owned by one thread at a time: eg_remote_submit()
+ * queues rows (no system call), eg_remote_progress(wait_ms) does all the I/O (routes queued rows to their slot's
+ * master, pipelines one GETRANGE a row per node, writes, polls with a bounded wait, parses replies with hiredis,
+ * follows MOVED and ASK, fails rows whose node is down or past their deadline) and hands each row exactly once
+ * to the callback with its status (OK: verified bytes; else ABSENT, BAD, DOWN or TIMEOUT, with the node's
+ * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (a bounded blocking
+ * CLUSTER SLOTS and completion check, on the caller's thread, before the client is handed over). The client
+ * keeps no global state (but a per-thread count of socket calls) and takes no locks.
+ * A session's client is its I/O thread's (session_progress.c, session_remote.c): the thread submits the rows
+ * the engine thread recorded and sleeps in eg_remote_progress_fd(), whose poll set is the nodes' sockets and an
+ * eventfd the engine thread writes to wake it (push). Every socket call (connect, write, read, poll) is counted
+ * per thread (eg_remote_thread_io_calls), so that a test can check that the engine thread makes none.
  *
  * Failures. A node that refuses, closes, errs or does not answer within the timeout is given up on: every row
  * it owed is delivered as DOWN or TIMEOUT, its connection closed, and rows for its slots fail at once (DOWN)
