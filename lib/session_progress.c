@@ -158,8 +158,10 @@ static void loop(engram_session *s)
 			pthread_cond_broadcast(&s->done);
 		if (s->stop && !s->io->inflight)
 			break;
-		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready */
-		int hold = eg_faults.slow_disk && !s->stop && (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
+		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready (of
+		 * the disk: a source's rows are not held) */
+		int hold = eg_faults.slow_disk && !s->stop && !s->source.wait &&
+			   (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
 		int src = s->source.wait && !hold && !s->stop, src_sleep = src && !more && !s->io->inflight;
 		s->idle = hold ? PROG_IDLE_CV : more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;

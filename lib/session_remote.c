@@ -424,7 +424,7 @@ static int wait_row(engram_session *s, uint64_t key, const struct timespec *dead
 {
 	struct eg_sess_remote *r = s->remote;
 	struct rrow *e = find(r, key);
-	int rc = 0;
+	int rc = 0, err;
 
 	s->waiters++;
 	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
@@ -432,8 +432,11 @@ static int wait_row(engram_session *s, uint64_t key, const struct timespec *dead
 		e = find(r, key); /* the tables do not move while nothing is added */
 	}
 	s->waiters--;
-	if (r->err)
-		return eg_fail(r->err, "%s", r->err_msg);
+	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
+		err = r->err;
+		r->err = 0;
+		return eg_fail(err, "%s", r->err_msg);
+	}
 	if (e && e->state == RR_PENDING) {
 		e->state = RR_FAILED;
 		e->status = EG_REMOTE_TIMEOUT;
