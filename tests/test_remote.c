@@ -129,7 +129,7 @@ struct fake {
 	int asking_seen, gets;
 	int bad_commands;         /* GETRANGEs not of one whole record (the client's formatting) */
 	const engram_store *st;   /* serve this store's records (its set, layers, rows) instead of SET's */
-	volatile int stop;
+	int stop;                 /* set by the test's thread, read by the server's: atomic */
 	pthread_t th;
 };
 
@@ -266,7 +266,7 @@ static void *serve(void *arg)
 	struct conn *cs = calloc(16, sizeof(*cs));
 	int nc = 0;
 
-	while (!f->stop) {
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd p[17];
 		p[0] = (struct pollfd){ .fd = f->lfd, .events = POLLIN };
 		for (int i = 0; i < nc; i++)
@@ -332,7 +332,7 @@ static void fake_start(struct fake *f, enum behave b)
 
 static void fake_stop(struct fake *f)
 {
-	f->stop = 1;
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(f->th, NULL);
 	close(f->lfd);
 	assert_int_equal(f->bad_commands, 0);
