@@ -1,20 +1,18 @@
 /* The remote row tier's client: rows of a table set read from a Redis Cluster (layout: remote.h), with hiredis
  * contexts used non-blocking and driven by poll().
  *
- * Interface, and the seam for the library's I/O thread. The client is a self-contained state machine, owned by
- * one thread at a time: eg_remote_submit() queues rows (no system call), eg_remote_progress(wait_ms) does all
- * the I/O (routes queued rows to their slot's master, pipelines one GETRANGE a row per node, writes, polls with
- * a bounded wait, parses replies with hiredis, follows MOVED and ASK, fails rows whose node is down or past
- * their deadline) and hands each row exactly once to the callback with its status (OK: verified bytes; else
- * ABSENT, BAD, DOWN or TIMEOUT, with the node's address). Nothing in it blocks longer than the wait it is
- * given, except eg_remote_open (a bounded blocking CLUSTER SLOTS and completion check).
- * Today the session drives it from its own read/complete path (session_remote.c): push submits the rows no
- * RAM tier holds, gather calls progress without waiting to collect what arrived and with a bounded wait for
- * the rows it needs. When the session's I/O thread lands, that thread owns the eg_remote: it calls submit for
- * the rows the engine thread hands it and progress(wait) in its loop (the poll set is the nodes' sockets:
- * eg_remote_progress could equally be split into a "fds to poll" and "fds ready" pair for an event loop that
- * also waits on io_uring), and the callback marks rows ready where the engine thread collects them. Nothing
- * else changes: the client keeps no global state and takes no locks.
+ * Interface. The client is a self-contained state machine, owned by one thread at a time: eg_remote_submit()
+ * queues rows (no system call), eg_remote_progress(wait_ms) does all the I/O (routes queued rows to their slot's
+ * master, pipelines one GETRANGE a row per node, writes, polls with a bounded wait, parses replies with hiredis,
+ * follows MOVED and ASK, fails rows whose node is down or past their deadline) and hands each row exactly once
+ * to the callback with its status (OK: verified bytes; else ABSENT, BAD, DOWN or TIMEOUT, with the node's
+ * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (a bounded blocking
+ * CLUSTER SLOTS and completion check, on the caller's thread, before the client is handed over). The client
+ * keeps no global state (but a per-thread count of socket calls) and takes no locks.
+ * A session's client is its I/O thread's (session_progress.c, session_remote.c): the thread submits the rows
+ * the engine thread recorded and sleeps in eg_remote_progress_fd(), whose poll set is the nodes' sockets and an
+ * eventfd the engine thread writes to wake it (push). Every socket call (connect, write, read, poll) is counted
+ * per thread (eg_remote_thread_io_calls), so that a test can check that the engine thread makes none.
  *
  * Failures. A node that refuses, closes, errs or does not answer within the timeout is given up on: every row
  * it owed is delivered as DOWN or TIMEOUT, its connection closed, and rows for its slots fail at once (DOWN)
@@ -29,11 +27,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis/sds.h>
 
 #include "grow.h"
 #include "remote_client.h"
+
+/* Socket calls made on this thread (eg_remote_thread_io_calls). */
+static _Thread_local uint64_t io_calls;
+
+uint64_t eg_remote_thread_io_calls(void)
+{
+	return io_calls;
+}
 
 /* ---- delivering rows ---- */
 
@@ -133,6 +140,7 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 		return n->c;
 	if (n->down && eg_remote_now_ms() < n->retry_at)
 		return NULL;
+	io_calls++;
 	n->c = redisConnectNonBlock(n->host, n->port);
 	if (!n->c || n->c->err) {
 		if (n->c)
@@ -229,6 +237,7 @@ static int node_write(struct eg_remote *r, struct node *n)
 	if (!before)
 		return 0;
 	eg_remote_sigpipe_block(&sp);
+	io_calls++;
 	rc = redisBufferWrite(n->c, &done);
 	eg_remote_sigpipe_restore(&sp);
 	if (rc != REDIS_OK)
@@ -311,6 +320,7 @@ static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, in
 {
 	void *v;
 
+	io_calls++;
 	if (redisBufferRead(r->nodes[ni].c) != REDIS_OK)
 		return -EPIPE;
 	for (;;) {
@@ -366,10 +376,15 @@ static void maybe_refresh(struct eg_remote *r)
 
 int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, void *arg)
 {
+	return eg_remote_progress_fd(r, wait_ms, -1, cb, arg);
+}
+
+int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg_remote_cb cb, void *arg)
+{
 	uint64_t end = eg_remote_now_ms() + wait_ms;
 	int delivered = 0, err;
-	struct pollfd fds[64];
-	int idx[64];
+	struct pollfd fds[65];
+	int idx[65];
 
 	for (;;) {
 		maybe_refresh(r);
@@ -404,15 +419,29 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 				idx[nf++] = ni;
 			}
 		}
-		if (!nf)
+		if (!nf && (wake_fd < 0 || delivered || wait_ms == 0))
 			return delivered;
+		int nw = nf;
+		if (wake_fd >= 0) { /* the last entry: another thread has work for this one */
+			fds[nw] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
+			idx[nw++] = NO_NODE;
+		}
 		uint64_t until = delivered || wait_ms == 0 ? t : end;
 		if (first_deadline < until)
 			until = first_deadline;
-		int ms = until > t ? (int)(until - t) : 0;
-		int ready = poll(fds, (nfds_t)nf, ms);
+		int ms = until > t ? (int)(until - t < 3600000 ? until - t : 3600000) : 0;
+		io_calls++;
+		int ready = poll(fds, (nfds_t)nw, ms);
 		if (ready < 0 && errno != EINTR)
 			return eg_fail(-errno, "remote rows: poll: %s", strerror(errno));
+		int woken = 0;
+		if (ready > 0 && nw > nf && fds[nf].revents) {
+			uint64_t v; /* a non-blocking eventfd: drained at once */
+			ssize_t got = read(wake_fd, &v, sizeof(v));
+			(void)got;
+			woken = 1;
+			ready--;
+		}
 		for (int k = 0; ready > 0 && k < nf; k++) {
 			if (!fds[k].revents)
 				continue;
@@ -422,7 +451,7 @@ int eg_remote_progress(struct eg_remote *r, unsigned wait_ms, eg_remote_cb cb, v
 				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
 		}
 		t = eg_remote_now_ms();
-		if (!r->outstanding || delivered || t >= end)
+		if (!r->outstanding || delivered || woken || t >= end)
 			return delivered;
 	}
 }

@@ -138,9 +138,9 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	s->step_t0 = eg_sess_now_ns();
 	s->step_gen++;
 	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
-	pthread_mutex_unlock(&s->lock);
-	if (s->remote) /* the remote tier is the caller's thread's (session_remote.c) */
+	if (s->remote) /* its tables are shared with the I/O thread (session_remote.c) */
 		eg_sess_remote_begin(s);
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
@@ -256,8 +256,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	EG_KEEP_ERRNO;
 	if (!s)
 		return;
-	eg_sess_remote_close(s);
 	eg_sess_progress_stop(s);
+	eg_sess_remote_close(s); /* the I/O thread's client: after the thread */
 	for (unsigned i = 0; s->fd_buf && i < s->st->n_files; i++) {
 		if (s->fd_buf[i] >= 0)
 			close(s->fd_buf[i]);

@@ -78,10 +78,16 @@ struct row_ref {
 /* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
  * under the session lock at every turn of its loop, to start that source's requests and publish its completed
  * units (set them ready as eg_sess_publish() does); it returns how many it published. The source's own thread
- * or callback wakes the loop with eg_sess_progress_wake() when it has completions. */
+ * or callback wakes the loop with eg_sess_progress_wake() when it has completions.
+ * A source with I/O of its own (sockets) gives wait() and kick() too: wait() is called by the thread outside
+ * the lock at every turn, block 1 in place of the backend's sleep when the backend has no read in flight and
+ * none to start (it then sleeps in the source's own poll until an event of the source or a kick), else block 0
+ * (no waiting); kick() (under the lock, from any thread) ends a wait() that blocks. */
 struct eg_source {
 	unsigned (*run)(engram_session *s, void *arg);
 	void *arg;
+	void (*wait)(engram_session *s, void *arg, int block);
+	void (*kick)(engram_session *s, void *arg);
 };
 
 struct engram_session {
@@ -148,7 +154,7 @@ struct engram_session {
 	struct eg_sess_remote *remote;    /* the remote tier (session_remote.c), or NULL */
 };
 
-enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV };
+enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV, PROG_IDLE_SRC /* in s->source.wait() */ };
 
 /* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
  * tracked in the page cache. */
@@ -221,6 +227,8 @@ void eg_sess_progress_stop(engram_session *s);
 void eg_sess_hand_over(engram_session *s);
 /* From any thread, without the lock: wake the I/O thread so that it runs its loop (and s->source) again. */
 void eg_sess_progress_wake(engram_session *s);
+/* The same, under the lock. */
+void eg_sess_progress_wake_locked(engram_session *s);
 /* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
  * wait_ns. */
 int eg_sess_wait(engram_session *s, struct eg_units *t, uint32_t slot, unsigned layer);
@@ -231,7 +239,8 @@ uint64_t eg_sess_thread_cpu_ns(engram_session *s);
 
 #define SESSION_GATHER_CHUNK 256
 
-/* session_remote.c: the remote tier, which replaces reading units for rows no RAM tier holds */
+/* session_remote.c: the remote tier, which replaces reading units for rows no RAM tier holds. Its client is
+ * the I/O thread's (an eg_source); request and begin are called under the lock, gather without it. */
 int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms);
 void eg_sess_remote_close(engram_session *s);
 void eg_sess_remote_begin(engram_session *s);

@@ -10,8 +10,10 @@
  * Another source of completions (the remote tier) joins the loop through s->source (session.h): the loop calls
  * its run() under the lock where marked in loop(), beside eg_sess_issue(), and the source wakes the loop from
  * its own thread with eg_sess_progress_wake() (the same kick as push's: an eventfd read kept in the ring, or
- * the pool's condition variable). A source with a descriptor of its own could instead have it polled by the
- * ring, as the kick's eventfd is.
+ * the pool's condition variable). A source with sockets of its own (the remote tier's client) also gives
+ * wait(): the thread calls it outside the lock on every turn, and, when the backend has no read in flight or to
+ * start, sleeps in it (the source polls its sockets and an eventfd of its own, which its kick() writes) instead
+ * of in the backend; a wake then kicks the source (s->idle says where the thread sleeps).
  *
  * fork: the child has none of the parent's threads. eg_fork_gen counts forks (pthread_atfork); a session made
  * before the fork returns ENGRAM_EFORKED in the child, and its destroy frees it without joining or locking. */
@@ -156,11 +158,24 @@ static void loop(engram_session *s)
 			pthread_cond_broadcast(&s->done);
 		if (s->stop && !s->io->inflight)
 			break;
-		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready */
-		int hold = eg_faults.slow_disk && !s->stop && (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
-		s->idle = hold ? PROG_IDLE_CV : more ? PROG_BUSY : PROG_IDLE_IO;
+		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready (of
+		 * the disk: a source's rows are not held) */
+		int hold = eg_faults.slow_disk && !s->stop && !s->source.wait &&
+			   (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
+		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
+		int src = s->source.wait && !hold && !s->stop, src_sleep = src && !more && !s->io->inflight;
+		s->idle = hold ? PROG_IDLE_CV : more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
 		pthread_mutex_unlock(&s->lock);
 		int n = s->io->ops->submit(s->io);
+		if (src)
+			s->source.wait(s, s->source.arg, src_sleep);
+		if (src_sleep) {
+			pthread_mutex_lock(&s->lock);
+			s->idle = PROG_BUSY;
+			if (n < 0 && !s->io_err)
+				s->io_err = n;
+			continue;
+		}
 		if (hold) {
 			pthread_mutex_lock(&s->lock);
 			while (s->idle == PROG_IDLE_CV)
@@ -204,14 +219,21 @@ void eg_sess_hand_over(engram_session *s)
 	}
 }
 
-void eg_sess_progress_wake(engram_session *s)
+void eg_sess_progress_wake_locked(engram_session *s)
 {
-	pthread_mutex_lock(&s->lock);
 	if (s->idle == PROG_IDLE_IO)
 		s->io->ops->kick(s->io);
 	else if (s->idle == PROG_IDLE_CV)
 		pthread_cond_signal(&s->work);
+	else if (s->idle == PROG_IDLE_SRC)
+		s->source.kick(s, s->source.arg);
 	s->idle = PROG_BUSY;
+}
+
+void eg_sess_progress_wake(engram_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	eg_sess_progress_wake_locked(s);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -277,9 +299,7 @@ void eg_sess_progress_stop(engram_session *s)
 	if (s->thread_live && !forked) {
 		pthread_mutex_lock(&s->lock);
 		s->stop = 1;
-		if (s->idle == PROG_IDLE_IO)
-			s->io->ops->kick(s->io);
-		s->idle = PROG_BUSY;
+		eg_sess_progress_wake_locked(s);
 		pthread_cond_signal(&s->work);
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->thread, NULL);

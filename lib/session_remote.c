@@ -1,19 +1,28 @@
 /* A session's remote tier (engram_session_options.remote): rows no RAM tier holds are read from a Redis Cluster
  * through the client of remote.c, and from the local shard when the cluster cannot give them.
  *
- * Push (and prefetch) hands the rows of the step that the row cache does not hold to the client, once each
- * (a per-step table of rows: pending, verified, or failed with the node's name), and lets it write them to the
- * nodes without waiting. Gather first collects what has arrived (no wait), classifies each row as ready (row
- * cache or verified), not ready (pending) or a miss (never requested: requested now), then waits, bounded by
- * the client's timeout, for the pending ones. A row the cluster could not give (absent, node down, timeout,
- * failed verification) is read from the local shard (a fallback), or, when the store holds no table data
- * (engram-pack --metadata-only), the gather fails naming the row, the node and why. Verified rows fill the
- * row cache. This is the session's read/complete path standing in for the library's I/O thread: see the seam
- * described at the top of remote.c. */
+ * Threads. The client is the session's I/O thread's (session_progress.c), driven as its eg_source: the engine
+ * thread never makes a socket call. Push (and prefetch), under the session's lock, records the rows of the step
+ * that the row cache does not hold, once each (a per-step table of rows: pending, verified, or failed with the
+ * node's name), in a list of rows to ask for, and wakes the thread. The thread, under the lock (run), hands
+ * that list to the client; outside it (wait), it writes the requests (pipelined per node), polls the nodes'
+ * sockets and its eventfd (a push's kick) with a wait bounded by the first row's deadline, reads and verifies
+ * the replies, and publishes each row (under the lock, for a moment: its state, its bytes, the counters),
+ * waking a gather that waits. Gather, under the lock, classifies each row as ready (row cache or verified),
+ * not ready (pending) or a miss (never requested: requested now, as push does), then sleeps on the session's
+ * condition variable for the pending ones only, bounded by remote_timeout_ms (the client delivers every row
+ * within it; past it, with a margin, the gather stops waiting and counts the row a timeout). A row the cluster
+ * could not give (absent, node down, timeout, failed verification) is read from the local shard (a fallback,
+ * on the engine thread as any gather's read), or, when the store holds no table data (engram-pack
+ * --metadata-only), the gather fails naming the row, the node and why. Verified rows fill the row cache. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "layout.h"
@@ -44,14 +53,22 @@ struct rtable {
 #define NGEN 4u
 #define SHRINK_ROWS (1u << 16)
 
+/* Everything but client and wake_fd is guarded by the session's lock. */
 struct eg_sess_remote {
-	struct eg_remote *client;
+	struct eg_remote *client; /* the I/O thread's alone */
 	uint32_t gen;           /* the step's; its table is tab[gen % NGEN]; replies for a cleared table are dropped */
 	struct rtable tab[NGEN];
 	size_t rec_max;
 	char (*names)[80];      /* the nodes that failed rows, for the error message */
 	unsigned n_names;
 	struct engram_remote_stats st;
+	struct eg_remote_stats cst; /* the client's, as of the I/O thread's last turn */
+	struct eg_remote_req *ask; /* rows recorded by push and gather, for the I/O thread to submit */
+	size_t n_ask, cap_ask;
+	unsigned published;     /* rows published since the I/O thread's last run() */
+	int err;                /* the I/O thread's client failed (out of memory, poll): gathers report it */
+	char err_msg[256];
+	int wake_fd;            /* eventfd: a kick ends the I/O thread's poll */
 };
 
 static uint32_t hash_key(uint64_t k)
@@ -165,17 +182,18 @@ static uint16_t node_name(struct eg_sess_remote *r, const char *node)
 	return (uint16_t)r->n_names++;
 }
 
-/* The client's callback: a row verified or failed. */
-static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, const char *node)
+/* The client's callback, on the I/O thread: a row verified or failed, published under the lock. */
+static void publish(engram_session *s, uint64_t tag, enum eg_remote_status status, const uint8_t *data,
+		    const char *node)
 {
-	engram_session *s = arg;
 	struct eg_sess_remote *r = s->remote;
 	uint32_t i = (uint32_t)tag, gen = (uint32_t)(tag >> 32);
 	struct rtable *tb = &r->tab[gen % NGEN];
 
-	if (r->gen - gen >= NGEN || i >= tb->n)
-		return; /* asked for by a step whose table was cleared since */
+	if (r->gen - gen >= NGEN || i >= tb->n || tb->rows[i].state != RR_PENDING)
+		return; /* asked for by a step whose table was cleared since, or given up on by its gather */
 	struct rrow *e = &tb->rows[i];
+	r->published++;
 	unsigned layer = (unsigned)(e->key >> 40) - 1;
 	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
 	if (status == EG_REMOTE_OK) {
@@ -197,6 +215,67 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const 
 	r->st.absent += status == EG_REMOTE_ABSENT;
 }
 
+static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, const char *node)
+{
+	engram_session *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	publish(s, tag, status, data, node);
+	eg_remote_get_stats(s->remote->client, &s->remote->cst); /* as of this row: read beside it */
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the I/O thread's source ---- */
+
+/* Under the lock: the rows recorded since the last turn to the client (no system call); the client's
+ * counters; the rows published since. */
+static unsigned src_run(engram_session *s, void *arg)
+{
+	struct eg_sess_remote *r = arg;
+	unsigned published = r->published;
+	int err;
+
+	if (r->n_ask && (err = eg_remote_submit(r->client, r->ask, r->n_ask)) < 0 && !r->err) {
+		r->err = err;
+		snprintf(r->err_msg, sizeof(r->err_msg), "%s", engram_last_error());
+	}
+	r->n_ask = 0;
+	eg_remote_get_stats(r->client, &r->cst);
+	r->published = 0;
+	if (r->err && s->waiters)
+		published++; /* the waiting gathers see the failure */
+	return published;
+}
+
+/* Outside the lock: write, poll (sleeping when block: until a row completes, a deadline passes or a kick),
+ * read, publish. */
+static void src_wait(engram_session *s, void *arg, int block)
+{
+	struct eg_sess_remote *r = arg;
+	int err = eg_remote_progress_fd(r->client, block ? 60000u : 0u, r->wake_fd, on_row, s);
+
+	if (err < 0) {
+		pthread_mutex_lock(&s->lock);
+		if (!r->err) {
+			r->err = err;
+			snprintf(r->err_msg, sizeof(r->err_msg), "%s", engram_last_error());
+		}
+		pthread_mutex_unlock(&s->lock);
+		struct timespec pause = { 0, 10000000 }; /* no spinning on a failing poll */
+		nanosleep(&pause, NULL);
+	}
+}
+
+static void src_kick(engram_session *s, void *arg)
+{
+	struct eg_sess_remote *r = arg;
+	uint64_t one = 1;
+	ssize_t n = write(r->wake_fd, &one, sizeof(one));
+
+	(void)s;
+	(void)n; /* EAGAIN: the counter is full, so the thread is woken anyway */
+}
+
 int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms)
 {
 	struct eg_sess_remote *r = calloc(1, sizeof(*r));
@@ -209,12 +288,24 @@ int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms)
 	for (unsigned i = 0; i < s->st->n_pieces; i++)
 		if (s->st->pieces[i].t->record_size > r->rec_max)
 			r->rec_max = s->st->pieces[i].t->record_size;
-	if ((err = eg_remote_open(&r->client, url, s->st->shards[0].hdr->set_id, timeout_ms, 1)) < 0) {
+	if ((r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+		err = eg_fail(-errno, "remote rows: eventfd: %s", strerror(errno));
 		free(r->names);
 		free(r);
 		return err;
 	}
+	if ((err = eg_remote_open(&r->client, url, s->st->shards[0].hdr->set_id, timeout_ms, 1)) < 0) {
+		close(r->wake_fd);
+		free(r->names);
+		free(r);
+		return err;
+	}
+	/* from here the client is the I/O thread's */
+	pthread_mutex_lock(&s->lock);
 	s->remote = r;
+	s->source = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
+	eg_sess_progress_wake_locked(s);
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
@@ -224,7 +315,10 @@ void eg_sess_remote_close(engram_session *s)
 
 	if (!r)
 		return;
+	/* after the I/O thread has stopped (engram_session_destroy) */
 	eg_remote_close(r->client);
+	close(r->wake_fd);
+	free(r->ask);
 	for (unsigned g = 0; g < NGEN; g++)
 		table_free(&r->tab[g]);
 	free(r->names);
@@ -246,51 +340,46 @@ void eg_sess_remote_begin(engram_session *s)
 	}
 }
 
-/* Hand rows not in RAM (unless even_cached) and not asked for yet to the client. */
+/* Record rows not in RAM (unless even_cached) and not asked for yet, for the I/O thread to ask for (under the
+ * lock; the caller wakes the thread). */
 static int request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int even_cached)
 {
 	struct eg_sess_remote *r = s->remote;
 	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
-	struct eg_remote_req q[256];
-	size_t k = 0;
-	int err;
-
 	struct rtable *cur = &r->tab[r->gen % NGEN];
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && s->rc && eg_rc_has(s->rc, key)))
 			continue;
-		if (!add(cur, key, r->rec_max)) {
-			/* the rows added so far are asked for, so that none waits for a request never made */
-			if (k)
-				eg_remote_submit(r->client, q, k);
+		if (r->n_ask == r->cap_ask) {
+			size_t cap = r->cap_ask ? 2 * r->cap_ask : 1024;
+			struct eg_remote_req *v = realloc(r->ask, cap * sizeof(*v));
+			if (!v)
+				return eg_fail(-ENOMEM, "out of memory for the remote rows of a step");
+			r->ask = v;
+			r->cap_ask = cap;
+		}
+		/* the rows added so far are asked for, so that none waits for a request never made */
+		if (!add(cur, key, r->rec_max))
 			return -ENOMEM;
-		}
-		q[k++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
-						 .layer_id = s->cfg->layers[layer].id, .row = rows[i],
-						 .rec = t->record_size };
-		if (k == 256 || i + 1 == n) {
-			if ((err = eg_remote_submit(r->client, q, k)) < 0)
-				return err;
-			k = 0;
-		}
+		r->ask[r->n_ask++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
+							     .layer_id = s->cfg->layers[layer].id, .row = rows[i],
+							     .rec = t->record_size };
 	}
-	if (k && (err = eg_remote_submit(r->client, q, k)) < 0)
-		return err;
 	return 0;
 }
 
 int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
 {
-	int err;
+	int err = request(s, layer, rows, n, 0);
 
-	if ((err = request(s, layer, rows, n, 0)) < 0)
+	if (s->remote->n_ask)
+		eg_sess_progress_wake_locked(s); /* the I/O thread writes them; nothing here waits */
+	if (err < 0)
 		return err;
 	COUNT(s, layer, requested, n);
-	/* write the requests now; wait for nothing */
-	err = eg_remote_progress(s->remote->client, 0, on_row, s);
-	return err < 0 ? err : 0;
+	return 0;
 }
 
 static const char *status_text(uint8_t status)
@@ -320,29 +409,78 @@ static int fallback(engram_session *s, unsigned layer, uint64_t row, const struc
 	uint64_t unit = eg_unit_of(p->t, off);
 	pthread_mutex_lock(&s->lock); /* the counters and the overflow buffer are shared with the I/O thread */
 	err = eg_sess_load_unit(s, layer, p, unit, s->overflow);
+	if (err >= 0) {
+		memcpy(dst, s->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
+		r->st.fallbacks++;
+	}
 	pthread_mutex_unlock(&s->lock);
-	if (err < 0)
-		return err;
-	memcpy(dst, s->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
-	r->st.fallbacks++;
+	return err < 0 ? err : 0;
+}
+
+/* Under the lock: wait, sleeping, until the row of key is no longer pending or the deadline (CLOCK_REALTIME, the
+ * condition variable's clock) passes; then the row counts as a timeout (the client delivers every row within
+ * its timeout: only an I/O thread that cannot run is later). */
+static int wait_row(engram_session *s, uint64_t key, const struct timespec *deadline)
+{
+	struct eg_sess_remote *r = s->remote;
+	struct rrow *e = find(r, key);
+	int rc = 0, err;
+
+	s->waiters++;
+	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
+		rc = pthread_cond_timedwait(&s->done, &s->lock, deadline);
+		e = find(r, key); /* the tables do not move while nothing is added */
+	}
+	s->waiters--;
+	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
+		err = r->err;
+		r->err = 0;
+		return eg_fail(err, "%s", r->err_msg);
+	}
+	if (e && e->state == RR_PENDING) {
+		e->state = RR_FAILED;
+		e->status = EG_REMOTE_TIMEOUT;
+		e->node = node_name(r, "the I/O thread");
+		r->st.timeouts++;
+	}
 	return 0;
 }
 
-/* Wait until the row of key is no longer pending: the client delivers every row within its timeout. */
-static int wait_row(engram_session *s, uint64_t key)
+/* The bound of a gather's waits: the client's timeout, and a margin for the thread's turn. */
+static struct timespec wait_deadline(const struct eg_sess_remote *r)
+{
+	struct timespec ts;
+	unsigned ms = eg_remote_timeout_ms(r->client);
+
+	ms += ms / 4 + 100;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
+/* One row at convert time (evicted from the row cache since it was classified: asked for again, even_cached;
+ * or still pending), waited for. */
+static int fetch_one(engram_session *s, unsigned layer, uint64_t row, int ask)
 {
 	struct eg_sess_remote *r = s->remote;
-	const struct rrow *e = find(r, key);
-	int err;
+	struct timespec deadline = wait_deadline(r);
+	int err = 0;
 
-	while (e && e->state == RR_PENDING) {
-		if (!eg_remote_outstanding(r->client))
-			return eg_fail(-EIO, "remote rows: a row was lost (nothing outstanding for a pending row)");
-		if ((err = eg_remote_progress(r->client, eg_remote_timeout_ms(r->client), on_row, s)) < 0)
-			return err;
-		e = find(r, key); /* the tables do not move while nothing is added */
+	pthread_mutex_lock(&s->lock);
+	if (ask) {
+		err = request(s, layer, &row, 1, 1);
+		if (r->n_ask)
+			eg_sess_progress_wake_locked(s);
 	}
-	return 0;
+	if (err >= 0)
+		err = wait_row(s, eg_rc_key(layer, row), &deadline);
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
@@ -365,11 +503,9 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 		if (rows[i] >= t->table_rows)
 			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[i],
 				       s->cfg->layers[layer].id);
-	/* what has arrived counts as ready; then classify, before any waiting */
-	while ((err = eg_remote_progress(r->client, 0, on_row, s)) > 0)
-		;
-	if (err < 0)
-		return err;
+	/* what the I/O thread has published counts as ready; classify, before any waiting */
+	err = 0;
+	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		const struct rrow *e = find(r, key);
@@ -384,13 +520,16 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 			ready++;
 		}
 	}
-	if (misses && (err = request(s, layer, rows, n, 0)) < 0)
-		return err;
-	/* wait for the rows still outstanding: the client delivers each within its timeout */
+	if (misses) {
+		err = request(s, layer, rows, n, 0);
+		if (r->n_ask)
+			eg_sess_progress_wake_locked(s);
+	}
+	/* sleep until the rows still outstanding are published: the client delivers each within its timeout */
 	uint64_t t0 = eg_sess_now_ns();
+	struct timespec deadline = wait_deadline(r);
 	for (size_t i = 0; i < n && err >= 0; i++)
-		err = wait_row(s, eg_rc_key(layer, rows[i]));
-	pthread_mutex_lock(&s->lock); /* the counters are the I/O thread's too */
+		err = wait_row(s, eg_rc_key(layer, rows[i]), &deadline);
 	COUNT(s, layer, wait_ns, eg_sess_now_ns() - t0);
 	COUNT(s, layer, rows, n);
 	COUNT(s, layer, ready, ready);
@@ -421,12 +560,12 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 			dst += k * ob;
 			k = 0;
 			buf = stage;
-			if ((err = request(s, layer, rows + i, 1, 1)) < 0 || (err = wait_row(s, key)) < 0)
+			if ((err = fetch_one(s, layer, rows[i], 1)) < 0)
 				break;
 			e = find_aged(r, key, &data, NULL);
 		}
 		if (e->state == RR_PENDING) {
-			if ((err = wait_row(s, key)) < 0)
+			if ((err = fetch_one(s, layer, rows[i], 0)) < 0)
 				break;
 			e = find_aged(r, key, &data, NULL);
 		}
@@ -455,12 +594,15 @@ ENGRAM_API int engram_session_remote_stats(const engram_session *s, struct engra
 	EG_KEEP_ERRNO;
 	struct engram_remote_stats st;
 	struct eg_remote_stats cs;
+	pthread_mutex_t *lock = (pthread_mutex_t *)&s->lock; /* the I/O thread's counters too */
 
 	if (!s->remote)
 		return eg_fail(-EINVAL, "the session has no remote tier");
+	pthread_mutex_lock(lock);
 	st = s->remote->st;
+	cs = s->remote->cst;
+	pthread_mutex_unlock(lock);
 	st.size = sizeof(st);
-	eg_remote_get_stats(s->remote->client, &cs);
 	st.wire_bytes = cs.bytes_in + cs.bytes_out;
 	st.node_failures = cs.node_failures;
 	st.moved = cs.moved;

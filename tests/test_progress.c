@@ -335,7 +335,7 @@ static void test_another_source_is_driven(void **state)
 	for (unsigned k = 0; k < 2; k++) {
 		engram_session *s = session(st, ENGRAM_MODE_DIRECT, k ? ENGRAM_SESSION_NO_URING : 0, 0);
 		pthread_mutex_lock(&s->lock);
-		s->source = (struct eg_source){ count_run, NULL };
+		s->source = (struct eg_source){ .run = count_run };
 		pthread_mutex_unlock(&s->lock);
 		for (unsigned w = 0; w < 3; w++) {
 			unsigned before = __atomic_load_n(&source_runs, __ATOMIC_RELAXED);

@@ -2,7 +2,9 @@
  * their verification (every byte), addresses; and the client against fake cluster nodes served by a thread of
  * this test (RESP over localhost sockets): rows served and verified, MOVED (the slot map follows), ASK (ASKING
  * sent first), a node that never answers (bounded by the timeout), garbage, absent keys, a closed connection, a
- * set not loaded completely. scripts/remote-tests runs the same client against a real localhost cluster. */
+ * set not loaded completely; and a session's remote tier against a fake node serving a shard's records: neither push
+ * nor gather makes a socket call on the engine thread (the I/O thread does them all), rows bit-exact, and a silent
+ * node bounded. scripts/remote-tests runs the same client against a real localhost cluster. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -20,7 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engram.h"
+#include "layout.h"
 #include "remote.h"
+#include "store.h"
+#include "util.h"
 
 static const uint8_t SET[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
 #define REC 24u
@@ -122,7 +128,8 @@ struct fake {
 	int done;                 /* the set's completion key exists */
 	int asking_seen, gets;
 	int bad_commands;         /* GETRANGEs not of one whole record (the client's formatting) */
-	volatile int stop;
+	const engram_store *st;   /* serve this store's records (its set, layers, rows) instead of SET's */
+	int stop;                 /* set by the test's thread, read by the server's: atomic */
 	pthread_t th;
 };
 
@@ -214,19 +221,38 @@ static void reply(struct fake *f, struct conn *c, int argc, char **argv)
 		default: break;
 		}
 		(void)asking;
-		uint8_t rec[EG_REMOTE_HDR + REC], data[REC];
-		uint64_t row = group * EG_REMOTE_GROUP + start / (EG_REMOTE_HDR + REC);
-		row_bytes(row, data);
-		eg_remote_encode(rec, SET, LAYER, row, data, REC);
+		uint8_t rec[EG_REMOTE_HDR + 4096], data[4096];
+		size_t rb = EG_REMOTE_HDR + REC;
+		uint64_t row = group * EG_REMOTE_GROUP + start / rb;
+		if (f->st) { /* "eg:<32 hex>:<layer id>:<group>": the store's row */
+			int layer_id = atoi(argv[1] + 3 + 32 + 1);
+			unsigned li = 0;
+			while (li + 1 < f->st->cfg->n_layers && f->st->cfg->layers[li].id != layer_id)
+				li++;
+			const struct eg_disk_table *t = eg_store_layer_table(f->st, li);
+			rb = EG_REMOTE_HDR + t->record_size;
+			row = group * EG_REMOTE_GROUP + start / rb;
+			const struct eg_piece *p = eg_store_find(f->st, li, row);
+			if (!p || !p->data || t->record_size > sizeof(data)) {
+				f->bad_commands++;
+				putf(c->fd, "-ERR no such row\r\n");
+				return;
+			}
+			eg_remote_encode(rec, f->st->shards[0].hdr->set_id, layer_id, row,
+					 p->data + eg_layout_row_offset(p->t, row - p->t->row_begin), t->record_size);
+		} else {
+			row_bytes(row, data);
+			eg_remote_encode(rec, SET, LAYER, row, data, REC);
+		}
 		if (f->behave == GARBAGE)
 			rec[EG_REMOTE_HDR + 3] ^= 0xff;
-		if (stop - start + 1 != sizeof(rec) || start % sizeof(rec)) {
+		if (stop - start + 1 != rb || start % rb) {
 			f->bad_commands++; /* counted, not asserted: cmocka's asserts belong to the test's thread */
 			putf(c->fd, "-ERR not one record\r\n");
 			return;
 		}
-		putf(c->fd, "$%zu\r\n", sizeof(rec));
-		put(c->fd, rec, sizeof(rec));
+		putf(c->fd, "$%zu\r\n", rb);
+		put(c->fd, rec, rb);
 		putf(c->fd, "\r\n");
 	} else {
 		f->bad_commands++;
@@ -240,7 +266,7 @@ static void *serve(void *arg)
 	struct conn *cs = calloc(16, sizeof(*cs));
 	int nc = 0;
 
-	while (!f->stop) {
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd p[17];
 		p[0] = (struct pollfd){ .fd = f->lfd, .events = POLLIN };
 		for (int i = 0; i < nc; i++)
@@ -281,13 +307,14 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static void fake_start(struct fake *f, enum behave b)
+static void fake_start_for(struct fake *f, enum behave b, const engram_store *st)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 
 	memset(f, 0, sizeof(*f));
 	f->behave = b;
+	f->st = st;
 	f->done = 1;
 	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(f->lfd >= 0);
@@ -298,9 +325,14 @@ static void fake_start(struct fake *f, enum behave b)
 	assert_int_equal(pthread_create(&f->th, NULL, serve, f), 0);
 }
 
+static void fake_start(struct fake *f, enum behave b)
+{
+	fake_start_for(f, b, NULL);
+}
+
 static void fake_stop(struct fake *f)
 {
-	f->stop = 1;
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(f->th, NULL);
 	close(f->lfd);
 	assert_int_equal(f->bad_commands, 0);
@@ -367,10 +399,12 @@ static void test_client_serves_verified_rows(void **state)
 
 	(void)state;
 	fake_start(&f, SERVE);
+	uint64_t calls = eg_remote_thread_io_calls();
 	fetch(&f, 100, 500, &g);
 	assert_int_equal(g.n, 100);
 	assert_int_equal(g.ok, 100);
 	assert_int_equal(g.wrong, 0);
+	assert_true(eg_remote_thread_io_calls() > calls); /* the count the session tests below rely on counts */
 	fake_stop(&f);
 }
 
@@ -468,6 +502,123 @@ static void test_open_refuses_incomplete_and_unreachable(void **state)
 	assert_int_equal(eg_remote_open(&r, "bogus", SET, 500, 1), -EINVAL);
 }
 
+/* ---- a session's remote tier: the I/O thread's ---- */
+
+#define NTOK 8
+
+static const char *tiny_shard(void)
+{
+	return pack_ref("ref/tiny-v41", "tiny-v41.config.json", "tiny-v41.token_map.npy", "tiny-v41.safetensors",
+			"raw");
+}
+
+/* One step of NTOK tokens: every layer gathered (f32) into out, in layer order; the socket calls the calling
+ * thread made during the push, and during the gathers, through push_calls and gather_calls. */
+static void step(engram_session *s, const engram_store *st, float *out, size_t cap, uint64_t *push_calls,
+		 uint64_t *gather_calls)
+{
+	int64_t tok[NTOK] = { 71, 72, 73, 74, 75, 76, 77, 78 };
+	uint64_t c0 = eg_remote_thread_io_calls();
+
+	must(engram_session_begin(s), "begin");
+	must(engram_session_reset(s, 0), "reset");
+	must(engram_session_push(s, 0, tok, NULL, NTOK), "push");
+	uint64_t c1 = eg_remote_thread_io_calls();
+	for (unsigned li = 0; li < st->cfg->n_layers; li++) {
+		size_t bytes = engram_session_gather_bytes(s, li, ENGRAM_OUT_F32);
+		assert_true(bytes > 0 && bytes <= cap * sizeof(float));
+		must(engram_session_gather(s, li, ENGRAM_OUT_F32, out, bytes), "gather");
+		out += bytes / sizeof(float);
+		cap -= bytes / sizeof(float);
+	}
+	if (push_calls)
+		*push_calls = c1 - c0;
+	if (gather_calls)
+		*gather_calls = eg_remote_thread_io_calls() - c1;
+}
+
+static engram_session *remote_session(const engram_store *st, const struct fake *f, unsigned timeout_ms)
+{
+	char url[64];
+	struct engram_session_options o = { .size = sizeof(o), .mode = ENGRAM_MODE_DIRECT, .remote = url,
+					    .remote_timeout_ms = timeout_ms };
+	engram_session *s = NULL;
+
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", f->port);
+	must(engram_session_create(&s, st, &o), "remote session");
+	return s;
+}
+
+#define STEP_FLOATS (1u << 16)
+
+/* A push makes no socket call on the engine thread, nor does a gather: the I/O thread writes the requests,
+ * reads the replies and publishes the rows, which are the shard's, bit for bit, all from the cluster. */
+static void test_session_push_makes_no_socket_call(void **state)
+{
+	static float want[STEP_FLOATS], got[STEP_FLOATS];
+	engram_store *st = NULL;
+	engram_session *s;
+	struct fake f;
+	struct engram_remote_stats rs = ENGRAM_INIT(struct engram_remote_stats);
+	uint64_t push_calls = 1, gather_calls = 1;
+
+	(void)state;
+	must(engram_open(&st, tiny_shard(), 0), "open");
+	s = NULL;
+	must(engram_session_create(&s, st, NULL), "local session");
+	step(s, st, want, STEP_FLOATS, NULL, NULL);
+	engram_session_destroy(s);
+
+	fake_start_for(&f, SERVE, st);
+	s = remote_session(st, &f, 2000);
+	for (int k = 0; k < 2; k++) { /* the second step's rows were asked for in the first: still none here */
+		memset(got, 0, sizeof(got));
+		step(s, st, got, STEP_FLOATS, &push_calls, &gather_calls);
+		assert_int_equal(push_calls, 0);
+		assert_int_equal(gather_calls, 0);
+		assert_memory_equal(got, want, sizeof(want));
+	}
+	must(engram_session_remote_stats(s, &rs), "remote stats");
+	assert_true(rs.rows > 0);
+	assert_int_equal(rs.fallbacks, 0);
+	assert_true(rs.wire_bytes > 0);
+	engram_session_destroy(s);
+	assert_true(f.gets > 0);
+	fake_stop(&f);
+	engram_close(st);
+}
+
+/* A node that never answers: the gather waits, bounded by remote_timeout_ms, and its rows come from the shard. */
+static void test_session_bounds_a_silent_node(void **state)
+{
+	static float want[STEP_FLOATS], got[STEP_FLOATS];
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct fake f;
+	struct engram_remote_stats rs = ENGRAM_INIT(struct engram_remote_stats);
+
+	(void)state;
+	must(engram_open(&st, tiny_shard(), 0), "open");
+	must(engram_session_create(&s, st, NULL), "local session");
+	step(s, st, want, STEP_FLOATS, NULL, NULL);
+	engram_session_destroy(s);
+
+	fake_start_for(&f, SILENT, st);
+	s = remote_session(st, &f, 200);
+	double t0 = now_s();
+	step(s, st, got, STEP_FLOATS, NULL, NULL);
+	double secs = now_s() - t0;
+	assert_memory_equal(got, want, sizeof(want));
+	must(engram_session_remote_stats(s, &rs), "remote stats");
+	assert_true(rs.timeouts > 0);
+	assert_true(rs.fallbacks > 0);
+	assert_int_equal(rs.rows, 0);
+	assert_true(secs < 3.0); /* 200 ms a wait, and the gathers of later layers find their rows timed out */
+	engram_session_destroy(s);
+	fake_stop(&f);
+	engram_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -481,7 +632,9 @@ int main(void)
 		cmocka_unit_test(test_client_bounds_a_silent_node),
 		cmocka_unit_test(test_client_garbage_absent_closed),
 		cmocka_unit_test(test_open_refuses_incomplete_and_unreachable),
+		cmocka_unit_test(test_session_push_makes_no_socket_call),
+		cmocka_unit_test(test_session_bounds_a_silent_node),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }
