@@ -140,13 +140,17 @@ struct chunk {
 	uint8_t *dst;
 };
 
-/* Let go of the cache slots the chunk holds. */
+/* Let go of the cache slots the chunk holds. Only a slot left with no pin can be evicted now: the CLOCK is
+ * told so only then (a step holding the whole cache would otherwise sweep it again for every row read past it). */
 static void release(engram_session *s, struct chunk *c)
 {
+	int freed = 0;
+
 	for (size_t i = 0; i < c->k; i++)
 		if (c->held[i] != EG_NO_UNIT)
-			s->cache.u[c->held[i]].pins--;
-	eg_units_released(&s->cache);
+			freed |= --s->cache.u[c->held[i]].pins == 0;
+	if (freed)
+		eg_units_released(&s->cache);
 	c->k = 0;
 }
 

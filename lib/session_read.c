@@ -247,8 +247,10 @@ static void set_ready(engram_session *s, struct eg_unit *u, int err, int disk)
 	u->t_done = eg_sess_now_ns();
 	u->disk = (uint8_t)disk;
 	s->published++;
-	eg_units_released(&s->cache); /* no longer in flight: evictable */
-	eg_units_released(&s->track);
+	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
+		eg_units_released(&s->cache);
+		eg_units_released(&s->track);
+	}
 }
 
 /* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. Its seen
