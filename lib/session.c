@@ -70,14 +70,14 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	s->n_pos += n;
 	if (s->flags & ENGRAM_SESSION_NO_PREFETCH)
 		return 0;
-	/* the layer that runs first has the shortest lead: its reads go first */
-	pthread_mutex_lock(&s->lock);
+	/* handed to the I/O thread, which requests them; the layer that runs first has the shortest lead: its
+	 * reads go first */
+	uint64_t t = eg_sess_now_ns();
 	for (unsigned k = 0; k < L && !err; k++) {
 		unsigned l = s->layer_order[k];
-		err = eg_sess_request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1);
+		err = eg_sess_hand_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1, t);
 	}
-	eg_sess_hand_over(s);
-	pthread_mutex_unlock(&s->lock);
+	eg_sess_hand_kick(s);
 	return err;
 }
 
@@ -91,13 +91,12 @@ ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *s
 	if ((err = eg_sess_usable(s)) < 0 || (err = grow_push_rows(s, n)) < 0 ||
 	    (err = engram_hasher_peek_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)) < 0)
 		return err;
-	pthread_mutex_lock(&s->lock);
+	uint64_t t = eg_sess_now_ns();
 	for (unsigned k = 0; k < L && !err; k++) {
 		unsigned l = s->layer_order[k];
-		err = eg_sess_request_rows(s, l, s->push_rows + (size_t)l * n * cols, n * cols, 0);
+		err = eg_sess_hand_rows(s, l, s->push_rows + (size_t)l * n * cols, n * cols, 0, t);
 	}
-	eg_sess_hand_over(s);
-	pthread_mutex_unlock(&s->lock);
+	eg_sess_hand_kick(s);
 	return err;
 }
 
@@ -127,6 +126,7 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	if (err < 0)
 		return err;
 	pthread_mutex_lock(&s->lock);
+	eg_sess_take_requests(s, SIZE_MAX); /* the step's pushes are requested in the step they were made */
 	for (size_t i = 0; i < s->n_pinned; i++)
 		s->cache.u[s->pinned[i]].pins--;
 	eg_units_released(&s->cache);
@@ -222,6 +222,7 @@ static void stats_of(engram_session *s, int layer, int step, struct engram_io_st
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&s->lock);
+	eg_sess_take_requests(s, SIZE_MAX); /* what was pushed is counted as requested */
 	/* every field from rows on is a uint64_t counter: summed as such */
 	for (unsigned l = 0; l < s->cfg->n_layers; l++)
 		if (layer < 0 || (unsigned)layer == l)
@@ -291,6 +292,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s->rows);
 	free(s->push_rows);
 	free(s->pinned);
+	eg_sess_hand_free(s);
 	free(s->step);
 	free(s->total);
 	free(s);

@@ -90,6 +90,12 @@ struct eg_source {
 	void (*kick)(engram_session *s, void *arg);
 };
 
+/* Rows handed over by the caller's thread, to be requested by the I/O thread (session_handover.c). */
+struct eg_handover {
+	uint64_t *v; /* records: a header (layer | pin << 16, the row count, the push's ns), then the rows */
+	size_t n, cap;
+};
+
 struct engram_session {
 	const engram_store *st;
 	const engram_config *cfg;
@@ -150,6 +156,13 @@ struct engram_session {
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
+	/* the hand-over (session_handover.c): hand is guarded by hand_lock alone (taken alone, or inside lock);
+	 * taken, and the record being requested (taken_rec, the rows of it done), by lock */
+	pthread_mutex_t hand_lock;
+	struct eg_handover hand, taken;
+	size_t taken_rec, taken_done;
+	uint8_t hand_awake;               /* the I/O thread will look at hand before it sleeps (hand_lock) */
+	uint64_t req_t;                   /* the request time of the units being requested (lock) */
 	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
 	struct eg_sess_remote *remote;    /* the remote tier (session_remote.c), or NULL */
 };
@@ -198,8 +211,20 @@ static inline void eg_sess_count_for(engram_session *s, unsigned layer, uint32_t
 
 uint64_t eg_sess_now_ns(void);
 
-/* session_read.c: request (the caller's thread, under lock) */
-/* Make sure the unit of each row is read or being read (pin: hold cached units for the step). */
+/* session_handover.c. The caller's thread, without the lock: append one layer's rows, requested at t_ns (pin:
+ * held for the step); then kick, which wakes the I/O thread when it may sleep. The I/O thread, under the lock,
+ * before it sleeps: 1 when nothing is left to take (hand_awake cleared: the next kick wakes it). Under the lock:
+ * request at most max rows of what was handed over (SIZE_MAX: all of it, before a gather, begin or the
+ * counters); 1 when some are left. */
+int eg_sess_hand_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin, uint64_t t_ns);
+void eg_sess_hand_kick(engram_session *s);
+int eg_sess_hand_sleep(engram_session *s);
+int eg_sess_take_requests(engram_session *s, size_t max);
+void eg_sess_hand_free(engram_session *s);
+
+/* session_read.c: request (the I/O thread, or whoever takes the requests; under lock) */
+/* Make sure the unit of each row is read or being read (pin: hold cached units for the step); s->req_t is the
+ * units' request time. */
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin);
 /* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
  * returns 1 when more could start); finish a
@@ -223,8 +248,6 @@ void *eg_sess_alloc_aligned(size_t n);
 /* Start the I/O thread, which makes the backend (io_uring, else the pread pool); stop it (destroy). */
 int eg_sess_progress_start(engram_session *s);
 void eg_sess_progress_stop(engram_session *s);
-/* After a request (under lock): wake the thread if it sleeps and has reads to start. */
-void eg_sess_hand_over(engram_session *s);
 /* From any thread, without the lock: wake the I/O thread so that it runs its loop (and s->source) again. */
 void eg_sess_progress_wake(engram_session *s);
 /* The same, under the lock. */

@@ -297,17 +297,18 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 	long f0 = -1;
 	int err;
 
-	if (s->remote)
-		return eg_sess_remote_gather(s, layer, rows, n, out, dst);
-	if (!n)
-		return 0;
-	if (!lt)
-		return eg_fail(-EINVAL, "layer %d has no table in this store", s->cfg->layers[layer].id);
+	pthread_mutex_lock(&s->lock);
+	eg_sess_take_requests(s, SIZE_MAX); /* what was pushed and not yet requested, before anything is classified */
+	if (s->remote || !n || !lt) {
+		pthread_mutex_unlock(&s->lock);
+		if (s->remote)
+			return eg_sess_remote_gather(s, layer, rows, n, out, dst);
+		return n ? eg_fail(-EINVAL, "layer %d has no table in this store", s->cfg->layers[layer].id) : 0;
+	}
 	c.dtype = lt->dtype; /* one per layer: checked when the store was opened */
 	c.hd = lt->head_dim;
 	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
 	/* the I/O thread has published what completed: rows ready now count as ready */
-	pthread_mutex_lock(&s->lock);
 	if ((err = grow_refs(s, n)) < 0 || (err = classify(s, layer, rows, n, &trusted, &trusted_ram)) < 0) {
 		pthread_mutex_unlock(&s->lock);
 		return err;

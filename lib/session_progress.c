@@ -1,9 +1,9 @@
 /* A session's I/O thread: the library's own progress. It makes the session's read backend (so that an
- * io_uring ring has one issuer), then loops: start backlog reads while requests are free (session_read.c,
- * earliest layer first), submit them, sleep in the backend until a completion or a kick, finish the
+ * io_uring ring has one issuer), then loops: request the rows push handed over (session_handover.c), a batch
+ * at a time, start backlog reads while requests are free (session_read.c, earliest layer first), submit them, sleep in the backend until a completion or a kick, finish the
  * completions outside the lock (short reads, zstd decoding and checksums), publish them under the lock
- * (units ready, the row cache filled) and wake a gather waiting for one. The caller's thread only queues
- * reads (push, prefetch) and kicks the thread when it sleeps with requests free; a gather sleeps on a
+ * (units ready, the row cache filled) and wake a gather waiting for one. The caller's thread only hands rows
+ * over (push, prefetch) and kicks the thread when it sleeps; a gather sleeps on a
  * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
  * the pread pool's condition variable) when nothing is to be done.
  *
@@ -29,6 +29,8 @@
 /* Reads started between two submissions: the first of a large backlog reach the disk while the rest are
  * prepared, and push waits for the lock at most this long. */
 #define ISSUE_BATCH 64
+/* Rows requested between two issues (session_handover.c). */
+#define REQUEST_BATCH 256
 
 static unsigned eg_fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -147,10 +149,17 @@ static void loop(engram_session *s)
 	for (;;) {
 		uint64_t p0 = s->published;
 		int more = 0;
-		if (s->stop)
+		if (s->stop) {
 			eg_sess_drop_backlog(s);
-		else /* may publish too: pages the probe found cached, reads that could not start */
-			more = eg_sess_issue(s, ISSUE_BATCH);
+		} else {
+			/* what push handed over is requested a batch at a time, its first reads started before the
+			 * rest are looked up; issuing may publish too (pages the probe found cached, reads that could
+			 * not start) */
+			more = eg_sess_take_requests(s, REQUEST_BATCH);
+			more |= eg_sess_issue(s, ISSUE_BATCH);
+			if (!more)
+				more = !eg_sess_hand_sleep(s);
+		}
 		if (s->published != p0 && awaited_done(s))
 			pthread_cond_broadcast(&s->done);
 		/* another source of completions (the remote tier) starts its requests and publishes here */
@@ -203,19 +212,6 @@ static void loop(engram_session *s)
 				pthread_cond_wait(&s->work, &s->lock);
 			break;
 		}
-	}
-}
-
-void eg_sess_hand_over(engram_session *s)
-{
-	if (!s->pend_n)
-		return;
-	if (s->idle == PROG_IDLE_IO && s->req_free != EG_NO_UNIT) {
-		s->idle = PROG_BUSY;
-		s->io->ops->kick(s->io);
-	} else if (s->idle == PROG_IDLE_CV) {
-		s->idle = PROG_BUSY;
-		pthread_cond_signal(&s->work);
 	}
 }
 
@@ -274,7 +270,8 @@ int eg_sess_progress_start(engram_session *s)
 	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
 	if (!(s->cqes = malloc(s->depth * sizeof(*s->cqes))))
 		return eg_fail(-ENOMEM, "out of memory");
-	if (pthread_mutex_init(&s->lock, NULL) || pthread_cond_init(&s->done, NULL) || pthread_cond_init(&s->work, NULL))
+	if (pthread_mutex_init(&s->lock, NULL) || pthread_mutex_init(&s->hand_lock, NULL) ||
+	    pthread_cond_init(&s->done, NULL) || pthread_cond_init(&s->work, NULL))
 		return eg_fail(-ENOMEM, "out of memory for the I/O thread's locks");
 	if ((err = pthread_create(&s->thread, NULL, progress_main, &a)) != 0)
 		return eg_fail(-err, "cannot start the I/O thread: %s", strerror(err));
@@ -309,6 +306,7 @@ void eg_sess_progress_stop(engram_session *s)
 	s->io = NULL;
 	if (s->cqes && !forked) {
 		pthread_mutex_destroy(&s->lock);
+		pthread_mutex_destroy(&s->hand_lock);
 		pthread_cond_destroy(&s->done);
 		pthread_cond_destroy(&s->work);
 	}

@@ -1,8 +1,8 @@
-/* Reading units for a session, in the order a read goes. Request (the caller's thread, in push and prefetch):
- * a unit wanted is found in its table, or given a slot and queued on its layer's backlog; nothing else, so
- * that push makes no system call per read. Issue (the session's I/O thread, lib/session_progress.c): queued
- * reads take free requests, earliest layer first (the layer gathered first starts first), and go to the eg_io
- * backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
+/* Reading units for a session, in the order a read goes. Request (the I/O thread, from the rows push and
+ * prefetch handed over: session_handover.c; or a gather taking the rest itself): a unit wanted is found in its
+ * table, or given a slot and queued on its layer's backlog; nothing else. Issue (the I/O thread,
+ * lib/session_progress.c): queued reads take free requests, earliest layer first (the layer gathered first
+ * starts first), and go to the eg_io backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
  * checked and decoded, then the units are published ready, the row cache filled, and the backlog refilled.
  * Last, what a gather does itself: read a unit now, probe the page cache, name a failed read's file.
  *
@@ -35,7 +35,7 @@ static int16_t unit_err(int err)
 	return (int16_t)(err < -32767 ? -EIO : err);
 }
 
-/* ---- request: the caller's thread ---- */
+/* ---- request: the I/O thread, from what was handed over (session_handover.c) ---- */
 
 static int enqueue(engram_session *s, const struct pending *q)
 {
@@ -100,7 +100,7 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 		if (slot == EG_NO_UNIT)
 			return 0; /* everything is pinned or in flight: gather will read it */
 		t->u[slot].state = EG_UNIT_INFLIGHT;
-		t->u[slot].t_req = eg_sess_now_ns();
+		t->u[slot].t_req = s->req_t;
 		t->u[slot].disk = 0;
 		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
 				     .cached = (uint8_t)cached, .gen = s->step_gen };
@@ -148,11 +148,10 @@ ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer, c
 		return err;
 	if (eg_bad_layer(s->cfg, layer))
 		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	err = eg_sess_request_rows(s, layer, rows, n, 0);
-	eg_sess_hand_over(s);
-	pthread_mutex_unlock(&s->lock);
-	return err;
+	if ((err = eg_sess_hand_rows(s, layer, rows, n, 0, eg_sess_now_ns())) < 0)
+		return err;
+	eg_sess_hand_kick(s);
+	return 0;
 }
 
 /* ---- issue: the I/O thread ---- */

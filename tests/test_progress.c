@@ -39,16 +39,19 @@ static engram_session *session(engram_store *st, enum engram_mode mode, unsigned
 	return s;
 }
 
-/* Units the session has queued in this step, and whether the thread has published them all. */
+/* Whether the thread has requested every row push handed over, and published every unit it queued. */
 static int all_published(engram_session *s, uint64_t base)
 {
 	uint64_t units = 0;
 	int done;
 
 	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->hand_lock);
+	int handed = s->hand.n == 0 && s->taken_rec >= s->taken.n;
+	pthread_mutex_unlock(&s->hand_lock);
 	for (unsigned l = 0; l < s->cfg->n_layers; l++)
 		units += s->step[l].units;
-	done = s->pend_n == 0 && s->published - base >= units && units > 0;
+	done = handed && s->pend_n == 0 && s->published - base >= units && units > 0;
 	pthread_mutex_unlock(&s->lock);
 	return done;
 }
