@@ -460,9 +460,9 @@ ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_row
  * the environment, a pool of pread threads does the reads; results are the same.
  *
  * Each session has an I/O thread of the library's own (started by engram_session_create, joined by
- * engram_session_destroy; libengram(3), "Threads and fork"): push and prefetch only hash and queue reads, and
- * the thread starts, completes (decodes, checks, fills the row cache) and refills them while the engine
- * computes; a gather sleeps only for rows not yet published. In the child of a fork, a session made before
+ * engram_session_destroy; libengram(3), "Threads and fork"): push and prefetch only hash and hand the rows
+ * over, and the thread queues, starts, completes (decodes, checks, fills the row cache) and refills reads
+ * while the engine computes; a gather sleeps only for rows not yet published. In the child of a fork, a session made before
  * the fork returns ENGRAM_EFORKED from every call but engram_session_destroy (which frees it); the store
  * makes new sessions there.
  *
