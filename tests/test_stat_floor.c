@@ -7,8 +7,10 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <string.h>
 
 #include "replay_floor.h"
+#include "replay_stats.h"
 
 /*
  * The disk: 10000 IOPS (a read completes every 100 us once the first is done) and 200 us of latency, so the
@@ -46,6 +48,41 @@ static void test_floor_by_hand(void **state)
 	assert_float_equal(replay_floor_stall_us(&disk, c, lead3, 3) / step_us, 0.20, 1e-12);
 }
 
+/* replay's per-step samples of steps A, B and C: their floor shares, and the run an ideal prefetcher would have
+ * (floor.wall_s): three steps of 2000 us plus 100, 300 and 400 us of stall, 6800 us. */
+static void test_floor_samples_and_wall(void **state)
+{
+	const struct replay_disk disk = { .iops = 10000, .latency_us = 200 };
+	const double lead2[] = { 300, 1000 }, lead3[] = { 100, 200, 900 };
+	const uint64_t a[] = { 3, 5 }, b[] = { 0, 12 }, c[] = { 1, 4, 2 };
+	const struct engram_io_stats st = ENGRAM_INIT(struct engram_io_stats);
+	struct replay_samples smp;
+	struct replay_result r;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(replay_samples_init(&smp, 3), 0);
+	for (size_t i = 0; i < 3; i++)
+		replay_samples_add(&smp, i, 10, 20, 2000, &st);
+	replay_samples_floor(&smp, 0, &disk, a, lead2, 2, 2000);
+	replay_samples_floor(&smp, 1, &disk, b, lead2, 2, 2000);
+	replay_samples_floor(&smp, 2, &disk, c, lead3, 3, 2000);
+	replay_samples_summarize(&smp, 3, &r);
+	assert_float_equal(r.floor_share.mean, (0.05 + 0.15 + 0.20) / 3, 1e-12);
+	assert_float_equal(r.floor_share.p50, 0.15, 1e-12);
+	assert_float_equal(r.floor_wall_s, 6800e-6, 1e-12);
+	replay_samples_free(&smp);
+	/* without a disk: no floor, no ideal run */
+	const struct replay_disk none = { 0 };
+	assert_int_equal(replay_samples_init(&smp, 1), 0);
+	replay_samples_add(&smp, 0, 10, 20, 2000, &st);
+	replay_samples_floor(&smp, 0, &none, a, lead2, 2, 2000);
+	replay_samples_summarize(&smp, 1, &r);
+	assert_true(isnan(r.floor_share.mean));
+	assert_true(isnan(r.floor_wall_s));
+	replay_samples_free(&smp);
+}
+
 /* Step C on a disk twice as fast (a read every 50 us) without latency: read 1 is done at 0, layer 0 is reached
  * at 100; layer 1's last read (the 5th) at 4 x 50 = 200, reached at 200; layer 2's (the 7th) at 300, reached at
  * 900: no stall anywhere. */
@@ -76,6 +113,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_floor_by_hand),
+		cmocka_unit_test(test_floor_samples_and_wall),
 		cmocka_unit_test(test_fast_disk_hides_all),
 		cmocka_unit_test(test_unknown_disk),
 	};

@@ -73,7 +73,7 @@ static json_t *jfloor(const struct replay_result *r)
 {
 	if (isnan(r->floor_share.mean))
 		return json_null();
-	return json_pack("{s:o}", "stall_share", jshare(&r->floor_share));
+	return json_pack("{s:o,s:o}", "stall_share", jshare(&r->floor_share), "wall_s", jreal(r->floor_wall_s));
 }
 
 /* How the disk was known: measured (and with what reads) or given; null when there is none. */

@@ -139,6 +139,8 @@ struct replay_result {
 	 * would have on it with this run's disk reads, over the step's compute time (NaN without a disk) */
 	struct replay_disk disk;
 	struct replay_dist floor_share;
+	double floor_wall_s;            /* the measured steps' compute time plus the floor's stall: the run's wall
+					   time with an ideal prefetcher (NaN without a disk) */
 	/* --remote: the remote tier's counters; --verify: rows compared and those that differed */
 	int has_remote, verified;
 	struct engram_remote_stats remote;

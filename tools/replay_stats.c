@@ -58,6 +58,7 @@ int replay_samples_init(struct replay_samples *s, size_t steps)
 	s->ready = malloc(n * sizeof(*s->ready));
 	s->floor = malloc(n * sizeof(*s->floor));
 	s->n_ready = 0;
+	s->floor_wall_us = 0;
 	if (!s->stall_us || !s->share || !s->push_us || !s->gather_us || !s->ready || !s->floor) {
 		tool_error("out of memory");
 		return -1;
@@ -90,7 +91,10 @@ void replay_samples_add(struct replay_samples *s, size_t step, double push_us, d
 void replay_samples_floor(struct replay_samples *s, size_t step, const struct replay_disk *d, const uint64_t *reads,
 			  const double *lead_us, unsigned n_layers, double step_us)
 {
-	s->floor[step] = step_us > 0 ? replay_floor_stall_us(d, reads, lead_us, n_layers) / step_us : NAN;
+	double stall = step_us > 0 ? replay_floor_stall_us(d, reads, lead_us, n_layers) : NAN;
+
+	s->floor[step] = stall / step_us;
+	s->floor_wall_us += step_us + stall; /* NaN, as the shares, without a disk */
 }
 
 void replay_samples_summarize(struct replay_samples *s, size_t steps, struct replay_result *r)
@@ -109,6 +113,7 @@ void replay_samples_summarize(struct replay_samples *s, size_t steps, struct rep
 		r->floor_share = (struct replay_dist){ NAN, NAN, NAN, NAN, NAN };
 	else
 		dist_of(s->floor, steps, &r->floor_share);
+	r->floor_wall_s = steps ? s->floor_wall_us / 1e6 : NAN;
 	qsort(s->ready, n, sizeof(*s->ready), cmp_double);
 	for (size_t i = 0; i < n; i++)
 		sum += s->ready[i];

@@ -15,6 +15,7 @@
 struct replay_samples {
 	double *stall_us, *share, *push_us, *gather_us, *ready;
 	double *floor; /* the floor's stall share (replay_floor.h), NaN without a disk */
+	double floor_wall_us; /* the steps' compute time and the floor's stall: an ideal prefetcher's run */
 	size_t n_ready;
 };
 
