@@ -121,6 +121,8 @@ struct replay_result {
 	struct replay_dist gather_us;   /* per step: gathers */
 	double ready_min, ready_mean, ready_p95, ready_p99; /* per step's ready rate; pN: N% of steps at or above */
 	double wall_s, compute_s, stall_s;
+	double engine_cpu_s;            /* CPU of the replaying thread over the measured steps: the library's calls
+					   and replay's own bookkeeping (its compute is a sleep) */
 	uint64_t ahead_rows;            /* rows requested by the look-ahead (depth >= 2) */
 	uint64_t drafts, drafts_accepted, draft_rows; /* speculative drafts, and the rows their prefetch requested */
 	/* --draft-tokens: draft positions pushed, and the rows of those rejected (rewound): reads for nothing */

@@ -20,6 +20,15 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU ns the calling thread has used. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void sleep_until(uint64_t t)
 {
 	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u) };
@@ -328,7 +337,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 
 	long flt0 = 0;
 	int64_t io0 = 0;
-	uint64_t start = 0, compute_ns = 0, stall_total = 0;
+	uint64_t start = 0, cpu0 = 0, compute_ns = 0, stall_total = 0;
 	size_t ahead = 1;
 	for (size_t step = 0; step < sc->n_steps; step++) {
 		uint64_t t0, shift = 0, gather_ns = 0;
@@ -343,6 +352,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			flt0 = replay_major_faults();
 			io0 = replay_kernel_read_bytes();
 			start = now_ns();
+			cpu0 = thread_cpu_ns();
 		}
 		t0 = now_ns();
 		engram_session_begin(s);
@@ -442,6 +452,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			   step - warm);
 	}
 	uint64_t wall = now_ns() - start;
+	r->engine_cpu_s = (double)(thread_cpu_ns() - cpu0) / 1e9;
 	long flt1 = replay_major_faults();
 	int64_t io1 = replay_kernel_read_bytes();
 
