@@ -500,7 +500,7 @@ static const char *const share_keys[] = { "mean", "p50", "p95", "p99" };
  * keys; --no-wait has no floor (no compute time) and measures nothing. */
 static void test_floor_keys_and_calibration(void **state)
 {
-	static const char *const disk_keys[] = { "iops", "latency_us" }, *const floor_keys[] = { "stall_share" };
+	static const char *const disk_keys[] = { "iops", "latency_us" }, *const floor_keys[] = { "stall_share", "wall_s" };
 	static const char *const cal_keys[] = { "iops_measured", "latency_measured", "read_bytes", "direct", "rate_by",
 						"seconds" };
 	json_t *doc, *r, *cal;
@@ -520,7 +520,7 @@ static void test_floor_keys_and_calibration(void **state)
 	assert_true(real(json_object_get(r, "disk"), "iops") > 0);
 	assert_true(real(json_object_get(r, "disk"), "latency_us") > 0);
 	json_t *fl = json_object_get(r, "floor");
-	check_keys(fl, floor_keys, 1, "runs[0].floor");
+	check_keys(fl, floor_keys, 2, "runs[0].floor");
 	json_t *fs = json_object_get(fl, "stall_share");
 	check_keys(fs, share_keys, 4, "runs[0].floor.stall_share");
 	assert_true(real(fs, "mean") >= 0 && real(fs, "p50") <= real(fs, "p95") && real(fs, "p95") <= real(fs, "p99"));
@@ -584,6 +584,10 @@ static void test_floor_of_the_run(void **state)
 			fail_msg("disk %g IOPS %g us: floor %g, the run's reads give %g (%llu + %llu reads)", d.iops,
 				 d.latency_us, got, want, (unsigned long long)reads[0], (unsigned long long)reads[1]);
 		assert_true(fabs(real(fs, "p99") - got) < 1e-9); /* one step */
+		/* the ideal prefetcher's run: the step's compute and the floor's stall */
+		double wall = real(json_object_get(r, "floor"), "wall_s");
+		if (fabs(wall - (10e3 + want * 10e3) / 1e6) > 1e-5 * wall)
+			fail_msg("floor.wall_s %g, not the step's 10 ms and the floor's %g us", wall, want * 10e3);
 		if (k == 1 && !(got > 0.5)) /* 1000 IOPS: a prefill's hundreds of reads take far longer than 10 ms */
 			fail_msg("a slow disk's floor is %g", got);
 		if (k == 2 && !(got < 1e-3))
