@@ -269,6 +269,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s->fd_direct);
 	eg_units_destroy(&s->track);
 	eg_units_destroy(&s->cache);
+	eg_units_destroy(&s->spill);
 	eg_seen_destroy(&s->seen);
 	free(s->seen_base);
 	if (s->bounce)
@@ -455,16 +456,24 @@ static void sort_layers(engram_session *s)
 }
 
 /* The unit tables: the reads in flight into the page cache (never more units than the store has there, none in
- * direct mode) and the private cache. */
+ * direct mode), the private cache and, beside it, the spill table: SPILL_BYTES (at least SPILL_MIN entries, at
+ * most SPILL_MAX) that a gather reads misses into, at depth, when its step holds the whole cache (mapped, so
+ * untouched until then). */
+#define SPILL_BYTES (4u << 20)
+#define SPILL_MIN 8u
+#define SPILL_MAX 256u
 static int init_tables(engram_session *s, uint64_t slots)
 {
 	uint64_t track = s->depth * 4 > TRACK_MIN ? s->depth * 4 : TRACK_MIN, pc_units = page_cache_units(s, NULL);
+	size_t spill = s->unit_max ? SPILL_BYTES / s->unit_max : SPILL_MAX;
 	int err;
 
 	if (track > pc_units)
 		track = pc_units ? pc_units : 1;
+	spill = spill < SPILL_MIN ? SPILL_MIN : spill > SPILL_MAX ? SPILL_MAX : spill;
 	if ((err = eg_units_init(&s->track, (uint32_t)track, 0)) < 0 ||
-	    (slots && (err = eg_units_init(&s->cache, (uint32_t)slots, s->unit_max)) < 0))
+	    (slots && (err = eg_units_init(&s->cache, (uint32_t)slots, s->unit_max)) < 0) ||
+	    (slots && (err = eg_units_init(&s->spill, (uint32_t)spill, s->unit_max)) < 0))
 		return eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
 			       (unsigned long long)slots, s->unit_max);
 	return 0;

@@ -31,7 +31,7 @@
 /* A read in flight. */
 struct request {
 	uint32_t slot;      /* the unit's entry in its unit table */
-	uint8_t cached;     /* the unit lives in s->cache (else s->track) */
+	uint8_t cached;     /* enum eg_table: the unit lives in s->cache or s->spill (else s->track) */
 	uint16_t layer;
 	uint32_t piece;
 	uint64_t unit;
@@ -61,6 +61,9 @@ struct pend_queue {
 	size_t head, n, cap;
 };
 
+/* Which unit table an entry is in: 0 and 1 are also eg_sess_is_cached()'s answers. */
+enum eg_table { EG_TAB_TRACK = 0, EG_TAB_CACHE = 1, EG_TAB_SPILL = 2 };
+
 /* Where a gathered row stands when the gather call begins. */
 enum row_state { ROW_READY, ROW_NOT_READY, ROW_MISS };
 
@@ -73,6 +76,7 @@ struct row_ref {
 	uint8_t state;       /* enum row_state */
 	uint8_t cached;
 	uint8_t in_rc;       /* found in the row cache when classified */
+	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
 };
 
 /* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
@@ -106,6 +110,8 @@ struct engram_session {
 	char backend[160];
 	int *fd_buf, *fd_direct;          /* per shard */
 	struct eg_units track, cache;
+	struct eg_units spill;            /* units a gather has read past a cache its step holds whole, at depth
+					     (session_gather.c); with the cache */
 	int evicted;                      /* this step found a trusted page evicted (see seen.h) */
 	struct eg_seen seen;              /* page-cache mode: units of raw tables brought in, so not read again */
 	uint64_t *seen_base;              /* per piece: its first bit in seen (raw pieces in page-cache mode) */
@@ -153,6 +159,7 @@ struct engram_session {
 	const struct eg_unit *awaited;    /* the unit a gather waits for, or NULL */
 	int io_err;                       /* the backend failed: every later wait reports it */
 	uint64_t published;               /* units made ready or failed by the thread, for the tests */
+	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
@@ -188,7 +195,7 @@ static inline uint64_t eg_sess_seen_bit(const engram_session *s, uint32_t piece,
 
 static inline struct eg_units *eg_sess_table(engram_session *s, int cached)
 {
-	return cached ? &s->cache : &s->track;
+	return cached == EG_TAB_SPILL ? &s->spill : cached ? &s->cache : &s->track;
 }
 
 /* Add v to a counter of one layer, in the step's and the session's totals. */
@@ -233,6 +240,10 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 int eg_sess_issue(engram_session *s, unsigned max);
 int eg_sess_finish_read(engram_session *s, struct eg_cqe *c);
 void eg_sess_publish(engram_session *s, const struct eg_cqe *c);
+/* A gather's read of a unit into entry slot of table tab (EG_TAB_CACHE or EG_TAB_SPILL, in flight), queued
+ * before every other read of its layer; pin a cache entry for the step (under lock). */
+int eg_sess_request_first(engram_session *s, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab);
+int eg_sess_pin(engram_session *s, uint32_t slot);
 /* Fail every read still in the backlog (destroy). */
 void eg_sess_drop_backlog(engram_session *s);
 /* what gather does itself: read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units

@@ -82,6 +82,7 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 		r->row = row;
 		r->cached = (uint8_t)eg_sess_is_cached(s, p);
 		r->in_rc = s->rc && eg_rc_has(s->rc, eg_rc_key(layer, row));
+		r->ahead = 0;
 		const struct eg_units *t = eg_sess_table(s, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
@@ -130,10 +131,14 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 	return 0;
 }
 
+#define HELD_SPILL 0x80000000u /* a held entry of the spill table, not the cache */
+
 struct chunk {
 	const uint8_t *src[SESSION_GATHER_CHUNK];
-	uint32_t held[SESSION_GATHER_CHUNK]; /* cache slots pinned until the chunk is converted, or EG_NO_UNIT */
+	uint32_t held[SESSION_GATHER_CHUNK]; /* cache slots (or spill entries, | HELD_SPILL) pinned until the chunk
+						is converted, or EG_NO_UNIT */
 	size_t k;
+	size_t n_refs, scanned;              /* the call's rows; misses looked for ahead up to here (read_ahead) */
 	uint32_t dtype, hd;
 	enum engram_out out;
 	size_t ob;
@@ -144,13 +149,21 @@ struct chunk {
  * told so only then (a step holding the whole cache would otherwise sweep it again for every row read past it). */
 static void release(engram_session *s, struct chunk *c)
 {
-	int freed = 0;
+	int freed = 0, spilled = 0;
 
-	for (size_t i = 0; i < c->k; i++)
-		if (c->held[i] != EG_NO_UNIT)
-			freed |= --s->cache.u[c->held[i]].pins == 0;
+	for (size_t i = 0; i < c->k; i++) {
+		uint32_t h = c->held[i];
+		if (h == EG_NO_UNIT)
+			continue;
+		if (h & HELD_SPILL)
+			spilled |= --s->spill.u[h & ~HELD_SPILL].pins == 0;
+		else
+			freed |= --s->cache.u[h].pins == 0;
+	}
 	if (freed)
 		eg_units_released(&s->cache);
+	if (spilled)
+		eg_units_released(&s->spill);
 	c->k = 0;
 }
 
@@ -166,9 +179,79 @@ static void flush(engram_session *s, struct chunk *c)
 	release(s, c);
 }
 
+/* Misses are read at depth. At a row of a cached unit that no table holds (never requested, evicted, or past
+ * a cache the step holds whole), that unit and those of the misses after it in this call, up to half the spill
+ * table, are handed to the I/O thread at the front of the queue: into free cache entries (pinned for the step,
+ * as push's) or, when the cache has none, into the spill table, whose entry each such row holds (a pin, let go
+ * of when the row is resolved) so that the next batch cannot take it first; the gather then waits for each as
+ * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside. */
+static int ahead_one(engram_session *s, unsigned layer, struct row_ref *r, unsigned *queued)
+{
+	uint32_t pi = eg_sess_piece_index(s, r->p);
+	uint64_t key = eg_unit_key(pi, r->unit);
+	uint32_t slot;
+	int tab = EG_TAB_CACHE, err;
+
+	if (eg_units_find(&s->cache, key) != EG_NO_UNIT)
+		return 0; /* requested, read or being read */
+	if ((slot = eg_units_find(&s->spill, key)) != EG_NO_UNIT) {
+		s->spill.u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
+		r->ahead = 1;
+		return 0;
+	}
+	if ((slot = eg_units_alloc(&s->cache, key)) == EG_NO_UNIT) {
+		tab = EG_TAB_SPILL;
+		if ((slot = eg_units_alloc(&s->spill, key)) == EG_NO_UNIT)
+			return 1; /* nowhere to read it to now */
+	}
+	struct eg_unit *u = &eg_sess_table(s, tab)->u[slot];
+	u->state = EG_UNIT_INFLIGHT;
+	u->t_req = 0; /* a miss: no lead to count */
+	u->disk = 0;
+	if ((err = eg_sess_request_first(s, layer, pi, r->unit, slot, tab)) < 0) {
+		eg_units_drop(eg_sess_table(s, tab), slot);
+		return err;
+	}
+	++*queued;
+	s->read_ahead++;
+	if (tab == EG_TAB_CACHE)
+		return eg_sess_pin(s, slot);
+	u->pins = 1;
+	r->ahead = 1;
+	return 0;
+}
+
+static int read_ahead(engram_session *s, unsigned layer, struct row_ref *from, struct chunk *c)
+{
+	size_t i = (size_t)(from - s->refs);
+	unsigned queued = 0, max = s->spill.n / 2 ? s->spill.n / 2 : 1;
+	int err;
+
+	flush(s, c); /* the chunk's spill entries are let go of: reusable */
+	err = ahead_one(s, layer, from, &queued);
+	if (c->scanned <= i)
+		c->scanned = i + 1;
+	for (; !err && c->scanned < c->n_refs && queued < max; c->scanned++) {
+		struct row_ref *r = &s->refs[c->scanned];
+		if (r->cached && !r->in_rc)
+			err = ahead_one(s, layer, r, &queued);
+	}
+	if (queued)
+		eg_sess_progress_wake_locked(s);
+	return err < 0 ? err : 0;
+}
+
+/* After a gather (done or failed): no row holds a spill entry any more. */
+static void ahead_done(engram_session *s)
+{
+	for (uint32_t k = 0; k < s->spill.n; k++)
+		s->spill.u[k].pins = 0;
+	eg_units_released(&s->spill);
+}
+
 /* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
  * (re-implemented by cachesim.c's engram_cachesim_gather(): change both). */
-static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, uint64_t step_t0, struct chunk *c)
+static int resolve(engram_session *s, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
 	const struct eg_piece *p = r->p;
 	uint32_t pi = eg_sess_piece_index(s, p);
@@ -231,10 +314,40 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 		return 0;
 	}
 	if (slot == EG_NO_UNIT) {
+		/* a miss: it and the misses after it are read at depth, into the cache or the spill table */
+		if ((err = read_ahead(s, layer, r, c)) < 0)
+			return err;
+		uint32_t sp = eg_units_find(&s->spill, key);
+		if ((slot = eg_units_find(t, key)) != EG_NO_UNIT || sp != EG_NO_UNIT) {
+			struct eg_units *w = slot != EG_NO_UNIT ? t : &s->spill;
+			uint32_t ws = slot != EG_NO_UNIT ? slot : sp;
+			if (w->u[ws].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, w, ws, layer)) < 0)
+				return err;
+			if (r->ahead && w != t) { /* the scan's hold, now the chunk's */
+				w->u[ws].pins--;
+				r->ahead = 0;
+			}
+			if (!w->u[ws].err) {
+				w->u[ws].ref = 1;
+				w->u[ws].pins++;
+				c->held[c->k] = w == t ? ws : ws | HELD_SPILL;
+				c->src[c->k] = eg_units_data(w, ws) + (r->off - eg_unit_off(p->t, r->unit));
+				if (s->rc)
+					eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
+				c->k++;
+				return 0;
+			}
+			/* the read failed: read it again here (the error, if it stays, is reported) */
+			eg_units_drop(w, ws);
+			slot = EG_NO_UNIT;
+		}
+	}
+	if (slot == EG_NO_UNIT) {
 		slot = eg_units_alloc(t, key);
 		if (slot == EG_NO_UNIT) {
 			/* nothing evictable: convert what we have, then this row alone from a spare buffer */
 			flush(s, c);
+			s->read_alone++;
 			if ((err = eg_sess_load_unit(s, layer, p, r->unit, s->overflow)) < 0)
 				return err;
 			c->held[c->k] = EG_NO_UNIT;
@@ -245,6 +358,7 @@ static int resolve(engram_session *s, unsigned layer, const struct row_ref *r, u
 			flush(s, c);
 			return 0;
 		}
+		s->read_alone++;
 		if ((err = eg_sess_load_unit(s, layer, p, r->unit, eg_units_data(t, slot))) < 0) {
 			eg_units_drop(t, slot);
 			return err;
@@ -292,7 +406,7 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 		  uint8_t *dst)
 {
 	const struct eg_disk_table *lt = eg_store_layer_table(s->st, layer);
-	struct chunk c = { .k = 0, .out = out, .dst = dst };
+	struct chunk c = { .k = 0, .n_refs = n, .out = out, .dst = dst };
 	uint64_t step_t0 = s->step_t0, trusted = 0, trusted_ram = 0;
 	long f0 = -1;
 	int err;
@@ -325,6 +439,8 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 		release(s, &c);
 	else
 		flush(s, &c);
+	if (s->spill.n)
+		ahead_done(s);
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
 		count_evicted(s, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);

@@ -37,7 +37,8 @@ static int16_t unit_err(int err)
 
 /* ---- request: the I/O thread, from what was handed over (session_handover.c) ---- */
 
-static int enqueue(engram_session *s, const struct pending *q)
+/* Queue q on its layer's backlog: at the back, or at the front (a gather's own read, wanted first). */
+static int enqueue(engram_session *s, const struct pending *q, int front)
 {
 	struct pend_queue *pq = &s->pend[q->layer];
 
@@ -47,12 +48,18 @@ static int enqueue(engram_session *s, const struct pending *q)
 			return eg_fail(-ENOMEM, "out of memory for queued reads");
 		pq->v = v;
 	}
-	pq->v[(pq->head + pq->n++) % pq->cap] = *q;
+	if (front) {
+		pq->head = (pq->head + pq->cap - 1) % pq->cap;
+		pq->v[pq->head] = *q;
+		pq->n++;
+	} else {
+		pq->v[(pq->head + pq->n++) % pq->cap] = *q;
+	}
 	s->pend_n++;
 	return 0;
 }
 
-static int pin_slot(engram_session *s, uint32_t slot)
+int eg_sess_pin(engram_session *s, uint32_t slot)
 {
 	if (s->n_pinned == s->cap_pinned) {
 		size_t cap = s->cap_pinned ? 2 * s->cap_pinned : 1024;
@@ -104,13 +111,13 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 		t->u[slot].disk = 0;
 		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
 				     .cached = (uint8_t)cached, .gen = s->step_gen };
-		if ((err = enqueue(s, &q)) < 0) {
+		if ((err = enqueue(s, &q, 0)) < 0) {
 			eg_units_drop(t, slot);
 			return err;
 		}
 		*queued = 1;
 	}
-	return pin && cached ? pin_slot(s, slot) : 0;
+	return pin && cached ? eg_sess_pin(s, slot) : 0;
 }
 
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin)
@@ -220,7 +227,7 @@ static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
 		r->frame_len = (uint32_t)u.len;
 		r->buf = s->bounce + (size_t)tag * s->bounce_bytes;
 	} else if (q->cached) {
-		r->buf = eg_units_data(&s->cache, q->slot);
+		r->buf = eg_units_data(eg_sess_table(s, q->cached), q->slot);
 	} else if (u.len == EG_PAGE) {
 		/* The page cache fills whole pages: reading one byte of a one-page unit brings it in without
 		 * copying 4 KiB to a buffer nobody reads. */
@@ -249,6 +256,7 @@ static void set_ready(engram_session *s, struct eg_unit *u, int err, int disk)
 	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
 		eg_units_released(&s->cache);
 		eg_units_released(&s->track);
+		eg_units_released(&s->spill);
 	}
 }
 
@@ -300,6 +308,14 @@ int eg_sess_issue(engram_session *s, unsigned max)
 		start(s, &q);
 	}
 	return 0;
+}
+
+int eg_sess_request_first(engram_session *s, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab)
+{
+	struct pending q = { .slot = slot, .piece = piece, .unit = unit, .layer = (uint16_t)layer,
+			     .cached = (uint8_t)tab, .gen = s->step_gen };
+
+	return enqueue(s, &q, 1);
 }
 
 void eg_sess_drop_backlog(engram_session *s)

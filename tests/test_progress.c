@@ -131,6 +131,53 @@ static void test_queue_refilled_during_the_sleep(void **state)
 	engram_close(st);
 }
 
+/* Misses are read at depth, not one by one: a session that prefetches nothing (every row a miss), and one whose
+ * step holds its whole cache (16 entries, the least there is, for a step of hundreds of units: the rest go to
+ * the spill table). Both gather the rows the store gathers, bit for bit, and read all but a few of their misses
+ * ahead through the I/O thread (s->read_ahead) rather than alone in the gather (s->read_alone). */
+static void test_misses_read_at_depth(void **state)
+{
+	static float want[2 * 64 * 12 * 64], got[2 * 64 * 12 * 64];
+	const char *codecs[] = { "raw", "zstd" };
+
+	(void)state;
+	for (unsigned ci = 0; ci < 2; ci++) {
+		engram_store *st = NULL;
+		must(engram_open(&st, shard(codecs[ci]), 0), "open");
+		for (unsigned k = 0; k < 4; k++) {
+			struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+							    .mode = ENGRAM_MODE_DIRECT,
+							    .flags = (k & 1 ? ENGRAM_SESSION_NO_PREFETCH : 0) |
+								     (k & 2 ? ENGRAM_SESSION_NO_URING : 0),
+							    .cache_bytes = k & 1 ? 0 : 1 };
+			engram_session *s = NULL;
+			int64_t tok[64];
+			must(engram_session_create(&s, st, &o), "session");
+			for (size_t i = 0; i < 64; i++)
+				tok[i] = (int64_t)(500 + 29 * i);
+			must(engram_session_begin(s), "begin");
+			must(engram_session_push(s, 0, tok, NULL, 64), "push");
+			size_t n = engram_session_positions(s) * engram_config_columns(engram_store_config(st));
+			assert_true(n <= 64 * 12);
+			for (unsigned l = 0; l < 2; l++) {
+				must(engram_session_gather(s, l, ENGRAM_OUT_F32, got, sizeof(got)), "gather");
+				must(engram_gather_rows(st, l, engram_session_rows(s, l), n, ENGRAM_OUT_F32, want,
+							sizeof(want)), "store gather");
+				assert_memory_equal(got, want, n * 64 * sizeof(float));
+			}
+			pthread_mutex_lock(&s->lock);
+			uint64_t ahead = s->read_ahead, alone = s->read_alone;
+			pthread_mutex_unlock(&s->lock);
+			if (ahead < 16 || alone > ahead / 8)
+				fail_msg("%s, %s: %llu misses read ahead, %llu alone", codecs[ci],
+					 k & 1 ? "no prefetch" : "a 16-entry cache", (unsigned long long)ahead,
+					 (unsigned long long)alone);
+			engram_session_destroy(s);
+		}
+		engram_close(st);
+	}
+}
+
 /* The rows of a fixed step, gathered (f32, both layers) into out. */
 static void gather_step(engram_session *s, float *out, size_t bytes)
 {
@@ -357,6 +404,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_read_completes_while_the_caller_sleeps),
 		cmocka_unit_test(test_queue_refilled_during_the_sleep),
+		cmocka_unit_test(test_misses_read_at_depth),
 		cmocka_unit_test(test_forked_child_gets_eforked),
 		cmocka_unit_test(test_destroy_ends_the_thread),
 		cmocka_unit_test(test_uring_features_switch_and_fall_back),
