@@ -335,6 +335,15 @@ static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
 		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local), NULL, 0);
 }
 
+/* Hold unit i for the step (the session's pin: not evicted before its gather). */
+static void hold_for_step(struct engram_cachesim *s, uint32_t i)
+{
+	if (s->policy != ENGRAM_CACHESIM_PAGE_LRU && !s->u.u[i].pins) {
+		s->u.u[i].pins = 1;
+		s->pinned[s->n_pinned++] = i;
+	}
+}
+
 /* A push's request of one row, re-implementing session_read.c's request_unit() (engram_session_push:
  * eg_sess_request_rows with the step's pin). */
 static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uint64_t ukey)
@@ -354,11 +363,7 @@ static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uin
 		if (s->rc)
 			fill_rows(s, layer, ukey);
 	}
-	if (s->policy != ENGRAM_CACHESIM_PAGE_LRU && !s->u.u[i].pins) { /* held for the step: not evicted before
-									  its gather */
-		s->u.u[i].pins = 1;
-		s->pinned[s->n_pinned++] = i;
-	}
+	hold_for_step(s, i);
 }
 
 ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
@@ -448,8 +453,8 @@ ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uin
 		uint32_t i = s->units ? eg_units_find(&s->u, s->ukeys[k]) : EG_NO_UNIT;
 		if (i != EG_NO_UNIT)
 			unit_touch(s, i);
-		else
-			unit_read(s, s->ukeys[k]);
+		else if ((i = unit_read(s, s->ukeys[k])) != EG_NO_UNIT)
+			hold_for_step(s, i); /* a miss read ahead into the cache is held for the step, as a push's */
 		if (s->rc)
 			eg_rc_put(s->rc, key, NULL, 0);
 	}
