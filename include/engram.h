@@ -485,13 +485,14 @@ enum engram_mode {
 #define ENGRAM_SESSION_NO_URING 1u    /* use the pread pool even where io_uring works */
 #define ENGRAM_SESSION_NO_PREFETCH 2u /* push only hashes: every row is read when gathered (a baseline) */
 #define ENGRAM_SESSION_SQPOLL 4u      /* io_uring submission by a kernel thread (costs a core while busy) */
+#define ENGRAM_DEFAULT_QUEUE_DEPTH 128u /* engram_session_options.queue_depth 0: reads in flight at most */
 
 struct engram_session_options {
 	size_t size;            /* sizeof(struct engram_session_options), set by the caller (ENGRAM_INIT) */
 	unsigned max_seqs;      /* sequence slots; 0: 1 */
 	uint32_t mode;          /* enum engram_mode (a fixed width: an enum's is the compiler's) */
 	uint64_t cache_bytes;   /* private cache; 0: 256 MiB */
-	unsigned queue_depth;   /* reads in flight at most; 0: 1024. More wait in the session, never in push */
+	unsigned queue_depth;   /* reads in flight at most; 0: 128. More wait in the session, never in push */
 	unsigned flags;         /* ENGRAM_SESSION_* */
 	/* RAM for rows (not pages): rows are looked up here first, read with O_DIRECT otherwise (into the private
 	 * cache of cache_bytes, which then only stages a step's units), and kept. NULL: none. It must outlive the

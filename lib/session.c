@@ -379,7 +379,7 @@ static int session_options(struct engram_session_options *o, const engram_store 
 		return eg_fail(-EINVAL, "the row cache%s%s holds the rows of another table set than '%s'",
 			       o->row_cache->name ? " " : "", o->row_cache->name ? o->row_cache->name : "",
 			       st->shards[0].path);
-	o->queue_depth = !o->queue_depth ? 1024 : o->queue_depth > 32768 ? 32768 : o->queue_depth;
+	o->queue_depth = !o->queue_depth ? ENGRAM_DEFAULT_QUEUE_DEPTH : o->queue_depth > 32768 ? 32768 : o->queue_depth;
 	if (!o->cache_bytes)
 		o->cache_bytes = 256ull << 20;
 	if (!o->max_seqs)

@@ -59,6 +59,7 @@ struct pending {
 struct pend_queue {
 	struct pending *v;
 	size_t head, n, cap;
+	size_t inflight;    /* the layer's reads in flight */
 };
 
 /* Which unit table an entry is in: 0 and 1 are also eg_sess_is_cached()'s answers. */
@@ -106,6 +107,8 @@ struct engram_session {
 	enum engram_mode mode;
 	unsigned flags;
 	unsigned depth;                   /* reads in flight at most */
+	unsigned gate;                    /* a layer's reads start while at most this many of earlier layers' are
+					     in flight (session_read.c) */
 	struct eg_io *io;
 	char backend[160];
 	int *fd_buf, *fd_direct;          /* per shard */

@@ -29,6 +29,8 @@
 /* Reads started between two submissions: the first of a large backlog reach the disk while the rest are
  * prepared, and push waits for the lock at most this long. */
 #define ISSUE_BATCH 64
+/* A later layer's reads start while at most this many of earlier layers' are in flight (session_read.c). */
+#define LAYER_GATE 64
 /* Rows requested between two issues (session_handover.c). */
 #define REQUEST_BATCH 256
 
@@ -173,7 +175,7 @@ static void loop(engram_session *s)
 			   (!s->awaited || s->awaited->state != EG_UNIT_INFLIGHT);
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
 		int src = s->source.wait && !hold && !s->stop, src_sleep = src && !more && !s->io->inflight;
-		s->idle = hold ? PROG_IDLE_CV : more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
+		s->idle = hold && !more ? PROG_IDLE_CV : more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
 		pthread_mutex_unlock(&s->lock);
 		int n = s->io->ops->submit(s->io);
 		if (src)
@@ -185,9 +187,9 @@ static void loop(engram_session *s)
 				s->io_err = n;
 			continue;
 		}
-		if (hold) {
+		if (hold) { /* reads are started, none are reaped */
 			pthread_mutex_lock(&s->lock);
-			while (s->idle == PROG_IDLE_CV)
+			while (!more && s->idle == PROG_IDLE_CV)
 				pthread_cond_wait(&s->work, &s->lock);
 			if (n < 0 && !s->io_err)
 				s->io_err = n;
@@ -268,6 +270,8 @@ int eg_sess_progress_start(engram_session *s)
 	a.uo.fixed_files = env_switch("ENGRAM_URING_FIXED_FILES", 1);
 	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 0);
 	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
+	const char *g = getenv("ENGRAM_LAYER_GATE");
+	s->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;
 	if (!(s->cqes = malloc(s->depth * sizeof(*s->cqes))))
 		return eg_fail(-ENOMEM, "out of memory");
 	if (pthread_mutex_init(&s->lock, NULL) || pthread_mutex_init(&s->hand_lock, NULL) ||

@@ -206,6 +206,7 @@ static int plan_unit(const engram_session *s, const struct eg_piece *p, uint64_t
 
 static void release_request(engram_session *s, uint32_t tag)
 {
+	s->pend[s->req[tag].layer].inflight--;
 	s->req[tag].next_free = s->req_free;
 	s->req_free = tag;
 }
@@ -285,6 +286,8 @@ static void start(engram_session *s, const struct pending *q)
 		return;
 	}
 	s->req_free = s->req[tag].next_free;
+	s->req[tag].layer = q->layer; /* counted in flight until released */
+	s->pend[q->layer].inflight++;
 	if ((err = start_read(s, tag, q)) < 0) {
 		release_request(s, tag);
 		set_ready(s, &eg_sess_table(s, q->cached)->u[q->slot], err, 0);
@@ -294,12 +297,18 @@ static void start(engram_session *s, const struct pending *q)
 int eg_sess_issue(engram_session *s, unsigned max)
 {
 	unsigned l = 0, n = 0;
+	size_t before = 0; /* reads in flight of the layers before l */
 
 	for (; s->pend_n && s->req_free != EG_NO_UNIT; n++) {
 		if (n == max)
 			return 1;
 		while (!s->pend[l].n)
-			l++;
+			before += s->pend[l++].inflight;
+		/* The layer gathered first is read first. A device given every read of a step at once serves them in
+		 * its own order, so the first layer's last read can complete after most of the later layers': a later
+		 * layer's reads start only once at most `gate` of the earlier layers' are in flight. */
+		if (before > s->gate)
+			return 0;
 		struct pend_queue *pq = &s->pend[l];
 		struct pending q = pq->v[pq->head];
 		pq->head = (pq->head + 1) % pq->cap;

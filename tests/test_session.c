@@ -452,6 +452,53 @@ static void test_waiting_reads_start_by_layer(void **state)
 	engram_close(st);
 }
 
+/* The layer gathered first is read first even when the queue could take both layers' reads: with a depth of
+ * 512 and reads held in flight (the slow_disk fault), the thread starts every read of layer 0 and none of
+ * layer 1 while more than the gate (64) of layer 0's are in flight (the first push's alone are more); a gather of layer 0 lets them complete,
+ * and layer 1's start; both gather. */
+static void test_later_layer_waits_for_the_gate(void **state)
+{
+	engram_store *st = NULL;
+	engram_session *s = NULL;
+	struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 8,
+					    .mode = ENGRAM_MODE_DIRECT, .queue_depth = 512 };
+	static uint8_t buf[16 * 24 * 264];
+
+	(void)state;
+	must(engram_open(&st, pack_v41_synthetic(8192), 0), "open");
+	eg_faults.slow_disk = 1;
+	for (int k = 0; k < 2; k++) {
+		o.flags = k ? ENGRAM_SESSION_NO_URING : 0;
+		must(engram_session_create(&s, st, &o), "session");
+		assert_int_equal(s->gate, 64);
+		/* one token in each of 8 slots: the first push alone gives layer 0 more units than the gate */
+		const unsigned seqs[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+		for (unsigned t = 0; t < 2; t++) {
+			int64_t tok[8];
+			for (unsigned q = 0; q < 8; q++)
+				tok[q] = t ? 2000 + 7 * q : 1000 + q;
+			must(engram_session_push_batch(s, seqs, tok, NULL, 8), "push");
+		}
+		size_t in0 = 0, in1 = 0, pend0 = 1, pend1 = 0;
+		for (int i = 0; i < 5000 && (pend0 || in0 <= 64); i++) {
+			usleep(1000);
+			pthread_mutex_lock(&s->lock);
+			eg_sess_take_requests(s, SIZE_MAX);
+			in0 = s->pend[0].inflight, in1 = s->pend[1].inflight;
+			pend0 = s->pend[0].n, pend1 = s->pend[1].n;
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (pend0 || in0 <= 64 || in1 || !pend1)
+			fail_msg("layer 0: %zu in flight, %zu waiting; layer 1: %zu in flight, %zu waiting", in0, pend0,
+				 in1, pend1);
+		must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
+		must(engram_session_gather(s, 1, ENGRAM_OUT_NATIVE, buf, sizeof(buf)), "gather");
+		engram_session_destroy(s);
+	}
+	eg_faults.slow_disk = 0;
+	engram_close(st);
+}
+
 /* Readiness is counted when the gather call begins, before it waits: with a disk slower than the step, every
  * requested row is not ready, including rows whose reads complete while the gather waits for an earlier row
  * (counting those as ready was the old "hit" of engram-stat, which reported 99% for a stalling engine). */
@@ -739,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_page_cache_counts_evicted_pages),
 		cmocka_unit_test(test_row_cache_session_reads_zstd_direct),
 		cmocka_unit_test(test_waiting_reads_start_by_layer),
+		cmocka_unit_test(test_later_layer_waits_for_the_gate),
 		cmocka_unit_test(test_no_prefetch_reads_at_gather),
 		cmocka_unit_test(test_push_batch_decodes_in_lockstep),
 		cmocka_unit_test(test_track_table_sized_by_store_units),

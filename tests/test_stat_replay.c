@@ -609,7 +609,7 @@ static void test_floor_text(void **state)
 			    tool_path("engram-stat"), shard(), tokens(), out),
 			 0);
 	text = read_file(out, NULL);
-	if (!strstr(text, "\nfloor     ") || !strstr(text, "the disk: 20.0 k reads/s at queue depth 1024") ||
+	if (!strstr(text, "\nfloor     ") || !strstr(text, "the disk: 20.0 k reads/s at queue depth 128") ||
 	    !strstr(text, "100 us a read at depth 1 (given)") ||
 	    !strstr(text, "In short: stall ") || !strstr(text, "% of the step against a floor of ") ||
 	    !strstr(text, "% on this disk.\n"))

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		   "  L: a model layer id with an Engram table\n"
 		   "  --mode: how rows are read (default direct: O_DIRECT into a private cache)\n"
 		   "  --cache-mb N: private cache of direct mode and zstd tables, N >= 1 (default 256)\n"
-		   "  --queue-depth N: reads in flight at most, 1 to 32768 (default 1024)\n"
+		   "  --queue-depth N: reads in flight at most, 1 to 32768 (default 128)\n"
 		   "  f32: float32 [positions, columns x head_dim]; bf16: the same as uint16 bit patterns;\n"
 		   "  native: uint8 [positions, columns, record bytes]\n");
 }

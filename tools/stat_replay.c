@@ -61,7 +61,7 @@ static void usage(FILE *f)
 		"                           implies --cold\n"
 		"  --tier page|row          what RAM holds: pages (page cache or private cache; default) or rows\n"
 		"                           (a row cache; reads are direct)\n"
-		"  --queue-depth N          reads in flight at most, 1 to 32768 (default 1024)\n"
+		"  --queue-depth N          reads in flight at most, 1 to 32768 (default 128)\n"
 		"  --no-uring               read with the pread thread pool\n"
 		"  --sqpoll                 io_uring submission by a kernel thread (ENGRAM_SESSION_SQPOLL): push\n"
 		"                           only queues reads, a core of the kernel's does the submitting\n"
@@ -572,7 +572,7 @@ int stat_replay(int argc, char **argv)
 {
 	struct replay_cmd c = {
 		.info = { .step_ms = 20, .prefill_ms_per_token = 0.05, .layers_total = 61, .dtype = "native" },
-		.base = { .depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_DIRECT, .queue_depth = 1024, .draft_accept = -1 },
+		.base = { .depth = 1, .cache_mb = 256, .mode = ENGRAM_MODE_DIRECT, .queue_depth = ENGRAM_DEFAULT_QUEUE_DEPTH, .draft_accept = -1 },
 		.out = ENGRAM_OUT_NATIVE,
 		.disk_iops = NAN,
 		.disk_latency_us = NAN,

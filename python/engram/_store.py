@@ -201,7 +201,7 @@ class Store(Handle):
                 remote_timeout_ms: Optional[int] = None) -> "Session":
         """A new engram.Session on this store (see Session). Options after max_seqs are keyword-only.
         max_seqs: sequence slots; mode: 'direct' (the default) or 'pagecache'; queue_depth: reads in flight at
-        most (default 1024); cache_bytes: the private cache in bytes (default 256 MiB; cache_mb: the same in MiB);
+        most (default 128); cache_bytes: the private cache in bytes (default 256 MiB; cache_mb: the same in MiB);
         uring=False: the pread thread pool instead of io_uring; prefetch=False: push only hashes and every row is
         read when gathered; sqpoll=True: io_uring submission by a kernel thread; row_cache: an engram.RowCache of
         this store's table set, looked up first (rows it lacks are read with O_DIRECT and kept there);
