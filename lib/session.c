@@ -70,12 +70,25 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	s->n_pos += n;
 	if (s->flags & ENGRAM_SESSION_NO_PREFETCH)
 		return 0;
-	/* handed to the I/O thread, which requests them; the layer that runs first has the shortest lead: its
-	 * reads go first */
+	/* The layer that runs first has the shortest lead: its reads go first. Rows whose units the session holds or
+	 * reads already are requested here if the lock is free now (a warm step wakes no thread); from the first
+	 * row that needs a read on, the rows are handed to the I/O thread, which requests them. push never waits
+	 * for the lock. */
 	uint64_t t = eg_sess_now_ns();
-	for (unsigned k = 0; k < L && !err; k++) {
+	unsigned k = 0;
+	size_t done = 0;
+	if (pthread_mutex_trylock(&s->lock) == 0) {
+		for (; k < L && !err; k++) {
+			unsigned l = s->layer_order[k];
+			err = eg_sess_request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1, &done);
+			if (done < n * cols)
+				break;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (; k < L && !err; k++, done = 0) {
 		unsigned l = s->layer_order[k];
-		err = eg_sess_hand_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1, t);
+		err = eg_sess_hand_rows(s, l, s->rows[l] + (s->n_pos - n) * cols + done, n * cols - done, 1, t);
 	}
 	eg_sess_hand_kick(s);
 	return err;

@@ -234,8 +234,9 @@ void eg_sess_hand_free(engram_session *s);
 
 /* session_read.c: request (the I/O thread, or whoever takes the requests; under lock) */
 /* Make sure the unit of each row is read or being read (pin: hold cached units for the step); s->req_t is the
- * units' request time. */
-int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin);
+ * units' request time. With done: only rows whose units are held or being read already, up to the first that
+ * needs a read (the remote tier: none); *done is how many were. */
+int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done);
 /* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
  * returns 1 when more could start); finish a
  * completion outside the lock (retry a short read: returns 1; else decode, c->res final: returns 0); publish it

@@ -99,7 +99,7 @@ int eg_sess_take_requests(engram_session *s, size_t max)
 		s->req_t = w[2];
 		/* a failure (out of memory) leaves the rows unrequested: gather reads them itself */
 		(void)eg_sess_request_rows(s, (unsigned)(w[0] & 0xffff), w + HDR_WORDS + s->taken_done, k,
-					   (int)(w[0] >> 16 & 1));
+					   (int)(w[0] >> 16 & 1), NULL);
 		max -= k;
 		s->taken_done += k;
 		if (s->taken_done == w[1]) {

@@ -75,9 +75,9 @@ int eg_sess_pin(engram_session *s, uint32_t slot)
 }
 
 /* Make sure a unit is read or being read (pin it for the step when asked); *queued is set when a read was
- * queued for it. */
+ * queued for it. hits_only: a unit that needs a read is left alone, and 1 returned. */
 static int request_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin,
-			int *queued)
+			int hits_only, int *queued)
 {
 	int cached = eg_sess_is_cached(s, p);
 	struct eg_units *t = eg_sess_table(s, cached);
@@ -97,6 +97,8 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	}
 	if (slot != EG_NO_UNIT && t->u[slot].err == 0) {
 		t->u[slot].ref = 1;
+	} else if (hits_only) {
+		return 1;
 	} else {
 		if (slot != EG_NO_UNIT) {
 			if (t->u[slot].pins)
@@ -120,14 +122,17 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 	return pin && cached ? eg_sess_pin(s, slot) : 0;
 }
 
-int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin)
+int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done)
 {
 	uint64_t units = 0;
+	size_t k = 0;
 	int err = 0;
 
+	if (done)
+		*done = 0;
 	if (s->remote) /* rows no RAM tier holds come from the cluster (session_remote.c) */
-		return eg_sess_remote_request(s, layer, rows, n);
-	for (size_t k = 0; k < n && !err; k++) {
+		return done ? 0 : eg_sess_remote_request(s, layer, rows, n);
+	for (; k < n && !err; k++) {
 		const uint64_t row = EG_READ_ONCE(rows[k]); /* the caller's: read once, checked, then used */
 		const struct eg_piece *p = eg_store_find(s->st, layer, row);
 		int queued = 0;
@@ -138,11 +143,15 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, row)))
 			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
-		err = request_unit(s, layer, p, eg_unit_of(p->t, off), pin, &queued);
+		err = request_unit(s, layer, p, eg_unit_of(p->t, off), pin, done != NULL, &queued);
 		units += (uint64_t)queued;
 	}
+	if (err > 0) /* hits only: this row needs a read */
+		err = 0, k--;
+	if (done)
+		*done = k;
 	COUNT(s, layer, units, units);
-	COUNT(s, layer, requested, n);
+	COUNT(s, layer, requested, k);
 	return err;
 }
 
