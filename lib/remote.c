@@ -71,8 +71,9 @@ static void deliver(struct eg_remote *r, uint32_t i, enum eg_remote_status statu
 	case EG_REMOTE_DOWN: r->st.down++; break;
 	case EG_REMOTE_TIMEOUT: r->st.timeouts++; break;
 	}
+	size_t len = data ? r->reqs[i].q.rec : 0;
 	release_req(r, i);
-	cb(arg, tag, status, data, node);
+	cb(arg, tag, status, data, len, node);
 	++*delivered;
 }
 
@@ -456,6 +457,17 @@ int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg
 	}
 }
 
+/* The key prefix of a layer: kept for the last PREFIXES layers asked for. */
+static const struct eg_remote_prefix *prefix_of(struct eg_remote *r, int32_t layer_id)
+{
+	for (unsigned k = 0; k < r->n_prefix; k++)
+		if (r->prefix[k].layer_id == layer_id)
+			return &r->prefix[k];
+	unsigned k = r->n_prefix < PREFIXES ? r->n_prefix++ : r->next_prefix++ % PREFIXES;
+	eg_remote_prefix_init(&r->prefix[k], r->set_id, layer_id);
+	return &r->prefix[k];
+}
+
 int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size_t n)
 {
 	uint64_t deadline = eg_remote_now_ms() + r->timeout_ms;
@@ -482,8 +494,10 @@ int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size
 		q->deadline = deadline;
 		q->ask_node = NO_NODE;
 		q->redirects = 0;
-		q->klen = (uint8_t)eg_remote_key(q->key, r->set_id, reqs[k].layer_id, reqs[k].row / EG_REMOTE_GROUP);
-		q->slot = (uint16_t)eg_remote_slot(q->key, q->klen);
+		unsigned slot;
+		q->klen = (uint8_t)eg_remote_group_key(prefix_of(r, reqs[k].layer_id), reqs[k].row / EG_REMOTE_GROUP,
+						       q->key, &slot);
+		q->slot = (uint16_t)slot;
 		r->outstanding++;
 	}
 	return 0;

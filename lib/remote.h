@@ -36,6 +36,17 @@ struct eg_remote_hdr {
 unsigned eg_remote_slot(const char *key, size_t len);
 /* The key of the group holding row; its length. */
 size_t eg_remote_key(char *dst, const uint8_t set_id[16], int32_t layer_id, uint64_t group);
+/* The same in two halves, for a client asking for many rows: a layer's key prefix and its CRC16, made once; then
+ * a group's key (its length) and, when slot is not NULL, its slot (eg_remote_slot of the key) without hashing the
+ * prefix again. */
+struct eg_remote_prefix {
+	char s[EG_REMOTE_KEY_MAX];
+	uint8_t len;
+	uint16_t crc;
+	int32_t layer_id;
+};
+void eg_remote_prefix_init(struct eg_remote_prefix *p, const uint8_t set_id[16], int32_t layer_id);
+size_t eg_remote_group_key(const struct eg_remote_prefix *p, uint64_t group, char *dst, unsigned *slot);
 /* The decimal digits of v at dst (at most 20, no NUL); their count. */
 size_t eg_remote_u64(char *dst, uint64_t v);
 /* "eg:<set id>:<what>": the load and done keys. */
@@ -78,9 +89,9 @@ struct eg_remote_req {
 	uint32_t rec;           /* bytes of the row */
 };
 
-/* Called once per submitted row: data (rec bytes, valid during the call) when status is EG_REMOTE_OK; node is
- * "HOST:PORT" of the node that answered or failed. */
-typedef void (*eg_remote_cb)(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data,
+/* Called once per submitted row: data (len bytes, the request's rec, valid during the call) when status is
+ * EG_REMOTE_OK (else NULL and 0); node is "HOST:PORT" of the node that answered or failed. */
+typedef void (*eg_remote_cb)(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, size_t len,
 			     const char *node);
 
 struct eg_remote_stats {

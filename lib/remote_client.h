@@ -44,8 +44,12 @@ struct rreq {
 	uint32_t next_free;
 };
 
+#define PREFIXES 8 /* layers whose key prefix the client keeps */
+
 struct eg_remote {
 	uint8_t set_id[16];
+	struct eg_remote_prefix prefix[PREFIXES]; /* the last layers asked for, round robin */
+	unsigned n_prefix, next_prefix;
 	unsigned timeout_ms;
 	struct node *nodes;
 	int n_nodes, cap_nodes;

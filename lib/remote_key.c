@@ -43,13 +43,16 @@ static const uint16_t crc16_table[256] = {
 	0x2e93, 0x3eb2, 0x0ed1, 0x1ef0,
 };
 
-static uint16_t crc16(const char *buf, size_t len)
+static uint16_t crc16_from(uint16_t crc, const char *buf, size_t len)
 {
-	uint16_t crc = 0;
-
 	for (size_t i = 0; i < len; i++)
 		crc = (uint16_t)(crc << 8 ^ crc16_table[(crc >> 8 ^ (uint8_t)buf[i]) & 0xff]);
 	return crc;
+}
+
+static uint16_t crc16(const char *buf, size_t len)
+{
+	return crc16_from(0, buf, len);
 }
 
 unsigned eg_remote_slot(const char *key, size_t len)
@@ -90,25 +93,46 @@ static size_t put_u64(char *dst, uint64_t v)
 	return n;
 }
 
-/* "eg:<hex>:<layer>:<group>" without snprintf: a key for every row a session asks for */
-size_t eg_remote_key(char *dst, const uint8_t set_id[16], int32_t layer_id, uint64_t group)
+void eg_remote_prefix_init(struct eg_remote_prefix *p, const uint8_t set_id[16], int32_t layer_id)
 {
 	size_t n = 3;
 
-	memcpy(dst, "eg:", 3);
-	hex(dst + n, set_id);
+	memcpy(p->s, "eg:", 3);
+	hex(p->s + n, set_id);
 	n += 32;
-	dst[n++] = ':';
+	p->s[n++] = ':';
 	if (layer_id < 0) {
-		dst[n++] = '-';
-		n += put_u64(dst + n, (uint64_t)-(int64_t)layer_id);
+		p->s[n++] = '-';
+		n += put_u64(p->s + n, (uint64_t)-(int64_t)layer_id);
 	} else {
-		n += put_u64(dst + n, (uint64_t)layer_id);
+		n += put_u64(p->s + n, (uint64_t)layer_id);
 	}
-	dst[n++] = ':';
-	n += put_u64(dst + n, group);
+	p->s[n++] = ':';
+	p->len = (uint8_t)n;
+	p->layer_id = layer_id;
+	p->crc = crc16(p->s, n); /* no '{' in a prefix or a group's digits: the slot is the CRC of the whole key */
+}
+
+size_t eg_remote_group_key(const struct eg_remote_prefix *p, uint64_t group, char *dst, unsigned *slot)
+{
+	size_t n = p->len;
+
+	memcpy(dst, p->s, n);
+	size_t d = put_u64(dst + n, group);
+	if (slot)
+		*slot = crc16_from(p->crc, dst + n, d) & (EG_REMOTE_SLOTS - 1);
+	n += d;
 	dst[n] = 0;
 	return n;
+}
+
+/* "eg:<hex>:<layer>:<group>" without snprintf */
+size_t eg_remote_key(char *dst, const uint8_t set_id[16], int32_t layer_id, uint64_t group)
+{
+	struct eg_remote_prefix p;
+
+	eg_remote_prefix_init(&p, set_id, layer_id);
+	return eg_remote_group_key(&p, group, dst, NULL);
 }
 
 size_t eg_remote_u64(char *dst, uint64_t v)

@@ -69,6 +69,10 @@ struct eg_sess_remote {
 	int err;                /* the I/O thread's client failed (out of memory, poll): gathers report it */
 	char err_msg[256];
 	int wake_fd;            /* eventfd: a kick ends the I/O thread's poll */
+	/* the I/O thread's alone: rows verified in this poll round, published together under one lock */
+	uint64_t *ok_tag;
+	uint8_t *ok_data;       /* rec_max bytes each */
+	size_t n_ok, cap_ok;
 };
 
 static uint32_t hash_key(uint64_t k)
@@ -215,13 +219,50 @@ static void publish(engram_session *s, uint64_t tag, enum eg_remote_status statu
 	r->st.absent += status == EG_REMOTE_ABSENT;
 }
 
-static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, const char *node)
+/* The rows verified in this poll round, published under one lock (the counters as of the last). */
+static void publish_ok(engram_session *s)
+{
+	struct eg_sess_remote *r = s->remote;
+
+	if (!r->n_ok)
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < r->n_ok; i++)
+		publish(s, r->ok_tag[i], EG_REMOTE_OK, r->ok_data + i * r->rec_max, NULL);
+	eg_remote_get_stats(r->client, &r->cst);
+	pthread_mutex_unlock(&s->lock);
+	r->n_ok = 0;
+}
+
+/* The client's callback: a verified row is kept for publish_ok() (copied: the reply is freed after this call),
+ * a failed one published now. */
+static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, size_t len,
+		   const char *node)
 {
 	engram_session *s = arg;
+	struct eg_sess_remote *r = s->remote;
 
+	if (status == EG_REMOTE_OK && r->n_ok == r->cap_ok) {
+		size_t cap = r->cap_ok ? 2 * r->cap_ok : 256;
+		uint64_t *t = realloc(r->ok_tag, cap * sizeof(*t));
+		if (t)
+			r->ok_tag = t;
+		uint8_t *d = t ? realloc(r->ok_data, cap * r->rec_max) : NULL;
+		if (d) {
+			r->ok_data = d;
+			r->cap_ok = cap;
+		}
+	}
+	if (status == EG_REMOTE_OK && r->n_ok < r->cap_ok && len <= r->rec_max) {
+		r->ok_tag[r->n_ok] = tag;
+		memcpy(r->ok_data + r->n_ok * r->rec_max, data, len);
+		r->n_ok++;
+		return;
+	}
+	/* a failure, or no memory to keep the row: now, under the lock */
 	pthread_mutex_lock(&s->lock);
 	publish(s, tag, status, data, node);
-	eg_remote_get_stats(s->remote->client, &s->remote->cst); /* as of this row: read beside it */
+	eg_remote_get_stats(r->client, &r->cst); /* as of this row: read beside it */
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -254,6 +295,7 @@ static void src_wait(engram_session *s, void *arg, int block)
 	struct eg_sess_remote *r = arg;
 	int err = eg_remote_progress_fd(r->client, block ? 60000u : 0u, r->wake_fd, on_row, s);
 
+	publish_ok(s);
 	if (err < 0) {
 		pthread_mutex_lock(&s->lock);
 		if (!r->err) {
@@ -319,6 +361,8 @@ void eg_sess_remote_close(engram_session *s)
 	eg_remote_close(r->client);
 	close(r->wake_fd);
 	free(r->ask);
+	free(r->ok_tag);
+	free(r->ok_data);
 	for (unsigned g = 0; g < NGEN; g++)
 		table_free(&r->tab[g]);
 	free(r->names);

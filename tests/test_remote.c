@@ -66,6 +66,20 @@ static void test_keys(void **state)
 	char a[EG_REMOTE_KEY_MAX], b[EG_REMOTE_KEY_MAX];
 	size_t la = eg_remote_key(a, SET, 1, 0), lb = eg_remote_key(b, SET, 1, 1);
 	assert_int_not_equal(eg_remote_slot(a, la), eg_remote_slot(b, lb));
+	/* the client's two halves: a layer's prefix made once, then a group's key and slot from its CRC */
+	const int32_t layers[] = { 1, 14, 0, -3, 2147483647 };
+	for (size_t li = 0; li < sizeof(layers) / sizeof(*layers); li++) {
+		struct eg_remote_prefix p;
+		eg_remote_prefix_init(&p, SET, layers[li]);
+		for (uint64_t g = 0; g < 3000; g += 7) {
+			unsigned slot;
+			la = eg_remote_key(a, SET, layers[li], g * 1000003);
+			lb = eg_remote_group_key(&p, g * 1000003, b, &slot);
+			assert_int_equal(la, lb);
+			assert_string_equal(a, b);
+			assert_int_equal(slot, eg_remote_slot(a, la));
+		}
+	}
 }
 
 static void row_bytes(uint64_t row, uint8_t *d)
@@ -343,7 +357,8 @@ struct got {
 	char node[80];
 };
 
-static void on_row(void *arg, uint64_t tag, enum eg_remote_status st, const uint8_t *data, const char *node)
+static void on_row(void *arg, uint64_t tag, enum eg_remote_status st, const uint8_t *data, size_t len,
+		   const char *node)
 {
 	struct got *g = arg;
 	uint8_t want[REC];
@@ -354,7 +369,7 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status st, const uint
 	case EG_REMOTE_OK:
 		g->ok++;
 		row_bytes(tag, want);
-		g->wrong += memcmp(want, data, REC) != 0;
+		g->wrong += len != REC || memcmp(want, data, REC) != 0;
 		break;
 	case EG_REMOTE_BAD: g->bad++; break;
 	case EG_REMOTE_ABSENT: g->absent++; break;
