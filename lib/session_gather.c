@@ -249,6 +249,48 @@ static void ahead_done(engram_session *s)
 	eg_units_released(&s->spill);
 }
 
+/* The chunk's next row: the record in unit (the unit's bytes), held as `held` until the chunk is converted; the
+ * row tier keeps the rows a gather reads, not their pages. */
+static void take_row(engram_session *s, unsigned layer, const struct row_ref *r, struct chunk *c, const uint8_t *unit,
+		     uint32_t held)
+{
+	c->held[c->k] = held;
+	c->src[c->k] = unit + (r->off - eg_unit_off(r->p->t, r->unit));
+	if (s->rc)
+		eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], r->p->t->record_size);
+	c->k++;
+}
+
+/* The same from entry slot of table t (the cache, or the spill table with held | HELD_SPILL): pinned for the
+ * chunk. */
+static void take_entry(engram_session *s, unsigned layer, const struct row_ref *r, struct chunk *c, struct eg_units *t,
+		       uint32_t slot, uint32_t held)
+{
+	t->u[slot].ref = 1;
+	t->u[slot].pins++;
+	take_row(s, layer, r, c, eg_units_data(t, slot), held);
+}
+
+/* A row whose unit was read ahead into spill entry sp: waited for and taken (0), or 1 when its read failed (the
+ * entry is let go of: the caller reads the unit alone). */
+static int take_spilled(engram_session *s, unsigned layer, struct row_ref *r, struct chunk *c, uint32_t sp)
+{
+	int err;
+
+	if (s->spill.u[sp].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, &s->spill, sp, layer)) < 0)
+		return err;
+	if (r->ahead) { /* the scan's hold, now the chunk's */
+		s->spill.u[sp].pins--;
+		r->ahead = 0;
+	}
+	if (s->spill.u[sp].err) {
+		eg_units_drop(&s->spill, sp);
+		return 1;
+	}
+	take_entry(s, layer, r, c, &s->spill, sp, sp | HELD_SPILL);
+	return 0;
+}
+
 /* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
  * (re-implemented by cachesim.c's engram_cachesim_gather(): change both). */
 static int resolve(engram_session *s, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
@@ -260,10 +302,10 @@ static int resolve(engram_session *s, unsigned layer, struct row_ref *r, uint64_
 	uint32_t slot;
 	int err;
 
-	c->held[c->k] = EG_NO_UNIT;
 	if (r->in_rc) {
 		uint8_t *dst = s->rc_buf + c->k * s->rc->record_bytes;
 		if (eg_rc_get(s->rc, eg_rc_key(layer, r->row), dst, p->t->record_size)) {
+			c->held[c->k] = EG_NO_UNIT;
 			c->src[c->k++] = dst;
 			return 0;
 		}
@@ -276,8 +318,19 @@ static int resolve(engram_session *s, unsigned layer, struct row_ref *r, uint64_
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(s, layer, &t->u[slot], step_t0);
+		c->held[c->k] = EG_NO_UNIT;
 		c->src[c->k++] = p->data + r->off;
 		return 0;
+	}
+	if (slot == EG_NO_UNIT && r->cached) {
+		/* a miss: it and the misses after it are read at depth, into the cache or the spill table */
+		if ((err = read_ahead(s, layer, r, c)) < 0)
+			return err;
+		uint32_t sp;
+		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(&s->spill, key)) != EG_NO_UNIT &&
+		    (err = take_spilled(s, layer, r, c, sp)) <= 0)
+			return err;
+		/* in the cache: waited for below as a pushed row's; nowhere: read alone */
 	}
 	if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, t, slot, layer)) < 0)
 		return err;
@@ -310,69 +363,29 @@ static int resolve(engram_session *s, unsigned layer, struct row_ref *r, uint64_
 				COUNT(s, layer, disk_bytes, eg_unit_len(p->t, r->unit));
 			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t, r->unit));
 		}
+		c->held[c->k] = EG_NO_UNIT;
 		c->src[c->k++] = p->data + r->off;
 		return 0;
 	}
 	if (slot == EG_NO_UNIT) {
-		/* a miss: it and the misses after it are read at depth, into the cache or the spill table */
-		if ((err = read_ahead(s, layer, r, c)) < 0)
-			return err;
-		uint32_t sp = eg_units_find(&s->spill, key);
-		if ((slot = eg_units_find(t, key)) != EG_NO_UNIT || sp != EG_NO_UNIT) {
-			struct eg_units *w = slot != EG_NO_UNIT ? t : &s->spill;
-			uint32_t ws = slot != EG_NO_UNIT ? slot : sp;
-			if (w->u[ws].state == EG_UNIT_INFLIGHT && (err = eg_sess_wait(s, w, ws, layer)) < 0)
-				return err;
-			if (r->ahead && w != t) { /* the scan's hold, now the chunk's */
-				w->u[ws].pins--;
-				r->ahead = 0;
-			}
-			if (!w->u[ws].err) {
-				w->u[ws].ref = 1;
-				w->u[ws].pins++;
-				c->held[c->k] = w == t ? ws : ws | HELD_SPILL;
-				c->src[c->k] = eg_units_data(w, ws) + (r->off - eg_unit_off(p->t, r->unit));
-				if (s->rc)
-					eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
-				c->k++;
-				return 0;
-			}
-			/* the read failed: read it again here (the error, if it stays, is reported) */
-			eg_units_drop(w, ws);
-			slot = EG_NO_UNIT;
-		}
-	}
-	if (slot == EG_NO_UNIT) {
+		s->read_alone++;
 		slot = eg_units_alloc(t, key);
 		if (slot == EG_NO_UNIT) {
 			/* nothing evictable: convert what we have, then this row alone from a spare buffer */
 			flush(s, c);
-			s->read_alone++;
 			if ((err = eg_sess_load_unit(s, layer, p, r->unit, s->overflow)) < 0)
 				return err;
-			c->held[c->k] = EG_NO_UNIT;
-			c->src[c->k] = s->overflow + (r->off - eg_unit_off(p->t, r->unit));
-			if (s->rc)
-				eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
-			c->k++;
+			take_row(s, layer, r, c, s->overflow, EG_NO_UNIT);
 			flush(s, c);
 			return 0;
 		}
-		s->read_alone++;
 		if ((err = eg_sess_load_unit(s, layer, p, r->unit, eg_units_data(t, slot))) < 0) {
 			eg_units_drop(t, slot);
 			return err;
 		}
 		t->u[slot].state = EG_UNIT_READY;
 	}
-	t->u[slot].ref = 1;
-	t->u[slot].pins++;
-	c->held[c->k] = slot;
-	c->src[c->k] = eg_units_data(t, slot) + (r->off - eg_unit_off(p->t, r->unit));
-	/* the row tier keeps the rows it reads, not their pages */
-	if (s->rc)
-		eg_rc_put(s->rc, eg_rc_key(layer, r->row), c->src[c->k], p->t->record_size);
-	c->k++;
+	take_entry(s, layer, r, c, t, slot, slot);
 	return 0;
 }
 
@@ -439,7 +452,7 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 		release(s, &c);
 	else
 		flush(s, &c);
-	if (s->spill.n)
+	if (c.scanned) /* read_ahead() ran: spill entries may still be held by rows it scanned */
 		ahead_done(s);
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
