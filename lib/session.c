@@ -74,7 +74,6 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	 * reads already are requested here if the lock is free now (a warm step wakes no thread); from the first
 	 * row that needs a read on, the rows are handed to the I/O thread, which requests them. push never waits
 	 * for the lock. */
-	uint64_t t = eg_sess_now_ns();
 	unsigned k = 0;
 	size_t done = 0;
 	if (pthread_mutex_trylock(&s->lock) == 0) {
@@ -86,6 +85,9 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
+	if (err < 0 || k == L)
+		return err; /* every row asked for here */
+	uint64_t t = eg_sess_now_ns();
 	for (; k < L && !err; k++, done = 0) {
 		unsigned l = s->layer_order[k];
 		err = eg_sess_hand_rows(s, l, s->rows[l] + (s->n_pos - n) * cols + done, n * cols - done, 1, t);
