@@ -1,5 +1,6 @@
 /* Sessions: the life cycle (create, destroy, the I/O backend and descriptors), the step (begin, push: hash the
- * tokens, request the rows' units for every layer, shortest lead first) and the counters. Reading units is
+ * tokens, ask for the rows' units for every layer, shortest lead first, handing to the I/O thread those that
+ * need a read: session_handover.c) and the counters. Reading units is
  * session_read.c; gathering is session_gather.c; the shared state is session.h. */
 #include <errno.h>
 #include <fcntl.h>
