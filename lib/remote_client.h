@@ -33,15 +33,16 @@ struct node {
 	uint64_t retry_at;
 };
 
+/* A row asked for. Its key is not kept (made again at send from the layer's prefix, a copy and a few digits):
+ * without it a request is 48 bytes, and a step's thousands of them stay in the caches that the replies, taken in
+ * their order, need them in (with the key, a profile found the client's top stall in loading a request). */
 struct rreq {
 	struct eg_remote_req q;
 	uint64_t deadline;
-	int ask_node;           /* after ASK: the node to ask once, else NO_NODE */
-	uint16_t slot;
-	uint8_t redirects;
-	uint8_t klen;
-	char key[EG_REMOTE_KEY_MAX];   /* its group's key, made once at submit */
+	int32_t ask_node;       /* after ASK: the node to ask once, else NO_NODE */
 	uint32_t next_free;
+	uint16_t slot;          /* its group's key's, made once at submit */
+	uint8_t redirects;
 };
 
 #define PREFIXES 8 /* layers whose key prefix the client keeps */
@@ -63,6 +64,7 @@ struct eg_remote {
 	uint64_t refresh_at;
 	struct eg_remote_stats st;
 	uint64_t slot_failed[EG_REMOTE_SLOTS]; /* ms of a slot's first failed row since it last served one, or 0 */
+	char rbuf[64u << 10];   /* a node's replies, as read (remote.c: node_read) */
 };
 
 uint64_t eg_remote_now_ms(void);
