@@ -5,12 +5,16 @@
  * redis-benchmark's pipelined GET rate of the same value size, measured in the same run.
  *
  * usage: bench_remote -s SHARD -r redis://HOST:PORT [-b BATCH] [-n STEPS] [-k REPEATS] [-t TOKENS]
- * prints: mode=remote batch=B rows_per_s=... steps_per_s=... wire_bytes_per_row=... fallbacks=... check=ok */
+ * prints: mode=remote batch=B rows_per_s=... steps_per_s=... wire_bytes_per_row=... fallbacks=... cpu_us_per_row=...
+ *         cluster_rows=... check=ok
+ * cpu_us_per_row is this process's CPU (every thread, user and system) per gathered row over the timed repeats;
+ * cluster_rows the rows the cluster served over every repeat, for the caller to divide the servers' CPU by. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define ENGRAM_STATIC_LINKING_ONLY /* engram_load_ints */
@@ -22,6 +26,15 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+	       (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 static int fail(int err, const char *what)
@@ -78,8 +91,8 @@ int main(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < batch; i++)
 		seqs[i] = i;
-	double best = 0, wire = 0;
-	uint64_t fallbacks = 0, mismatches = 0;
+	double best = 0, wire = 0, timed_cpu = 0;
+	uint64_t fallbacks = 0, mismatches = 0, timed_rows = 0, cluster_rows = 0;
 	for (unsigned rep = 0; rep < repeats; rep++) {
 		struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
 		engram_session *s;
@@ -88,7 +101,7 @@ int main(int argc, char **argv)
 		if ((err = engram_session_create(&s, st, &o)) < 0)
 			return fail(err, "creating the session");
 		uint64_t rows = 0;
-		double t0 = now_s();
+		double t0 = now_s(), c0 = cpu_s();
 		for (unsigned step = 0; step < steps; step++) {
 			/* lane i reads the stream from position n * i / batch, one token a step */
 			for (unsigned i = 0; i < batch; i++)
@@ -110,9 +123,14 @@ int main(int argc, char **argv)
 				}
 			}
 		}
-		double secs = now_s() - t0;
+		double secs = now_s() - t0, cpu = cpu_s() - c0;
 		struct engram_remote_stats rs = ENGRAM_INIT(struct engram_remote_stats);
 		engram_session_remote_stats(s, &rs);
+		cluster_rows += rs.rows;
+		if (rep > 0 || repeats == 1) {
+			timed_cpu += cpu;
+			timed_rows += rows;
+		}
 		if (rows / secs > best)
 			best = (double)rows / secs;
 		wire = rs.rows ? (double)rs.wire_bytes / (double)rs.rows : 0;
@@ -123,8 +141,9 @@ int main(int argc, char **argv)
 			best = 0;
 	}
 	printf("mode=remote batch=%u rows_per_s=%.0f steps_per_s=%.1f wire_bytes_per_row=%.1f fallbacks=%" PRIu64
-	       " check=%s\n", batch, best, best / ((double)rows_per_layer * L), wire, fallbacks,
-	       mismatches ? "MISMATCH" : "ok");
+	       " cpu_us_per_row=%.3f cluster_rows=%" PRIu64 " check=%s\n", batch, best,
+	       best / ((double)rows_per_layer * L), wire, fallbacks, timed_rows ? 1e6 * timed_cpu / (double)timed_rows : 0,
+	       cluster_rows, mismatches ? "MISMATCH" : "ok");
 	free(buf);
 	free(ref);
 	free(seqs);
