@@ -132,6 +132,8 @@ static void node_fail(struct eg_remote *r, int ni, enum eg_remote_status status,
 	r->refresh_wanted = 1;
 }
 
+static redisReplyObjectFunctions row_functions; /* below: rows taken as hiredis parses them */
+
 /* A live connection to node ni, made (non-blocking) when needed: NULL while it is down. */
 static redisContext *node_ctx(struct eg_remote *r, int ni)
 {
@@ -151,6 +153,11 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 		n->retry_at = eg_remote_now_ms() + RETRY_MS;
 		return NULL;
 	}
+	/* rows are taken as they are parsed (create_string) */
+	if (n->c->reader->fn != &row_functions)
+		r->hiredis_fn = n->c->reader->fn;
+	n->c->reader->fn = &row_functions;
+	n->c->reader->privdata = r;
 	n->down = 0;
 	return n->c;
 }
@@ -285,6 +292,24 @@ static int redirect_target(struct eg_remote *r, const char *s)
 	return eg_remote_find_node(r, host, port);
 }
 
+/* A row's reply, a bulk string (empty: the key or the record is absent), verified and delivered. */
+static void on_string(struct eg_remote *r, int ni, uint32_t i, const char *str, size_t len, eg_remote_cb cb,
+		      void *arg, int *delivered)
+{
+	const struct rreq *q = &r->reqs[i];
+	const char *name = r->nodes[ni].name;
+
+	r->st.bytes_in += 1 + (uint64_t)digits(len) + 2 + len + 2;
+	if (!len) {
+		deliver(r, i, EG_REMOTE_ABSENT, NULL, name, cb, arg, delivered);
+		return;
+	}
+	const char *why = eg_remote_check((const uint8_t *)str, len, r->set_id, q->q.layer_id, q->q.row, q->q.rec);
+	deliver(r, i, why ? EG_REMOTE_BAD : EG_REMOTE_OK, why ? NULL : (const uint8_t *)str + EG_REMOTE_HDR, name, cb,
+		arg, delivered);
+}
+
+/* Any other reply to a row's GETRANGE: a redirect followed, else the row is down. */
 static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *rep, eg_remote_cb cb, void *arg,
 		   int *delivered)
 {
@@ -292,15 +317,7 @@ static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *re
 	const char *name = r->nodes[ni].name;
 
 	if (rep->type == REDIS_REPLY_STRING) {
-		r->st.bytes_in += 1 + (uint64_t)digits(rep->len) + 2 + rep->len + 2;
-		if (!rep->len) {
-			deliver(r, i, EG_REMOTE_ABSENT, NULL, name, cb, arg, delivered);
-			return;
-		}
-		const char *why = eg_remote_check((const uint8_t *)rep->str, rep->len, r->set_id, q->q.layer_id,
-						  q->q.row, q->q.rec);
-		deliver(r, i, why ? EG_REMOTE_BAD : EG_REMOTE_OK, why ? NULL : (const uint8_t *)rep->str + EG_REMOTE_HDR,
-			name, cb, arg, delivered);
+		on_string(r, ni, i, rep->str, rep->len, cb, arg, delivered);
 		return;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
@@ -328,11 +345,64 @@ static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *re
 	deliver(r, i, EG_REMOTE_DOWN, NULL, name, cb, arg, delivered);
 }
 
+/* ---- replies taken as hiredis parses them ----
+ * A row's reply (a bulk string at the top level, answering the GETRANGE at the front of its node's queue) is
+ * verified and delivered from inside the reader's createString, from the reader's buffer: it is never built into a
+ * redisReply of its own (two allocations, a copy and two frees a row, a sixth of the client's time in a profile).
+ * The reader then holds a marker, taken by node_replies(). Everything else (errors, CLUSTER SLOTS, a reply nobody
+ * asked for) is built by hiredis's own functions, kept from the connection (r->hiredis_fn). The row's node and
+ * the callback are those of the node_read() under way (r->parse). */
+static char row_taken; /* the marker */
+
+static void *create_string(const redisReadTask *task, char *str, size_t len)
+{
+	struct eg_remote *r = task->privdata;
+	struct node *n = &r->nodes[r->parse.ni];
+
+	if (task->parent || task->type != REDIS_REPLY_STRING || !n->n || n->ops[n->head].kind != OP_GET)
+		return r->hiredis_fn->createString(task, str, len);
+	on_string(r, r->parse.ni, n->ops[n->head].req, str, len, r->parse.cb, r->parse.arg, r->parse.delivered);
+	return &row_taken;
+}
+
+static void *create_array(const redisReadTask *task, int elements)
+{
+	return ((struct eg_remote *)task->privdata)->hiredis_fn->createArray(task, elements);
+}
+
+static void *create_integer(const redisReadTask *task, long long v)
+{
+	return ((struct eg_remote *)task->privdata)->hiredis_fn->createInteger(task, v);
+}
+
+static void *create_nil(const redisReadTask *task)
+{
+	return ((struct eg_remote *)task->privdata)->hiredis_fn->createNil(task);
+}
+
+static void free_object(void *obj)
+{
+	if (obj != &row_taken)
+		freeReplyObject(obj);
+}
+
+static redisReplyObjectFunctions row_functions = {
+	.createString = create_string,
+	.createArray = create_array,
+	.createInteger = create_integer,
+	.createNil = create_nil,
+	.freeObject = free_object,
+};
+
 /* Handle every complete reply the reader of node ni holds; -EPIPE when the stream is broken. */
 static int node_replies(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, int *delivered)
 {
 	void *v;
 
+	r->parse.ni = ni;
+	r->parse.cb = cb;
+	r->parse.arg = arg;
+	r->parse.delivered = delivered;
 	for (;;) {
 		/* taken again each time: following a redirect may add a node (and move the array) */
 		struct node *n = &r->nodes[ni];
@@ -340,6 +410,10 @@ static int node_replies(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg,
 			return -EPIPE;
 		if (!v)
 			return 0;
+		if (v == &row_taken) { /* delivered as it was parsed */
+			pop_op(n);
+			continue;
+		}
 		redisReply *rep = v;
 		if (!n->n) { /* a reply nobody asked for: the stream is out of step */
 			freeReplyObject(rep);

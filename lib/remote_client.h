@@ -65,6 +65,13 @@ struct eg_remote {
 	struct eg_remote_stats st;
 	uint64_t slot_failed[EG_REMOTE_SLOTS]; /* ms of a slot's first failed row since it last served one, or 0 */
 	char rbuf[64u << 10];   /* a node's replies, as read (remote.c: node_read) */
+	redisReplyObjectFunctions *hiredis_fn; /* hiredis's own reply functions, for the replies that are not rows */
+	struct {                /* the node whose replies are being parsed, and where its rows go */
+		int ni;
+		eg_remote_cb cb;
+		void *arg;
+		int *delivered;
+	} parse;
 };
 
 uint64_t eg_remote_now_ms(void);
