@@ -54,15 +54,22 @@ static void release_req(struct eg_remote *r, uint32_t i)
 static void deliver(struct eg_remote *r, uint32_t i, enum eg_remote_status status, const uint8_t *data,
 		    const char *node, eg_remote_cb cb, void *arg, int *delivered)
 {
-	uint64_t tag = r->reqs[i].q.tag, *failed = &r->slot_failed[r->reqs[i].slot];
+	uint64_t tag = r->reqs[i].q.tag;
 
-	if (status == EG_REMOTE_OK && *failed) {
-		uint64_t outage = eg_remote_now_ms() - *failed;
-		if (outage > r->st.max_outage_ms)
-			r->st.max_outage_ms = outage;
-		*failed = 0;
-	} else if ((status == EG_REMOTE_DOWN || status == EG_REMOTE_TIMEOUT) && !*failed) {
-		*failed = eg_remote_now_ms();
+	/* a slot's outage: from its first failed row to its next served one (the map is read only while some slot
+	 * is out: a served row does not touch its 128 KiB) */
+	if (status == EG_REMOTE_OK ? r->n_slots_failed > 0 : status == EG_REMOTE_DOWN || status == EG_REMOTE_TIMEOUT) {
+		uint64_t *failed = &r->slot_failed[r->reqs[i].slot];
+		if (status == EG_REMOTE_OK && *failed) {
+			uint64_t outage = eg_remote_now_ms() - *failed;
+			if (outage > r->st.max_outage_ms)
+				r->st.max_outage_ms = outage;
+			*failed = 0;
+			r->n_slots_failed--;
+		} else if (status != EG_REMOTE_OK && !*failed) {
+			*failed = eg_remote_now_ms();
+			r->n_slots_failed++;
+		}
 	}
 	switch (status) {
 	case EG_REMOTE_OK: r->st.rows++; break;
@@ -186,14 +193,20 @@ static size_t put_bulk(char *cmd, size_t n, const char *p, size_t len)
 	return n + 4 + len;
 }
 
-static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg, int *delivered)
+/* Route row i to its slot's master (or the node an ASK named) and append its GETRANGE; now is the clock as of
+ * this batch of sends. */
+static int send_row(struct eg_remote *r, uint32_t i, uint64_t now, eg_remote_cb cb, void *arg, int *delivered)
 {
 	struct rreq *q = &r->reqs[i];
 	uint64_t k = q->q.row % EG_REMOTE_GROUP, rb = (uint64_t)EG_REMOTE_HDR + q->q.rec;
+	char key[EG_REMOTE_KEY_MAX];
+	unsigned slot;
+	size_t klen = eg_remote_group_key(prefix_of(r, q->q.layer_id), q->q.row / EG_REMOTE_GROUP, key, &slot);
+	q->slot = (uint16_t)slot;
 	int ni = q->ask_node != NO_NODE ? q->ask_node : r->slot_node[q->slot];
 	redisContext *c = ni == NO_NODE ? NULL : node_ctx(r, ni);
 
-	if (eg_remote_now_ms() >= q->deadline) {
+	if (now >= q->deadline) {
 		deliver(r, i, EG_REMOTE_TIMEOUT, NULL, ni == NO_NODE ? "no node" : r->nodes[ni].name, cb, arg,
 			delivered);
 		return 0;
@@ -211,11 +224,10 @@ static int send_row(struct eg_remote *r, uint32_t i, eg_remote_cb cb, void *arg,
 		q->ask_node = NO_NODE;
 	}
 	/* the command in RESP as redisAppendCommand would format it, without parsing a format per row */
-	char cmd[96 + EG_REMOTE_KEY_MAX], key[EG_REMOTE_KEY_MAX], a[20], z[20];
+	char cmd[96 + EG_REMOTE_KEY_MAX], a[20], z[20];
 	size_t n = 18;
 	memcpy(cmd, "*4\r\n$8\r\nGETRANGE\r\n", 18);
-	n = put_bulk(cmd, n, key, eg_remote_group_key(prefix_of(r, q->q.layer_id), q->q.row / EG_REMOTE_GROUP, key,
-							 NULL));
+	n = put_bulk(cmd, n, key, klen);
 	n = put_bulk(cmd, n, a, eg_remote_u64(a, k * rb));
 	n = put_bulk(cmd, n, z, eg_remote_u64(z, k * rb + rb - 1));
 	if (redisAppendFormattedCommand(c, cmd, n) != REDIS_OK || push_op(&r->nodes[ni], OP_GET, i, q->deadline))
@@ -496,11 +508,12 @@ int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg
 
 	for (;;) {
 		maybe_refresh(r);
+		uint64_t now = eg_remote_now_ms();
 		while (r->q_n) {
 			uint32_t i = r->queue[r->q_head];
 			r->q_head = (r->q_head + 1) % r->q_cap;
 			r->q_n--;
-			if ((err = send_row(r, i, cb, arg, &delivered)) < 0)
+			if ((err = send_row(r, i, now, cb, arg, &delivered)) < 0)
 				return eg_fail(err, "remote rows: out of memory");
 		}
 		int nf = 0;
@@ -589,11 +602,7 @@ int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size
 		q->q = reqs[k];
 		q->deadline = deadline;
 		q->ask_node = NO_NODE;
-		q->redirects = 0;
-		unsigned slot;
-		char key[EG_REMOTE_KEY_MAX];
-		eg_remote_group_key(prefix_of(r, reqs[k].layer_id), reqs[k].row / EG_REMOTE_GROUP, key, &slot);
-		q->slot = (uint16_t)slot;
+		q->redirects = 0; /* its slot: made with its key, at send */
 		r->outstanding++;
 	}
 	return 0;

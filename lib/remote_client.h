@@ -33,7 +33,7 @@ struct node {
 	uint64_t retry_at;
 };
 
-/* A row asked for. Its key is not kept (made again at send from the layer's prefix, a copy and a few digits):
+/* A row asked for. Its key is not kept (made at send from the layer's prefix, a copy and a few digits):
  * without it a request is 48 bytes, and a step's thousands of them stay in the caches that the replies, taken in
  * their order, need them in (with the key, a profile found the client's top stall in loading a request). */
 struct rreq {
@@ -41,7 +41,7 @@ struct rreq {
 	uint64_t deadline;
 	int32_t ask_node;       /* after ASK: the node to ask once, else NO_NODE */
 	uint32_t next_free;
-	uint16_t slot;          /* its group's key's, made once at submit */
+	uint16_t slot;          /* its group's key's, made with the key at send */
 	uint8_t redirects;
 };
 
@@ -64,6 +64,7 @@ struct eg_remote {
 	uint64_t refresh_at;
 	struct eg_remote_stats st;
 	uint64_t slot_failed[EG_REMOTE_SLOTS]; /* ms of a slot's first failed row since it last served one, or 0 */
+	unsigned n_slots_failed; /* slots whose slot_failed is not 0 */
 	char rbuf[64u << 10];   /* a node's replies, as read (remote.c: node_read) */
 	redisReplyObjectFunctions *hiredis_fn; /* hiredis's own reply functions, for the replies that are not rows */
 	struct {                /* the node whose replies are being parsed, and where its rows go */
