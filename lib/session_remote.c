@@ -38,6 +38,8 @@ struct rrow {
 	uint16_t node;          /* index into names: the node that failed it */
 };
 
+#define BLOOM_BITS (1u << 16) /* 8 KiB: 5% false positives at 3,072 rows (batch 64), saturated by a long prefill */
+
 /* The rows one step requested: its table of the ring below. */
 struct rtable {
 	struct rrow *rows;      /* in the order requested */
@@ -45,6 +47,9 @@ struct rtable {
 	uint32_t n, cap;
 	uint32_t *index;        /* open addressing over rows: entry + 1, 0 empty */
 	uint32_t index_cap;     /* power of two, at least 2 x cap */
+	/* a bit a key (one hash, BLOOM_BITS): a row not in the table is known so without a probe of its index, which
+	 * a new row needs in all NGEN tables (the four tables' filters stay in the caches, their indexes do not) */
+	uint64_t bloom[BLOOM_BITS / 64];
 };
 
 /* A requested row is kept for NGEN steps (the table of its step is cleared NGEN steps later): a look-ahead or
@@ -83,9 +88,16 @@ static uint32_t hash_key(uint64_t k)
 	return (uint32_t)k;
 }
 
+static uint32_t bloom_bit(uint64_t key)
+{
+	return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 48); /* 16 bits: BLOOM_BITS */
+}
+
 static struct rrow *find_in(struct rtable *t, uint64_t key)
 {
-	if (!t->index_cap)
+	uint32_t b = bloom_bit(key);
+
+	if (!t->index_cap || !(t->bloom[b / 64] >> (b % 64) & 1))
 		return NULL;
 	for (uint32_t h = hash_key(key) & (t->index_cap - 1);; h = (h + 1) & (t->index_cap - 1)) {
 		uint32_t e = t->index[h];
@@ -114,19 +126,47 @@ static struct rrow *find_aged(struct eg_sess_remote *r, uint64_t key, const uint
 	return NULL;
 }
 
-static struct rrow *find(struct eg_sess_remote *r, uint64_t key)
+/* Where a gather found a row when it classified it: its step and entry + 1 (0: not found), so that waiting for the
+ * row and converting it take no second lookup (each lookup is a probe of up to NGEN tables, the client's top
+ * symbol at batch 64). A table's rows may move when a row is added; a row's position does not. */
+struct rref {
+	uint32_t gen, e;
+};
+
+static struct rref ref_of(const struct eg_sess_remote *r, const struct rrow *e, uint32_t age)
 {
-	return find_aged(r, key, NULL, NULL);
+	if (!e)
+		return (struct rref){ 0, 0 };
+	const struct rtable *t = &r->tab[(r->gen - age) % NGEN];
+	return (struct rref){ r->gen - age, (uint32_t)(e - t->rows) + 1 };
+}
+
+/* The row a ref names, *data its bytes (may be NULL); looked up again (the newest request) when the ref is empty
+ * or its step's table has been cleared since. */
+static struct rrow *ref_row(struct eg_sess_remote *r, struct rref x, uint64_t key, const uint8_t **data)
+{
+	struct rtable *t = &r->tab[x.gen % NGEN];
+
+	if (!x.e || r->gen - x.gen >= NGEN || x.e > t->n || t->rows[x.e - 1].key != key)
+		return find_aged(r, key, data, NULL);
+	if (data)
+		*data = t->data + (size_t)(x.e - 1) * r->rec_max;
+	return &t->rows[x.e - 1];
 }
 
 /* Whether key needs asking for: not asked in this step, nor in a recent one unless that failed (ask again: its
  * node may be back). A failure of this step stands: its gather reads the row from the shard. */
+static int wanted_entry(const struct rrow *e, uint32_t age)
+{
+	return !e || (e->state == RR_FAILED && age > 0);
+}
+
 static int wanted(struct eg_sess_remote *r, uint64_t key)
 {
-	uint32_t age;
+	uint32_t age = 0;
 	const struct rrow *e = find_aged(r, key, NULL, &age);
 
-	return !e || (e->state == RR_FAILED && age > 0);
+	return wanted_entry(e, age);
 }
 
 static int grow(struct rtable *t, size_t rec_max)
@@ -162,6 +202,8 @@ static struct rrow *add(struct rtable *t, uint64_t key, size_t rec_max)
 	while (t->index[h])
 		h = (h + 1) & (t->index_cap - 1);
 	t->index[h] = t->n + 1;
+	uint32_t b = bloom_bit(key);
+	t->bloom[b / 64] |= 1ull << (b % 64);
 	struct rrow *e = &t->rows[t->n++];
 	*e = (struct rrow){ .key = key, .state = RR_PENDING };
 	return e;
@@ -381,6 +423,7 @@ void eg_sess_remote_begin(engram_session *s)
 	} else if (t->index) {
 		t->n = 0;
 		memset(t->index, 0, (size_t)t->index_cap * sizeof(*t->index));
+		memset(t->bloom, 0, sizeof(t->bloom));
 	}
 }
 
@@ -464,16 +507,16 @@ static int fallback(engram_session *s, unsigned layer, uint64_t row, const struc
 /* Under the lock: wait, sleeping, until the row of key is no longer pending or the deadline (CLOCK_REALTIME, the
  * condition variable's clock) passes; then the row counts as a timeout (the client delivers every row within
  * its timeout: only an I/O thread that cannot run is later). */
-static int wait_row(engram_session *s, uint64_t key, const struct timespec *deadline)
+static int wait_row(engram_session *s, uint64_t key, struct rref ref, const struct timespec *deadline)
 {
 	struct eg_sess_remote *r = s->remote;
-	struct rrow *e = find(r, key);
+	struct rrow *e = ref_row(r, ref, key, NULL);
 	int rc = 0, err;
 
 	s->waiters++;
 	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
 		rc = pthread_cond_timedwait(&s->done, &s->lock, deadline);
-		e = find(r, key); /* the tables do not move while nothing is added */
+		e = ref_row(r, ref, key, NULL); /* the entry again, not a pointer kept across the wait */
 	}
 	s->waiters--;
 	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
@@ -522,7 +565,7 @@ static int fetch_one(engram_session *s, unsigned layer, uint64_t row, int ask)
 			eg_sess_progress_wake_locked(s);
 	}
 	if (err >= 0)
-		err = wait_row(s, eg_rc_key(layer, row), &deadline);
+		err = wait_row(s, eg_rc_key(layer, row), (struct rref){ 0, 0 }, &deadline);
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }
@@ -547,17 +590,26 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 		if (rows[i] >= t->table_rows)
 			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[i],
 				       s->cfg->layers[layer].id);
+	/* the rows' places in the tables, and (after them) rows from the row cache and fallbacks, staged to convert a
+	 * chunk at a time */
+	struct rref *ref = malloc(n * sizeof(*ref) + SESSION_GATHER_CHUNK * rec);
+	if (!ref)
+		return eg_fail(-ENOMEM, "out of memory");
+	uint8_t *stage = (uint8_t *)(ref + n);
 	/* what the I/O thread has published counts as ready; classify, before any waiting */
 	err = 0;
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
-		const struct rrow *e = find(r, key);
+		uint32_t age = 0;
+		const struct rrow *e = find_aged(r, key, NULL, &age);
+		ref[i] = ref_of(r, e, age);
 		if (!e && s->rc && eg_rc_has(s->rc, key)) {
 			ready++;
 			ram++;
-		} else if (wanted(r, key)) {
+		} else if (wanted_entry(e, age)) {
 			misses++; /* never asked for, or failed in an earlier step: asked for now */
+			ref[i] = (struct rref){ 0, 0 }; /* its new request is looked up when needed */
 		} else if (e->state == RR_PENDING) {
 			not_ready++;
 		} else {
@@ -573,7 +625,7 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 	uint64_t t0 = eg_sess_now_ns();
 	struct timespec deadline = wait_deadline(r);
 	for (size_t i = 0; i < n && err >= 0; i++)
-		err = wait_row(s, eg_rc_key(layer, rows[i]), &deadline);
+		err = wait_row(s, eg_rc_key(layer, rows[i]), ref[i], &deadline);
 	COUNT(s, layer, wait_ns, eg_sess_now_ns() - t0);
 	COUNT(s, layer, rows, n);
 	COUNT(s, layer, ready, ready);
@@ -581,17 +633,15 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 	COUNT(s, layer, misses, misses);
 	COUNT(s, layer, ram, ram);
 	pthread_mutex_unlock(&s->lock);
-	if (err < 0)
+	if (err < 0) {
+		free(ref);
 		return err;
-	/* convert a chunk at a time; rows from the row cache and fallbacks are staged in stage */
-	uint8_t *stage = malloc(SESSION_GATHER_CHUNK * rec);
-	if (!stage)
-		return eg_fail(-ENOMEM, "out of memory");
+	}
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		const uint8_t *data = NULL;
-		const struct rrow *e = find_aged(r, key, &data, NULL);
+		const struct rrow *e = ref_row(r, ref[i], key, &data);
 		uint8_t *buf = stage + k * rec;
 		if (!e && s->rc && eg_rc_get(s->rc, key, buf, rec)) {
 			src[k++] = buf;
@@ -629,7 +679,7 @@ next:
 			k = 0;
 		}
 	}
-	free(stage);
+	free(ref);
 	return err < 0 ? err : 0;
 }
 

@@ -529,10 +529,9 @@ static const char *tiny_shard(void)
 
 /* One step of NTOK tokens: every layer gathered (f32) into out, in layer order; the socket calls the calling
  * thread made during the push, and during the gathers, through push_calls and gather_calls. */
-static void step(engram_session *s, const engram_store *st, float *out, size_t cap, uint64_t *push_calls,
-		 uint64_t *gather_calls)
+static void step_tokens(engram_session *s, const engram_store *st, const int64_t tok[NTOK], float *out, size_t cap,
+			uint64_t *push_calls, uint64_t *gather_calls)
 {
-	int64_t tok[NTOK] = { 71, 72, 73, 74, 75, 76, 77, 78 };
 	uint64_t c0 = eg_remote_thread_io_calls();
 
 	must(engram_session_begin(s), "begin");
@@ -550,6 +549,14 @@ static void step(engram_session *s, const engram_store *st, float *out, size_t c
 		*push_calls = c1 - c0;
 	if (gather_calls)
 		*gather_calls = eg_remote_thread_io_calls() - c1;
+}
+
+static void step(engram_session *s, const engram_store *st, float *out, size_t cap, uint64_t *push_calls,
+		 uint64_t *gather_calls)
+{
+	static const int64_t tok[NTOK] = { 71, 72, 73, 74, 75, 76, 77, 78 };
+
+	step_tokens(s, st, tok, out, cap, push_calls, gather_calls);
 }
 
 static engram_session *remote_session(const engram_store *st, const struct fake *f, unsigned timeout_ms)
@@ -603,6 +610,66 @@ static void test_session_push_makes_no_socket_call(void **state)
 	engram_close(st);
 }
 
+/* Many steps of random tokens: every row the shard's, bit for bit, and each asked for once in any 4 steps (a row
+ * asked for in the 3 steps before is found in their tables, not asked again; 300 steps reuse each table 75 times). */
+static void test_session_index_over_many_steps(void **state)
+{
+	static float want[STEP_FLOATS], got[STEP_FLOATS];
+	enum { STEPS = 300, WIN = 4, MAXK = 1024 };
+	static uint64_t keys[WIN][MAXK];
+	size_t n_keys[WIN] = { 0 };
+	engram_store *st = NULL;
+	engram_session *local = NULL, *s;
+	struct fake f;
+	struct engram_remote_stats rs = ENGRAM_INIT(struct engram_remote_stats);
+	uint64_t rng = 12345, expect_gets = 0;
+
+	(void)state;
+	must(engram_open(&st, tiny_shard(), 0), "open");
+	must(engram_session_create(&local, st, NULL), "local session");
+	fake_start_for(&f, SERVE, st);
+	s = remote_session(st, &f, 2000);
+	unsigned cols = engram_config_columns(engram_store_config(st));
+	for (unsigned k = 0; k < STEPS; k++) {
+		int64_t tok[NTOK];
+		for (unsigned i = 0; i < NTOK; i++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			tok[i] = (int64_t)((rng >> 33) % 5000);
+		}
+		step_tokens(local, st, tok, want, STEP_FLOATS, NULL, NULL);
+		memset(got, 0, sizeof(got));
+		step_tokens(s, st, tok, got, STEP_FLOATS, NULL, NULL);
+		assert_memory_equal(got, want, sizeof(want));
+		/* the rows this step should have asked for: not asked in it yet, nor in the WIN - 1 steps before */
+		uint64_t *cur = keys[k % WIN];
+		n_keys[k % WIN] = 0;
+		for (unsigned li = 0; li < st->cfg->n_layers; li++) {
+			const uint64_t *rows = engram_session_rows(s, li);
+			size_t n = engram_session_positions(s) * cols;
+			for (size_t i = 0; i < n; i++) {
+				uint64_t key = (uint64_t)li << 40 | rows[i];
+				int asked = 0;
+				for (unsigned w = 0; w < WIN && !asked; w++)
+					for (size_t j = 0; j < n_keys[w] && !asked; j++)
+						asked = keys[w][j] == key;
+				if (!asked) {
+					assert_true(n_keys[k % WIN] < MAXK);
+					cur[n_keys[k % WIN]++] = key;
+					expect_gets++;
+				}
+			}
+		}
+	}
+	must(engram_session_remote_stats(s, &rs), "remote stats");
+	assert_int_equal(rs.fallbacks, 0);
+	assert_int_equal(rs.rows, expect_gets);
+	engram_session_destroy(s);
+	assert_int_equal(f.gets, expect_gets);
+	fake_stop(&f);
+	engram_session_destroy(local);
+	engram_close(st);
+}
+
 /* A node that never answers: the gather waits, bounded by remote_timeout_ms, and its rows come from the shard. */
 static void test_session_bounds_a_silent_node(void **state)
 {
@@ -648,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_client_garbage_absent_closed),
 		cmocka_unit_test(test_open_refuses_incomplete_and_unreachable),
 		cmocka_unit_test(test_session_push_makes_no_socket_call),
+		cmocka_unit_test(test_session_index_over_many_steps),
 		cmocka_unit_test(test_session_bounds_a_silent_node),
 	};
 
