@@ -4,7 +4,8 @@
  * Interface. The client is a self-contained state machine, owned by one thread at a time: eg_remote_submit()
  * queues rows (no system call), eg_remote_progress(wait_ms) does all the I/O (routes queued rows to their slot's
  * master, pipelines one GETRANGE a row per node, writes, polls with a bounded wait, parses replies with hiredis,
- * follows MOVED and ASK, fails rows whose node is down or past their deadline) and hands each row exactly once
+ * a row's as it is parsed ("replies taken as hiredis parses them" below), follows MOVED and ASK, fails rows
+ * whose node is down or past their deadline) and hands each row exactly once
  * to the callback with its status (OK: verified bytes; else ABSENT, BAD, DOWN or TIMEOUT, with the node's
  * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (a bounded blocking
  * CLUSTER SLOTS and completion check, on the caller's thread, before the client is handed over). The client
