@@ -664,8 +664,8 @@ static void test_session_index_over_many_steps(void **state)
 	assert_int_equal(rs.fallbacks, 0);
 	assert_int_equal(rs.rows, expect_gets);
 	engram_session_destroy(s);
+	fake_stop(&f); /* joins its thread: its count is read after */
 	assert_int_equal(f.gets, expect_gets);
-	fake_stop(&f);
 	engram_session_destroy(local);
 	engram_close(st);
 }
