@@ -276,8 +276,8 @@ static void publish_ok(engram_session *s)
 	r->n_ok = 0;
 }
 
-/* The client's callback: a verified row is kept for publish_ok() (copied: the reply is freed after this call),
- * a failed one published now. */
+/* The client's callback: a verified row is kept for publish_ok() (copied: data is the reader's buffer, valid
+ * during this call only), a failed one published now. */
 static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, size_t len,
 		   const char *node)
 {
