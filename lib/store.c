@@ -306,7 +306,8 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 	int err = 0, whole_set = 0;
 
 	if (!out || !path || flags) {
-		err = eg_fail(-EINVAL, "engram_open: %s", flags ? "unknown flags" : "NULL argument");
+		err = flags ? eg_fail(-EINVAL, "engram_open: unknown flags 0x%x", flags)
+			    : eg_fail(-EINVAL, "engram_open: NULL %s", !out ? "out" : "path");
 		goto out;
 	}
 	*out = NULL;
