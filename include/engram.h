@@ -521,7 +521,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s);
 /* "io_uring" or "pread pool (<why>)"; static or session-owned storage. */
 ENGRAM_API const char *engram_session_backend(const engram_session *s);
 
-/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0. */
+/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0, or
+ * ENGRAM_EFORKED (a session made before this process forked, used in the child; nothing is changed). */
 ENGRAM_API int engram_session_begin(engram_session *s);
 /* Append n tokens of sequence slot seq to the step (mask as in engram_hasher_push) and submit the reads of
  * their rows for every layer. Returns 0, -EINVAL (bad slot or token id; nothing is appended), -errno. */
