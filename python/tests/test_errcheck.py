@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, in_child
 
 import engram
 from engram import _lib
@@ -47,24 +47,6 @@ def test_the_binding_calls_only_declared_functions():
     assert not missing, f"called but not declared (unchecked): {missing}"
 
 
-def _in_child(fn):
-    """fn() in a forked child; returns the byte it reports (0: as expected)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # never return into pytest
-        code = 99
-        try:
-            code = fn()
-        finally:
-            os.write(w, bytes([code]))
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.close(r)
-    os.waitpid(pid, 0)
-    return got
-
-
 def test_every_session_call_raises_eforked_in_a_forked_child(synthetic):
     with engram.Store(synthetic) as store, store.session(1) as s:
         s.begin()
@@ -97,6 +79,6 @@ def test_every_session_call_raises_eforked_in_a_forked_child(synthetic):
                 return 1 + i  # returned, or raised something else
             return 0
 
-        got = _in_child(child)
+        got = in_child(child)
         assert got == b"\x00", f"Session.{calls[got[0] - 1][0]} did not raise EFORKED in the child" if got[0] else got
         s.begin()  # the parent's session is unaffected
