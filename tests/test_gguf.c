@@ -635,6 +635,45 @@ static void test_in_place_changed(void **state)
 	engram_close(st);
 }
 
+/* Touches the GGUF (its times: what a writer changes) once the indexer has started reading its pages. */
+static int touch_once(void *arg, uint64_t done, uint64_t total)
+{
+	int *touched = arg;
+
+	(void)total;
+	if (done && !*touched) {
+		*touched = 1;
+		return sh("touch %s/model-during.gguf", tmpdir_create_once()) == 0 ? 0 : -EIO;
+	}
+	return 0;
+}
+
+/* A GGUF that changes while it is being indexed fails the pack, naming it and what changed; no index is left. */
+static void test_in_place_changed_while_indexing(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char gguf[600], index[600];
+	const char *wp[1] = { gguf };
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	int touched = 0;
+
+	(void)state;
+	snprintf(gguf, sizeof(gguf), "%s/model-during.gguf", dir);
+	snprintf(index, sizeof(index), "%s/model-during.engram", dir);
+	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	next_tick();
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = index;
+	o.in_place = 1;
+	o.progress = touch_once;
+	o.progress_arg = &touched;
+	assert_int_equal(engram_pack(&o, NULL), -EAGAIN);
+	assert_true(touched);
+	assert_non_null(strstr(engram_last_error(), "model-during.gguf' changed while it was being indexed"));
+	assert_int_not_equal(access(index, F_OK), 0);
+}
+
 /* A split GGUF indexed in place: one data file per part, named relative to the index beside them. */
 static void test_in_place_split(void **state)
 {
@@ -690,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_value_types),
 		cmocka_unit_test(test_unsupported_type),
 		cmocka_unit_test(test_in_place_changed),
+		cmocka_unit_test(test_in_place_changed_while_indexing),
 		cmocka_unit_test(test_in_place_split),
 	};
 
