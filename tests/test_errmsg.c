@@ -310,6 +310,14 @@ static int session_bad_remote(void)
 	return session_with(&o);
 }
 
+static int session_remote_refused(void)
+{
+	struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
+	o.remote = "redis://127.0.0.1:1"; /* nothing listens on port 1 */
+	o.remote_timeout_ms = 200;
+	return session_with(&o);
+}
+
 static int session_bad_size(void)
 {
 	struct engram_session_options o = { .size = 3 };
@@ -597,6 +605,7 @@ static const struct errcase cases[] = {
 	CASE(session_huge_cache, "4611686018427387904"),
 	CASE(session_empty_remote, "remote"),
 	CASE(session_bad_remote, "memcached://nowhere-at-all"),
+	CASE(session_remote_refused, "127.0.0.1:1"),
 	CASE(session_bad_size, "size 3"),
 	CASE(session_push_seq, "87"),
 	CASE(session_reset_seq, "86"),
