@@ -305,6 +305,28 @@ static void test_sessions_every_way_of_pushing(void **state)
 		}
 }
 
+/* engram-stat gather of the reference's tokens (its .npy) writes the reference's rows, from the BF16 and FP8 sets,
+ * in both modes. */
+static void test_engram_stat_gather(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 3; k += 2)
+		for (int mode = 0; mode < 2; mode++) {
+			char out[4200], tok[4096];
+			uint64_t shape[8];
+			unsigned nd;
+			size_t bytes;
+			snprintf(tok, sizeof(tok), "%s", fixture(TINY "tiny-n3.tokens.npy"));
+			snprintf(out, sizeof(out), "%.4000s/gather.npy", tmpdir_create_once());
+			assert_int_equal(sh("%s gather %s --tokens %s --layer 2 --dtype f32 --mode %s --out %s",
+					    tool_path("engram-stat"), shard[k], tok, mode ? "pagecache" : "direct", out), 0);
+			float *g = read_npy(out, "<f4", &bytes, shape, &nd);
+			assert_true(nd == 2 && shape[0] == N_TOK && shape[1] == COLS * HD);
+			assert_memory_equal(g, expect[k == 2], bytes);
+			free(g);
+		}
+}
+
 /* ---- checkpoints written here: the tiny one's tensors, some changed ---- */
 
 struct tensor {
@@ -597,6 +619,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_gathers_the_reference),
 		cmocka_unit_test(test_sessions_every_way_of_pushing),
+		cmocka_unit_test(test_engram_stat_gather),
 		cmocka_unit_test(test_model_dir_with_a_sharded_index),
 		cmocka_unit_test(test_hostile_checkpoints),
 		cmocka_unit_test(test_fp8_scale_types),
