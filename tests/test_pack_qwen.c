@@ -592,7 +592,8 @@ static void test_hostile_checkpoints(void **state)
 	p1->nbytes = 38 * HD * 2;
 	/* a fifth part: rows the table does not have */
 	memcpy(&t[n], p2, sizeof(*p2));
-	snprintf(t[n].name, sizeof(t[n].name), "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_4.weight");
+	snprintf(t[n].name, sizeof(t[n].name),
+		 "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_4.weight");
 	write_st(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "shard_4.weight' is a part past the 4", "bad.safetensors");
 	/* part 1 in F16, the others BF16 */
@@ -631,7 +632,8 @@ static void test_hostile_checkpoints(void **state)
 	struct tensor *sc = named(u, n8, "weight_scale");
 	const uint64_t all8 = ((uint64_t)1 << n8) - 1;
 	write_st(path, u, n8, all8 & ~((uint64_t)1 << (sc - u)));
-	expect_refused(path, NULL, ENGRAM_EDTYPE, "shard_0.weight' is F8_E4M3 but the table's scale", "weight_scale' is missing");
+	expect_refused(path, NULL, ENGRAM_EDTYPE, "shard_0.weight' is F8_E4M3 but the table's scale",
+		       "weight_scale' is missing");
 	uint8_t two[4];
 	memcpy(two, sc->data, 2);
 	memcpy(two + 2, sc->data, 2);
