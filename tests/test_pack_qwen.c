@@ -700,7 +700,6 @@ static void test_fp8_scale_types(void **state)
 		pack_files(cfg_path, NULL, path, out, NULL);
 		check_set(out, 1, path);
 	}
-	sc->data = NULL;
 	free_tensors(u, n8);
 }
 
