@@ -30,7 +30,9 @@ static const struct fx fixtures_all[] = {
 	{ "A", "Q4_1", 256 }, { "A", "Q5_0", 256 }, { "A", "Q5_1", 256 }, { "A", "Q2_K", 256 }, { "A", "Q3_K", 256 },
 	{ "A", "Q4_K", 256 }, { "A", "Q5_K", 256 }, { "A", "Q6_K", 256 }, { "B", "F32", 64 },   { "B", "F16", 64 },
 	{ "B", "BF16", 64 },  { "B", "Q8_0", 64 },  { "B", "Q4_0", 64 },  { "B", "Q4_1", 64 },  { "B", "Q5_0", 64 },
-	{ "B", "Q5_1", 64 },
+	{ "B", "Q5_1", 64 },  { "A", "IQ4_NL", 256 }, { "B", "IQ4_NL", 64 }, { "C", "F32", 160 }, { "C", "F16", 160 },
+	{ "C", "BF16", 160 }, { "C", "Q8_0", 160 }, { "C", "Q4_0", 160 }, { "C", "Q4_1", 160 }, { "C", "Q5_0", 160 },
+	{ "C", "Q5_1", 160 }, { "C", "IQ4_NL", 160 },
 };
 #define N_FIXTURES (sizeof(fixtures_all) / sizeof(fixtures_all[0]))
 
@@ -483,7 +485,7 @@ static void test_unsupported_type(void **state)
 	char cfg[4096], map[4096], out[4096];
 	const char *w, *wp[1];
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
-	uint32_t iq4_nl = 20; /* IQ4_NL: 32-element blocks of 18 bytes, as Q4_0: the sizes still add up */
+	uint32_t mxfp4 = 39; /* MXFP4: 32-element blocks of 17 bytes, smaller than Q8_0's: still inside the file */
 
 	(void)state;
 	must(eg_gguf_parse(&g, b, len, len, "x"), "parse");
@@ -494,21 +496,24 @@ static void test_unsupported_type(void **state)
 	uint32_t ty;
 	memcpy(&ty, p, 4);
 	assert_int_equal(ty, 8);
-	memcpy(p, &iq4_nl, 4);
-	memcpy(p + 4 + 8 + 24 + 4 + 16, &iq4_nl, 4); /* and tensor 1 (same name length), so sizes stay consistent */
+	memcpy(p, &mxfp4, 4);
+	/* and tensor 1 (same name length): type, offset, name length and name, n_dims, ne[2] */
+	memcpy(&ty, p + 4 + 8 + 8 + 24 + 4 + 16, 4);
+	assert_int_equal(ty, 8);
+	memcpy(p + 4 + 8 + 8 + 24 + 4 + 16, &mxfp4, 4);
 	eg_gguf_free(&g);
-	w = write_tmp("iq4.gguf", b, len);
+	w = write_tmp("mxfp4.gguf", b, len);
 	snprintf(cfg, sizeof(cfg), "%s", fixture("gguf/config-B.json"));
 	snprintf(map, sizeof(map), "%s", fixture("gguf/token_map.npy"));
-	snprintf(out, sizeof(out), "%s/iq4.engram", tmpdir_create_once());
+	snprintf(out, sizeof(out), "%s/mxfp4.engram", tmpdir_create_once());
 	wp[0] = w;
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = wp;
 	o.n_weights = 1;
 	o.out_path = out;
-	assert_int_equal(engram_pack(&o, NULL), ENGRAM_EDTYPE);
-	assert_non_null(strstr(engram_last_error(), "has dtype IQ4_NL"));
+	if (engram_pack(&o, NULL) != ENGRAM_EDTYPE || !strstr(engram_last_error(), "has dtype MXFP4"))
+		fail_msg("expected EDTYPE naming MXFP4, got '%s'", engram_last_error());
 	free(b);
 }
 

@@ -93,7 +93,7 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 	if (!s->dtype)
 		return eg_fail(ENGRAM_EDTYPE, "'%s': tensor '%s' has dtype %s; Engram tables must be F32, BF16, F16, "
 					      "F8_E4M3 (with F8_E8M0 scales) or one of ggml's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
-					      "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K", w->path, w->name, w->dtype);
+					      "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL", w->path, w->name, w->dtype);
 	if (w->ndim != 2 || w->shape[0] != rows || w->shape[1] != dim) {
 		char shape[128] = "";
 		size_t k = 0;
