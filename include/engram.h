@@ -109,7 +109,12 @@ typedef struct engram_config engram_config;
  *  - Hugging Face config.json (fields under "text_config" or at top level): engram_layer_ids,
  *    engram_max_ngram_size, engram_vocab_size, engram_n_heads, engram_head_dim, engram_pad_token_id (or
  *    engram_pad_id), engram_compressed_vocab_size, engram_num_embeddings (optional, checked), engram_seed
- *    (optional, default 0).
+ *    (optional, default 0);
+ *  - Hugging Face config.json of Qwen4-Exp (model_type qwen4_exp; fields under "text_config" or at top level):
+ *    vocab_size, eos_token_id (a scalar, or a list whose first entry counts), ngram_size, heads_per_ngram,
+ *    ngram_vocab_size_base, make_ngram_vocab_size_divisible_by, ple_layer_ids (numbered from 1), ple_embed_dim
+ *    (heads x head dim), split_ngram_parts (optional, default 512), seed (optional, default 1234). Its family
+ *    has no token map: token_map_npy_path must be NULL (-EINVAL otherwise; and NULL for a DeepSeek config).
  * Multipliers are derived as numpy's default_rng does and primes as the reference picks them.
  * On success *out owns a new config (free with engram_config_free) and 0 is returned. Errors: -ENOENT etc.
  * from opening files, ENGRAM_EPARSE (malformed JSON or .npy), ENGRAM_ECONFIG (missing or inconsistent
@@ -146,6 +151,28 @@ ENGRAM_API uint64_t engram_config_raw_vocab(const engram_config *cfg);
 ENGRAM_API uint64_t engram_config_compressed_vocab(const engram_config *cfg);
 ENGRAM_API int64_t engram_config_pad_id(const engram_config *cfg);
 ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *cfg);
+
+/*
+ * Hash families: the kinds of hashed n-gram tables a config may describe (libengram(3), FAMILIES). Everything but
+ * addressing (stores, sessions, caches, rewind and export) is the same for every family.
+ *  - ENGRAM_FAMILY_ENGRAM: DeepSeek Engram (the demo, DeepSeek-V4.1): raw ids through a compressed-token map,
+ *    numpy default_rng multipliers, the pad before the sequence start and for dead tokens (masks).
+ *  - ENGRAM_FAMILY_QWEN_PLE: Qwen4-Exp's PLE n-gram table (Qwen3.8-Flash-Next, model_type qwen4_exp): raw ids in
+ *    [0, vocab_size) with no token map (engram_config_load with a NULL map; the raw and compressed vocab are
+ *    vocab_size, the pad id and compressed pad its n-gram EOS), splitmix64 multipliers from seed, head sizes the
+ *    consecutive primes from ngram_vocab_size_base, each table padded to make_ngram_vocab_size_divisible_by rows
+ *    (engram_config_table_rows; the rows beyond engram_config_addressed_rows are never addressed), the history
+ *    seeded with EOS and cut at each EOS (a look-back past an EOS reads EOS; the EOS's own window is whole).
+ *    Layer ids are ple_layer_ids, numbered from 1 as the config numbers them.
+ * engram_config_family() returns the config's; engram_family_name() names one ("deepseek-engram",
+ * "qwen4-exp-ple"; NULL for an unknown value).
+ */
+enum engram_family {
+	ENGRAM_FAMILY_ENGRAM = 0,
+	ENGRAM_FAMILY_QWEN_PLE = 1,
+};
+ENGRAM_API int engram_config_family(const engram_config *cfg);
+ENGRAM_API const char *engram_family_name(int family);
 
 /* ---------------------------------------------------------------------------------------------------
  * Addressing: token ids to table rows.

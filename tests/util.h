@@ -27,13 +27,25 @@ struct vectors {
 	int rows_have_offsets;                        /* 'rows' lines; 'hash' lines lack offsets */
 };
 
-/* Load fixtures/ref/<name>/<name>.vectors.txt; fails the running test on any problem. */
+/* Load fixtures/ref/<name>/<name>.vectors.txt (a name "dir/file": fixtures/ref/dir/file.vectors.txt); fails the
+ * running test on any problem. */
 void vectors_load(struct vectors *v, const char *name);
 void vectors_free(struct vectors *v);
 /* The reference row of (seq s, layer index li, position pos, column col), the layer's prime offsets applied when
  * the file gives bare hashes. */
 struct engram_config;
 uint64_t vectors_row(const struct vectors *v, const struct engram_config *cfg, int s, int li, size_t pos, int col);
+
+/* Every reference vectors file with its config and token map (NULL: a family without one), and that config
+ * loaded (failing the test when it cannot be). */
+struct ref_fx {
+	const char *name;   /* for vectors_load */
+	const char *config; /* under fixtures/ */
+	const char *map;
+};
+#define REF_FIXTURES 6
+extern const struct ref_fx ref_fixtures[REF_FIXTURES];
+struct engram_config *ref_config_load(const struct ref_fx *f);
 
 /* A fresh scratch directory (removed by tmpdir_cleanup) and files in it. */
 const char *tmpdir_create(void);
