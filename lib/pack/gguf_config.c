@@ -304,6 +304,12 @@ int eg_gguf_config(engram_config **out, const char *gguf_path, const char *confi
 		return err;
 	}
 	c.g = &g;
+	if (eg_gguf_is_qwen(&g)) { /* Qwen4-Exp's PLE table: its own keys, raw token ids */
+		err = map ? eg_fail(ENGRAM_ECONFIG, "'%s' is a Qwen4-Exp GGUF, whose table takes raw token ids: give no "
+					"token map or tokenizer", gguf_path)
+			  : eg_gguf_qwen_config(out, &g, gguf_path, config_path, src);
+		goto out;
+	}
 	arch = eg_gguf_find(&g, "general.architecture");
 	if (arch && arch->type == EG_GGUF_STRING && arch->n < 64)
 		snprintf(c.prefix, sizeof(c.prefix), "%.*s.engram.", (int)arch->n, (const char *)arch->p);
