@@ -303,8 +303,8 @@ struct engram_store_info {
 	uint64_t created_unix;   /* when the set was packed (SOURCE_DATE_EPOCH when set then) */
 	const char *writer;      /* "libengram 0.1.0" (owned by the store) */
 	/* Where the token map came from: "tokenizer.json" (built from a Hugging Face tokenizer), ".npy" (a map
-	 * given as it is), or "" for shards of format 1.0, which do not say; the file's base name and SHA-256 (all
-	 * zero when unknown). */
+	 * given as it is), "none" for a family that has none (ENGRAM_FAMILY_QWEN_PLE: raw token ids), or "" for
+	 * shards of format 1.0, which do not say; the file's base name and SHA-256 (all zero when unknown). */
 	const char *token_map_source;
 	const char *token_map_name;
 	uint8_t token_map_sha256[32];

@@ -21,7 +21,7 @@ struct eg_family {
 };
 
 /* The family of an enum engram_family value, or NULL for an unknown one. */
-const struct eg_family *eg_family_of(unsigned family);
+EG_PRIVATE const struct eg_family *eg_family_of(unsigned family);
 
 /* The fields of a Qwen4-Exp config (a config.json's text_config, or a GGUF's qwen4exp.ple.* keys converted by
  * its reader), as stated: int64 so that a hostile value is seen, not truncated. layer_ids are one-indexed, as in

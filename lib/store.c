@@ -112,17 +112,19 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 {
 	const struct eg_disk_section *sec = sh->secs.by_type[EG_SEC_HASH], *tm = sh->secs.by_type[EG_SEC_TOKMAP];
 	struct eg_hash_decoded d;
-	int32_t *map;
+	int32_t *map = NULL;
 	char what[600];
 	int err;
 
 	/* from the private copies that were checked */
-	if ((err = eg_hash_section_decode(&d, sh->secs.data[EG_SEC_HASH], sec->length, tm->length, sh->path)) < 0)
+	if ((err = eg_hash_section_decode(&d, sh->secs.data[EG_SEC_HASH], sec->length, tm->length, sh->hdr->flags,
+					  sh->path)) < 0)
 		return err;
-	map = malloc(tm->length);
-	if (!map)
+	/* a family without a token map stores none (its identity map is made by eg_config_build) */
+	if (tm->length && !(map = malloc(tm->length)))
 		return eg_fail(-ENOMEM, "out of memory");
-	memcpy(map, sh->secs.data[EG_SEC_TOKMAP], tm->length);
+	if (tm->length)
+		memcpy(map, sh->secs.data[EG_SEC_TOKMAP], tm->length);
 	snprintf(what, sizeof(what), "'%s'", sh->path);
 	err = eg_config_build(&s->cfg, &d.p, map, d.raw_vocab, d.mult, d.primes, what);
 	if (err == ENGRAM_ETOKMAP || err == ENGRAM_ECONFIG)
@@ -402,7 +404,8 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 	v.token_map_source = !src ? "" : src->tokmap_kind == EG_TOKMAP_TOKENIZER ? "tokenizer.json"
 				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy"
 				    : src->tokmap_kind == EG_TOKMAP_GGUF_KEY ? "gguf key"
-				    : src->tokmap_kind == EG_TOKMAP_GGUF_VOCAB ? "gguf vocabulary" : "?";
+				    : src->tokmap_kind == EG_TOKMAP_GGUF_VOCAB ? "gguf vocabulary"
+				    : src->tokmap_kind == EG_TOKMAP_NONE ? "none" : "?";
 	v.config_source = !src || !src->params_kind ? "" : src->params_kind == EG_PARAMS_JSON ? "config json"
 						  : src->params_kind == EG_PARAMS_GGUF ? "gguf keys" : "?";
 	v.config_name = s->params_name;

@@ -13,6 +13,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "family.h"
 #include "layout.h"
 #include "pack.h"
 #include "sha256.h"
@@ -305,7 +306,7 @@ static int write_body(struct packer *pk, struct eg_outfile *f, const struct shar
 	}
 	/* Sections follow the data; FRAMES and BLOCKSUMS offsets are known once the earlier ones are placed. */
 	if ((err = add_section(f, &secs[0], EG_SEC_HASH, hash.p, hash.len, &off)) < 0 ||
-	    (err = add_section(f, &secs[1], EG_SEC_TOKMAP, pk->cfg->map, pk->cfg->raw_vocab * 4, &off)) < 0)
+	    (err = add_section(f, &secs[1], EG_SEC_TOKMAP, pk->cfg->map, eg_tokmap_section_size(pk->cfg), &off)) < 0)
 		goto out;
 	uint64_t tables_off = align_up(off, 8);
 	uint64_t tables_len = (uint64_t)sh->n_pieces * sizeof(*tables);
@@ -366,7 +367,7 @@ static int write_head(struct packer *pk, struct eg_outfile *f, const struct shar
 	int err;
 
 	eg_header_encode(&hdr, pk->set_id, index, count, so->secs_off, so->secs, so->n_secs,
-			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL));
+			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL), eg_header_flags(pk->cfg));
 	if ((err = eg_outfile_pwrite(f, so->secs, so->n_secs * sizeof(*so->secs), so->secs_off)) < 0 ||
 	    (err = eg_outfile_pwrite(f, &hdr, sizeof(hdr), 0)) < 0 || (err = eg_outfile_sync(f)) < 0)
 		return err;
@@ -460,8 +461,17 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 			return err;
 		return eg_gguf_config(&pk->cfg, gguf_weight(o), o->config_path, map, n, &pk->source);
 	}
-	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = load_map(pk, o, &map, &n)) < 0)
+	if ((err = eg_params_from_json(&p, o->config_path)) < 0)
 		return err;
+	int needs_map = eg_family_of(p.family)->token_map;
+	if (needs_map != !!(o->token_map_path || o->tokenizer_path))
+		return eg_fail(-EINVAL, needs_map ? "'%s': pack needs a token map or a tokenizer for this config"
+						  : "'%s': a %s config hashes raw token ids: give no token map or tokenizer",
+			       o->config_path, engram_family_name((int)p.family));
+	if (needs_map && (err = load_map(pk, o, &map, &n)) < 0)
+		return err;
+	if (!needs_map)
+		pk->source.tokmap_kind = EG_TOKMAP_NONE;
 	pk->source.params_kind = EG_PARAMS_JSON;
 	snprintf(pk->source.params_name, sizeof(pk->source.params_name), "%s",
 		 strrchr(o->config_path, '/') ? strrchr(o->config_path, '/') + 1 : o->config_path);
@@ -472,7 +482,7 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 			p.vocab_size[i] = p.vocab_size[i] / o->synthetic_scale > 2 ? p.vocab_size[i] / o->synthetic_scale : 2;
 		p.has_num_embeddings = 0;
 	}
-	snprintf(what, sizeof(what), "'%s' with '%s'", o->config_path,
+	snprintf(what, sizeof(what), needs_map ? "'%s' with '%s'" : "'%s'", o->config_path,
 		 o->tokenizer_path ? o->tokenizer_path : o->token_map_path);
 	return eg_config_build(&pk->cfg, &p, map, n, NULL, NULL, what);
 }
@@ -569,9 +579,10 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 {
 	if (o->token_map_path && o->tokenizer_path)
 		return eg_fail(-EINVAL, "pack takes a token map or a tokenizer, not both");
-	if (!o->out_path || (!gguf_weight(o) && (!o->config_path || !o->token_map_path == !o->tokenizer_path)))
+	/* the token map or tokenizer a config's family needs (or refuses) is checked with the config, by setup() */
+	if (!o->out_path || (!gguf_weight(o) && !o->config_path))
 		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them; "
-					"GGUF weights may state the config and the map)");
+					"GGUF weights may state the config and the map; a Qwen4-Exp config needs neither)");
 	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
 		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
 	if (!o->codec || !strcmp(o->codec, "raw"))
