@@ -38,17 +38,6 @@ static const struct fx fixtures_all[] = {
 
 static const int layer_ids[2] = { 1, 3 };
 
-/* bf16 of an f32, to nearest even, NaN quiet: written from the definition */
-static uint16_t ref_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u | 0x00400000u) >> 16);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
 static int in_place; /* pack_gguf writes in-place indexes */
 
 static const char *pack_gguf(const char *geo, const char *weights, const char *name)
@@ -149,7 +138,7 @@ static void check_rows(const struct fx *f, const struct expect *e, int l, const 
 					 f->type, how, layer_ids[l], (unsigned long long)rows[i]);
 		} else {
 			for (size_t j = 0; j < hd; j++)
-				bf[j] = ref_bf16(e->f32[l][rows[i] * hd + j]);
+				bf[j] = bf16_of(e->f32[l][rows[i] * hd + j]);
 			if (memcmp(got + i * hd * 2, bf, hd * 2))
 				fail_msg("%s-%s %s bf16: layer %d row %llu differs", f->geo, f->type, how, layer_ids[l],
 					 (unsigned long long)rows[i]);

@@ -89,17 +89,6 @@ static void expect_load(struct expect *e, const char *type)
 	close(fd);
 }
 
-/* bf16 of an f32, to nearest even, NaN quiet: written from the definition */
-static uint16_t ref_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u | 0x00400000u) >> 16);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
 /* The tokens and the rows the Qwen hash gives them (scripts/gguf-reference's, which reproduces the reference's
  * ids of ../shared/ref/qwen38): int64 [n] and [n][QWEN_HEADS]. */
 static int64_t *tokens_load(size_t *n, int64_t **ids)
@@ -155,7 +144,7 @@ static void session_case(engram_store *st, const struct expect *e, enum engram_m
 					bad = memcmp(got + i * QWEN_DIM * 4, f, QWEN_DIM * 4);
 				} else {
 					for (int j = 0; j < QWEN_DIM; j++)
-						bf[j] = ref_bf16(f[j]);
+						bf[j] = bf16_of(f[j]);
 					bad = memcmp(got + i * QWEN_DIM * 2, bf, sizeof(bf));
 				}
 				if (bad)

@@ -54,34 +54,20 @@ static int array(const struct qctx *c, const char *name, int required, int64_t *
 	return eg_gguf_int_array(c->g, k, v, n, c->path);
 }
 
-/* A key's value (element idx, or -1 for a scalar) against the one `whose` gives. */
+/* A key's value (a scalar) or values against those `whose` gives. */
 static int same(const struct qctx *c, const char *name, int64_t idx, int64_t stored, int64_t want)
 {
-	char k[160], at[32] = "";
+	char k[160];
 
-	if (stored == want)
-		return 0;
-	if (idx >= 0)
-		snprintf(at, sizeof(at), "[%" PRId64 "]", idx);
-	return eg_fail(ENGRAM_ECONFIG, "'%s': %s%s is %" PRId64 ", but %s %" PRId64, c->path, qkey(c, name, k), at,
-		       stored, c->whose, want);
+	return eg_gguf_same(c->path, qkey(c, name, k), idx, stored, want, c->whose);
 }
 
-/* An array key of n elements against want[0..n). */
 static int same_array(const struct qctx *c, const char *name, const int64_t *v, uint64_t nv, const int64_t *want,
 		      uint64_t n)
 {
 	char k[160];
 
-	if (nv != n)
-		return eg_fail(ENGRAM_ECONFIG, "'%s': %s has %" PRIu64 " elements, but %s %" PRIu64, c->path,
-			       qkey(c, name, k), nv, c->whose, n);
-	for (uint64_t i = 0; i < n; i++) {
-		int err = same(c, name, (int64_t)i, v[i], want[i]);
-		if (err < 0)
-			return err;
-	}
-	return 0;
+	return eg_gguf_same_array(c->path, qkey(c, name, k), v, nv, want, n, c->whose);
 }
 
 /* The keys a GGUF states, as read. */
