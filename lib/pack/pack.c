@@ -491,9 +491,6 @@ static int open_sources(struct packer *pk, const struct engram_pack_options *o)
 {
 	struct eg_tensor_set *set = NULL;
 	unsigned L = pk->cfg->n_layers;
-	/* a Qwen4-Exp GGUF's table has llama.cpp's name of its own */
-	const char *wtmpl = o->weight_template ? o->weight_template
-		: gguf_weight(o) && engram_config_family(pk->cfg) == ENGRAM_FAMILY_QWEN_PLE ? EG_QWEN_GGUF_TENSOR : NULL;
 	int err = 0;
 
 	pk->src = calloc(L, sizeof(*pk->src));
@@ -514,7 +511,7 @@ static int open_sources(struct packer *pk, const struct engram_pack_options *o)
 	for (unsigned l = 0; l < L && !err; l++)
 		err = o->synthetic_scale
 			      ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
-			      : eg_source_checkpoint(&pk->src[l], set, pk->cfg, l, wtmpl, o->scale_template);
+			      : eg_source_checkpoint(&pk->src[l], set, pk->cfg, l, o->weight_template, o->scale_template);
 	/* sources keep their own descriptors; names they point at live in the set */
 	if (err || o->synthetic_scale) {
 		eg_tensors_free(set);
