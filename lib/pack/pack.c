@@ -508,9 +508,13 @@ static int open_sources(struct packer *pk, const struct engram_pack_options *o)
 		if (err < 0)
 			return err;
 	}
+	/* the checkpoint's layout is the family's: Qwen4-Exp's table is in row parts with its hash buffers */
+	if (!o->synthetic_scale && pk->cfg->family == ENGRAM_FAMILY_QWEN_PLE && (o->weight_template || o->scale_template))
+		err = eg_fail(-EINVAL, "a Qwen4-Exp table is found by its parts' names: no --template or --scale-template");
 	for (unsigned l = 0; l < L && !err; l++)
-		err = o->synthetic_scale
-			      ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
+		err = o->synthetic_scale ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
+		      : pk->cfg->family == ENGRAM_FAMILY_QWEN_PLE
+			      ? eg_source_qwen(&pk->src[l], set, pk->cfg, l)
 			      : eg_source_checkpoint(&pk->src[l], set, pk->cfg, l, o->weight_template, o->scale_template);
 	/* sources keep their own descriptors; names they point at live in the set */
 	if (err || o->synthetic_scale) {

@@ -195,6 +195,8 @@ int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
 		eg_synth_rows(&s->synth, row, n, dst);
 		return 0;
 	}
+	if (s->parts)
+		return eg_source_read_parts(s, row, n, dst);
 	if (s->sfd < 0)
 		return eg_pread_full(s->wfd, dst, n * s->payload, n * s->payload, s->woff + row * s->payload, s->wpath);
 	/* F8_E4M3: weights straight into place, scales after them, then spread each row's scales out. */
@@ -218,6 +220,8 @@ void eg_source_close(struct eg_source *s)
 	if (s->sfd >= 0)
 		close(s->sfd);
 	free(s->scratch);
+	free(s->parts);
+	s->parts = NULL;
 	s->wfd = s->sfd = -1;
 	s->scratch = NULL;
 	s->scratch_cap = 0;
