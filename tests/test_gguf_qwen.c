@@ -183,6 +183,9 @@ static void test_gather(void **state)
 			assert_int_equal(engram_config_head_dim(cfg), QWEN_DIM);
 			assert_int_equal(engram_config_columns(cfg), QWEN_HEADS);
 			assert_int_equal(engram_config_table_rows(cfg, 0), QWEN_ROWS);
+			struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
+			must(engram_store_info(st, &si), "store info");
+			assert_string_equal(si.token_map_source, "none"); /* raw token ids */
 			must(engram_store_table_info(st, 0, &ti), "info");
 			assert_string_equal(ti.dtype, types[k]);
 			assert_string_equal(ti.codec, in_place ? "in-place" : "raw");
@@ -214,6 +217,27 @@ static void test_split(void **state)
 	assert_int_equal(engram_config_table_rows(engram_store_config(st), 0), QWEN_ROWS);
 	expect_load(&e, "IQ4_NL");
 	session_case(st, &e, ENGRAM_MODE_DIRECT, "split in place");
+	free(e.f32);
+	free(e.native);
+	engram_close(st);
+}
+
+/* A table with rows past those the heads address (the release pads its 320,001,446 to 320,001,536): its rows are
+ * the tensor's, the addressed ones gathered as from the table without them. */
+static void test_padded(void **state)
+{
+	const engram_config *cfg;
+	engram_store *st;
+	struct expect e;
+
+	(void)state;
+	must(pack("qwen-padded-IQ4_NL.gguf", NULL, 1, out_path("qwen-padded")), "padded");
+	must(engram_open(&st, out_path("qwen-padded"), 0), "open");
+	cfg = engram_store_config(st);
+	assert_int_equal(engram_config_table_rows(cfg, 0), QWEN_ROWS + 8);
+	assert_int_equal(engram_config_addressed_rows(cfg, 0), QWEN_ROWS);
+	expect_load(&e, "IQ4_NL");
+	session_case(st, &e, ENGRAM_MODE_PAGECACHE, "padded in place");
 	free(e.f32);
 	free(e.native);
 	engram_close(st);
@@ -284,6 +308,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_padded),
 		cmocka_unit_test(test_hostile_keys),
 		cmocka_unit_test(test_with_config),
 	};

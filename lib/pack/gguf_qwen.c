@@ -329,6 +329,7 @@ int eg_gguf_qwen_config(engram_config **out, const struct eg_gguf *g, const char
 	if ((err = eg_config_build(out, &p, NULL, 0, NULL, NULL, what)) < 0 ||
 	    (err = check_keys(&c, &k, *out, &src->gguf_checked)) < 0)
 		goto out;
+	src->tokmap_kind = EG_TOKMAP_NONE; /* raw token ids */
 	src->params_kind = config_path ? EG_PARAMS_JSON : EG_PARAMS_GGUF;
 	snprintf(src->params_name, sizeof(src->params_name), "%s",
 		 strrchr(config_path ? config_path : path, '/') ? strrchr(config_path ? config_path : path, '/') + 1
