@@ -186,7 +186,9 @@ ENGRAM_API const char *engram_family_name(int family);
  * Token rules, as the references do: a raw id is mapped through the token map; negative ids are kept as
  * they are (the demo's rule); positions before the sequence start read the compressed pad. With a mask
  * (DeepSeek-V4.1's dead tokens; 0 = dead), a look-back that reaches a dead token uses the pad for that
- * and every older step, and a dead current token hashes as all pad.
+ * and every older step, and a dead current token hashes as all pad. ENGRAM_FAMILY_QWEN_PLE: raw ids are
+ * hashed as they are, each in [0, raw_vocab) (others are -EINVAL naming id and position); the pad is the
+ * n-gram EOS, and a look-back that reaches back past an EOS reads EOS (the EOS's own rows are whole).
  */
 typedef struct engram_hasher engram_hasher;
 

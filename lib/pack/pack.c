@@ -468,10 +468,10 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 		return eg_fail(-EINVAL, needs_map ? "'%s': pack needs a token map or a tokenizer for this config"
 						  : "'%s': a %s config hashes raw token ids: give no token map or tokenizer",
 			       o->config_path, engram_family_name((int)p.family));
-	if (needs_map && (err = load_map(pk, o, &map, &n)) < 0)
-		return err;
 	if (!needs_map)
 		pk->source.tokmap_kind = EG_TOKMAP_NONE;
+	else if ((err = load_map(pk, o, &map, &n)) < 0)
+		return err;
 	pk->source.params_kind = EG_PARAMS_JSON;
 	snprintf(pk->source.params_name, sizeof(pk->source.params_name), "%s",
 		 strrchr(o->config_path, '/') ? strrchr(o->config_path, '/') + 1 : o->config_path);
@@ -508,13 +508,9 @@ static int open_sources(struct packer *pk, const struct engram_pack_options *o)
 		if (err < 0)
 			return err;
 	}
-	/* the checkpoint's layout is the family's: Qwen4-Exp's table is in row parts with its hash buffers */
-	if (!o->synthetic_scale && pk->cfg->family == ENGRAM_FAMILY_QWEN_PLE && (o->weight_template || o->scale_template))
-		err = eg_fail(-EINVAL, "a Qwen4-Exp table is found by its parts' names: no --template or --scale-template");
 	for (unsigned l = 0; l < L && !err; l++)
-		err = o->synthetic_scale ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
-		      : pk->cfg->family == ENGRAM_FAMILY_QWEN_PLE
-			      ? eg_source_qwen(&pk->src[l], set, pk->cfg, l)
+		err = o->synthetic_scale
+			      ? eg_source_synthetic(&pk->src[l], pk->cfg, l, o->synthetic_dtype, o->synthetic_seed)
 			      : eg_source_checkpoint(&pk->src[l], set, pk->cfg, l, o->weight_template, o->scale_template);
 	/* sources keep their own descriptors; names they point at live in the set */
 	if (err || o->synthetic_scale) {
@@ -580,7 +576,6 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 {
 	if (o->token_map_path && o->tokenizer_path)
 		return eg_fail(-EINVAL, "pack takes a token map or a tokenizer, not both");
-	/* the token map or tokenizer a config's family needs (or refuses) is checked with the config, by setup() */
 	if (!o->out_path || (!gguf_weight(o) && !o->config_path))
 		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them; "
 					"GGUF weights may state the config and the map; a Qwen4-Exp config needs neither)");

@@ -31,13 +31,14 @@ struct eg_source {
 	float tscale;                   /* F8_E4M3_T: the table's scale, written after each row's bytes */
 };
 
-/* Find the layer's tensors in the set and check them against the config. */
+/* Find the layer's tensors in the set and check them against the config (for a Qwen4-Exp config, eg_source_qwen's
+ * row parts). */
 int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
 			 unsigned layer_index, const char *weight_template, const char *scale_template);
 /* A Qwen4-Exp PLE table from its checkpoint's row parts (pack_qwen.c), its hash buffers checked against the
  * config; and the read of rows across its parts. */
 int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
-		   unsigned layer_index);
+		   unsigned layer_index, int templated);
 int eg_source_read_parts(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst);
 /* Random rows of the given dtype ("bf16", "f32", "f16", "e4m3"), reproducible from seed. */
 int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned layer_index, const char *dtype,

@@ -142,7 +142,8 @@ static int read_scale(const struct eg_tensor_set *set, int layer, const struct e
 	return 0;
 }
 
-int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg, unsigned li)
+int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg, unsigned li,
+		   int templated)
 {
 	const int layer_id = engram_config_layer_id(cfg, li), layer = layer_id - 1; /* decoder layers from 0 */
 	const uint64_t rows = engram_config_table_rows(cfg, li);
@@ -160,6 +161,8 @@ int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const e
 		return eg_source_checkpoint(s, set, cfg, li, EG_QWEN_GGUF_TENSOR, NULL);
 	memset(s, 0, sizeof(*s));
 	s->wfd = s->sfd = -1;
+	if (templated)
+		return eg_fail(-EINVAL, "a Qwen4-Exp table is found by its parts' names: no --template or --scale-template");
 	if ((err = check_buffers(set, cfg, li, layer)) < 0)
 		return err;
 	s->parts = calloc(P, sizeof(*s->parts));

@@ -223,6 +223,8 @@ _FUNCS = {
     "engram_config_compressed_vocab": (c_uint64, [_p]),
     "engram_config_pad_id": (c_int64, [_p]),
     "engram_config_compressed_pad": (c_int64, [_p]),
+    "engram_config_family": (c_int, [_p]),
+    "engram_family_name": (c_char_p, [c_int]),
     "engram_hasher_create": (c_int, [_pp, _p, c_uint]),
     "engram_hasher_destroy": (None, [_p]),
     "engram_hasher_push": (c_int, [_p, c_uint, _p, _p, c_size_t, _p]),

@@ -83,6 +83,7 @@ class Store(Handle):
         return {
             "path": self._path,
             "config": {
+                "family": cfg.family,
                 "layer_ids": list(cfg.layer_ids),
                 "max_ngram": cfg.max_ngram,
                 "heads": cfg.heads,
@@ -107,7 +108,8 @@ class Store(Handle):
             "set_id": bytes(si.set_id).hex(),
             "created_unix": si.created_unix,
             "writer": si.writer.decode(errors="replace") if si.writer else "",
-            # where the packer got the token map: "tokenizer.json", ".npy", or "" for shards that do not say
+            # where the packer got the token map: "tokenizer.json", ".npy", "none" (a family without one: raw ids),
+            # or "" for shards that do not say
             "token_map": {
                 "source": (si.token_map_source or b"").decode(errors="replace"),
                 "name": (si.token_map_name or b"").decode(errors="surrogateescape"),
