@@ -152,13 +152,6 @@ int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const e
 	char name[NAME_MAX_LEN], shape[128];
 	int err;
 
-	const struct eg_tensor *whole = NULL;
-	/* a llama.cpp GGUF holds the table whole, in any of ggml's types, under a name of its own (its keys were
-	 * checked against the derivation: gguf_qwen.c) */
-	if ((err = eg_tensors_find_unique(set, EG_QWEN_GGUF_TENSOR, &whole)) < 0)
-		return err;
-	if (whole)
-		return eg_source_checkpoint(s, set, cfg, li, EG_QWEN_GGUF_TENSOR, NULL);
 	memset(s, 0, sizeof(*s));
 	s->wfd = s->sfd = -1;
 	if (templated)
