@@ -442,6 +442,20 @@ static void test_straddle_costs(void **state)
 			assert_int_equal(r.read_bytes, 3 * 4096);
 			engram_cachesim_destroy(sim);
 		}
+		if (k == 2) { /* the tools: replay (a session) and cachesim count the same reads of one stream */
+			int64_t toks[400];
+			for (int i = 0; i < 400; i++)
+				toks[i] = i * 7919 % 73;
+			const char *t = write_tmp_npy_ints("straddle-tokens.npy", toks, 400, 8);
+			const char *shard = pack_gguf("C", w, name), *stat = tool_path("engram-stat");
+			assert_int_equal(sh("%s replay %s --tokens %s --disk-iops 100000 --disk-latency-us 50 --json > %s/r.json",
+					    stat, shard, t, tmpdir_create_once()), 0);
+			assert_int_equal(sh("%s cachesim %s --tokens %s --mem-mb 1 --policy page --json > "
+					    "%s/c.json", stat, shard, t, tmpdir_create_once()), 0);
+			assert_int_equal(sh("cd %s && r=$(tr , '\\n' < r.json | grep -m1 '\"straddled\"' | tr -dc 0-9) && "
+					    "c=$(tr , '\\n' < c.json | grep '\"straddled\"' | tr -dc 0-9) && test \"$r\" -gt 0 "
+					    "&& test \"$r\" = \"$c\"", tmpdir_create_once()), 0);
+		}
 		engram_close(st);
 	}
 	in_place = 0;
