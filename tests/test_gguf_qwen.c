@@ -249,6 +249,8 @@ static void refused(const char *gguf, const char *config, int err, const char *m
 
 	if (got != err || !strstr(engram_last_error(), msg))
 		fail_msg("%s: expected %d naming '%s', got %d '%s'", gguf, err, msg, got, engram_last_error());
+	if (access(out_path("qwen-bad"), F_OK) == 0)
+		fail_msg("%s: refused, but an index was written", gguf);
 }
 
 /* Each wrong key refused, naming it (and the value the library derives). */
