@@ -136,7 +136,8 @@ ENGRAM_API unsigned engram_config_head_dim(const engram_config *cfg);
 /* Columns (rows fetched per position and layer) = (N - 1) x heads. */
 ENGRAM_API unsigned engram_config_columns(const engram_config *cfg);
 /* Rows of the layer's table: engram_num_embeddings when the config states it (a store's config: what its tables
- * hold), else the sum of its primes. 0 for a bad index. */
+ * hold), else the sum of its primes (ENGRAM_FAMILY_QWEN_PLE: rounded up to make_ngram_vocab_size_divisible_by).
+ * 0 for a bad index. */
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *cfg, unsigned layer_index);
 /* Rows the hash addresses: the sum of the layer's primes, at most engram_config_table_rows(); a table's rows beyond
  * them are kept and readable (engram_gather_rows, engram_read_row) but never addressed (NVIDIA NeMo's test tables

@@ -76,7 +76,8 @@ int eg_params_qwen(struct eg_hash_params *p, const struct eg_qwen_fields *f, con
 
 	memset(p, 0, sizeof(*p));
 	if ((err = in_range(what, "vocab_size", f->vocab_size, 1, (int64_t)EG_MAX_RAW_VOCAB, NULL)) < 0 ||
-	    (err = in_range(what, "eos_token_id", f->eos_token_id, 0, f->vocab_size - 1, "a token id of the vocabulary")) < 0 ||
+	    (err = in_range(what, "eos_token_id", f->eos_token_id, 0, f->vocab_size - 1,
+			    "a token id of the vocabulary")) < 0 ||
 	    (err = in_range(what, "ngram_size", f->ngram_size, 2, EG_MAX_NGRAM, NULL)) < 0 ||
 	    (err = in_range(what, "heads_per_ngram", f->heads_per_ngram, 1, EG_MAX_HEADS, NULL)) < 0 ||
 	    (err = in_range(what, "ngram_vocab_size_base", f->ngram_vocab_size_base, 2, (int64_t)EG_MAX_TABLE_ROWS,

@@ -305,6 +305,48 @@ static void test_sessions_every_way_of_pushing(void **state)
 		}
 }
 
+/* engram-stat gather of the reference's tokens (its .npy) writes the reference's rows, from the BF16 and FP8 sets,
+ * in both modes. */
+static void test_engram_stat_gather(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 3; k += 2)
+		for (int mode = 0; mode < 2; mode++) {
+			char out[4200], tok[4096];
+			uint64_t shape[8];
+			unsigned nd;
+			size_t bytes;
+			snprintf(tok, sizeof(tok), "%s", fixture(TINY "tiny-n3.tokens.npy"));
+			snprintf(out, sizeof(out), "%.4000s/gather.npy", tmpdir_create_once());
+			assert_int_equal(sh("%s gather %s --tokens %s --layer 2 --dtype f32 --mode %s --out %s",
+					    tool_path("engram-stat"), shard[k], tok, mode ? "pagecache" : "direct", out), 0);
+			float *g = read_npy(out, "<f4", &bytes, shape, &nd);
+			assert_true(nd == 2 && shape[0] == N_TOK && shape[1] == COLS * HD);
+			assert_memory_equal(g, expect[k == 2], bytes);
+			free(g);
+		}
+}
+
+/* engram-stat info says what the set is: its family, EOS, no token map, the padded table and the FP8 dtype. */
+static void test_engram_stat_info(void **state)
+{
+	char out[4200];
+
+	(void)state;
+	snprintf(out, sizeof(out), "%.4000s/info.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s info %s > %s", tool_path("engram-stat"), shard[2], out), 0);
+	char *text = read_file(out, NULL);
+	static const char *const lines[] = {
+		"family        qwen4-exp-ple\n", "layers        1 (ids 2)\n", "head dim      4\n", "columns       4\n",
+		"table rows    152\n", "vocab         1000 raw token ids (no token map)\n", "eos           7 (",
+		"token map     none: raw token ids\n", "F8_E4M3_T", "hash config   config json 'tiny-n3.config.json'\n",
+	};
+	for (size_t i = 0; i < sizeof(lines) / sizeof(*lines); i++)
+		if (!strstr(text, lines[i]))
+			fail_msg("engram-stat info lacks '%s':\n%s", lines[i], text);
+	free(text);
+}
+
 /* ---- checkpoints written here: the tiny one's tensors, some changed ---- */
 
 struct tensor {
@@ -434,6 +476,74 @@ static void test_model_dir_with_a_sharded_index(void **state)
 	free_tensors(t, n);
 }
 
+/* A config of two layers, 2 and 4: each layer's table is read from its own parts (layers.1 and layers.3), the
+ * second's of its own size (its heads the next primes, its rows padded to 8); layer 2 gathers the reference's
+ * rows, layer 4 the rows written for it, at the rows the hasher gives. */
+static void test_two_layers(void **state)
+{
+	struct tensor t[40];
+	size_t n = load_tensors(TINY "tiny-n3.bf16.safetensors", t, 16);
+	const char *dir = tmpdir_create_once();
+	char cfg[4200], w[4200], out[4200];
+	engram_config *c;
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%.4000s/two.config.json", dir);
+	FILE *f = fopen(cfg, "w");
+	fputs("{\"model_type\": \"qwen4_exp\", \"text_config\": {\"vocab_size\": 1000, \"eos_token_id\": 7, "
+	      "\"ngram_size\": 3, \"heads_per_ngram\": 2, \"ngram_vocab_size_base\": 31, "
+	      "\"make_ngram_vocab_size_divisible_by\": 8, \"split_ngram_parts\": 4, \"ple_layer_ids\": [2, 4], "
+	      "\"ple_embed_dim\": 16}}", f);
+	fclose(f);
+	must(engram_config_load(&c, cfg, NULL), cfg);
+	uint64_t rows4 = engram_config_table_rows(c, 1), per = (rows4 + 3) / 4;
+	assert_int_equal(engram_config_prime(c, 1, 0), 47); /* the fifth prime above 30 */
+	assert_int_equal(rows4, 224);                         /* 47 + 53 + 59 + 61 = 220, padded to 8 */
+	/* layer 4's parts: row r holds the values r, r + 1/4, r + 1/2, r + 3/4 (exact in bf16 below 64) */
+	for (unsigned i = 0; i < 4; i++) {
+		struct tensor *p = &t[n + i];
+		snprintf(p->name, sizeof(p->name), "model.language_model.layers.3.ple.ple_embedding.ngram_embedding."
+						   "shard_%u.weight", i);
+		snprintf(p->dtype, sizeof(p->dtype), "BF16");
+		p->ndim = 2;
+		p->shape[0] = per;
+		p->shape[1] = HD;
+		p->nbytes = per * HD * 2;
+		p->data = malloc(p->nbytes);
+		for (uint64_t r = 0; r < per; r++)
+			for (unsigned j = 0; j < HD; j++) {
+				float v = (float)((i * per + r) % 64) + 0.25f * (float)j;
+				uint16_t h = rne(v);
+				memcpy(p->data + (r * HD + j) * 2, &h, 2);
+			}
+	}
+	snprintf(w, sizeof(w), "%.4000s/two.safetensors", dir);
+	write_st(w, t, n + 4, ((uint64_t)1 << (n + 4)) - 1);
+	snprintf(out, sizeof(out), "%.4000s/two.engram", dir);
+	pack_files(cfg, NULL, w, out, NULL);
+	engram_store *st;
+	engram_hasher *h;
+	must(engram_open(&st, out, 0), out);
+	must(engram_hasher_create(&h, engram_store_config(st), 1), "hasher");
+	uint64_t *r = malloc(2 * N_TOK * COLS * sizeof(*r));
+	must(engram_hasher_push(h, 0, tokens, NULL, N_TOK, r), "push");
+	assert_memory_equal(r, ids, N_TOK * COLS * sizeof(*r)); /* layer 2's rows: the reference's */
+	size_t m = N_TOK * COLS;
+	float *g = malloc(m * HD * 4);
+	must(engram_gather_rows(st, 1, r + m, m, ENGRAM_OUT_F32, g, m * HD * 4), "layer 4");
+	for (size_t i = 0; i < m; i++) {
+		assert_true(r[m + i] < 220);
+		for (unsigned j = 0; j < HD; j++)
+			assert_true(g[i * HD + j] == (float)(r[m + i] % 64) + 0.25f * (float)j);
+	}
+	free(g);
+	free(r);
+	engram_hasher_destroy(h);
+	engram_close(st);
+	engram_config_free(c);
+	free_tensors(t, n + 4);
+}
+
 /* Pack weights at path with the tiny config (and a template when given): the error, and the detail, which must
  * hold both fragments. */
 static void expect_refused(const char *path, const char *tmpl, int want, const char *frag1, const char *frag2)
@@ -482,7 +592,8 @@ static void test_hostile_checkpoints(void **state)
 	p1->nbytes = 38 * HD * 2;
 	/* a fifth part: rows the table does not have */
 	memcpy(&t[n], p2, sizeof(*p2));
-	snprintf(t[n].name, sizeof(t[n].name), "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_4.weight");
+	snprintf(t[n].name, sizeof(t[n].name),
+		 "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_4.weight");
 	write_st(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "shard_4.weight' is a part past the 4", "bad.safetensors");
 	/* part 1 in F16, the others BF16 */
@@ -521,7 +632,8 @@ static void test_hostile_checkpoints(void **state)
 	struct tensor *sc = named(u, n8, "weight_scale");
 	const uint64_t all8 = ((uint64_t)1 << n8) - 1;
 	write_st(path, u, n8, all8 & ~((uint64_t)1 << (sc - u)));
-	expect_refused(path, NULL, ENGRAM_EDTYPE, "shard_0.weight' is F8_E4M3 but the table's scale", "weight_scale' is missing");
+	expect_refused(path, NULL, ENGRAM_EDTYPE, "shard_0.weight' is F8_E4M3 but the table's scale",
+		       "weight_scale' is missing");
 	uint8_t two[4];
 	memcpy(two, sc->data, 2);
 	memcpy(two + 2, sc->data, 2);
@@ -597,7 +709,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_gathers_the_reference),
 		cmocka_unit_test(test_sessions_every_way_of_pushing),
+		cmocka_unit_test(test_engram_stat_gather),
+		cmocka_unit_test(test_engram_stat_info),
 		cmocka_unit_test(test_model_dir_with_a_sharded_index),
+		cmocka_unit_test(test_two_layers),
 		cmocka_unit_test(test_hostile_checkpoints),
 		cmocka_unit_test(test_fp8_scale_types),
 	};

@@ -137,7 +137,8 @@ class Config(NoCopy):
     @property
     def table_rows(self) -> Tuple[int, ...]:
         """Rows of each layer's table, in layer_ids order: engram_num_embeddings when the config states it (a
-        store's config: what its tables hold), else the sum of its primes."""
+        store's config: what its tables hold), else the sum of its primes (family "qwen4-exp-ple": rounded up to
+        make_ngram_vocab_size_divisible_by)."""
         return self._table_rows
 
     @property

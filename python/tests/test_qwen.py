@@ -91,6 +91,13 @@ def test_hasher_every_way_of_pushing(name):
             h.reset(1)
             h.import_state(0, state)
             h.import_state(1, h.export_state(0))
+    # the history given back (seed): from the start, or its last tokens, then the rest pushed
+    for cut in (0, 1, 2, len(t) // 2, len(t) - 1):
+        h.seed(0, t[:cut], start=True)
+        np.testing.assert_array_equal(h.push(0, t[cut:])[0], ids[cut:], err_msg=f"seeded from the start, {cut}")
+        if cut >= 2:
+            h.seed(0, t[:cut])
+            np.testing.assert_array_equal(h.push(0, t[cut:])[0], ids[cut:], err_msg=f"seeded, {cut}")
 
 
 def test_ids_outside_the_vocab_and_token_maps_are_refused():
