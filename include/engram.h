@@ -667,6 +667,10 @@ struct engram_io_stats {
 	 * workers when that is the backend; see libengram(3)): in the session's all-layers totals (layer_index < 0,
 	 * flags 0) only, 0 in a layer's or a step's. */
 	uint64_t thread_cpu_ns;
+	/* Of units, those of rows that straddle a 4 KiB page of a table indexed in place (engram-pack --in-place:
+	 * the rows lie as the GGUF has them, e.g. 90-byte IQ4_NL rows): each is one read of the two pages the row
+	 * spans, counted so in bytes and disk_bytes. 0 for packed tables, whose rows never straddle. */
+	uint64_t straddled;
 };
 
 #define ENGRAM_STATS_STEP 1u /* engram_session_stats: the current step's counters (reset by engram_session_begin) */
@@ -774,6 +778,15 @@ struct engram_cachesim_result {
 	unsigned ways;            /* row tiers: slots a set */
 	unsigned slot_bytes;      /* row tiers: a slot of a real row cache (record rounded to 8 bytes, and 24) */
 	uint64_t hot_rows;        /* hot+row: rows in the hot region */
+	/* What the misses cost (counted steps): the units read (a push's, or a gather's of a row not in RAM), the
+	 * bytes they bring in (a unit's pages; a zstd block's frame), and of those units the ones of rows that
+	 * straddle a page of a table indexed in place (two pages each). unit_bytes: an entry of the page tier and
+	 * of a row tier's staging, as a session's private cache takes it (its store's largest unit: 8 KiB when
+	 * in-place rows straddle pages); page-lru's budget counts pages, a straddling unit two of them. */
+	uint64_t reads;
+	uint64_t read_bytes;
+	uint64_t straddled;
+	uint64_t unit_bytes;
 };
 /* Fill *out (as far as out->size allows). Returns 0 or -EINVAL (size below the first version's). */
 ENGRAM_API int engram_cachesim_result(const engram_cachesim *sim, struct engram_cachesim_result *out);

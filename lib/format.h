@@ -56,7 +56,7 @@ enum eg_dtype {
 	EG_DT_F8_E4M3 = 4,    /* with one F8_E8M0 scale byte per EG_SCALE_BLOCK columns, after the payload */
 	/* ggml's block types (added in 1.1 without a new minor: a reader that does not know a dtype refuses
 	 * the table by name, see eg_table_check): a row is head_dim / elems blocks, as a GGUF file stores it (ggml's
-	 * block_q8_0 ... block_q6_K, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
+	 * block_q8_0 ... block_q6_K and block_iq4_nl, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
 	EG_DT_Q8_0 = 5,
 	EG_DT_Q4_0 = 6,
 	EG_DT_Q4_1 = 7,
@@ -67,6 +67,7 @@ enum eg_dtype {
 	EG_DT_Q4_K = 12,
 	EG_DT_Q5_K = 13,
 	EG_DT_Q6_K = 14,
+	EG_DT_IQ4_NL = 15,    /* block_iq4_nl: fp16 d, 16 bytes of nibbles indexing ggml's kvalues_iq4nl */
 	/* format 1.3: F8_E4M3 with one scale for the whole table (Qwen4-Exp's FP8 release: e4m3 parts and one
 	 * weight_scale), kept with every row so that a row dequantizes alone: head_dim e4m3fn bytes, then the scale
 	 * as a little-endian float32 (a BF16 or F16 scale exactly). Value = e4m3 x scale. */
@@ -238,6 +239,7 @@ static inline const struct eg_block_type *eg_block_type(uint32_t dt)
 		[EG_DT_Q5_1] = { 32, 24, "Q5_1" },    [EG_DT_Q2_K] = { 256, 84, "Q2_K" },
 		[EG_DT_Q3_K] = { 256, 110, "Q3_K" },  [EG_DT_Q4_K] = { 256, 144, "Q4_K" },
 		[EG_DT_Q5_K] = { 256, 176, "Q5_K" },  [EG_DT_Q6_K] = { 256, 210, "Q6_K" },
+		[EG_DT_IQ4_NL] = { 32, 18, "IQ4_NL" },
 	};
 
 	/* the entries of the table only: dtypes after the block types (F8_E4M3_T) are not blocks */

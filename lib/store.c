@@ -484,6 +484,16 @@ const struct eg_piece *eg_store_find(const engram_store *s, unsigned li, uint64_
 	return NULL;
 }
 
+size_t eg_store_unit_max(const engram_store *s)
+{
+	size_t m = 0;
+
+	for (unsigned i = 0; i < s->n_pieces; i++)
+		if (eg_unit_max(s->pieces[i].t) > m)
+			m = eg_unit_max(s->pieces[i].t);
+	return m;
+}
+
 const struct eg_disk_table *eg_store_layer_table(const engram_store *s, unsigned li)
 {
 	if (li >= s->cfg->n_layers || s->layer_first[li] == s->layer_first[li + 1])

@@ -74,6 +74,9 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
  * two layers of ~12 MiB), packed once into the scratch directory; returns its path (a static buffer). */
 const char *pack_v41_synthetic(uint64_t scale);
 
+/* bf16 of an f32 as every gather rounds, written from the definition: to nearest even, NaN made quiet. */
+uint16_t bf16_of(float f);
+
 /* Path of a built program (engram-stat, engram-pack) under $ENGRAM_BUILD (default "build"); 4 slots. */
 const char *tool_path(const char *name);
 /* Run a shell command built from fmt; returns its exit status, or -1 if it did not exit. */

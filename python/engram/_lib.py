@@ -115,6 +115,7 @@ class IoStats(ctypes.Structure):
         ("ram", c_uint64),
         ("disk_bytes", c_uint64),
         ("thread_cpu_ns", c_uint64),
+        ("straddled", c_uint64),
     ]
 
 
@@ -169,6 +170,10 @@ class CacheSimResult(ctypes.Structure):
         ("ways", c_uint),
         ("slot_bytes", c_uint),
         ("hot_rows", c_uint64),
+        ("reads", c_uint64),
+        ("read_bytes", c_uint64),
+        ("straddled", c_uint64),
+        ("unit_bytes", c_uint64),
     ]
 
 
