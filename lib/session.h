@@ -257,7 +257,6 @@ int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *
 int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit);
 /* Error of a unit whose read failed (u->err), naming the file. */
 int eg_sess_unit_error(const struct eg_piece *p, int err);
-void *eg_sess_alloc_aligned(size_t n);
 
 /* session_progress.c */
 /* Start the I/O thread, which makes the backend (io_uring, else the pread pool); stop it (destroy). */

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "dtype.h"
+#include "grow.h"
 #include "layout.h"
 #include "session.h"
 
@@ -39,16 +40,11 @@ static void count_lead(engram_session *s, unsigned layer, const struct eg_unit *
 
 static int grow_refs(engram_session *s, size_t n)
 {
-	if (n <= s->cap_refs)
-		return 0;
-	size_t cap = s->cap_refs ? s->cap_refs : 1024;
-	while (cap < n)
-		cap *= 2;
-	struct row_ref *v = realloc(s->refs, cap * sizeof(*v));
+	struct row_ref *v = eg_array_grown(s->refs, sizeof(*v), &s->cap_refs, n, 1024);
+
 	if (!v)
 		return eg_fail(-ENOMEM, "out of memory for a gather of %zu rows", n);
 	s->refs = v;
-	s->cap_refs = cap;
 	return 0;
 }
 

@@ -15,22 +15,18 @@
 #include <string.h>
 
 #include "file.h"
+#include "grow.h"
 #include "session.h"
 
 #define HDR_WORDS 3
 
 static int grow(struct eg_handover *h, size_t words)
 {
-	if (h->n + words <= h->cap)
-		return 0;
-	size_t cap = h->cap ? h->cap : 1024;
-	while (cap < h->n + words)
-		cap *= 2;
-	uint64_t *v = realloc(h->v, cap * sizeof(*v));
+	uint64_t *v = eg_array_grown(h->v, sizeof(*v), &h->cap, h->n + words, 1024);
+
 	if (!v)
 		return -ENOMEM;
 	h->v = v;
-	h->cap = cap;
 	return 0;
 }
 

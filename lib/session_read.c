@@ -62,12 +62,10 @@ static int enqueue(engram_session *s, const struct pending *q, int front)
 int eg_sess_pin(engram_session *s, uint32_t slot)
 {
 	if (s->n_pinned == s->cap_pinned) {
-		size_t cap = s->cap_pinned ? 2 * s->cap_pinned : 1024;
-		uint32_t *v = realloc(s->pinned, cap * sizeof(*v));
+		uint32_t *v = eg_array_grown(s->pinned, sizeof(*v), &s->cap_pinned, s->n_pinned + 1, 1024);
 		if (!v)
 			return eg_fail(-ENOMEM, "out of memory");
 		s->pinned = v;
-		s->cap_pinned = cap;
 	}
 	s->cache.u[slot].pins++;
 	s->pinned[s->n_pinned++] = slot;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "grow.h"
 #include "layout.h"
 #include "remote.h"
 #include "session.h"
@@ -285,11 +286,11 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const 
 	struct eg_sess_remote *r = s->remote;
 
 	if (status == EG_REMOTE_OK && r->n_ok == r->cap_ok) {
-		size_t cap = r->cap_ok ? 2 * r->cap_ok : 256;
-		uint64_t *t = realloc(r->ok_tag, cap * sizeof(*t));
+		size_t cap = r->cap_ok, dcap = r->cap_ok; /* the tags' room, then the data's: the same count */
+		uint64_t *t = eg_array_grown(r->ok_tag, sizeof(*t), &cap, r->n_ok + 1, 256);
 		if (t)
 			r->ok_tag = t;
-		uint8_t *d = t ? realloc(r->ok_data, cap * r->rec_max) : NULL;
+		uint8_t *d = t ? eg_array_grown(r->ok_data, r->rec_max, &dcap, cap, cap) : NULL;
 		if (d) {
 			r->ok_data = d;
 			r->cap_ok = cap;
@@ -440,12 +441,10 @@ static int request(engram_session *s, unsigned layer, const uint64_t *rows, size
 		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && s->rc && eg_rc_has(s->rc, key)))
 			continue;
 		if (r->n_ask == r->cap_ask) {
-			size_t cap = r->cap_ask ? 2 * r->cap_ask : 1024;
-			struct eg_remote_req *v = realloc(r->ask, cap * sizeof(*v));
+			struct eg_remote_req *v = eg_array_grown(r->ask, sizeof(*v), &r->cap_ask, r->n_ask + 1, 1024);
 			if (!v)
 				return eg_fail(-ENOMEM, "out of memory for the remote rows of a step");
 			r->ask = v;
-			r->cap_ask = cap;
 		}
 		/* the rows added so far are asked for, so that none waits for a request never made */
 		if (!add(cur, key, r->rec_max))
