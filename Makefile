@@ -29,7 +29,7 @@ LIBS := -luring -ljansson -lzstd -lxxhash -lhiredis -lpthread -lm
 PACK_LIBS := -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
-LIB_SRC := $(wildcard lib/*.c)
+LIB_SRC := $(wildcard lib/*.c lib/reader/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)

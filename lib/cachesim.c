@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "units.h"
+#include "reader/units.h"
 #include "internal.h"
 #include "layout.h"
 #include "rowcache.h"

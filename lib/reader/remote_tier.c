@@ -1,7 +1,7 @@
 /* A session's remote tier (engram_session_options.remote): rows no RAM tier holds are read from a Redis Cluster
  * through the client of remote.c, and from the local shard when the cluster cannot give them.
  *
- * Threads. The client is the session's I/O thread's (session_progress.c), driven as its eg_source: the engine
+ * Threads. The client is the session's I/O thread's (progress.c), driven as its eg_source: the engine
  * thread never makes a socket call. Push (and prefetch), under the session's lock, records the rows of the step
  * that the row cache does not hold, once each (a per-step table of rows: pending, verified, or failed with the
  * node's name), in a list of rows to ask for, and wakes the thread. The thread, under the lock (run), hands
@@ -28,7 +28,7 @@
 #include "grow.h"
 #include "layout.h"
 #include "remote.h"
-#include "session.h"
+#include "reader_int.h"
 
 enum { RR_PENDING = 1, RR_OK, RR_FAILED };
 
@@ -60,7 +60,7 @@ struct rtable {
 #define SHRINK_ROWS (1u << 16)
 
 /* Everything but client and wake_fd is guarded by the session's lock. */
-struct eg_sess_remote {
+struct eg_rd_remote {
 	struct eg_remote *client; /* the I/O thread's alone */
 	uint32_t gen;           /* the step's; its table is tab[gen % NGEN]; replies for a cleared table are dropped */
 	struct rtable tab[NGEN];
@@ -111,7 +111,7 @@ static struct rrow *find_in(struct rtable *t, uint64_t key)
 
 /* The newest request of key in this step's table or the NGEN - 1 before it; *data its bytes and *age the steps
  * since it was asked for (either may be NULL). */
-static struct rrow *find_aged(struct eg_sess_remote *r, uint64_t key, const uint8_t **data, uint32_t *age)
+static struct rrow *find_aged(struct eg_rd_remote *r, uint64_t key, const uint8_t **data, uint32_t *age)
 {
 	for (uint32_t g = 0; g < NGEN; g++) {
 		struct rtable *t = &r->tab[(r->gen - g) % NGEN];
@@ -134,7 +134,7 @@ struct rref {
 	uint32_t gen, e;
 };
 
-static struct rref ref_of(const struct eg_sess_remote *r, const struct rrow *e, uint32_t age)
+static struct rref ref_of(const struct eg_rd_remote *r, const struct rrow *e, uint32_t age)
 {
 	if (!e)
 		return (struct rref){ 0, 0 };
@@ -144,7 +144,7 @@ static struct rref ref_of(const struct eg_sess_remote *r, const struct rrow *e, 
 
 /* The row a ref names, *data its bytes (may be NULL); looked up again (the newest request) when the ref is empty
  * or its step's table has been cleared since. */
-static struct rrow *ref_row(struct eg_sess_remote *r, struct rref x, uint64_t key, const uint8_t **data)
+static struct rrow *ref_row(struct eg_rd_remote *r, struct rref x, uint64_t key, const uint8_t **data)
 {
 	struct rtable *t = &r->tab[x.gen % NGEN];
 
@@ -162,7 +162,7 @@ static int wanted_entry(const struct rrow *e, uint32_t age)
 	return !e || (e->state == RR_FAILED && age > 0);
 }
 
-static int wanted(struct eg_sess_remote *r, uint64_t key)
+static int wanted(struct eg_rd_remote *r, uint64_t key)
 {
 	uint32_t age = 0;
 	const struct rrow *e = find_aged(r, key, NULL, &age);
@@ -218,7 +218,7 @@ static void table_free(struct rtable *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static uint16_t node_name(struct eg_sess_remote *r, const char *node)
+static uint16_t node_name(struct eg_rd_remote *r, const char *node)
 {
 	for (unsigned i = 0; i < r->n_names; i++)
 		if (!strcmp(r->names[i], node))
@@ -230,10 +230,10 @@ static uint16_t node_name(struct eg_sess_remote *r, const char *node)
 }
 
 /* The client's callback, on the I/O thread: a row verified or failed, published under the lock. */
-static void publish(engram_session *s, uint64_t tag, enum eg_remote_status status, const uint8_t *data,
+static void publish(struct eg_reader *rd, uint64_t tag, enum eg_remote_status status, const uint8_t *data,
 		    const char *node)
 {
-	struct eg_sess_remote *r = s->remote;
+	struct eg_rd_remote *r = rd->remote;
 	uint32_t i = (uint32_t)tag, gen = (uint32_t)(tag >> 32);
 	struct rtable *tb = &r->tab[gen % NGEN];
 
@@ -242,7 +242,7 @@ static void publish(engram_session *s, uint64_t tag, enum eg_remote_status statu
 	struct rrow *e = &tb->rows[i];
 	r->published++;
 	unsigned layer = (unsigned)(e->key >> 40) - 1;
-	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
+	const struct eg_disk_table *t = eg_store_layer_table(rd->st, layer);
 	if (status == EG_REMOTE_OK) {
 		memcpy(tb->data + (size_t)i * r->rec_max, data, t->record_size);
 		e->state = RR_OK;
@@ -263,17 +263,17 @@ static void publish(engram_session *s, uint64_t tag, enum eg_remote_status statu
 }
 
 /* The rows verified in this poll round, published under one lock (the counters as of the last). */
-static void publish_ok(engram_session *s)
+static void publish_ok(struct eg_reader *rd)
 {
-	struct eg_sess_remote *r = s->remote;
+	struct eg_rd_remote *r = rd->remote;
 
 	if (!r->n_ok)
 		return;
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&rd->lock);
 	for (size_t i = 0; i < r->n_ok; i++)
-		publish(s, r->ok_tag[i], EG_REMOTE_OK, r->ok_data + i * r->rec_max, NULL);
+		publish(rd, r->ok_tag[i], EG_REMOTE_OK, r->ok_data + i * r->rec_max, NULL);
 	eg_remote_get_stats(r->client, &r->cst);
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&rd->lock);
 	r->n_ok = 0;
 }
 
@@ -282,8 +282,8 @@ static void publish_ok(engram_session *s)
 static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const uint8_t *data, size_t len,
 		   const char *node)
 {
-	engram_session *s = arg;
-	struct eg_sess_remote *r = s->remote;
+	struct eg_reader *rd = arg;
+	struct eg_rd_remote *r = rd->remote;
 
 	if (status == EG_REMOTE_OK && r->n_ok == r->cap_ok) {
 		size_t cap = r->cap_ok, dcap = r->cap_ok; /* the tags' room, then the data's: the same count */
@@ -303,19 +303,19 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const 
 		return;
 	}
 	/* a failure, or no memory to keep the row: now, under the lock */
-	pthread_mutex_lock(&s->lock);
-	publish(s, tag, status, data, node);
+	pthread_mutex_lock(&rd->lock);
+	publish(rd, tag, status, data, node);
 	eg_remote_get_stats(r->client, &r->cst); /* as of this row: read beside it */
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&rd->lock);
 }
 
 /* ---- the I/O thread's source ---- */
 
 /* Under the lock: the rows recorded since the last turn to the client (no system call); the client's
  * counters; the rows published since. */
-static unsigned src_run(engram_session *s, void *arg)
+static unsigned src_run(struct eg_reader *rd, void *arg)
 {
-	struct eg_sess_remote *r = arg;
+	struct eg_rd_remote *r = arg;
 	unsigned published = r->published;
 	int err;
 
@@ -326,77 +326,77 @@ static unsigned src_run(engram_session *s, void *arg)
 	r->n_ask = 0;
 	eg_remote_get_stats(r->client, &r->cst);
 	r->published = 0;
-	if (r->err && s->waiters)
+	if (r->err && rd->waiters)
 		published++; /* the waiting gathers see the failure */
 	return published;
 }
 
 /* Outside the lock: write, poll (sleeping when block: until a row completes, a deadline passes or a kick),
  * read, publish. */
-static void src_wait(engram_session *s, void *arg, int block)
+static void src_wait(struct eg_reader *rd, void *arg, int block)
 {
-	struct eg_sess_remote *r = arg;
-	int err = eg_remote_progress_fd(r->client, block ? 60000u : 0u, r->wake_fd, on_row, s);
+	struct eg_rd_remote *r = arg;
+	int err = eg_remote_progress_fd(r->client, block ? 60000u : 0u, r->wake_fd, on_row, rd);
 
-	publish_ok(s);
+	publish_ok(rd);
 	if (err < 0) {
-		pthread_mutex_lock(&s->lock);
+		pthread_mutex_lock(&rd->lock);
 		if (!r->err) {
 			r->err = err;
 			snprintf(r->err_msg, sizeof(r->err_msg), "%s", engram_last_error());
 		}
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_unlock(&rd->lock);
 		struct timespec pause = { 0, 10000000 }; /* no spinning on a failing poll */
 		nanosleep(&pause, NULL);
 	}
 }
 
-static void src_kick(engram_session *s, void *arg)
+static void src_kick(struct eg_reader *rd, void *arg)
 {
-	struct eg_sess_remote *r = arg;
+	struct eg_rd_remote *r = arg;
 	uint64_t one = 1;
 	ssize_t n = write(r->wake_fd, &one, sizeof(one));
 
-	(void)s;
+	(void)rd;
 	(void)n; /* EAGAIN: the counter is full, so the thread is woken anyway */
 }
 
-int eg_sess_remote_open(engram_session *s, const char *url, unsigned timeout_ms)
+int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms)
 {
-	struct eg_sess_remote *r = calloc(1, sizeof(*r));
+	struct eg_rd_remote *r = calloc(1, sizeof(*r));
 	int err;
 
 	if (!r || !(r->names = calloc(64, sizeof(*r->names)))) {
 		free(r);
 		return eg_fail(-ENOMEM, "out of memory");
 	}
-	for (unsigned i = 0; i < s->st->n_pieces; i++)
-		if (s->st->pieces[i].t->record_size > r->rec_max)
-			r->rec_max = s->st->pieces[i].t->record_size;
+	for (unsigned i = 0; i < rd->st->n_pieces; i++)
+		if (rd->st->pieces[i].t->record_size > r->rec_max)
+			r->rec_max = rd->st->pieces[i].t->record_size;
 	if ((r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		err = eg_fail(-errno, "remote rows: eventfd: %s", strerror(errno));
 		free(r->names);
 		free(r);
 		return err;
 	}
-	if ((err = eg_remote_open(&r->client, url, s->st->shards[0].hdr->set_id, timeout_ms, 1)) < 0) {
+	if ((err = eg_remote_open(&r->client, url, rd->st->shards[0].hdr->set_id, timeout_ms, 1)) < 0) {
 		close(r->wake_fd);
 		free(r->names);
 		free(r);
 		return err;
 	}
 	/* from here the client is the I/O thread's */
-	pthread_mutex_lock(&s->lock);
-	s->remote = r;
-	s->source = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
-	eg_sess_progress_wake_locked(s);
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&rd->lock);
+	rd->remote = r;
+	rd->source = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
+	eg_rd_progress_wake_locked(rd);
+	pthread_mutex_unlock(&rd->lock);
 	return 0;
 }
 
-void eg_sess_remote_close(engram_session *s)
+void eg_rd_remote_close(struct eg_reader *rd)
 {
-	struct eg_sess_remote *r = s->remote;
+	struct eg_rd_remote *r = rd->remote;
 
 	if (!r)
 		return;
@@ -410,12 +410,12 @@ void eg_sess_remote_close(engram_session *s)
 		table_free(&r->tab[g]);
 	free(r->names);
 	free(r);
-	s->remote = NULL;
+	rd->remote = NULL;
 }
 
-void eg_sess_remote_begin(engram_session *s)
+void eg_rd_remote_begin(struct eg_reader *rd)
 {
-	struct eg_sess_remote *r = s->remote;
+	struct eg_rd_remote *r = rd->remote;
 
 	r->gen++;
 	struct rtable *t = &r->tab[r->gen % NGEN];
@@ -430,15 +430,15 @@ void eg_sess_remote_begin(engram_session *s)
 
 /* Record rows not in RAM (unless even_cached) and not asked for yet, for the I/O thread to ask for (under the
  * lock; the caller wakes the thread). */
-static int request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int even_cached)
+static int request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int even_cached)
 {
-	struct eg_sess_remote *r = s->remote;
-	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
+	struct eg_rd_remote *r = rd->remote;
+	const struct eg_disk_table *t = eg_store_layer_table(rd->st, layer);
 	struct rtable *cur = &r->tab[r->gen % NGEN];
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
-		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && s->rc && eg_rc_has(s->rc, key)))
+		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && rd->rc && eg_rc_has(rd->rc, key)))
 			continue;
 		if (r->n_ask == r->cap_ask) {
 			struct eg_remote_req *v = eg_array_grown(r->ask, sizeof(*v), &r->cap_ask, r->n_ask + 1, 1024);
@@ -450,21 +450,21 @@ static int request(engram_session *s, unsigned layer, const uint64_t *rows, size
 		if (!add(cur, key, r->rec_max))
 			return -ENOMEM;
 		r->ask[r->n_ask++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
-							     .layer_id = s->cfg->layers[layer].id, .row = rows[i],
+							     .layer_id = rd->cfg->layers[layer].id, .row = rows[i],
 							     .rec = t->record_size };
 	}
 	return 0;
 }
 
-int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
+int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n)
 {
-	int err = request(s, layer, rows, n, 0);
+	int err = request(rd, layer, rows, n, 0);
 
-	if (s->remote->n_ask)
-		eg_sess_progress_wake_locked(s); /* the I/O thread writes them; nothing here waits */
+	if (rd->remote->n_ask)
+		eg_rd_progress_wake_locked(rd); /* the I/O thread writes them; nothing here waits */
 	if (err < 0)
 		return err;
-	COUNT(s, layer, requested, n);
+	COUNT(rd, layer, requested, n);
 	return 0;
 }
 
@@ -481,43 +481,43 @@ static const char *status_text(uint8_t status)
 
 /* A row the cluster could not give, from the local shard into dst (the record); a clear error when the store
  * holds no table data. */
-static int fallback(engram_session *s, unsigned layer, uint64_t row, const struct rrow *e, uint8_t *dst)
+static int fallback(struct eg_reader *rd, unsigned layer, uint64_t row, const struct rrow *e, uint8_t *dst)
 {
-	struct eg_sess_remote *r = s->remote;
-	const struct eg_piece *p = eg_store_find(s->st, layer, row);
+	struct eg_rd_remote *r = rd->remote;
+	const struct eg_piece *p = eg_store_find(rd->st, layer, row);
 	int err;
 
 	if (!p || !p->data)
 		return eg_fail(-EIO, "layer %d row %llu: the remote tier could not give it (%s: %s), and '%s' holds no "
-			       "table data to read it from", s->cfg->layers[layer].id, (unsigned long long)row,
-			       r->names[e->node], status_text(e->status), s->st->shards[0].path);
+			       "table data to read it from", rd->cfg->layers[layer].id, (unsigned long long)row,
+			       r->names[e->node], status_text(e->status), rd->st->shards[0].path);
 	uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 	uint64_t unit = eg_unit_of(p->t, off);
-	pthread_mutex_lock(&s->lock); /* the counters and the overflow buffer are shared with the I/O thread */
-	err = eg_sess_load_unit(s, layer, p, unit, s->overflow);
+	pthread_mutex_lock(&rd->lock); /* the counters and the overflow buffer are shared with the I/O thread */
+	err = eg_rd_load_unit(rd, layer, p, unit, rd->overflow);
 	if (err >= 0) {
-		memcpy(dst, s->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
+		memcpy(dst, rd->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
 		r->st.fallbacks++;
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&rd->lock);
 	return err < 0 ? err : 0;
 }
 
 /* Under the lock: wait, sleeping, until the row of key is no longer pending or the deadline (CLOCK_REALTIME, the
  * condition variable's clock) passes; then the row counts as a timeout (the client delivers every row within
  * its timeout: only an I/O thread that cannot run is later). */
-static int wait_row(engram_session *s, uint64_t key, struct rref ref, const struct timespec *deadline)
+static int wait_row(struct eg_reader *rd, uint64_t key, struct rref ref, const struct timespec *deadline)
 {
-	struct eg_sess_remote *r = s->remote;
+	struct eg_rd_remote *r = rd->remote;
 	struct rrow *e = ref_row(r, ref, key, NULL);
 	int rc = 0, err;
 
-	s->waiters++;
+	rd->waiters++;
 	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
-		rc = pthread_cond_timedwait(&s->done, &s->lock, deadline);
+		rc = pthread_cond_timedwait(&rd->done, &rd->lock, deadline);
 		e = ref_row(r, ref, key, NULL); /* the entry again, not a pointer kept across the wait */
 	}
-	s->waiters--;
+	rd->waiters--;
 	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
 		err = r->err;
 		r->err = 0;
@@ -533,7 +533,7 @@ static int wait_row(engram_session *s, uint64_t key, struct rref ref, const stru
 }
 
 /* The bound of a gather's waits: the client's timeout, and a margin for the thread's turn. */
-static struct timespec wait_deadline(const struct eg_sess_remote *r)
+static struct timespec wait_deadline(const struct eg_rd_remote *r)
 {
 	struct timespec ts;
 	unsigned ms = eg_remote_timeout_ms(r->client);
@@ -551,59 +551,59 @@ static struct timespec wait_deadline(const struct eg_sess_remote *r)
 
 /* One row at convert time (evicted from the row cache since it was classified: asked for again, even_cached;
  * or still pending), waited for. */
-static int fetch_one(engram_session *s, unsigned layer, uint64_t row, int ask)
+static int fetch_one(struct eg_reader *rd, unsigned layer, uint64_t row, int ask)
 {
-	struct eg_sess_remote *r = s->remote;
+	struct eg_rd_remote *r = rd->remote;
 	struct timespec deadline = wait_deadline(r);
 	int err = 0;
 
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&rd->lock);
 	if (ask) {
-		err = request(s, layer, &row, 1, 1);
+		err = request(rd, layer, &row, 1, 1);
 		if (r->n_ask)
-			eg_sess_progress_wake_locked(s);
+			eg_rd_progress_wake_locked(rd);
 	}
 	if (err >= 0)
-		err = wait_row(s, eg_rc_key(layer, row), (struct rref){ 0, 0 }, &deadline);
-	pthread_mutex_unlock(&s->lock);
+		err = wait_row(rd, eg_rc_key(layer, row), (struct rref){ 0, 0 }, &deadline);
+	pthread_mutex_unlock(&rd->lock);
 	return err;
 }
 
-int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 			  uint8_t *dst)
 {
-	struct eg_sess_remote *r = s->remote;
-	const struct eg_disk_table *t = eg_store_layer_table(s->st, layer);
+	struct eg_rd_remote *r = rd->remote;
+	const struct eg_disk_table *t = eg_store_layer_table(rd->st, layer);
 	uint64_t ready = 0, not_ready = 0, misses = 0, ram = 0;
-	const uint8_t *src[SESSION_GATHER_CHUNK];
+	const uint8_t *src[READER_GATHER_CHUNK];
 	size_t ob, rec;
 	int err;
 
 	if (!n)
 		return 0;
 	if (!t)
-		return eg_fail(-EINVAL, "layer %d has no table in this store", s->cfg->layers[layer].id);
+		return eg_fail(-EINVAL, "layer %d has no table in this store", rd->cfg->layers[layer].id);
 	rec = t->record_size;
 	ob = eg_out_row_bytes(t->dtype, t->head_dim, out);
 	for (size_t i = 0; i < n; i++)
 		if (rows[i] >= t->table_rows)
 			return eg_fail(-EINVAL, "row %llu of layer %d is not in this store", (unsigned long long)rows[i],
-				       s->cfg->layers[layer].id);
+				       rd->cfg->layers[layer].id);
 	/* the rows' places in the tables, and (after them) rows from the row cache and fallbacks, staged to convert a
 	 * chunk at a time */
-	struct rref *ref = malloc(n * sizeof(*ref) + SESSION_GATHER_CHUNK * rec);
+	struct rref *ref = malloc(n * sizeof(*ref) + READER_GATHER_CHUNK * rec);
 	if (!ref)
 		return eg_fail(-ENOMEM, "out of memory");
 	uint8_t *stage = (uint8_t *)(ref + n);
 	/* what the I/O thread has published counts as ready; classify, before any waiting */
 	err = 0;
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&rd->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		uint32_t age = 0;
 		const struct rrow *e = find_aged(r, key, NULL, &age);
 		ref[i] = ref_of(r, e, age);
-		if (!e && s->rc && eg_rc_has(s->rc, key)) {
+		if (!e && rd->rc && eg_rc_has(rd->rc, key)) {
 			ready++;
 			ram++;
 		} else if (wanted_entry(e, age)) {
@@ -616,22 +616,22 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 		}
 	}
 	if (misses) {
-		err = request(s, layer, rows, n, 0);
+		err = request(rd, layer, rows, n, 0);
 		if (r->n_ask)
-			eg_sess_progress_wake_locked(s);
+			eg_rd_progress_wake_locked(rd);
 	}
 	/* sleep until the rows still outstanding are published: the client delivers each within its timeout */
-	uint64_t t0 = eg_sess_now_ns();
+	uint64_t t0 = eg_rd_now_ns();
 	struct timespec deadline = wait_deadline(r);
 	for (size_t i = 0; i < n && err >= 0; i++)
-		err = wait_row(s, eg_rc_key(layer, rows[i]), ref[i], &deadline);
-	COUNT(s, layer, wait_ns, eg_sess_now_ns() - t0);
-	COUNT(s, layer, rows, n);
-	COUNT(s, layer, ready, ready);
-	COUNT(s, layer, not_ready, not_ready);
-	COUNT(s, layer, misses, misses);
-	COUNT(s, layer, ram, ram);
-	pthread_mutex_unlock(&s->lock);
+		err = wait_row(rd, eg_rc_key(layer, rows[i]), ref[i], &deadline);
+	COUNT(rd, layer, wait_ns, eg_rd_now_ns() - t0);
+	COUNT(rd, layer, rows, n);
+	COUNT(rd, layer, ready, ready);
+	COUNT(rd, layer, not_ready, not_ready);
+	COUNT(rd, layer, misses, misses);
+	COUNT(rd, layer, ram, ram);
+	pthread_mutex_unlock(&rd->lock);
 	if (err < 0) {
 		free(ref);
 		return err;
@@ -642,7 +642,7 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 		const uint8_t *data = NULL;
 		const struct rrow *e = ref_row(r, ref[i], key, &data);
 		uint8_t *buf = stage + k * rec;
-		if (!e && s->rc && eg_rc_get(s->rc, key, buf, rec)) {
+		if (!e && rd->rc && eg_rc_get(rd->rc, key, buf, rec)) {
 			src[k++] = buf;
 			goto next;
 		}
@@ -653,26 +653,26 @@ int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *row
 			dst += k * ob;
 			k = 0;
 			buf = stage;
-			if ((err = fetch_one(s, layer, rows[i], 1)) < 0)
+			if ((err = fetch_one(rd, layer, rows[i], 1)) < 0)
 				break;
 			e = find_aged(r, key, &data, NULL);
 		}
 		if (e->state == RR_PENDING) {
-			if ((err = fetch_one(s, layer, rows[i], 0)) < 0)
+			if ((err = fetch_one(rd, layer, rows[i], 0)) < 0)
 				break;
 			e = find_aged(r, key, &data, NULL);
 		}
 		if (e->state == RR_OK) {
 			src[k++] = data;
-			if (s->rc)
-				eg_rc_put(s->rc, key, src[k - 1], rec);
+			if (rd->rc)
+				eg_rc_put(rd->rc, key, src[k - 1], rec);
 		} else {
-			if ((err = fallback(s, layer, rows[i], e, buf)) < 0)
+			if ((err = fallback(rd, layer, rows[i], e, buf)) < 0)
 				break;
 			src[k++] = buf;
 		}
 next:
-		if (k == SESSION_GATHER_CHUNK || i + 1 == n) {
+		if (k == READER_GATHER_CHUNK || i + 1 == n) {
 			eg_convert_rows(t->dtype, t->head_dim, out, src, k, dst);
 			dst += k * ob;
 			k = 0;
@@ -682,25 +682,21 @@ next:
 	return err < 0 ? err : 0;
 }
 
-ENGRAM_API int engram_session_remote_stats(const engram_session *s, struct engram_remote_stats *out)
+int eg_reader_remote_stats(struct eg_reader *rd, struct engram_remote_stats *out)
 {
-	EG_KEEP_ERRNO;
-	struct engram_remote_stats st;
 	struct eg_remote_stats cs;
-	pthread_mutex_t *lock = (pthread_mutex_t *)&s->lock; /* the I/O thread's counters too */
 
-	if (!s->remote)
+	if (!rd->remote)
 		return eg_fail(-EINVAL, "the session has no remote tier");
-	pthread_mutex_lock(lock);
-	st = s->remote->st;
-	cs = s->remote->cst;
-	pthread_mutex_unlock(lock);
-	st.size = sizeof(st);
-	st.wire_bytes = cs.bytes_in + cs.bytes_out;
-	st.node_failures = cs.node_failures;
-	st.moved = cs.moved;
-	st.ask = cs.ask;
-	st.max_outage_ms = cs.max_outage_ms;
-	return eg_struct_out(out, &st, sizeof(st), EG_SIZE_THROUGH(struct engram_remote_stats, timeouts),
-			     "engram_remote_stats");
+	pthread_mutex_lock(&rd->lock); /* the I/O thread's counters too */
+	*out = rd->remote->st;
+	cs = rd->remote->cst;
+	pthread_mutex_unlock(&rd->lock);
+	out->size = sizeof(*out);
+	out->wire_bytes = cs.bytes_in + cs.bytes_out;
+	out->node_failures = cs.node_failures;
+	out->moved = cs.moved;
+	out->ask = cs.ask;
+	out->max_outage_ms = cs.max_outage_ms;
+	return 0;
 }

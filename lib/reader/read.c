@@ -1,12 +1,12 @@
 /* Reading units for a session, in the order a read goes. Request (the I/O thread, from the rows push and
- * prefetch handed over: session_handover.c; or a gather taking the rest itself): a unit wanted is found in its
+ * prefetch handed over: handover.c; or a gather taking the rest itself): a unit wanted is found in its
  * table, or given a slot and queued on its layer's backlog; nothing else. Issue (the I/O thread,
- * lib/session_progress.c): queued reads take free requests, earliest layer first (the layer gathered first
+ * lib/progress.c): queued reads take free requests, earliest layer first (the layer gathered first
  * starts first), and go to the eg_io backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
  * checked and decoded, then the units are published ready, the row cache filled, and the backlog refilled.
  * Last, what a gather does itself: read a unit now, probe the page cache, name a failed read's file.
  *
- * Everything here but the decoding of a completion runs under s->lock (session.h says what it guards). */
+ * Everything here but the decoding of a completion runs under rd->lock (session.h says what it guards). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +17,9 @@
 #include "file.h"
 #include "grow.h"
 #include "layout.h"
-#include "session.h"
+#include "reader_int.h"
 
-uint64_t eg_sess_now_ns(void)
+uint64_t eg_rd_now_ns(void)
 {
 	struct timespec ts;
 
@@ -35,12 +35,12 @@ static int16_t unit_err(int err)
 	return (int16_t)(err < -32767 ? -EIO : err);
 }
 
-/* ---- request: the I/O thread, from what was handed over (session_handover.c) ---- */
+/* ---- request: the I/O thread, from what was handed over (handover.c) ---- */
 
 /* Queue q on its layer's backlog: at the back, or at the front (a gather's own read, wanted first). */
-static int enqueue(engram_session *s, const struct pending *q, int front)
+static int enqueue(struct eg_reader *rd, const struct pending *q, int front)
 {
-	struct pend_queue *pq = &s->pend[q->layer];
+	struct pend_queue *pq = &rd->pend[q->layer];
 
 	if (pq->n == pq->cap) {
 		struct pending *v = eg_ring_grown(pq->v, sizeof(*v), &pq->head, pq->n, &pq->cap, 1024);
@@ -55,41 +55,41 @@ static int enqueue(engram_session *s, const struct pending *q, int front)
 	} else {
 		pq->v[(pq->head + pq->n++) % pq->cap] = *q;
 	}
-	s->pend_n++;
+	rd->pend_n++;
 	return 0;
 }
 
-int eg_sess_pin(engram_session *s, uint32_t slot)
+int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
 {
-	if (s->n_pinned == s->cap_pinned) {
-		uint32_t *v = eg_array_grown(s->pinned, sizeof(*v), &s->cap_pinned, s->n_pinned + 1, 1024);
+	if (rd->n_pinned == rd->cap_pinned) {
+		uint32_t *v = eg_array_grown(rd->pinned, sizeof(*v), &rd->cap_pinned, rd->n_pinned + 1, 1024);
 		if (!v)
 			return eg_fail(-ENOMEM, "out of memory");
-		s->pinned = v;
+		rd->pinned = v;
 	}
-	s->cache.u[slot].pins++;
-	s->pinned[s->n_pinned++] = slot;
+	rd->cache.u[slot].pins++;
+	rd->pinned[rd->n_pinned++] = slot;
 	return 0;
 }
 
 /* Make sure a unit is read or being read (pin it for the step when asked); *queued is set when a read was
  * queued for it. hits_only: a unit that needs a read is left alone, and 1 returned. */
-static int request_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin,
+static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin,
 			int hits_only, int *queued)
 {
-	int cached = eg_sess_is_cached(s, p);
-	struct eg_units *t = eg_sess_table(s, cached);
-	uint32_t pi = eg_sess_piece_index(s, p);
+	int cached = eg_rd_is_cached(rd, p);
+	struct eg_units *t = eg_rd_table(rd, cached);
+	uint32_t pi = eg_rd_piece_index(rd, p);
 	uint64_t key = eg_unit_key(pi, unit);
 	uint32_t slot;
 	int err;
 
-	if (!cached && eg_seen_test(&s->seen, eg_sess_seen_bit(s, pi, unit), eg_unit_pages(p->t, unit)))
+	if (!cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, unit), eg_unit_pages(p->t, unit)))
 		return 0;
 	slot = eg_units_find(t, key);
 	/* page-cache mode: a read completed before this step, of a page the seen bits no longer trust, proves
 	 * nothing now (the kernel may have dropped the page since) */
-	if (!cached && slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < s->step_t0) {
+	if (!cached && slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < rd->step_t0) {
 		eg_units_drop(t, slot);
 		slot = EG_NO_UNIT;
 	}
@@ -107,20 +107,20 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 		if (slot == EG_NO_UNIT)
 			return 0; /* everything is pinned or in flight: gather will read it */
 		t->u[slot].state = EG_UNIT_INFLIGHT;
-		t->u[slot].t_req = s->req_t;
+		t->u[slot].t_req = rd->req_t;
 		t->u[slot].disk = 0;
 		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
-				     .cached = (uint8_t)cached, .gen = s->step_gen };
-		if ((err = enqueue(s, &q, 0)) < 0) {
+				     .cached = (uint8_t)cached, .gen = rd->step_gen };
+		if ((err = enqueue(rd, &q, 0)) < 0) {
 			eg_units_drop(t, slot);
 			return err;
 		}
 		*queued = 1;
 	}
-	return pin && cached ? eg_sess_pin(s, slot) : 0;
+	return pin && cached ? eg_rd_pin(rd, slot) : 0;
 }
 
-int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done)
+int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done)
 {
 	uint64_t units = 0;
 	size_t k = 0;
@@ -128,44 +128,29 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 
 	if (done)
 		*done = 0;
-	if (s->remote) /* rows no RAM tier holds come from the cluster (session_remote.c) */
-		return done ? 0 : eg_sess_remote_request(s, layer, rows, n);
+	if (rd->remote) /* rows no RAM tier holds come from the cluster (remote_tier.c) */
+		return done ? 0 : eg_rd_remote_request(rd, layer, rows, n);
 	for (; k < n && !err; k++) {
 		const uint64_t row = EG_READ_ONCE(rows[k]); /* the caller's: read once, checked, then used */
-		const struct eg_piece *p = eg_store_find(s->st, layer, row);
+		const struct eg_piece *p = eg_store_find(rd->st, layer, row);
 		int queued = 0;
-		if (s->rc)
-			eg_rc_prefetch_ahead(s->rc, layer, rows, n, k);
+		if (rd->rc)
+			eg_rc_prefetch_ahead(rd->rc, layer, rows, n, k);
 		if (!p || !p->data)
 			continue; /* gather reports it (a metadata-only shard: no data to read) */
-		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, row)))
+		if (rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row)))
 			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
-		err = request_unit(s, layer, p, eg_unit_of(p->t, off), pin, done != NULL, &queued);
+		err = request_unit(rd, layer, p, eg_unit_of(p->t, off), pin, done != NULL, &queued);
 		units += (uint64_t)queued;
 	}
 	if (err > 0) /* hits only: this row needs a read */
 		err = 0, k--;
 	if (done)
 		*done = k;
-	COUNT(s, layer, units, units);
-	COUNT(s, layer, requested, k);
+	COUNT(rd, layer, units, units);
+	COUNT(rd, layer, requested, k);
 	return err;
-}
-
-ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
-{
-	EG_KEEP_ERRNO;
-	int err;
-
-	if ((err = eg_sess_usable(s)) < 0)
-		return err;
-	if (eg_bad_layer(s->cfg, layer))
-		return -EINVAL;
-	if ((err = eg_sess_hand_rows(s, layer, rows, n, 0, eg_sess_now_ns())) < 0)
-		return err;
-	eg_sess_hand_kick(s);
-	return 0;
 }
 
 /* ---- issue: the I/O thread ---- */
@@ -182,11 +167,11 @@ struct unit_plan {
 	uint32_t delta; /* the unit's first byte within the read */
 };
 
-static int plan_unit(const engram_session *s, const struct eg_piece *p, uint64_t unit, int cached,
+static int plan_unit(const struct eg_reader *rd, const struct eg_piece *p, uint64_t unit, int cached,
 		     struct unit_plan *u)
 {
 	const struct eg_disk_table *t = p->t;
-	unsigned shard = (unsigned)(p->shard - s->st->shards);
+	unsigned shard = (unsigned)(p->shard - rd->st->shards);
 
 	if (t->codec == EG_CODEC_ZSTD) {
 		uint64_t start, end;
@@ -199,11 +184,11 @@ static int plan_unit(const engram_session *s, const struct eg_piece *p, uint64_t
 		u->off = t->data_offset + eg_unit_off(t, unit);
 		u->len = eg_unit_len(t, unit);
 	}
-	u->fd = s->fd_buf[shard];
+	u->fd = rd->fd_buf[shard];
 	u->delta = 0;
 	u->span = u->len;
-	if (cached && s->fd_direct[shard] >= 0) {
-		u->fd = s->fd_direct[shard];
+	if (cached && rd->fd_direct[shard] >= 0) {
+		u->fd = rd->fd_direct[shard];
 		u->delta = (uint32_t)(u->off % EG_PAGE);
 		u->off -= u->delta;
 		u->span = (u->delta + u->len + EG_PAGE - 1) / EG_PAGE * EG_PAGE;
@@ -211,153 +196,153 @@ static int plan_unit(const engram_session *s, const struct eg_piece *p, uint64_t
 	return 0;
 }
 
-static void release_request(engram_session *s, uint32_t tag)
+static void release_request(struct eg_reader *rd, uint32_t tag)
 {
-	s->pend[s->req[tag].layer].inflight--;
-	s->req[tag].next_free = s->req_free;
-	s->req_free = tag;
+	rd->pend[rd->req[tag].layer].inflight--;
+	rd->req[tag].next_free = rd->req_free;
+	rd->req_free = tag;
 }
 
 /* Start the read of a unit in request tag. */
-static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
+static int start_read(struct eg_reader *rd, uint32_t tag, const struct pending *q)
 {
-	const struct eg_piece *p = &s->st->pieces[q->piece];
-	struct request *r = &s->req[tag];
+	const struct eg_piece *p = &rd->st->pieces[q->piece];
+	struct request *r = &rd->req[tag];
 	struct unit_plan u;
 	int err;
 
-	if ((err = plan_unit(s, p, q->unit, q->cached, &u)) < 0)
+	if ((err = plan_unit(rd, p, q->unit, q->cached, &u)) < 0)
 		return err;
 	*r = (struct request){ .slot = q->slot, .cached = q->cached, .layer = q->layer, .piece = q->piece,
 			       .unit = q->unit, .fd = u.fd, .off = u.off, .len = u.span, .delta = u.delta,
 			       .gen = q->gen };
 	if (p->t->codec == EG_CODEC_ZSTD) {
 		r->frame_len = (uint32_t)u.len;
-		r->buf = s->bounce + (size_t)tag * s->bounce_bytes;
+		r->buf = rd->bounce + (size_t)tag * rd->bounce_bytes;
 	} else if (q->cached) {
-		r->buf = eg_units_data(eg_sess_table(s, q->cached), q->slot);
+		r->buf = eg_units_data(eg_rd_table(rd, q->cached), q->slot);
 	} else if (u.len == EG_PAGE) {
 		/* The page cache fills whole pages: reading one byte of a one-page unit brings it in without
 		 * copying 4 KiB to a buffer nobody reads. */
-		r->buf = s->sink + (size_t)tag * SESSION_SINK;
+		r->buf = rd->sink + (size_t)tag * READER_SINK;
 		r->len = 1;
 	} else {
-		if (!s->unit_sink[tag] && !(s->unit_sink[tag] = eg_alloc_aligned(s->unit_max)))
+		if (!rd->unit_sink[tag] && !(rd->unit_sink[tag] = eg_alloc_aligned(rd->unit_max)))
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
-		r->buf = s->unit_sink[tag];
+		r->buf = rd->unit_sink[tag];
 	}
-	if ((err = s->io->ops->read(s->io, r->fd, r->buf, r->len, r->off, tag)) < 0)
+	if ((err = rd->io->ops->read(rd->io, r->fd, r->buf, r->len, r->off, tag)) < 0)
 		return eg_fail(err, "queueing a read: %s", engram_strerror(err));
-	COUNT_FOR(s, q->layer, q->gen, bytes, u.span);
-	COUNT_FOR(s, q->layer, q->gen, ios, 1);
+	COUNT_FOR(rd, q->layer, q->gen, bytes, u.span);
+	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
 	return 0;
 }
 
 /* A unit is published ready (or failed): its waiters may go on. */
-static void set_ready(engram_session *s, struct eg_unit *u, int err, int disk)
+static void set_ready(struct eg_reader *rd, struct eg_unit *u, int err, int disk)
 {
 	u->err = err < 0 ? unit_err(err) : 0;
 	u->state = EG_UNIT_READY;
-	u->t_done = eg_sess_now_ns();
+	u->t_done = eg_rd_now_ns();
 	u->disk = (uint8_t)disk;
-	s->published++;
+	rd->published++;
 	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
-		eg_units_released(&s->cache);
-		eg_units_released(&s->track);
-		eg_units_released(&s->spill);
+		eg_units_released(&rd->cache);
+		eg_units_released(&rd->track);
+		eg_units_released(&rd->spill);
 	}
 }
 
 /* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. Its seen
  * bits say so from now on; its slot is let go (a waiter sees it leave the in-flight state), so that the track
  * table holds only reads, and its lookups stay in cache. */
-static void found_in_page_cache(engram_session *s, const struct pending *q)
+static void found_in_page_cache(struct eg_reader *rd, const struct pending *q)
 {
-	const struct eg_disk_table *t = s->st->pieces[q->piece].t;
+	const struct eg_disk_table *t = rd->st->pieces[q->piece].t;
 
-	eg_seen_mark(&s->seen, eg_sess_seen_bit(s, q->piece, q->unit), eg_unit_pages(t, q->unit));
-	eg_units_drop(&s->track, q->slot);
-	s->published++;
-	COUNT_FOR(s, q->layer, q->gen, ios, 1);
-	COUNT_FOR(s, q->layer, q->gen, bytes, eg_unit_len(t, q->unit));
+	eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, q->piece, q->unit), eg_unit_pages(t, q->unit));
+	eg_units_drop(&rd->track, q->slot);
+	rd->published++;
+	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
+	COUNT_FOR(rd, q->layer, q->gen, bytes, eg_unit_len(t, q->unit));
 }
 
 /* Take a free request for q and start it; a failure is recorded in the unit, which gather reports. */
-static void start(engram_session *s, const struct pending *q)
+static void start(struct eg_reader *rd, const struct pending *q)
 {
-	uint32_t tag = s->req_free;
+	uint32_t tag = rd->req_free;
 	int err;
 
-	if (!q->cached && eg_sess_probe(s, &s->st->pieces[q->piece], q->unit)) {
-		found_in_page_cache(s, q);
+	if (!q->cached && eg_rd_probe(rd, &rd->st->pieces[q->piece], q->unit)) {
+		found_in_page_cache(rd, q);
 		return;
 	}
-	s->req_free = s->req[tag].next_free;
-	s->req[tag].layer = q->layer; /* counted in flight until released */
-	s->pend[q->layer].inflight++;
-	if ((err = start_read(s, tag, q)) < 0) {
-		release_request(s, tag);
-		set_ready(s, &eg_sess_table(s, q->cached)->u[q->slot], err, 0);
+	rd->req_free = rd->req[tag].next_free;
+	rd->req[tag].layer = q->layer; /* counted in flight until released */
+	rd->pend[q->layer].inflight++;
+	if ((err = start_read(rd, tag, q)) < 0) {
+		release_request(rd, tag);
+		set_ready(rd, &eg_rd_table(rd, q->cached)->u[q->slot], err, 0);
 	}
 }
 
-int eg_sess_issue(engram_session *s, unsigned max)
+int eg_rd_issue(struct eg_reader *rd, unsigned max)
 {
 	unsigned l = 0, n = 0;
 	size_t before = 0; /* reads in flight of the layers before l */
 
-	for (; s->pend_n && s->req_free != EG_NO_UNIT; n++) {
+	for (; rd->pend_n && rd->req_free != EG_NO_UNIT; n++) {
 		if (n == max)
 			return 1;
-		while (!s->pend[l].n)
-			before += s->pend[l++].inflight;
+		while (!rd->pend[l].n)
+			before += rd->pend[l++].inflight;
 		/* The layer gathered first is read first. A device given every read of a step at once serves them in
 		 * its own order, so the first layer's last read can complete after most of the later layers': a later
 		 * layer's reads start only once at most `gate` of the earlier layers' are in flight. */
-		if (before > s->gate)
+		if (before > rd->gate)
 			return 0;
-		struct pend_queue *pq = &s->pend[l];
+		struct pend_queue *pq = &rd->pend[l];
 		struct pending q = pq->v[pq->head];
 		pq->head = (pq->head + 1) % pq->cap;
 		pq->n--;
-		s->pend_n--;
-		start(s, &q);
+		rd->pend_n--;
+		start(rd, &q);
 	}
 	return 0;
 }
 
-int eg_sess_request_first(engram_session *s, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab)
+int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab)
 {
 	struct pending q = { .slot = slot, .piece = piece, .unit = unit, .layer = (uint16_t)layer,
-			     .cached = (uint8_t)tab, .gen = s->step_gen };
+			     .cached = (uint8_t)tab, .gen = rd->step_gen };
 
-	return enqueue(s, &q, 1);
+	return enqueue(rd, &q, 1);
 }
 
-void eg_sess_drop_backlog(engram_session *s)
+void eg_rd_drop_backlog(struct eg_reader *rd)
 {
-	for (unsigned l = 0; l < s->cfg->n_layers; l++) {
-		struct pend_queue *pq = &s->pend[l];
+	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
+		struct pend_queue *pq = &rd->pend[l];
 		for (; pq->n; pq->n--, pq->head = (pq->head + 1) % pq->cap) {
 			const struct pending *q = &pq->v[pq->head];
-			set_ready(s, &eg_sess_table(s, q->cached)->u[q->slot], -ECANCELED, 0);
+			set_ready(rd, &eg_rd_table(rd, q->cached)->u[q->slot], -ECANCELED, 0);
 		}
 	}
-	s->pend_n = 0;
+	rd->pend_n = 0;
 }
 
 /* ---- complete: the I/O thread ---- */
 
-int eg_sess_finish_read(engram_session *s, struct eg_cqe *c)
+int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c)
 {
-	struct request *r = &s->req[c->tag];
+	struct request *r = &rd->req[c->tag];
 	size_t need = r->frame_len ? r->delta + r->frame_len : r->len;
 	int res = eg_fault_read(c->res, r->buf + r->done, r->len - r->done);
 
 	if (res > 0 && r->done + (size_t)res < need) {
 		/* short read: ask for the rest (its request was just freed, so this cannot be refused) */
 		r->done += (size_t)res;
-		if (s->io->ops->read(s->io, r->fd, r->buf + r->done, r->len - r->done, r->off + r->done, c->tag) == 0)
+		if (rd->io->ops->read(rd->io, r->fd, r->buf + r->done, r->len - r->done, r->off + r->done, c->tag) == 0)
 			return 1;
 		res = -EIO;
 	}
@@ -365,9 +350,9 @@ int eg_sess_finish_read(engram_session *s, struct eg_cqe *c)
 		res = ENGRAM_ETRUNC; /* end of file inside a unit: the file shrank */
 	if (res > 0 && r->frame_len) {
 		/* the slot is in flight: nobody else touches its data until it is published */
-		const struct eg_piece *p = &s->st->pieces[r->piece];
-		uint8_t *dst = eg_units_data(eg_sess_table(s, r->cached), r->slot);
-		if (eg_block_decode(&s->io_bctx, p, r->unit, r->buf + r->delta, r->frame_len, dst) < 0)
+		const struct eg_piece *p = &rd->st->pieces[r->piece];
+		uint8_t *dst = eg_units_data(eg_rd_table(rd, r->cached), r->slot);
+		if (eg_block_decode(&rd->io_bctx, p, r->unit, r->buf + r->delta, r->frame_len, dst) < 0)
 			res = ENGRAM_ECORRUPT;
 	}
 	c->res = res;
@@ -377,7 +362,7 @@ int eg_sess_finish_read(engram_session *s, struct eg_cqe *c)
 /* The row tier keeps rows, not pages; but while its slots are still empty, the other rows of a unit read for
  * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). cachesim.c's fill_rows()
  * re-implements it: change both. */
-static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit,
+static void fill_row_cache(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit,
 			   const uint8_t *data)
 {
 	const struct eg_disk_table *t = p->t;
@@ -385,35 +370,35 @@ static void fill_row_cache(engram_session *s, unsigned layer, const struct eg_pi
 
 	if (!t->rows_per_page)
 		return; /* a row of a page or more: its unit holds it alone, and gather keeps it */
-	if (!eg_rc_filling(s->rc))
+	if (!eg_rc_filling(rd->rc))
 		return;
 	eg_unit_rows(t, unit, &first, &end);
 	for (uint64_t local = first; local < end; local++)
-		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
+		eg_rc_prefetch(rd->rc, eg_rc_key(layer, t->row_begin + local));
 	for (uint64_t local = first; local < end; local++) {
 		uint64_t i = local - first;
-		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local),
+		eg_rc_fill(rd->rc, eg_rc_key(layer, t->row_begin + local),
 			   data + i / t->rows_per_page * EG_PAGE + i % t->rows_per_page * t->record_size,
 			   t->record_size);
 	}
 }
 
-void eg_sess_publish(engram_session *s, const struct eg_cqe *c)
+void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
 {
-	struct request *r = &s->req[c->tag];
-	struct eg_units *t = eg_sess_table(s, r->cached);
-	const struct eg_piece *p = &s->st->pieces[r->piece];
+	struct request *r = &rd->req[c->tag];
+	struct eg_units *t = eg_rd_table(rd, r->cached);
+	const struct eg_piece *p = &rd->st->pieces[r->piece];
 
 	/* a direct read, or a page-cache read of a page the probe found missing: the disk's */
-	set_ready(s, &t->u[r->slot], c->res, 1);
+	set_ready(rd, &t->u[r->slot], c->res, 1);
 	if (c->res > 0) /* a cached unit's read as issued (whole pages with O_DIRECT), or the pages it brought in */
-		COUNT_FOR(s, r->layer, r->gen, disk_bytes,
+		COUNT_FOR(rd, r->layer, r->gen, disk_bytes,
 			  r->cached ? r->len : (uint64_t)EG_PAGE * eg_unit_pages(p->t, r->unit));
 	if (!r->cached && c->res > 0)
-		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
-	if (r->cached && c->res > 0 && s->rc)
-		fill_row_cache(s, r->layer, p, r->unit, eg_units_data(t, r->slot));
-	release_request(s, (uint32_t)c->tag);
+		eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
+	if (r->cached && c->res > 0 && rd->rc)
+		fill_row_cache(rd, r->layer, p, r->unit, eg_units_data(t, r->slot));
+	release_request(rd, (uint32_t)c->tag);
 }
 
 /* ---- what a gather reads itself ---- */
@@ -421,13 +406,13 @@ void eg_sess_publish(engram_session *s, const struct eg_cqe *c)
 /* mincore(2) of the unit's pages in the store's mapping: it reads nothing. (A RWF_NOWAIT read of a byte, the probe
  * of old, starts the read of a missing page before it returns EAGAIN; on a fast disk the read could complete
  * first, and the probe then reported a page the disk had just read as one the page cache held.) */
-int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
+int eg_rd_probe(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit)
 {
 	const unsigned pages = eg_unit_pages(p->t, unit); /* raw units only: pages */
 	const uint8_t *at = p->data + eg_unit_off(p->t, unit);
 	unsigned char vec[64];
 
-	(void)s;
+	(void)rd;
 	if (eg_faults.slow_disk)
 		return 0;
 	for (unsigned k = 0; k < pages; k += 64) {
@@ -441,25 +426,25 @@ int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
 	return 1;
 }
 
-int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst)
+int eg_rd_load_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst)
 {
 	struct unit_plan u;
 	int err;
 
-	if ((err = plan_unit(s, p, unit, 1, &u)) < 0)
+	if ((err = plan_unit(rd, p, unit, 1, &u)) < 0)
 		return err;
-	COUNT(s, layer, ios, 1);
-	COUNT(s, layer, bytes, u.span);
-	COUNT(s, layer, disk_bytes, u.span);
+	COUNT(rd, layer, ios, 1);
+	COUNT(rd, layer, bytes, u.span);
+	COUNT(rd, layer, disk_bytes, u.span);
 	if (p->t->codec != EG_CODEC_ZSTD)
 		return eg_pread_full(u.fd, dst, u.span, u.len, u.off, p->shard->path);
-	uint8_t *frame = s->overflow + s->unit_max; /* sized for the largest aligned frame span */
+	uint8_t *frame = rd->overflow + rd->unit_max; /* sized for the largest aligned frame span */
 	if ((err = eg_pread_full(u.fd, frame, u.span, u.delta + u.len, u.off, p->shard->path)) < 0)
 		return err;
-	return eg_block_decode(&s->bctx, p, unit, frame + u.delta, u.len, dst);
+	return eg_block_decode(&rd->bctx, p, unit, frame + u.delta, u.len, dst);
 }
 
-int eg_sess_unit_error(const struct eg_piece *p, int err)
+int eg_rd_unit_error(const struct eg_piece *p, int err)
 {
 	if (err == -EBADMSG)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': a block of layer %d failed its checksum or decoding",
