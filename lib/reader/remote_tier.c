@@ -1,5 +1,5 @@
-/* A session's remote tier (engram_session_options.remote): rows no RAM tier holds are read from a Redis Cluster
- * through the client of remote.c, and from the local shard when the cluster cannot give them.
+/* The reader's remote tier (engram_session_options.remote): rows no RAM tier holds are read from a Redis Cluster
+ * through the client of lib/remote.c, and from the local shard when the cluster cannot give them.
  *
  * Threads. The client is the session's I/O thread's (progress.c), driven as its eg_source: the engine
  * thread never makes a socket call. Push (and prefetch), under the session's lock, records the rows of the step
@@ -14,7 +14,8 @@
  * within it; past it, with a margin, the gather stops waiting and counts the row a timeout). A row the cluster
  * could not give (absent, node down, timeout, failed verification) is read from the local shard (a fallback,
  * on the engine thread as any gather's read), or, when the store holds no table data (engram-pack
- * --metadata-only), the gather fails naming the row, the node and why. Verified rows fill the row cache. */
+ * --metadata-only), the gather fails naming the row, the node and why. Verified rows fill the row cache.
+ * The rows asked for, by step, are remote_rows.h's. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -28,43 +29,13 @@
 #include "grow.h"
 #include "layout.h"
 #include "remote.h"
+#include "remote_rows.h"
 #include "reader_int.h"
-
-enum { RR_PENDING = 1, RR_OK, RR_FAILED };
-
-struct rrow {
-	uint64_t key;           /* eg_rc_key(layer, row) */
-	uint8_t state;
-	uint8_t status;         /* enum eg_remote_status of a failed row */
-	uint16_t node;          /* index into names: the node that failed it */
-};
-
-#define BLOOM_BITS (1u << 16) /* 8 KiB: 5% false positives at 3,072 rows (batch 64), saturated by a long prefill */
-
-/* The rows one step requested: its table of the ring below. */
-struct rtable {
-	struct rrow *rows;      /* in the order requested */
-	uint8_t *data;          /* rec_max bytes per row */
-	uint32_t n, cap;
-	uint32_t *index;        /* open addressing over rows: entry + 1, 0 empty */
-	uint32_t index_cap;     /* power of two, at least 2 x cap */
-	/* a bit a key (one hash, BLOOM_BITS): a row not in the table is known so without a probe of its index, which
-	 * a new row needs in all NGEN tables (the four tables' filters stay in the caches, their indexes do not) */
-	uint64_t bloom[BLOOM_BITS / 64];
-};
-
-/* A requested row is kept for NGEN steps (the table of its step is cleared NGEN steps later): a look-ahead or
- * draft prefetch up to NGEN - 1 steps ahead finds its rows when their step gathers them. A table that grew
- * past SHRINK_ROWS (a long prefill) is freed when it is cleared rather than kept at that size. */
-#define NGEN 4u
-#define SHRINK_ROWS (1u << 16)
 
 /* Everything but client and wake_fd is guarded by the session's lock. */
 struct eg_rd_remote {
 	struct eg_remote *client; /* the I/O thread's alone */
-	uint32_t gen;           /* the step's; its table is tab[gen % NGEN]; replies for a cleared table are dropped */
-	struct rtable tab[NGEN];
-	size_t rec_max;
+	struct eg_rrows rt;      /* the rows asked for in the last NGEN steps */
 	char (*names)[80];      /* the nodes that failed rows, for the error message */
 	unsigned n_names;
 	struct engram_remote_stats st;
@@ -80,143 +51,6 @@ struct eg_rd_remote {
 	uint8_t *ok_data;       /* rec_max bytes each */
 	size_t n_ok, cap_ok;
 };
-
-static uint32_t hash_key(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return (uint32_t)k;
-}
-
-static uint32_t bloom_bit(uint64_t key)
-{
-	return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 48); /* 16 bits: BLOOM_BITS */
-}
-
-static struct rrow *find_in(struct rtable *t, uint64_t key)
-{
-	uint32_t b = bloom_bit(key);
-
-	if (!t->index_cap || !(t->bloom[b / 64] >> (b % 64) & 1))
-		return NULL;
-	for (uint32_t h = hash_key(key) & (t->index_cap - 1);; h = (h + 1) & (t->index_cap - 1)) {
-		uint32_t e = t->index[h];
-		if (!e)
-			return NULL;
-		if (t->rows[e - 1].key == key)
-			return &t->rows[e - 1];
-	}
-}
-
-/* The newest request of key in this step's table or the NGEN - 1 before it; *data its bytes and *age the steps
- * since it was asked for (either may be NULL). */
-static struct rrow *find_aged(struct eg_rd_remote *r, uint64_t key, const uint8_t **data, uint32_t *age)
-{
-	for (uint32_t g = 0; g < NGEN; g++) {
-		struct rtable *t = &r->tab[(r->gen - g) % NGEN];
-		struct rrow *e = find_in(t, key);
-		if (e) {
-			if (data)
-				*data = t->data + (size_t)(e - t->rows) * r->rec_max;
-			if (age)
-				*age = g;
-			return e;
-		}
-	}
-	return NULL;
-}
-
-/* Where a gather found a row when it classified it: its step and entry + 1 (0: not found), so that waiting for the
- * row and converting it take no second lookup (each lookup is a probe of up to NGEN tables, the client's top
- * symbol at batch 64). A table's rows may move when a row is added; a row's position does not. */
-struct rref {
-	uint32_t gen, e;
-};
-
-static struct rref ref_of(const struct eg_rd_remote *r, const struct rrow *e, uint32_t age)
-{
-	if (!e)
-		return (struct rref){ 0, 0 };
-	const struct rtable *t = &r->tab[(r->gen - age) % NGEN];
-	return (struct rref){ r->gen - age, (uint32_t)(e - t->rows) + 1 };
-}
-
-/* The row a ref names, *data its bytes (may be NULL); looked up again (the newest request) when the ref is empty
- * or its step's table has been cleared since. */
-static struct rrow *ref_row(struct eg_rd_remote *r, struct rref x, uint64_t key, const uint8_t **data)
-{
-	struct rtable *t = &r->tab[x.gen % NGEN];
-
-	if (!x.e || r->gen - x.gen >= NGEN || x.e > t->n || t->rows[x.e - 1].key != key)
-		return find_aged(r, key, data, NULL);
-	if (data)
-		*data = t->data + (size_t)(x.e - 1) * r->rec_max;
-	return &t->rows[x.e - 1];
-}
-
-/* Whether key needs asking for: not asked in this step, nor in a recent one unless that failed (ask again: its
- * node may be back). A failure of this step stands: its gather reads the row from the shard. */
-static int wanted_entry(const struct rrow *e, uint32_t age)
-{
-	return !e || (e->state == RR_FAILED && age > 0);
-}
-
-static int wanted(struct eg_rd_remote *r, uint64_t key)
-{
-	uint32_t age = 0;
-	const struct rrow *e = find_aged(r, key, NULL, &age);
-
-	return wanted_entry(e, age);
-}
-
-static int grow(struct rtable *t, size_t rec_max)
-{
-	uint32_t cap = t->cap ? 2 * t->cap : 4096, icap = 2 * cap;
-	struct rrow *rows = realloc(t->rows, (size_t)cap * sizeof(*rows));
-	if (rows)
-		t->rows = rows;
-	uint8_t *data = rows ? realloc(t->data, (size_t)cap * rec_max) : NULL;
-	if (data)
-		t->data = data;
-	uint32_t *index = data ? calloc(icap, sizeof(*index)) : NULL;
-	if (!index)
-		return eg_fail(-ENOMEM, "out of memory for the remote rows of a step (%u rows)", cap);
-	free(t->index);
-	t->index = index;
-	t->index_cap = icap;
-	t->cap = cap;
-	for (uint32_t i = 0; i < t->n; i++) {
-		uint32_t h = hash_key(t->rows[i].key) & (icap - 1);
-		while (index[h])
-			h = (h + 1) & (icap - 1);
-		index[h] = i + 1;
-	}
-	return 0;
-}
-
-static struct rrow *add(struct rtable *t, uint64_t key, size_t rec_max)
-{
-	if (t->n == t->cap && grow(t, rec_max) < 0)
-		return NULL;
-	uint32_t h = hash_key(key) & (t->index_cap - 1);
-	while (t->index[h])
-		h = (h + 1) & (t->index_cap - 1);
-	t->index[h] = t->n + 1;
-	uint32_t b = bloom_bit(key);
-	t->bloom[b / 64] |= 1ull << (b % 64);
-	struct rrow *e = &t->rows[t->n++];
-	*e = (struct rrow){ .key = key, .state = RR_PENDING };
-	return e;
-}
-
-static void table_free(struct rtable *t)
-{
-	free(t->rows);
-	free(t->data);
-	free(t->index);
-	memset(t, 0, sizeof(*t));
-}
 
 static uint16_t node_name(struct eg_rd_remote *r, const char *node)
 {
@@ -235,16 +69,16 @@ static void publish(struct eg_reader *rd, uint64_t tag, enum eg_remote_status st
 {
 	struct eg_rd_remote *r = rd->remote;
 	uint32_t i = (uint32_t)tag, gen = (uint32_t)(tag >> 32);
-	struct rtable *tb = &r->tab[gen % NGEN];
+	struct rtable *tb = &r->rt.tab[gen % NGEN];
 
-	if (r->gen - gen >= NGEN || i >= tb->n || tb->rows[i].state != RR_PENDING)
+	if (r->rt.gen - gen >= NGEN || i >= tb->n || tb->rows[i].state != RR_PENDING)
 		return; /* asked for by a step whose table was cleared since, or given up on by its gather */
 	struct rrow *e = &tb->rows[i];
 	r->published++;
 	unsigned layer = (unsigned)(e->key >> 40) - 1;
 	const struct eg_disk_table *t = eg_store_layer_table(rd->st, layer);
 	if (status == EG_REMOTE_OK) {
-		memcpy(tb->data + (size_t)i * r->rec_max, data, t->record_size);
+		memcpy(tb->data + (size_t)i * r->rt.rec_max, data, t->record_size);
 		e->state = RR_OK;
 		r->st.rows++;
 		r->st.bytes += t->record_size;
@@ -271,7 +105,7 @@ static void publish_ok(struct eg_reader *rd)
 		return;
 	pthread_mutex_lock(&rd->lock);
 	for (size_t i = 0; i < r->n_ok; i++)
-		publish(rd, r->ok_tag[i], EG_REMOTE_OK, r->ok_data + i * r->rec_max, NULL);
+		publish(rd, r->ok_tag[i], EG_REMOTE_OK, r->ok_data + i * r->rt.rec_max, NULL);
 	eg_remote_get_stats(r->client, &r->cst);
 	pthread_mutex_unlock(&rd->lock);
 	r->n_ok = 0;
@@ -290,15 +124,15 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status status, const 
 		uint64_t *t = eg_array_grown(r->ok_tag, sizeof(*t), &cap, r->n_ok + 1, 256);
 		if (t)
 			r->ok_tag = t;
-		uint8_t *d = t ? eg_array_grown(r->ok_data, r->rec_max, &dcap, cap, cap) : NULL;
+		uint8_t *d = t ? eg_array_grown(r->ok_data, r->rt.rec_max, &dcap, cap, cap) : NULL;
 		if (d) {
 			r->ok_data = d;
 			r->cap_ok = cap;
 		}
 	}
-	if (status == EG_REMOTE_OK && r->n_ok < r->cap_ok && len <= r->rec_max) {
+	if (status == EG_REMOTE_OK && r->n_ok < r->cap_ok && len <= r->rt.rec_max) {
 		r->ok_tag[r->n_ok] = tag;
-		memcpy(r->ok_data + r->n_ok * r->rec_max, data, len);
+		memcpy(r->ok_data + r->n_ok * r->rt.rec_max, data, len);
 		r->n_ok++;
 		return;
 	}
@@ -371,8 +205,8 @@ int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms
 		return eg_fail(-ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < rd->st->n_pieces; i++)
-		if (rd->st->pieces[i].t->record_size > r->rec_max)
-			r->rec_max = rd->st->pieces[i].t->record_size;
+		if (rd->st->pieces[i].t->record_size > r->rt.rec_max)
+			r->rt.rec_max = rd->st->pieces[i].t->record_size;
 	if ((r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		err = eg_fail(-errno, "remote rows: eventfd: %s", strerror(errno));
 		free(r->names);
@@ -406,8 +240,7 @@ void eg_rd_remote_close(struct eg_reader *rd)
 	free(r->ask);
 	free(r->ok_tag);
 	free(r->ok_data);
-	for (unsigned g = 0; g < NGEN; g++)
-		table_free(&r->tab[g]);
+	eg_rrows_free(&r->rt);
 	free(r->names);
 	free(r);
 	rd->remote = NULL;
@@ -417,15 +250,7 @@ void eg_rd_remote_begin(struct eg_reader *rd)
 {
 	struct eg_rd_remote *r = rd->remote;
 
-	r->gen++;
-	struct rtable *t = &r->tab[r->gen % NGEN];
-	if (t->cap > SHRINK_ROWS) {
-		table_free(t);
-	} else if (t->index) {
-		t->n = 0;
-		memset(t->index, 0, (size_t)t->index_cap * sizeof(*t->index));
-		memset(t->bloom, 0, sizeof(t->bloom));
-	}
+	eg_rrows_next(&r->rt);
 }
 
 /* Record rows not in RAM (unless even_cached) and not asked for yet, for the I/O thread to ask for (under the
@@ -434,11 +259,11 @@ static int request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, s
 {
 	struct eg_rd_remote *r = rd->remote;
 	const struct eg_disk_table *t = eg_store_layer_table(rd->st, layer);
-	struct rtable *cur = &r->tab[r->gen % NGEN];
+	struct rtable *cur = &r->rt.tab[r->rt.gen % NGEN];
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
-		if (rows[i] >= t->table_rows || !wanted(r, key) || (!even_cached && rd->rc && eg_rc_has(rd->rc, key)))
+		if (rows[i] >= t->table_rows || !eg_rrows_wanted(&r->rt, key) || (!even_cached && rd->rc && eg_rc_has(rd->rc, key)))
 			continue;
 		if (r->n_ask == r->cap_ask) {
 			struct eg_remote_req *v = eg_array_grown(r->ask, sizeof(*v), &r->cap_ask, r->n_ask + 1, 1024);
@@ -447,9 +272,9 @@ static int request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, s
 			r->ask = v;
 		}
 		/* the rows added so far are asked for, so that none waits for a request never made */
-		if (!add(cur, key, r->rec_max))
+		if (!eg_rrows_add(cur, key, r->rt.rec_max))
 			return -ENOMEM;
-		r->ask[r->n_ask++] = (struct eg_remote_req){ .tag = (uint64_t)r->gen << 32 | (cur->n - 1),
+		r->ask[r->n_ask++] = (struct eg_remote_req){ .tag = (uint64_t)r->rt.gen << 32 | (cur->n - 1),
 							     .layer_id = rd->cfg->layers[layer].id, .row = rows[i],
 							     .rec = t->record_size };
 	}
@@ -509,13 +334,13 @@ static int fallback(struct eg_reader *rd, unsigned layer, uint64_t row, const st
 static int wait_row(struct eg_reader *rd, uint64_t key, struct rref ref, const struct timespec *deadline)
 {
 	struct eg_rd_remote *r = rd->remote;
-	struct rrow *e = ref_row(r, ref, key, NULL);
+	struct rrow *e = eg_rrows_row(&r->rt, ref, key, NULL);
 	int rc = 0, err;
 
 	rd->waiters++;
 	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
 		rc = pthread_cond_timedwait(&rd->done, &rd->lock, deadline);
-		e = ref_row(r, ref, key, NULL); /* the entry again, not a pointer kept across the wait */
+		e = eg_rrows_row(&r->rt, ref, key, NULL); /* the entry again, not a pointer kept across the wait */
 	}
 	rd->waiters--;
 	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
@@ -601,12 +426,12 @@ int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *ro
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		uint32_t age = 0;
-		const struct rrow *e = find_aged(r, key, NULL, &age);
-		ref[i] = ref_of(r, e, age);
+		const struct rrow *e = eg_rrows_find(&r->rt, key, NULL, &age);
+		ref[i] = eg_rrows_ref(&r->rt, e, age);
 		if (!e && rd->rc && eg_rc_has(rd->rc, key)) {
 			ready++;
 			ram++;
-		} else if (wanted_entry(e, age)) {
+		} else if (eg_rrows_wanted_entry(e, age)) {
 			misses++; /* never asked for, or failed in an earlier step: asked for now */
 			ref[i] = (struct rref){ 0, 0 }; /* its new request is looked up when needed */
 		} else if (e->state == RR_PENDING) {
@@ -640,7 +465,7 @@ int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *ro
 	for (size_t i = 0; i < n; i++) {
 		uint64_t key = eg_rc_key(layer, rows[i]);
 		const uint8_t *data = NULL;
-		const struct rrow *e = ref_row(r, ref[i], key, &data);
+		const struct rrow *e = eg_rrows_row(&r->rt, ref[i], key, &data);
 		uint8_t *buf = stage + k * rec;
 		if (!e && rd->rc && eg_rc_get(rd->rc, key, buf, rec)) {
 			src[k++] = buf;
@@ -655,12 +480,12 @@ int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *ro
 			buf = stage;
 			if ((err = fetch_one(rd, layer, rows[i], 1)) < 0)
 				break;
-			e = find_aged(r, key, &data, NULL);
+			e = eg_rrows_find(&r->rt, key, &data, NULL);
 		}
 		if (e->state == RR_PENDING) {
 			if ((err = fetch_one(rd, layer, rows[i], 0)) < 0)
 				break;
-			e = find_aged(r, key, &data, NULL);
+			e = eg_rrows_find(&r->rt, key, &data, NULL);
 		}
 		if (e->state == RR_OK) {
 			src[k++] = data;
