@@ -44,7 +44,7 @@ STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/repl
 	tools/residency.c tools/keymap.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
-TEST_UTIL := $(B)/tests/util.o
+TEST_UTIL := $(B)/tests/util.o $(B)/tests/faulty_io.o
 # helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
 TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)

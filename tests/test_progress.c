@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "engram.h"
-#include "file.h"
+#include "faulty_io.h"
 #include "reader/reader.h"
 #include "util.h"
 

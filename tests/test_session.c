@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "engram.h"
-#include "file.h"
+#include "faulty_io.h"
 #include "residency.h"
 #include "reader/reader.h"
 #include "store.h"

@@ -99,7 +99,8 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 	}
 	if (!want_uring) {
 		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring not requested)");
-	} else if ((err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs)) == 0) {
+	} else if ((err = eg_fault_setup(EG_FAULT_RING)) == 0 &&
+		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs)) == 0) {
 		snprintf(rd->backend, sizeof(rd->backend), "%s", rd->io->name);
 	} else if (uring_refused(err)) {
 		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring: %s)", strerror(-err));
@@ -108,6 +109,8 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 	}
 	if (!rd->io && (err = eg_io_pool_create(&rd->io, rd->depth, rd->depth < 32 ? rd->depth : 32)) < 0)
 		return eg_fail(err, "cannot start the read threads: %s", strerror(-err));
+	if (eg_fault_hook && eg_fault_hook->wrap) /* the tests' faulty backend (tests/faulty_io.c) */
+		rd->io = eg_fault_hook->wrap(rd->io, rd);
 	return 0;
 }
 
@@ -169,13 +172,9 @@ static void loop(struct eg_reader *rd)
 			pthread_cond_broadcast(&rd->done);
 		if (rd->stop && !rd->io->inflight)
 			break;
-		/* the slow_disk fault: completions are collected only while a gather waits for one not yet ready (of
-		 * the disk: a source's rows are not held) */
-		int hold = eg_faults.slow_disk && !rd->stop && !rd->source.wait &&
-			   (!rd->awaited || rd->awaited->state != EG_UNIT_INFLIGHT);
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
-		int src = rd->source.wait && !hold && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
-		rd->idle = hold && !more ? PROG_IDLE_CV : more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
+		int src = rd->source.wait && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
+		rd->idle = more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
 		pthread_mutex_unlock(&rd->lock);
 		int n = rd->io->ops->submit(rd->io);
 		if (src)
@@ -183,14 +182,6 @@ static void loop(struct eg_reader *rd)
 		if (src_sleep) {
 			pthread_mutex_lock(&rd->lock);
 			rd->idle = PROG_BUSY;
-			if (n < 0 && !rd->io_err)
-				rd->io_err = n;
-			continue;
-		}
-		if (hold) { /* reads are started, none are reaped */
-			pthread_mutex_lock(&rd->lock);
-			while (!more && rd->idle == PROG_IDLE_CV)
-				pthread_cond_wait(&rd->work, &rd->lock);
 			if (n < 0 && !rd->io_err)
 				rd->io_err = n;
 			continue;
@@ -221,8 +212,6 @@ void eg_rd_progress_wake_locked(struct eg_reader *rd)
 {
 	if (rd->idle == PROG_IDLE_IO)
 		rd->io->ops->kick(rd->io);
-	else if (rd->idle == PROG_IDLE_CV)
-		pthread_cond_signal(&rd->work);
 	else if (rd->idle == PROG_IDLE_SRC)
 		rd->source.kick(rd, rd->source.arg);
 	rd->idle = PROG_BUSY;
@@ -242,13 +231,8 @@ int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned
 
 	rd->waiters++;
 	rd->awaited = &t->u[slot];
-	while (t->u[slot].state == EG_UNIT_INFLIGHT && !rd->io_err) {
-		if (rd->idle == PROG_IDLE_CV) { /* the slow_disk fault holds completions until someone waits */
-			rd->idle = PROG_BUSY;
-			pthread_cond_signal(&rd->work);
-		}
+	while (t->u[slot].state == EG_UNIT_INFLIGHT && !rd->io_err)
 		pthread_cond_wait(&rd->done, &rd->lock);
-	}
 	rd->waiters--;
 	rd->awaited = NULL;
 	if (t->u[slot].state == EG_UNIT_INFLIGHT)

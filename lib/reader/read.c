@@ -337,7 +337,7 @@ int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c)
 {
 	struct request *r = &rd->req[c->tag];
 	size_t need = r->frame_len ? r->delta + r->frame_len : r->len;
-	int res = eg_fault_read(c->res, r->buf + r->done, r->len - r->done);
+	int res = c->res;
 
 	if (res > 0 && r->done + (size_t)res < need) {
 		/* short read: ask for the rest (its request was just freed, so this cannot be refused) */
@@ -413,7 +413,7 @@ int eg_rd_probe(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit)
 	unsigned char vec[64];
 
 	(void)rd;
-	if (eg_faults.slow_disk)
+	if (eg_fault_hook && eg_fault_hook->probe && !eg_fault_hook->probe())
 		return 0;
 	for (unsigned k = 0; k < pages; k += 64) {
 		unsigned m = pages - k < 64 ? pages - k : 64;

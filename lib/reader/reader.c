@@ -323,6 +323,8 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 		if (out->waiting)
 			out->waiting[l] = rd->pend[l].n;
 	}
+	out->gather_waits = rd->waiters && rd->awaited && rd->awaited->state == EG_UNIT_INFLIGHT;
+	out->stopping = rd->stop;
 	out->published = rd->published;
 	out->backlog = rd->pend_n;
 	out->read_ahead = rd->read_ahead;

@@ -145,7 +145,7 @@ struct eg_reader {
 	 * the backend and req[] of reads in flight are the thread's alone. */
 	pthread_mutex_t lock;
 	pthread_cond_t done;              /* units were published: the caller waits here */
-	pthread_cond_t work;              /* the thread waits here when it may not reap (the slow_disk fault) */
+	pthread_cond_t work;              /* the thread waits here for stop once its backend has failed */
 	pthread_t thread;
 	int thread_live;
 	uint8_t idle;                     /* enum prog_idle: where the thread sleeps, so a kick knows how to wake it */
@@ -171,7 +171,7 @@ struct eg_reader {
 	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
 };
 
-enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV, PROG_IDLE_SRC /* in rd->source.wait() */ };
+enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_SRC /* in rd->source.wait() */ };
 
 /* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
  * tracked in the page cache. */
