@@ -11,6 +11,7 @@
 #include "dtype.h"
 #include "grow.h"
 #include "layout.h"
+#include "policy.h"
 #include "reader_int.h"
 
 
@@ -51,7 +52,7 @@ static int grow_refs(struct eg_reader *rd, size_t n)
 /* Locate every row and classify it, without waiting: ready or not, and whether its bytes are in RAM with no
  * disk read on their behalf in this step (ram). *trusted counts the rows held ready because their page was
  * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram.
- * cachesim.c's engram_cachesim_gather() re-implements this and resolve(): change both. */
+ * The state and ram of each row are the policy's (policy.h), which cachesim.c replays too. */
 static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, uint64_t *trusted,
 		    uint64_t *trusted_ram)
 {
@@ -82,12 +83,11 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		const struct eg_units *t = eg_rd_table(rd, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
+		int in_ram;
 		if (r->in_rc) {
-			/* while the row cache fills, a page read in this step puts its rows there: those came from
-			 * the disk */
-			r->state = ROW_READY;
+			r->state = (uint8_t)eg_policy_classify(u, 1, t0, &in_ram);
 			ready++;
-			ram += !(u && u->state == EG_UNIT_READY && u->disk && u->t_done >= t0);
+			ram += (uint64_t)in_ram;
 			continue;
 		}
 		/* page-cache mode: a read completed before this step proves nothing now; the seen bits say whether
@@ -96,7 +96,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 			u = NULL;
 		if (!r->cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
 			/* in the page cache: brought in before this step, or found there by this step's probe */
-			int in_ram = !u || !u->disk || u->t_done < t0;
+			in_ram = !u || !u->disk || u->t_done < t0;
 			r->state = ROW_READY;
 			ready++;
 			ram += (uint64_t)in_ram;
@@ -104,13 +104,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 			*trusted_ram += (uint64_t)in_ram;
 			continue;
 		}
-		if (!u)
-			r->state = ROW_MISS;
-		else if (u->state == EG_UNIT_READY && !u->err)
-			r->state = ROW_READY;
-		else
-			r->state = ROW_NOT_READY; /* in flight, queued, or a failed read to retry */
-		int in_ram = r->state == ROW_READY && (!u->disk || u->t_done < t0);
+		r->state = (uint8_t)eg_policy_classify(u, 0, t0, &in_ram);
 		ready += r->state == ROW_READY;
 		not_ready += r->state == ROW_NOT_READY;
 		ram += (uint64_t)in_ram;
@@ -288,7 +282,8 @@ static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r,
 }
 
 /* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
- * (re-implemented by cachesim.c's engram_cachesim_gather(): change both). */
+ * (cachesim.c's engram_cachesim_gather() reads a miss into the cache, held for the step, as read_ahead() does
+ * when the cache has room). */
 static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
 	const struct eg_piece *p = r->p;

@@ -17,6 +17,7 @@
 #include "file.h"
 #include "grow.h"
 #include "layout.h"
+#include "policy.h"
 #include "reader_int.h"
 
 uint64_t eg_rd_now_ns(void)
@@ -93,19 +94,14 @@ static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_pi
 		eg_units_drop(t, slot);
 		slot = EG_NO_UNIT;
 	}
-	if (slot != EG_NO_UNIT && t->u[slot].err == 0) {
-		t->u[slot].ref = 1;
-	} else if (hits_only) {
+	if (hits_only && (slot == EG_NO_UNIT || t->u[slot].err))
 		return 1;
-	} else {
-		if (slot != EG_NO_UNIT) {
-			if (t->u[slot].pins)
-				return 0; /* a failed read of this step: gather retries it */
-			eg_units_drop(t, slot);
-		}
-		slot = eg_units_alloc(t, key);
-		if (slot == EG_NO_UNIT)
-			return 0; /* everything is pinned or in flight: gather will read it */
+	switch (eg_policy_request(t, key, slot, &slot)) {
+	case EG_POL_LEAVE:
+		return 0; /* gather will read it */
+	case EG_POL_HIT:
+		break;
+	case EG_POL_READ:
 		t->u[slot].state = EG_UNIT_INFLIGHT;
 		t->u[slot].t_req = rd->req_t;
 		t->u[slot].disk = 0;
@@ -116,6 +112,7 @@ static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_pi
 			return err;
 		}
 		*queued = 1;
+		break;
 	}
 	return pin && cached ? eg_rd_pin(rd, slot) : 0;
 }
@@ -359,30 +356,6 @@ int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c)
 	return 0;
 }
 
-/* The row tier keeps rows, not pages; but while its slots are still empty, the other rows of a unit read for
- * one row are worth keeping there (eg_rc_fill: free slots only, nothing evicted). cachesim.c's fill_rows()
- * re-implements it: change both. */
-static void fill_row_cache(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit,
-			   const uint8_t *data)
-{
-	const struct eg_disk_table *t = p->t;
-	uint64_t first, end;
-
-	if (!t->rows_per_page)
-		return; /* a row of a page or more: its unit holds it alone, and gather keeps it */
-	if (!eg_rc_filling(rd->rc))
-		return;
-	eg_unit_rows(t, unit, &first, &end);
-	for (uint64_t local = first; local < end; local++)
-		eg_rc_prefetch(rd->rc, eg_rc_key(layer, t->row_begin + local));
-	for (uint64_t local = first; local < end; local++) {
-		uint64_t i = local - first;
-		eg_rc_fill(rd->rc, eg_rc_key(layer, t->row_begin + local),
-			   data + i / t->rows_per_page * EG_PAGE + i % t->rows_per_page * t->record_size,
-			   t->record_size);
-	}
-}
-
 void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
 {
 	struct request *r = &rd->req[c->tag];
@@ -397,7 +370,7 @@ void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
 	if (!r->cached && c->res > 0)
 		eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
 	if (r->cached && c->res > 0 && rd->rc)
-		fill_row_cache(rd, r->layer, p, r->unit, eg_units_data(t, r->slot));
+		eg_policy_fill_rows(rd->rc, r->layer, p->t, r->unit, eg_units_data(t, r->slot));
 	release_request(rd, (uint32_t)c->tag);
 }
 

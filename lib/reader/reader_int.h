@@ -19,6 +19,7 @@
 #include "units.h"
 #include "io.h"
 #include "layout.h"
+#include "policy.h"
 #include "rowcache.h"
 #include "seen.h"
 #include "store.h"
@@ -62,9 +63,6 @@ struct pend_queue {
 
 /* Which unit table an entry is in: 0 and 1 are also eg_rd_is_cached()'s answers. */
 enum eg_table { EG_TAB_TRACK = 0, EG_TAB_CACHE = 1, EG_TAB_SPILL = 2 };
-
-/* Where a gathered row stands when the gather call begins. */
-enum row_state { ROW_READY, ROW_NOT_READY, ROW_MISS };
 
 /* One row of a gather call, located and classified before anything waits. */
 struct row_ref {
