@@ -174,14 +174,8 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 	*out = NULL;
 	if (!(rd = calloc(1, sizeof(*rd))))
 		return eg_fail(-ENOMEM, "out of memory");
-	rd->st = o->st;
-	rd->cfg = o->st->cfg;
-	rd->mode = o->mode;
-	rd->flags = o->flags;
-	rd->rc = o->row_cache;
-	rd->depth = o->queue_depth;
-	rd->step = o->step;
-	rd->total = o->total;
+	*rd = (struct eg_reader){ .st = o->st, .cfg = o->st->cfg, .mode = o->mode, .flags = o->flags,
+				  .rc = o->row_cache, .depth = o->queue_depth, .step = o->step, .total = o->total };
 	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = alloc_buffers(rd)) < 0 ||
 	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
@@ -323,14 +317,13 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 		if (out->waiting)
 			out->waiting[l] = rd->pend[l].n;
 	}
-	out->gather_waits = rd->waiters && rd->awaited && rd->awaited->state == EG_UNIT_INFLIGHT;
-	out->stopping = rd->stop;
-	out->published = rd->published;
-	out->backlog = rd->pend_n;
-	out->read_ahead = rd->read_ahead;
-	out->read_alone = rd->read_alone;
-	out->gate = rd->gate;
-	out->track_entries = rd->track.n;
+	*out = (struct eg_reader_probe){
+		.published = rd->published, .backlog = rd->pend_n, .step_units = out->step_units,
+		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = rd->gate,
+		.track_entries = rd->track.n, .handed_all = out->handed_all,
+		.gather_waits = rd->waiters && rd->awaited && rd->awaited->state == EG_UNIT_INFLIGHT,
+		.stopping = rd->stop, .inflight = out->inflight, .waiting = out->waiting,
+	};
 	pthread_mutex_unlock(&rd->lock);
 }
 

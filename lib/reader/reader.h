@@ -2,16 +2,17 @@
  * into rows, keeps the step and its counters, and calls only what is declared here; the reader requests the
  * rows' units, hands them to its I/O thread, issues their reads in layer order behind the gate, completes and
  * publishes them, keeps the unit tables (and their CLOCK), and gathers rows (each classified at the call, then
- * waited for or read, then converted). Its rooms, in lib/reader/: reader.c (life cycle, begin, counters),
- * handover.c (rows from the caller's thread to the I/O thread), read.c (request, issue, complete, publish; what
- * a gather reads itself), progress.c (the I/O thread, the backend's choice and fallback), gather.c (classify,
- * resolve, convert), policy.c (the decisions: which units a push requests and pins, how a gather classifies its
- * rows: also what lib/cachesim.c replays), remote_tier.c and remote_rows.c (the remote tier as a row source),
- * io_uring.c and io_pool.c (the backends, io.h), units.c (the unit table, units.h). Their shared state is
- * reader_int.h, which nothing outside lib/reader/ includes.
+ * waited for or read, then converted). Its files, in lib/reader/: reader.c (life cycle, begin, a push's
+ * requests, the counters), handover.c (rows from the caller's thread to the I/O thread), read.c (request, issue,
+ * complete, publish; what a gather reads itself), progress.c (the I/O thread; the backend's choice and
+ * fallback), gather.c (classify, resolve, convert), policy.h (the decisions on keys alone, which lib/cachesim.c
+ * replays too), remote_tier.c and remote_rows.c (the remote tier as a row source), io_uring.c and io_pool.c (the
+ * backends, io.h), units.c (the unit table, units.h). Their shared state is reader_int.h, which nothing outside
+ * lib/reader/ includes; no file here includes the session's.
  *
  * Threads: every function here is called by the session's caller's thread (one at a time, as the session's
- * own functions are); the reader's lock guards what that thread shares with the I/O thread. */
+ * own functions are), except eg_reader_wake (any thread); the reader's lock guards what that thread shares with
+ * the I/O thread. */
 #ifndef ENGRAM_READER_H
 #define ENGRAM_READER_H
 
