@@ -60,7 +60,7 @@ void eg_rd_hand_kick(struct eg_reader *rd)
 		rd->hand_awake = 1;
 	pthread_mutex_unlock(&rd->hand_lock);
 	if (wake)
-		eg_reader_wake(rd);
+		eg_rd_wake(rd);
 }
 
 int eg_rd_hand_sleep(struct eg_reader *rd)
@@ -95,8 +95,12 @@ int eg_rd_take_requests(struct eg_reader *rd, size_t max)
 		size_t n = (size_t)w[1] - rd->taken_done, k = n < max ? n : max;
 		rd->req_t = w[2];
 		/* a failure (out of memory) leaves the rows unrequested: gather reads them itself */
-		(void)eg_rd_request_rows(rd, (unsigned)(w[0] & 0xffff), w + HDR_WORDS + rd->taken_done, k,
-					   (int)(w[0] >> 16 & 1), NULL);
+		unsigned layer = (unsigned)(w[0] & 0xffff);
+		if (rd->remote) /* rows no RAM tier holds come from the cluster (remote_tier.c) */
+			(void)eg_rd_remote_request(rd, layer, w + HDR_WORDS + rd->taken_done, k);
+		else
+			(void)eg_rd_request_rows(rd, layer, w + HDR_WORDS + rd->taken_done, k, (int)(w[0] >> 16 & 1),
+						 NULL);
 		max -= k;
 		rd->taken_done += k;
 		if (rd->taken_done == w[1]) {

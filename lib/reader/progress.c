@@ -208,20 +208,9 @@ static void loop(struct eg_reader *rd)
 	}
 }
 
-void eg_rd_progress_wake_locked(struct eg_reader *rd)
-{
-	if (rd->idle == PROG_IDLE_IO)
-		rd->io->ops->kick(rd->io);
-	else if (rd->idle == PROG_IDLE_SRC)
-		rd->source.kick(rd, rd->source.arg);
-	rd->idle = PROG_BUSY;
-}
-
 void eg_reader_wake(struct eg_reader *rd)
 {
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_progress_wake_locked(rd);
-	pthread_mutex_unlock(&rd->lock);
+	eg_rd_wake(rd);
 }
 
 int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer)

@@ -20,14 +20,6 @@
 #include "policy.h"
 #include "reader_int.h"
 
-uint64_t eg_rd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A unit's error as its table keeps it (int16): corruption as -EBADMSG, anything out of range as -EIO. */
 static int16_t unit_err(int err)
 {
@@ -125,8 +117,8 @@ int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *row
 
 	if (done)
 		*done = 0;
-	if (rd->remote) /* rows no RAM tier holds come from the cluster (remote_tier.c) */
-		return done ? 0 : eg_rd_remote_request(rd, layer, rows, n);
+	if (rd->remote) /* rows no RAM tier holds come from the cluster: requested from the hand-over (handover.c) */
+		return 0;
 	for (; k < n && !err; k++) {
 		const uint64_t row = EG_READ_ONCE(rows[k]); /* the caller's: read once, checked, then used */
 		const struct eg_piece *p = eg_store_find(rd->st, layer, row);

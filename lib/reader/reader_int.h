@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "block.h"
 #include "units.h"
@@ -211,7 +212,31 @@ static inline void eg_rd_count_for(struct eg_reader *rd, unsigned layer, uint32_
 }
 #define COUNT_FOR(rd, l, g, f, v) eg_rd_count_for((rd), (l), (g), offsetof(struct engram_io_stats, f), (v))
 
-uint64_t eg_rd_now_ns(void);
+static inline uint64_t eg_rd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wake the I/O thread so that it runs its loop (and rd->source) again, under the lock: where it sleeps (rd->idle)
+ * says how. eg_rd_wake: the same from any thread, without the lock. */
+static inline void eg_rd_progress_wake_locked(struct eg_reader *rd)
+{
+	if (rd->idle == PROG_IDLE_IO)
+		rd->io->ops->kick(rd->io);
+	else if (rd->idle == PROG_IDLE_SRC)
+		rd->source.kick(rd, rd->source.arg);
+	rd->idle = PROG_BUSY;
+}
+
+static inline void eg_rd_wake(struct eg_reader *rd)
+{
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_progress_wake_locked(rd);
+	pthread_mutex_unlock(&rd->lock);
+}
 
 /* handover.c. The caller's thread, without the lock: append one layer's rows, requested at t_ns (pin:
  * held for the step); then kick, which wakes the I/O thread when it may sleep. The I/O thread, under the lock,
@@ -227,7 +252,7 @@ void eg_rd_hand_free(struct eg_reader *rd);
 /* read.c: request (the I/O thread, or whoever takes the requests; under lock) */
 /* Make sure the unit of each row is read or being read (pin: hold cached units for the step); rd->req_t is the
  * units' request time. With done: only rows whose units are held or being read already, up to the first that
- * needs a read (the remote tier: none); *done is how many were. */
+ * needs a read; *done is how many were. With the remote tier, nothing (its rows are its own: handover.c). */
 int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done);
 /* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
  * returns 1 when more could start); finish a
@@ -254,8 +279,6 @@ int eg_rd_unit_error(const struct eg_piece *p, int err);
 /* Start the I/O thread, which makes the backend (io_uring, else the pread pool); stop it (destroy). */
 int eg_rd_progress_start(struct eg_reader *rd);
 void eg_rd_progress_stop(struct eg_reader *rd);
-/* eg_reader_wake() under the lock: the I/O thread runs its loop (and rd->source) again. */
-void eg_rd_progress_wake_locked(struct eg_reader *rd);
 /* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
  * wait_ns. */
 int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer);
