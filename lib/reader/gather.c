@@ -2,7 +2,8 @@
  * the call is located and classified as it stands at that instant: ready (its bytes are in memory: a unit read
  * and cached, a page this session brought into the page cache), not ready (its read is queued or in flight)
  * or a miss (never requested). Only then does anything wait: each row's unit is waited for, or read now, and
- * the rows are converted into the caller's buffer a chunk at a time. The public gather calls are the session's (session.c). */
+ * the rows are converted into the caller's buffer a chunk at a time. The public gather calls are the
+ * session's (lib/session.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,12 @@
-/* The hand-over of requested rows from the caller's thread to the session's I/O thread. push and prefetch hash
+/* The hand-over of requested rows from the caller's thread to the reader's I/O thread. push and prefetch hash
  * and append the rows to rd->hand under rd->hand_lock alone (a copy: nothing else, so that the engine thread never
- * waits for the session lock while the I/O thread issues or publishes, and makes no system call but the one
- * wake of a sleeping thread a step); push first asks for the rows the session already holds itself when the
- * session lock is free (session.c), and hands over from the first row that needs a read. The I/O thread takes what was handed over and requests it
+ * waits for the reader's lock while the I/O thread issues or publishes, and makes no system call but the one
+ * wake of a sleeping thread a step); push first asks for the rows the reader already holds itself when the
+ * reader's lock is free (reader.c), and hands over from the first row that needs a read. The I/O thread takes what was handed over and requests it
  * (read.c: find or give each unit an entry, queue its read), a batch of rows at a time between its
  * submissions, so that the first reads reach the disk while the rest are looked up. Whoever needs the requests
  * made before going on (a gather before it classifies rows, begin before it ends the step, the counters) makes
- * the rest itself, under the session lock: eg_rd_take_requests(rd, SIZE_MAX).
+ * the rest itself, under the reader's lock: eg_rd_take_requests(rd, SIZE_MAX).
  *
  * A record: a header word (layer | pin << 16), the number of rows, the push's CLOCK_MONOTONIC ns (a unit's
  * request time, from which its lead is counted), then the rows. */

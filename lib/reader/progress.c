@@ -1,4 +1,4 @@
-/* A session's I/O thread: the library's own progress. It makes the session's read backend (so that an
+/* The reader's I/O thread: the library's own progress. It makes the reader's backend (so that an
  * io_uring ring has one issuer), then loops: request the rows push handed over (handover.c), a batch
  * at a time, start backlog reads while requests are free (read.c, earliest layer first), submit them, sleep in the backend until a completion or a kick, finish the
  * completions outside the lock (short reads, zstd decoding and checksums), publish them under the lock
@@ -7,9 +7,9 @@
  * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
  * the pread pool's condition variable) when nothing is to be done.
  *
- * Another source of completions (the remote tier) joins the loop through rd->source (session.h): the loop calls
+ * Another source of completions (the remote tier) joins the loop through rd->source (reader_int.h): the loop calls
  * its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the loop from
- * its own thread with eg_reader_wake() (the same kick as push's: an eventfd read kept in the ring, or
+ * its own thread with eg_rd_wake() (the same kick as push's: an eventfd read kept in the ring, or
  * the pool's condition variable). A source with sockets of its own (the remote tier's client) also gives
  * wait(): the thread calls it outside the lock on every turn, and, when the backend has no read in flight or to
  * start, sleeps in it (the source polls its sockets and an eventfd of its own, which its kick() writes) instead

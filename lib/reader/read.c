@@ -1,12 +1,12 @@
-/* Reading units for a session, in the order a read goes. Request (the I/O thread, from the rows push and
- * prefetch handed over: handover.c; or a gather taking the rest itself): a unit wanted is found in its
- * table, or given a slot and queued on its layer's backlog; nothing else. Issue (the I/O thread,
- * lib/progress.c): queued reads take free requests, earliest layer first (the layer gathered first
- * starts first), and go to the eg_io backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
+/* Reading units, in the order a read goes. Request (the I/O thread, from the rows push and prefetch handed over:
+ * handover.c; or a gather taking the rest itself): a unit wanted is found in its table, or given an entry
+ * (policy.h decides which) and queued on its layer's backlog; nothing else. Issue (the I/O thread, progress.c):
+ * queued reads take free requests, earliest layer first (the layer gathered first starts first), and go to the
+ * eg_io backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
  * checked and decoded, then the units are published ready, the row cache filled, and the backlog refilled.
  * Last, what a gather does itself: read a unit now, probe the page cache, name a failed read's file.
  *
- * Everything here but the decoding of a completion runs under rd->lock (session.h says what it guards). */
+ * Everything here but the decoding of a completion runs under rd->lock (reader_int.h says what it guards). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
