@@ -409,9 +409,12 @@ ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *s
  * reserved (posix_fallocate: a full /dev/shm is -ENOSPC now, never SIGBUS later). A node whose engines run as
  * several users opts in to a group: ENGRAM_ROWCACHE_GROUP with engram_rowcache_options.group creates the
  * segment 0660 in that group and attaches only to one of that group that others may not write. Processes that
- * may write the segment are trusted not to shrink it (a shrunk segment raises SIGBUS, as any mapped file
- * would); what they write is not: a header is checked field by field before it is mapped, and every slot
- * carries a checksum of its row and key, so a slot changed behind the library's back is a miss, not a row. */
+ * may write the segment are trusted writers: its owner's, and with ENGRAM_ROWCACHE_GROUP every member of the
+ * group, can make every process attached to it serve rows of their choosing, since the per-slot checksum is
+ * not keyed (share a group segment only among users trusted to write the tables). They are also trusted not to
+ * shrink it (a shrunk segment raises SIGBUS, as any mapped file would). Damage is caught: a header is checked
+ * field by field before it is mapped, and every slot carries a checksum of its row and key, so a slot changed
+ * by accident or a stray write is a miss, not a row. A FIFO or other non-segment at the name is -EINVAL. */
 #define ENGRAM_ROWCACHE_GROUP 1u /* engram_rowcache_options.flags: shared with the group named in .group */
 struct engram_rowcache_options {
 	size_t size;    /* sizeof(struct engram_rowcache_options), set by the caller (ENGRAM_INIT) */
@@ -521,7 +524,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s);
 /* "io_uring" or "pread pool (<why>)"; static or session-owned storage. */
 ENGRAM_API const char *engram_session_backend(const engram_session *s);
 
-/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0. */
+/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0, or
+ * ENGRAM_EFORKED (a session made before this process forked, used in the child; nothing is changed). */
 ENGRAM_API int engram_session_begin(engram_session *s);
 /* Append n tokens of sequence slot seq to the step (mask as in engram_hasher_push) and submit the reads of
  * their rows for every layer. Returns 0, -EINVAL (bad slot or token id; nothing is appended), -errno. */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -24,6 +26,51 @@
 static int in_range(uint64_t off, uint64_t len, uint64_t size)
 {
 	return off <= size && len <= size - off;
+}
+
+/* ---- the identity of an external data file ---- */
+
+static int64_t ns_of(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+void eg_external_stamp(struct eg_disk_external *x, const struct stat *st)
+{
+	x->inode = (uint64_t)st->st_ino;
+	x->mtime_ns = ns_of(&st->st_mtim);
+	x->ctime_ns = ns_of(&st->st_ctim);
+	x->identity = EG_EXTERNAL_IDENTITY;
+}
+
+/* "its modification time (2026-12-05 05:01:02.123456789 now, ... indexed)" */
+static void time_pair(char *out, size_t cap, const char *name, int64_t now, int64_t then)
+{
+	char a[40], b[40];
+	time_t ta = (time_t)(now / 1000000000), tb = (time_t)(then / 1000000000);
+	struct tm tma, tmb;
+
+	strftime(a, sizeof(a), "%Y-%m-%d %H:%M:%S", gmtime_r(&ta, &tma));
+	strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S", gmtime_r(&tb, &tmb));
+	snprintf(out, cap, "its %s (%s.%09lld UTC now, %s.%09lld indexed)", name, a, (long long)(now % 1000000000),
+		 b, (long long)(then % 1000000000));
+}
+
+int eg_external_differs(const struct eg_disk_external *x, const struct stat *st, char *what, size_t cap)
+{
+	if (!(x->identity & EG_EXTERNAL_IDENTITY))
+		return 0;
+	if ((uint64_t)st->st_ino != x->inode)
+		snprintf(what, cap, "its inode (%llu now, %llu indexed: another file was copied or renamed to its name)",
+			 (unsigned long long)st->st_ino, (unsigned long long)x->inode);
+	else if (ns_of(&st->st_mtim) != x->mtime_ns)
+		time_pair(what, cap, "modification time", ns_of(&st->st_mtim), x->mtime_ns);
+	else if (ns_of(&st->st_ctim) != x->ctime_ns)
+		time_pair(what, cap, "status change time: it was written, or its times or attributes were set,",
+			  ns_of(&st->st_ctim), x->ctime_ns);
+	else
+		return 0;
+	return 1;
 }
 
 /* ---- checksums ---- */

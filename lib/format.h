@@ -230,13 +230,20 @@ static inline const struct eg_block_type *eg_block_type(uint32_t dt)
 
 /* Bytes of one element, the unit of the zstd byte-plane shuffle: 1 for F8_E4M3 and for the block types (whose
  * bytes are not elements). 0 for an unknown dtype. */
-/* EG_SEC_EXTERNAL entry: a data file, identified by its size and the digest of its first bytes (for a GGUF: its
- * header, metadata and tensor infos), named relative to the shard's directory unless absolute. */
+/* EG_SEC_EXTERNAL entry: a data file, identified by its size, the digest of its first bytes (for a GGUF: its
+ * header, metadata and tensor infos) and, when `identity` is set, the inode and times it had when indexed (a
+ * write to it, a copy over it or a rename of another file to its name changes one of them); named relative to
+ * the shard's directory unless absolute. */
+#define EG_EXTERNAL_IDENTITY 1u      /* identity: inode, mtime_ns and ctime_ns are recorded (0 in older indexes) */
 struct eg_disk_external {
 	uint64_t file_size;          /* exact length of the file */
 	uint64_t digest_len;         /* bytes [0, digest_len) are digested */
 	uint64_t digest;             /* eg_checksum() of them */
-	uint8_t reserved[40];
+	uint64_t inode;              /* st_ino */
+	int64_t mtime_ns;            /* st_mtim, nanoseconds since the epoch */
+	int64_t ctime_ns;            /* st_ctim, likewise */
+	uint32_t identity;           /* EG_EXTERNAL_IDENTITY, or 0: the three fields above were not recorded */
+	uint8_t reserved[12];
 	char path[192];              /* NUL-terminated, NUL-padded */
 };
 static_assert(sizeof(struct eg_disk_external) == 256, "external entry size");
@@ -318,6 +325,13 @@ int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_
  * size are left as they are, inconsistent or not. Returns 0, or -1 when the image has no header or its section
  * table is not inside it (then nothing but the header, when there is one, is sealed). */
 int eg_shard_seal(uint8_t *map, uint64_t len);
+
+/* An EXTERNAL entry's identity of a data file (man engram(5)): x's inode and times from st, which the indexer took
+ * before reading the file; and, at open, what differs between the identity recorded in x and st (written to
+ * what, e.g. "its inode (12 now, 9 indexed)"): 0 when nothing does or x records no identity, 1 otherwise. */
+struct stat;
+EG_PRIVATE void eg_external_stamp(struct eg_disk_external *x, const struct stat *st);
+EG_PRIVATE int eg_external_differs(const struct eg_disk_external *x, const struct stat *st, char *what, size_t cap);
 
 /* Header from the first `have` bytes of a file of file_size bytes. */
 int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);

@@ -332,6 +332,9 @@ static int session_options(struct engram_session_options *o, const engram_store 
 		return err;
 	if (o->mode != ENGRAM_MODE_PAGECACHE && o->mode != ENGRAM_MODE_DIRECT)
 		return eg_fail(-EINVAL, "session mode %d is neither page-cache nor direct", (int)o->mode);
+	if (o->remote && !o->remote[0])
+		return eg_fail(-EINVAL, "session option remote is empty: redis://HOST:PORT (or several, comma-separated), "
+					"or NULL for no remote tier");
 	/* a row cache keys rows by layer and row: another table set's would serve its rows for these */
 	if (o->row_cache && memcmp(o->row_cache->set_id, st->shards[0].hdr->set_id, 16) != 0)
 		return eg_fail(-EINVAL, "the row cache%s%s holds the rows of another table set than '%s'",

@@ -53,12 +53,13 @@ static int open_shard(struct eg_shard *sh, const char *path)
 	return eg_sections_decode(&sh->secs, sh->map, sh->hdr, path);
 }
 
-/* Data file i of a shard's external section: mapped beside it, once its size and the digest of its first bytes
- * say it is the file the shard indexes. */
+/* Data file i of a shard's external section: mapped beside it, once its size, its inode and times (when the index
+ * records them) and the digest of its first bytes say it is the file the shard indexes. */
 static int open_external(struct eg_shard *x, const struct eg_shard *sh, unsigned i)
 {
 	const struct eg_disk_external *e = &sh->secs.external[i];
 	const char *slash = strrchr(sh->path, '/');
+	char what[200];
 	struct stat st;
 	void *map;
 	size_t n;
@@ -78,6 +79,9 @@ static int open_external(struct eg_shard *x, const struct eg_shard *sh, unsigned
 		return eg_fail(x->size < e->file_size ? ENGRAM_ETRUNC : ENGRAM_ECORRUPT,
 			       "'%s' is %llu bytes, but '%s' indexed a file of %llu: it changed since (index it again)",
 			       x->path, (unsigned long long)x->size, sh->path, (unsigned long long)e->file_size);
+	if (eg_external_differs(e, &st, what, sizeof(what)))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s' is not the file '%s' indexed: %s; its data may differ (index it "
+						"again)", x->path, sh->path, what);
 	map = mmap(NULL, x->size ? x->size : 1, PROT_READ, MAP_SHARED, x->fd, 0);
 	if (map == MAP_FAILED)
 		return eg_fail(-errno, "cannot map '%s': %s", x->path, strerror(errno));
@@ -302,7 +306,8 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 	int err = 0, whole_set = 0;
 
 	if (!out || !path || flags) {
-		err = eg_fail(-EINVAL, "engram_open: %s", flags ? "unknown flags" : "NULL argument");
+		err = flags ? eg_fail(-EINVAL, "engram_open: unknown flags 0x%x", flags)
+			    : eg_fail(-EINVAL, "engram_open: NULL %s", !out ? "out" : "path");
 		goto out;
 	}
 	*out = NULL;

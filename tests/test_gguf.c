@@ -512,13 +512,49 @@ static void test_unsupported_type(void **state)
 	free(b);
 }
 
-/* An index reads the GGUF it indexed or nothing: a GGUF whose metadata, size or data changed is refused (open for
- * the first two, verify for the data, whose block checksums the index holds). */
+/* Gather every row of table piece l through a new session of mode: its result (0, or the first error). */
+static int gather_all(engram_store *st, unsigned l, enum engram_mode mode)
+{
+	struct engram_session_options so = ENGRAM_INIT(struct engram_session_options);
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+	engram_session *s;
+	uint64_t *rows;
+	uint8_t *got;
+	int err;
+
+	must(engram_store_table_info(st, l, &ti), "info");
+	so.mode = mode;
+	must(engram_session_create(&s, st, &so), "session");
+	rows = malloc(ti.row_count * sizeof(*rows));
+	got = malloc(ti.row_count * 4 * ti.head_dim);
+	assert_true(rows && got);
+	for (uint64_t r = 0; r < ti.row_count; r++)
+		rows[r] = ti.row_begin + r;
+	must(engram_session_begin(s), "begin");
+	err = engram_session_gather_rows(s, ti.layer_index, rows, ti.row_count, ENGRAM_OUT_F32, got,
+					 ti.row_count * 4 * ti.head_dim);
+	engram_session_destroy(s);
+	free(rows);
+	free(got);
+	return err;
+}
+
+/* Wait until a file written now gets other timestamps than one written before (the kernel stamps files with a
+ * clock of a tick or so): the changes below must be visible as changes, as a later operator's would be. */
+static void next_tick(void)
+{
+	usleep(30 * 1000);
+}
+
+/* An index reads the GGUF it indexed or nothing: a GGUF whose metadata, size, inode or times changed is refused
+ * at open, and one written under an open store fails the session reads of its changed pages (direct mode) and
+ * verify. */
 static void test_in_place_changed(void **state)
 {
 	const char *dir = tmpdir_create_once();
-	char gguf[600], index[600];
+	char gguf[600], index[600], other[600], ref[600];
 	const char *wp[1] = { gguf };
+	const char *fx = fixture("gguf/A-Q4_K.gguf");
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	engram_store *st;
 	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
@@ -526,12 +562,15 @@ static void test_in_place_changed(void **state)
 	(void)state;
 	snprintf(gguf, sizeof(gguf), "%s/model.gguf", dir);
 	snprintf(index, sizeof(index), "%s/model.engram", dir);
-	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	snprintf(other, sizeof(other), "%s/other.gguf", dir);
+	snprintf(ref, sizeof(ref), "%s/model.times", dir);
+	assert_int_equal(sh("cp %s %s", fx, gguf), 0);
 	o.weights = wp;
 	o.n_weights = 1;
 	o.out_path = index;
 	o.in_place = 1;
 	must(engram_pack(&o, NULL), "in place");
+	assert_int_equal(sh("touch -r %s %s", gguf, ref), 0); /* the times it was indexed with */
 	must(engram_open(&st, index, 0), "open");
 	must(engram_store_table_info(st, 0, &ti), "info");
 	assert_string_equal(ti.codec, "in-place");
@@ -540,34 +579,99 @@ static void test_in_place_changed(void **state)
 	assert_int_equal(sh("%s info %s | grep -q \"^in place .*model.gguf' (tables read where it has them)\"",
 			    tool_path("engram-stat"), index), 0);
 	must(engram_verify(st, NULL, NULL), "verify");
-	engram_close(st);
-	/* the index is small: metadata and a checksum per block, no rows but the last page's */
+	for (unsigned l = 0; l < engram_store_num_tables(st); l++)
+		must(gather_all(st, l, ENGRAM_MODE_DIRECT), "direct rows");
+	/* the index is small: metadata and a checksum per page, no rows but the last page's */
 	assert_true(sh("test $(stat -c %%s %s) -lt 16384", index) == 0);
-	/* a data byte: open is O(1) and does not see it, verify does */
-	assert_int_equal(sh("printf '\\001' | dd of=%s bs=1 seek=3000 conv=notrunc status=none", gguf), 0);
-	must(engram_open(&st, index, 0), "open");
+	/* a byte of table 0's rows written under the open store: direct reads of its page and verify see it */
+	next_tick();
+	assert_int_equal(sh("printf '\\001' | dd of=%s bs=1 seek=%llu conv=notrunc status=none", gguf,
+			    (unsigned long long)(ti.data_offset + ti.raw_bytes / 2)), 0);
+	assert_int_equal(gather_all(st, 0, ENGRAM_MODE_DIRECT), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "model.gguf"));
 	assert_int_equal(engram_verify(st, NULL, NULL), ENGRAM_ECORRUPT);
 	assert_non_null(strstr(engram_last_error(), "model.gguf"));
 	engram_close(st);
+	/* same size, same metadata, other tensor data (that changed byte), each way it may come: */
+	assert_int_equal(sh("cp %s %s", gguf, other), 0);
+	/* written in place (its data and times) */
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "model.gguf' is not the file"));
+	assert_non_null(strstr(engram_last_error(), "modification time"));
+	/* ... with its modification time put back as it was indexed */
+	assert_int_equal(sh("touch -r %s %s", ref, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "status change time"));
+	/* copied to another name with the times it was indexed with, then renamed over it */
+	assert_int_equal(sh("cp %s %s.new && touch -r %s %s.new && mv %s.new %s", other, gguf, ref, gguf, gguf, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "its inode"));
+	assert_non_null(strstr(engram_last_error(), "index it again"));
+	/* the original bytes copied back over it: still not the file indexed */
+	next_tick();
+	assert_int_equal(sh("cat %s > %s && touch -r %s %s", fx, gguf, ref, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
 	/* a metadata byte (in a key name: the file is still GGUF) */
-	assert_int_equal(sh("cp %s %s && printf 'X' | dd of=%s bs=1 seek=40 conv=notrunc status=none",
-			    fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(sh("cp %s %s && printf 'X' | dd of=%s bs=1 seek=40 conv=notrunc status=none", fx, gguf, gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
 	assert_non_null(strstr(engram_last_error(), "is not the file"));
 	/* truncated, and grown */
-	assert_int_equal(sh("cp %s %s && truncate -s -100 %s", fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(sh("cp %s %s && truncate -s -100 %s", fx, gguf, gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ETRUNC);
 	assert_non_null(strstr(engram_last_error(), "it changed since"));
-	assert_int_equal(sh("cp %s %s && truncate -s +1 %s", fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(sh("cp %s %s && truncate -s +1 %s", fx, gguf, gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
 	/* gone */
 	assert_int_equal(sh("rm %s", gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), -ENOENT);
 	assert_non_null(strstr(engram_last_error(), "model.engram' indexes it"));
-	/* restored: served again */
-	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	/* restored and indexed again: served again */
+	assert_int_equal(sh("cp %s %s", fx, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	must(engram_pack(&o, NULL), "in place again");
 	must(engram_open(&st, index, 0), "open");
+	for (unsigned l = 0; l < engram_store_num_tables(st); l++)
+		must(gather_all(st, l, ENGRAM_MODE_DIRECT), "direct rows");
 	engram_close(st);
+}
+
+/* Touches the GGUF (its times: what a writer changes) once the indexer has started reading its pages. */
+static int touch_once(void *arg, uint64_t done, uint64_t total)
+{
+	int *touched = arg;
+
+	(void)total;
+	if (done && !*touched) {
+		*touched = 1;
+		return sh("touch %s/model-during.gguf", tmpdir_create_once()) == 0 ? 0 : -EIO;
+	}
+	return 0;
+}
+
+/* A GGUF that changes while it is being indexed fails the pack, naming it and what changed; no index is left. */
+static void test_in_place_changed_while_indexing(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char gguf[600], index[600];
+	const char *wp[1] = { gguf };
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	int touched = 0;
+
+	(void)state;
+	snprintf(gguf, sizeof(gguf), "%s/model-during.gguf", dir);
+	snprintf(index, sizeof(index), "%s/model-during.engram", dir);
+	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	next_tick();
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = index;
+	o.in_place = 1;
+	o.progress = touch_once;
+	o.progress_arg = &touched;
+	assert_int_equal(engram_pack(&o, NULL), -EAGAIN);
+	assert_true(touched);
+	assert_non_null(strstr(engram_last_error(), "model-during.gguf' changed while it was being indexed"));
+	assert_int_not_equal(access(index, F_OK), 0);
 }
 
 /* A split GGUF indexed in place: one data file per part, named relative to the index beside them. */
@@ -625,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_value_types),
 		cmocka_unit_test(test_unsupported_type),
 		cmocka_unit_test(test_in_place_changed),
+		cmocka_unit_test(test_in_place_changed_while_indexing),
 		cmocka_unit_test(test_in_place_split),
 	};
 

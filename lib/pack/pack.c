@@ -41,6 +41,7 @@ struct packer {
 	struct eg_disk_source source;
 	struct engram_pack_result res;
 	char *ext_files[EG_INPLACE_MAX_FILES]; /* --in-place: the GGUF files the index reads */
+	struct eg_disk_external ext[EG_INPLACE_MAX_FILES]; /* and their entries, stamped by the plan */
 	unsigned n_ext;
 };
 
@@ -187,8 +188,11 @@ static int write_piece(struct packer *pk, struct eg_outfile *f, const struct pie
 	size_t batch_pages, batch_rows, page = 0, slot = 0;
 	int err;
 
-	if (pc->external) /* the rows stay where the GGUF has them: only their checksums are written */
-		return eg_inplace_table(src, pc, pk->ppb, t, &po->sums, pk->batch, progress_cb, pk);
+	/* the rows stay where the GGUF has them: only their checksums are written, by default one per page, so that a
+	 * session checks each page of the GGUF it reads whole (engram(5), EXTERNAL section) */
+	if (pc->external)
+		return eg_inplace_table(src, pc, pk->o->block_pages ? pk->ppb : 1, t, &po->sums, pk->batch,
+					progress_cb, pk);
 
 	eg_layout_init(t, src->dtype, src->head_dim, pc->row_count, pk->ppb);
 	t->layer_index = pc->layer_index;
@@ -337,9 +341,8 @@ static int write_body(struct packer *pk, struct eg_outfile *f, const struct shar
 	}
 	so->n_secs = 6;
 	if (pk->n_ext) {
-		struct eg_disk_external x[EG_INPLACE_MAX_FILES];
-		if ((err = eg_inplace_externals(pk->o->out_path, pk->ext_files, pk->n_ext, x)) < 0 ||
-		    (err = add_section(f, &secs[6], EG_SEC_EXTERNAL, x, pk->n_ext * sizeof(*x), &off)) < 0)
+		if ((err = eg_inplace_externals(pk->o->out_path, pk->ext_files, pk->n_ext, pk->ext)) < 0 ||
+		    (err = add_section(f, &secs[6], EG_SEC_EXTERNAL, pk->ext, pk->n_ext * sizeof(pk->ext[0]), &off)) < 0)
 			goto out;
 		so->n_secs = 7;
 	}
@@ -626,7 +629,7 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 	}
 	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0 ||
 	    (err = check_outputs(&pk, o)) < 0 ||
-	    (o->in_place && (err = eg_inplace_plan(&shards[0], pk.src, pk.ext_files, &pk.n_ext)) < 0))
+	    (o->in_place && (err = eg_inplace_plan(&shards[0], pk.src, pk.ext_files, pk.ext, &pk.n_ext)) < 0))
 		goto out;
 	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */
 	pk.filter = EG_FILTER_NONE;

@@ -70,14 +70,16 @@ void eg_plan_free(struct shard *s, unsigned n);
 
 /* --in-place (pack_inplace.c). The plan's one shard of whole tables becomes, per layer, an external piece (the
  * rows inside the GGUF's whole pages) and a packed piece of the rest; files[*n_files] gets the GGUF paths
- * (malloc'd). */
+ * (malloc'd), x[*n_files] their identity (eg_external_stamp) as the plan found them, before any data is read. */
 #define EG_INPLACE_MAX_FILES 64
-int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, unsigned *n_files);
+int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, struct eg_disk_external *x,
+		    unsigned *n_files);
 /* The table entry of an external piece, and its block checksums (*sums, malloc'd), reading the GGUF through buf
  * (pages_per_block pages); progress(arg, bytes) as they are read. */
 int eg_inplace_table(const struct eg_source *src, const struct piece *pc, uint32_t ppb, struct eg_disk_table *t,
 		     uint64_t **sums, uint8_t *buf, int (*progress)(void *arg, uint64_t bytes), void *arg);
-/* The EG_SEC_EXTERNAL entries of the n files for a shard written at out. */
+/* The EG_SEC_EXTERNAL entries x[0..n) of the n files for a shard written at out, completing the plan's: -EAGAIN
+ * naming the file and what differs when one changed since the plan stamped it. */
 int eg_inplace_externals(const char *out, char **files, unsigned n, struct eg_disk_external *x);
 
 /* An output file that appears whole or not at all (outfile.c): written unnamed in the directory of dest_path,

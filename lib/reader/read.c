@@ -343,6 +343,11 @@ int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c)
 		uint8_t *dst = eg_units_data(eg_rd_table(rd, r->cached), r->slot);
 		if (eg_block_decode(&rd->io_bctx, p, r->unit, r->buf + r->delta, r->frame_len, dst) < 0)
 			res = ENGRAM_ECORRUPT;
+	} else if (res > 0 && r->cached && rd->st->pieces[r->piece].t->codec == EG_CODEC_EXTERNAL) {
+		/* a GGUF's pages read whole: checked against the index's checksums (a GGUF written under the store) */
+		const struct eg_piece *p = &rd->st->pieces[r->piece];
+		if (eg_block_check_span(p, eg_unit_off(p->t, r->unit), r->buf, r->len) < 0)
+			res = ENGRAM_ECORRUPT;
 	}
 	c->res = res;
 	return 0;
@@ -401,8 +406,11 @@ int eg_rd_load_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece 
 	COUNT(rd, layer, ios, 1);
 	COUNT(rd, layer, bytes, u.span);
 	COUNT(rd, layer, disk_bytes, u.span);
-	if (p->t->codec != EG_CODEC_ZSTD)
-		return eg_pread_full(u.fd, dst, u.span, u.len, u.off, p->shard->path);
+	if (p->t->codec != EG_CODEC_ZSTD) {
+		if ((err = eg_pread_full(u.fd, dst, u.span, u.len, u.off, p->shard->path)) < 0)
+			return err;
+		return p->t->codec == EG_CODEC_EXTERNAL ? eg_block_check_span(p, eg_unit_off(p->t, unit), dst, u.span) : 0;
+	}
 	uint8_t *frame = rd->overflow + rd->unit_max; /* sized for the largest aligned frame span */
 	if ((err = eg_pread_full(u.fd, frame, u.span, u.delta + u.len, u.off, p->shard->path)) < 0)
 		return err;

@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple, Union
 import numpy as np
 
 from . import _arrays, _lib
-from ._errors import error, path_error
+from ._errors import about
 from ._handle import NoCopy
 from ._lib import lib
 
@@ -56,13 +56,12 @@ class Config(NoCopy):
             raise ValueError("Config needs one of token_map (a .npy file) and tokenizer (a tokenizer.json)")
         ptr = ctypes.c_void_p()
         cfg = fspath(config_json, "config_json")
-        if tokenizer is not None:
-            from ._lib import pack
-            rc = pack().engram_config_load_tokenizer(ctypes.byref(ptr), cfg, fspath(tokenizer, "tokenizer"))
-        else:
-            rc = lib.engram_config_load(ctypes.byref(ptr), cfg, fspath(token_map, "token_map"))
-        if rc < 0:
-            raise path_error(rc, _culprit(config_json, token_map if tokenizer is None else tokenizer))
+        with about(_culprit(config_json, token_map if tokenizer is None else tokenizer)):
+            if tokenizer is not None:
+                from ._lib import pack
+                pack().engram_config_load_tokenizer(ctypes.byref(ptr), cfg, fspath(tokenizer, "tokenizer"))
+            else:
+                lib.engram_config_load(ctypes.byref(ptr), cfg, fspath(token_map, "token_map"))
         self._init(ptr.value, None, f"'{os.fsdecode(config_json)}'")
         self._finalizer = weakref.finalize(self, lib.engram_config_free, ptr.value)
         self._finalizer.atexit = False
@@ -187,14 +186,10 @@ class Config(NoCopy):
         out = np.empty((len(self._layer_ids), n, self._columns), dtype=np.uint64)
         h = ctypes.c_void_p()
         with self._use() as ptr:
-            rc = lib.engram_hasher_create(ctypes.byref(h), ptr, 1)
-            if rc < 0:
-                raise error(rc)
+            lib.engram_hasher_create(ctypes.byref(h), ptr, 1)
             try:
-                rc = lib.engram_hasher_push(h, 0, t.ctypes.data, None if m is None else m.ctypes.data, n,
-                                            out.ctypes.data)
-                if rc < 0:
-                    raise error(rc)
+                lib.engram_hasher_push(h, 0, t.ctypes.data, None if m is None else m.ctypes.data, n,
+                                       out.ctypes.data)
             finally:
                 lib.engram_hasher_destroy(h)
         return out

@@ -279,11 +279,23 @@ _PACK_FUNCS = {
 }
 
 
+def _raise_negative(result, func, args):
+    """errcheck of every function returning an int: a negative result is raised as engram.Error (or the subclass
+    for its errno) with the calling thread's message, so that no caller can drop a failure. A caller that names
+    a file catches it and raises path_error() (the message is still the thread's)."""
+    if result < 0:
+        from ._errors import error
+        raise error(result)
+    return result
+
+
 def _declare(dll, funcs):
     for name, (restype, argtypes) in funcs.items():
         f = getattr(dll, name)
         f.restype = restype
         f.argtypes = argtypes
+        if restype is c_int:
+            f.errcheck = _raise_negative
 
 
 def _locate():
