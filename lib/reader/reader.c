@@ -259,9 +259,13 @@ int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t 
 
 	/* The layer that runs first has the shortest lead: its reads go first. Rows whose units the reader holds or
 	 * reads already are requested here if the lock is free now (a warm step wakes no thread); from the first
-	 * row that needs a read on, the rows are handed to the I/O thread, which requests them. */
+	 * row that needs a read on, the rows are handed to the I/O thread, which requests them. Rows are requested
+	 * in the order they were pushed (CLOCK's choices depend on it, and cachesim.c replays them in that order):
+	 * none here while rows handed over earlier wait to be requested. (hand is the caller's thread's to append
+	 * to, and the I/O thread takes it under the lock held here.) */
 	if ((flags & EG_READ_NOW) && pthread_mutex_trylock(&rd->lock) == 0) {
-		for (; k < L && !err; k++) {
+		int in_order = !rd->hand.n && rd->taken_rec >= rd->taken.n; /* else all handed over, after them */
+		for (; in_order && k < L && !err; k++) {
 			unsigned l = rd->layer_order[k];
 			err = eg_rd_request_rows(rd, l, rows[l], n, pin, &done);
 			if (done < n)
