@@ -1,8 +1,6 @@
 /* engram_pack(): checkpoint (or synthetic) rows to shard files. Rows are streamed a batch of pages at a
  * time, so memory stays bounded whatever the table size; zstd blocks of a batch compress in parallel. */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +9,6 @@
 
 #include <jansson.h>
 #include <zstd.h>
-#include <zstd_errors.h>
 
 #include "family.h"
 #include "layout.h"
