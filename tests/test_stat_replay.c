@@ -682,8 +682,8 @@ static void test_cpu_engine_and_io_thread(void **state)
 			    tool_path("engram-stat"), shard(), tokens(), out),
 			 0);
 	text = read_file(out, NULL);
-	double e_us, i_us, sum_us, p_us, e_s, i_s;
-	unsigned long long n;
+	double e_us = 0, i_us = 0, sum_us = 0, p_us = 0, e_s, i_s;
+	unsigned long long n = 0;
 	const char *line = strstr(text, "\ncpu       ");
 	if (!line || sscanf(line, "\ncpu       %lf us a read on the engine thread in the library (push and gather), %lf us "
 				 "on the I/O thread:\n          %lf us a read over %llu reads (%lf s + %lf s); the process "
