@@ -312,7 +312,7 @@ static int redirect_target(struct eg_remote *r, const char *s)
 
 	if (!sp || eg_remote_parse_url(sp + 1, host, sizeof(host), &port) < 0)
 		return NO_NODE;
-	int t = eg_remote_find_node(r, host, port); /* -ENOSPC: every place of the node table in use */
+	int t = eg_remote_find_node(r, host, port, 0); /* -ENOSPC: the node table is full */
 	return t < 0 ? NO_NODE : t;
 }
 

@@ -84,9 +84,10 @@ struct eg_remote {
 
 /* A client of no node yet (eg_remote_open's first step; the fuzz target's): NULL when out of memory. */
 struct eg_remote *eg_remote_new(const uint8_t set_id[16], unsigned timeout_ms);
-/* The node of host:port, added when new (in the place of an idle node when EG_REMOTE_MAX_NODES are known):
- * -ENOSPC when every place is in use, -ENOMEM. */
-int eg_remote_find_node(struct eg_remote *r, const char *host, int port);
+/* The node of host:port, added when new; when EG_REMOTE_MAX_NODES are known, in the place of an idle node with
+ * recycle (a slot map's nodes: a search of every slot and request, rare), else -ENOSPC (a redirect's: a MOVED to an
+ * address the table has no room for fails the row, and the slot map read again makes the room); -ENOMEM. */
+int eg_remote_find_node(struct eg_remote *r, const char *host, int port, int recycle);
 /* A CLUSTER SLOTS reply into the map, applied whole or not at all (-EPROTO or -ENOSPC, *why saying what is
  * wrong); asked_host stands in for a node that gives no address. */
 int eg_remote_apply_slots(struct eg_remote *r, const redisReply *rep, const char *asked_host, const char **why);

@@ -43,9 +43,10 @@ static const char *node_name(struct loader *ld, int ni, char *buf, size_t len)
 	return buf;
 }
 
-static redisContext *node_ctx(struct loader *ld, int ni)
+/* Node ni's connection, made by the timeout when needed: NULL with the error set and in *err. */
+static redisContext *node_ctx(struct loader *ld, int ni, int *err)
 {
-	int port, err;
+	int port;
 	const char *host = eg_remote_node(ld->map, ni, &port);
 
 	if (ni >= ld->n_ctx) {
@@ -55,7 +56,7 @@ static redisContext *node_ctx(struct loader *ld, int ni)
 		if (v)
 			ld->ctx = v;
 		if (!p) {
-			eg_fail(-ENOMEM, "out of memory");
+			*err = eg_fail(-ENOMEM, "out of memory");
 			return NULL;
 		}
 		ld->pending = p;
@@ -67,8 +68,8 @@ static redisContext *node_ctx(struct loader *ld, int ni)
 	}
 	if (ld->ctx[ni].c)
 		return ld->ctx[ni].c;
-	if ((err = eg_remote_conn_open(&ld->ctx[ni], host, port, eg_remote_now_ms() + ld->timeout_ms)) < 0) {
-		eg_fail(err, "remote %s:%d: %s", host, port, engram_strerror(err));
+	if ((*err = eg_remote_conn_open(&ld->ctx[ni], host, port, eg_remote_now_ms() + ld->timeout_ms)) < 0) {
+		eg_fail(*err, "remote %s:%d: %s", host, port, engram_strerror(*err));
 		return NULL;
 	}
 	return ld->ctx[ni].c;
@@ -98,28 +99,27 @@ static redisReply *node_reply(struct loader *ld, int ni, enum eg_reply_kind kind
 /* One command on the master of key's slot, its reply owing kind (max: the longest bulk string): the reply, or
  * NULL (the error set). */
 static redisReply *key_command(struct loader *ld, const char *key, size_t klen, enum eg_reply_kind kind, uint64_t max,
-			       const char *fmt, const void *val, size_t vlen)
+			       int *err, const char *fmt, const void *val, size_t vlen)
 {
 	int ni = eg_remote_slot_node(ld->map, eg_remote_slot(key, klen));
 	char name[80];
-	int err;
 	redisContext *c;
 	redisReply *rep;
 
 	if (ni < 0) {
-		eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key);
+		*err = eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key);
 		return NULL;
 	}
-	if (!(c = node_ctx(ld, ni)))
+	if (!(c = node_ctx(ld, ni, err)))
 		return NULL;
 	if ((val ? redisAppendCommand(c, fmt, key, klen, val, vlen) : redisAppendCommand(c, fmt, key, klen)) != REDIS_OK) {
-		eg_fail(-ENOMEM, "out of memory");
+		*err = eg_fail(-ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (!(rep = node_reply(ld, ni, kind, max, &err)))
+	if (!(rep = node_reply(ld, ni, kind, max, err)))
 		return NULL;
 	if (rep->type == REDIS_REPLY_ERROR) {
-		eg_fail(-EPROTO, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), rep->str);
+		*err = eg_fail(-EPROTO, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), rep->str);
 		freeReplyObject(rep);
 		return NULL;
 	}
@@ -138,7 +138,7 @@ static uint64_t used_memory(struct loader *ld, unsigned *masters)
 		int serves = 0;
 		for (unsigned s = 0; s < EG_REMOTE_SLOTS && !serves; s++)
 			serves = eg_remote_slot_node(ld->map, s) == ni;
-		redisContext *c = serves ? node_ctx(ld, ni) : NULL;
+		redisContext *c = serves ? node_ctx(ld, ni, &err) : NULL;
 		redisReply *rep = c && redisAppendCommand(c, "INFO memory") == REDIS_OK
 					  ? node_reply(ld, ni, EG_REPLY_BULK, INFO_BYTES, &err)
 					  : NULL;
@@ -201,9 +201,9 @@ static int write_batch(struct loader *ld, const struct batch *b, size_t vmax)
 	for (unsigned g = 0; g < b->n; g++) {
 		size_t klen = eg_remote_key(key, ld->set_id, cfg->layers[b->layer].id, b->group0 + g);
 		int ni = eg_remote_slot_node(ld->map, eg_remote_slot(key, klen));
-		redisContext *c = ni < 0 ? NULL : node_ctx(ld, ni);
+		redisContext *c = ni < 0 ? NULL : node_ctx(ld, ni, &err);
 		if (!c)
-			return ni < 0 ? eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key) : -ECONNREFUSED;
+			return ni < 0 ? eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key) : err;
 		if (redisAppendCommand(c, "SET %b %b", key, klen, b->vals + (size_t)g * vmax, b->len[g]) != REDIS_OK)
 			return eg_fail(-ENOMEM, "out of memory");
 		ld->pending[ni]++;
@@ -289,18 +289,14 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	/* restart: the set is incomplete from now until every row is written again */
 	for (const char *const *what = (const char *const[]){ "done", "load", NULL }; o.restart && *what; what++) {
 		klen = eg_remote_meta_key(key, ld.set_id, *what);
-		if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, "DEL %b", NULL, 0))) {
-			err = -ECONNREFUSED;
+		if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, &err, "DEL %b", NULL, 0)))
 			goto out;
-		}
 		freeReplyObject(rep);
 	}
 	/* complete already? then nothing to do */
 	klen = eg_remote_meta_key(key, ld.set_id, "done");
-	if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, "EXISTS %b", NULL, 0))) {
-		err = -ECONNREFUSED;
+	if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, &err, "EXISTS %b", NULL, 0)))
 		goto out;
-	}
 	res.already_complete = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
 	freeReplyObject(rep);
 	if (res.already_complete) {
@@ -310,10 +306,8 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	}
 	/* resume after what an earlier run loaded */
 	klen = eg_remote_meta_key(key, ld.set_id, "load");
-	if (!(rep = key_command(&ld, key, klen, EG_REPLY_BULK, PROGRESS_BYTES, "GET %b", NULL, 0))) {
-		err = -ECONNREFUSED;
+	if (!(rep = key_command(&ld, key, klen, EG_REPLY_BULK, PROGRESS_BYTES, &err, "GET %b", NULL, 0)))
 		goto out;
-	}
 	if (rep->type == REDIS_REPLY_STRING && sscanf(rep->str, "%u %llu", &layer0, (unsigned long long *)&group0) == 2 &&
 	    layer0 <= st->cfg->n_layers) {
 		for (unsigned l = 0; l < layer0; l++)
@@ -359,10 +353,8 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 			klen = eg_remote_meta_key(key, ld.set_id, "load");
 			int tl = snprintf(text, sizeof(text), "%u %llu", g + b.n < groups ? l : l + 1,
 					  (unsigned long long)(g + b.n < groups ? g + b.n : 0));
-			if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, "SET %b %b", text, (size_t)tl))) {
-				err = -ECONNREFUSED;
+			if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)tl)))
 				goto out;
-			}
 			freeReplyObject(rep);
 			if (o.progress && o.progress(o.progress_arg, res.rows_resumed + res.rows_loaded, res.rows_total)) {
 				err = eg_fail(-ECANCELED, "remote load cancelled: the set is marked incomplete; run again to "
@@ -374,10 +366,8 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	klen = eg_remote_meta_key(key, ld.set_id, "done");
 	int tl = snprintf(text, sizeof(text), "libengram remote set: %llu rows, %u layers, %u rows a key",
 			  (unsigned long long)res.rows_total, st->cfg->n_layers, EG_REMOTE_GROUP);
-	if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, "SET %b %b", text, (size_t)tl))) {
-		err = -ECONNREFUSED;
+	if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)tl)))
 		goto out;
-	}
 	freeReplyObject(rep);
 	res.used_memory_after = used_memory(&ld, &res.masters);
 done:

@@ -60,7 +60,7 @@ static int idle_node(struct eg_remote *r)
 	return NO_NODE;
 }
 
-int eg_remote_find_node(struct eg_remote *r, const char *host, int port)
+int eg_remote_find_node(struct eg_remote *r, const char *host, int port, int recycle)
 {
 	int i;
 
@@ -68,7 +68,7 @@ int eg_remote_find_node(struct eg_remote *r, const char *host, int port)
 		if (r->nodes[i].port == port && !strcmp(r->nodes[i].host, host))
 			return i;
 	if (r->n_nodes == EG_REMOTE_MAX_NODES) {
-		if ((i = idle_node(r)) == NO_NODE)
+		if (!recycle || (i = idle_node(r)) == NO_NODE)
 			return -ENOSPC;
 	} else {
 		if (r->n_nodes == r->cap_nodes) {
@@ -157,11 +157,11 @@ int eg_remote_apply_slots(struct eg_remote *r, const redisReply *rep, const char
 			err = known < 0 ? known : err;
 			continue;
 		}
-		int node = eg_remote_find_node(r, *host ? host : asked_host, port);
+		int node = eg_remote_find_node(r, *host ? host : asked_host, port, 1);
 		if (node < 0) {
 			*why = node == -ENOSPC ? "more nodes than the client keeps at once (" EG_REMOTE_STR(EG_REMOTE_MAX_NODES) ")"
 					       : "out of memory";
-			err = node;
+			err = node == -ENOSPC ? -EPROTO : node;
 			break;
 		}
 		for (long long s = a; s <= b; s++)
