@@ -93,7 +93,7 @@ enum eg_reply_kind {
 struct eg_reply_guard {
 	uint8_t kind, state, type, depth, neg, cr;
 	uint32_t line, items;
-	uint32_t left[3];       /* elements still to come of each open array */
+	uint32_t left[4];       /* elements still to come of each open array */
 	long long num;          /* the header line's number */
 	uint64_t body;          /* bytes of a bulk string still to come, its CRLF included */
 	uint64_t max, bytes;

@@ -67,13 +67,15 @@ static int check_type(struct eg_reply_guard *g, char t)
 		default: return t == '*' ? 0 : refuse(g, "not an array (the type CLUSTER SLOTS owes)");
 		}
 	}
-	/* inside CLUSTER SLOTS (the only reply with arrays): a range holds integers and nodes, a node anything but
-	 * statuses and errors, its metadata scalars */
+	/* inside CLUSTER SLOTS (the only reply with arrays): ranges (depth 1), a range's slots and nodes (2), a
+	 * node's host, port, id and metadata (3), the metadata's fields (4) */
 	if (t == '+' || t == '-')
 		return refuse(g, "a status or an error inside CLUSTER SLOTS");
-	if (d == 1 && t == '$')
+	if (d == 1 && t != '*')
+		return refuse(g, "a slot range that is not an array");
+	if (d == 2 && t == '$')
 		return refuse(g, "a string where CLUSTER SLOTS has a slot or a node");
-	if (d == 3 && t == '*')
+	if (d == 4 && t == '*')
 		return refuse(g, "CLUSTER SLOTS nested deeper than a node's metadata");
 	return 0;
 }
@@ -85,7 +87,7 @@ static int check_header(struct eg_reply_guard *g, long long n)
 
 	if (g->type == '$') {
 		if (n == -1) { /* nil */
-			if (d == 0 ? g->kind != EG_REPLY_BULK : d < 2)
+			if (d == 0 ? g->kind != EG_REPLY_BULK : d < 3)
 				return refuse(g, "a nil reply the command does not owe");
 			item_done(g);
 			return 0;
