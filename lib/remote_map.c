@@ -22,8 +22,7 @@ struct eg_remote *eg_remote_new(const uint8_t set_id[16], unsigned timeout_ms)
 	r->timeout_ms = timeout_ms ? timeout_ms : 1000;
 	r->free_req = UINT32_MAX;
 	r->parse.ni = NO_NODE;
-	for (unsigned s = 0; s < EG_REMOTE_SLOTS; s++)
-		r->slot_node[s] = NO_NODE;
+	memset(r->slot_node, 0xff, sizeof(r->slot_node)); /* NO_NODE, every slot */
 	return r;
 }
 
@@ -145,8 +144,7 @@ int eg_remote_apply_slots(struct eg_remote *r, const redisReply *rep, const char
 		return -EPROTO;
 	}
 	snprintf(asked_host, sizeof(asked_host), "%s", asked); /* a node's own: find_node may move the nodes */
-	for (unsigned s = 0; s < EG_REMOTE_SLOTS; s++)
-		r->slot_new[s] = NO_NODE;
+	memset(r->slot_new, 0xff, sizeof(r->slot_new)); /* NO_NODE */
 	r->applying = 1;
 	for (size_t i = 0; i < rep->elements && !err; i++) {
 		const redisReply *e = rep->element[i];

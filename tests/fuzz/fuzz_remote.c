@@ -100,8 +100,7 @@ static void fuzz_rows(int fd, unsigned n_rows, int refresh)
 	if (!r || eg_remote_find_node(r, "127.0.0.1", 1, 0) != 0)
 		abort();
 	eg_remote_attach(r, 0, context_of(fd));
-	for (unsigned i = 0; i < EG_REMOTE_SLOTS; i++)
-		r->slot_node[i] = 0;
+	memset(r->slot_node, 0, sizeof(r->slot_node)); /* every slot the node's */
 	r->refresh_wanted = refresh;
 	for (unsigned i = 0; i < n_rows; i++) {
 		struct eg_remote_req q = { .tag = i, .layer_id = LAYER, .row = 7u * i, .rec = REC };
