@@ -7,8 +7,10 @@
  * a row's as it is parsed ("replies taken as hiredis parses them" below), follows MOVED and ASK, fails rows
  * whose node is down or past their deadline) and hands each row exactly once
  * to the callback with its status (OK: verified bytes; else ABSENT, BAD, DOWN or TIMEOUT, with the node's
- * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (a bounded blocking
- * CLUSTER SLOTS and completion check, on the caller's thread, before the client is handed over). The client
+ * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (CLUSTER SLOTS and the
+ * completion check, on the caller's thread, before the client is handed over, all within one deadline:
+ * remote_map.c). Every byte a node sends is checked against the reply its command owes before hiredis's reader
+ * keeps it (remote_reply.c, node_read): a reply refused fails the node as a closed connection does. The client
  * keeps no global state (but a per-thread count of socket calls) and takes no locks.
  * A session's client is its I/O thread's (session_progress.c, session_remote.c): the thread submits the rows
  * the engine thread recorded and sleeps in eg_remote_progress_fd(), whose poll set is the nodes' sockets and an

@@ -160,9 +160,10 @@ struct eg_remote_stats {
 };
 
 /* Connect to a cluster through any node (url "redis://HOST:PORT", or several comma-separated, tried in turn),
- * read its slot map and, with need_done, check that set_id was loaded completely (its done key). timeout_ms
- * bounds every wait (0: 1000). Fails with -EINVAL (a bad address), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (not a
- * cluster) or -ENOENT (the set is not loaded completely), naming the node. */
+ * read its slot map and, with need_done, check that set_id was loaded completely (its done key). timeout_ms (0:
+ * 1000) is one deadline for all of it, and then each row's from its submit. Fails with -EINVAL (a bad address),
+ * -ECONNREFUSED, -ETIMEDOUT, -EPROTO (not a cluster, or a reply refused: remote_reply.c) or -ENOENT (the set is
+ * not loaded completely), naming the node. */
 int eg_remote_open(struct eg_remote **out, const char *url, const uint8_t set_id[16], unsigned timeout_ms,
 		   int need_done);
 /* For the loader, which writes with blocking connections of its own: the slot map read again (blocking,
