@@ -139,13 +139,8 @@ static void *serve(void *arg)
 		for (int i = 0; i < nc; i++) {
 			if (cs[i].fd < 0 || !(p[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			ssize_t r = recv(cs[i].fd, cs[i].buf + cs[i].n, sizeof(cs[i].buf) - cs[i].n, 0);
-			if (r <= 0) {
-				close(cs[i].fd);
-				cs[i].fd = -1;
+			if (resp_recv(&cs[i].fd, cs[i].buf, sizeof(cs[i].buf), &cs[i].n) < 0)
 				continue;
-			}
-			cs[i].n += (size_t)r;
 			char *argv[8];
 			size_t used;
 			while (cs[i].n && resp_parse(cs[i].buf, cs[i].n, argv, 8, &used) > 0) {

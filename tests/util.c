@@ -499,3 +499,16 @@ int resp_parse(char *buf, size_t n, char **argv, int max, size_t *used)
 	*used = (size_t)(p - buf);
 	return argc;
 }
+
+int resp_recv(int *fd, char *buf, size_t cap, size_t *n)
+{
+	ssize_t r = recv(*fd, buf + *n, cap - *n, 0);
+
+	if (r <= 0) {
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	*n += (size_t)r;
+	return 0;
+}

@@ -80,6 +80,8 @@ void must(int err, const char *what);
 void resp_put(int fd, const void *p, size_t n);
 void resp_putf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int resp_parse(char *buf, size_t n, char **argv, int max, size_t *used);
+/* What a client sent on *fd appended to buf (of cap bytes, *n held): 0, or -1 when it closed (*fd closed, -1). */
+int resp_recv(int *fd, char *buf, size_t cap, size_t *n);
 /* A CMocka teardown that removes the scratch directory. */
 int cleanup_tmpdir(void **state);
 
