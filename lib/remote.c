@@ -435,7 +435,12 @@ static int node_replies(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg,
 			return -EPIPE;
 		if (!v)
 			return 0;
-		n->scanned--; /* every reply was checked whole before hiredis had its last byte */
+		if (!n->scanned) { /* every reply is checked whole before hiredis has its last byte: out of step */
+			if (v != &row_taken)
+				freeReplyObject(v);
+			return -EPIPE;
+		}
+		n->scanned--;
 		if (v == &row_taken) { /* delivered as it was parsed */
 			pop_op(n);
 			continue;
@@ -609,7 +614,7 @@ int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg
 			ready--;
 		}
 		for (int k = 0; ready > 0 && k < nf; k++) {
-			if (!fds[k].revents)
+			if (!fds[k].revents || !r->nodes[idx[k]].c) /* a node failed, or its place given to another */
 				continue;
 			if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && node_read(r, idx[k], cb, arg, &delivered) < 0)
 				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);

@@ -226,6 +226,8 @@ int eg_remote_refresh(struct eg_remote *r)
 	uint64_t deadline = eg_remote_now_ms() + r->timeout_ms;
 	int err = -ECONNREFUSED;
 
+	if (!r->n_nodes)
+		return eg_fail(-EPROTO, "remote: no node to ask for a slot map");
 	for (int i = 0; i < r->n_nodes; i++) {
 		char host[sizeof(r->nodes[i].host)];
 		snprintf(host, sizeof(host), "%s", r->nodes[i].host); /* apply_slots may move the nodes */
