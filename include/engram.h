@@ -515,7 +515,8 @@ struct engram_session_options {
 	const char *remote;
 	/* The longest any wait on the cluster lasts, as one deadline, however the node sends its bytes: the whole
 	 * of engram_session_create's opening (every seed's slot map, the completion check, the replicas tried) and
-	 * each row's request from its push. 0: 1000 */
+	 * each row's request from its push (a host name's resolution excepted: the system resolver's own timeouts
+	 * apply; give addresses to bound it). 0: 1000 */
 	unsigned remote_timeout_ms;
 };
 
