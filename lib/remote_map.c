@@ -349,8 +349,7 @@ int eg_remote_open(struct eg_remote **out, const char *url, const uint8_t set_id
 			why = "EXISTS failed";
 		} else if (rep) {
 			err = -ENOENT;
-			why = "the table set is not loaded completely (no completion key: load it with engram-stat "
-			      "remote-load)";
+			why = "the table set is not loaded completely (no completion key: its load did not finish)";
 		}
 		if (rep)
 			freeReplyObject(rep);
