@@ -21,10 +21,11 @@ static inline uint64_t splitmix64(uint64_t *x)
  * as checkpoints are: F32 as is, BF16 and F16 rounded to nearest even, F8_E4M3 quantized per block of 32
  * columns with an E8M0 scale 2^ceil(log2(amax / 448)) and round-to-nearest-even saturated at +-448 (DeepSeek's
  * recipe), F8_E4M3_T with one scale for the table (EG_SYNTH_TABLE_SCALE) and IQ4_NL per block of 32 as
- * eg_encode_iq4nl_block does. Deterministic in (seed, layer, row): every dtype quantizes the same values. A
- * normal value is one of GAUSS_N equiprobable levels picked by 16 random bits: the mean of N(0, 1) over each 1/GAUSS_N slice of probability (variance 1 - 1.5e-6, tails
- * to 4.4 sigma), so a 64-bit draw gives four values. Rows are made SYNTH_CHUNK columns at a time, in loops
- * without branches that compilers vectorize. */
+ * eg_encode_iq4nl_block does. Deterministic in (seed, layer, row): every dtype quantizes the same values. A normal
+ * value is one of GAUSS_N equiprobable levels picked by 16 random bits: the mean of N(0, 1) over each 1/GAUSS_N
+ * slice of probability (variance 1 - 1.5e-6, tails to 4.4 sigma), so a 64-bit draw gives four values. Rows are made
+ * SYNTH_CHUNK columns at a time, in loops without branches that compilers vectorize.
+ */
 
 #define GAUSS_BITS 16
 #define GAUSS_N (1u << GAUSS_BITS)
