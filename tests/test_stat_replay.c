@@ -201,7 +201,8 @@ static void test_counters_add_up(void **state)
 
 /* A Qwen4-Exp set (one table at layer 2, 16 rows a position of 164 bytes: F8_E4M3_T; the bundled stream's
  * DeepSeek ids are all below 129,280, so valid raw Qwen ids): the counters add up in both modes, at depths 0 and
- * 1 and in the row tier, and the layer reported is the config's own number, 2. */
+ * 1 and in the row tier, and the layer reported is the config's own number, 2; an id outside the vocabulary,
+ * negative ones too, is refused naming it and its position. */
 static void test_qwen_counters_add_up(void **state)
 {
 	json_t *doc, *runs, *r;
@@ -224,6 +225,12 @@ static void test_qwen_counters_add_up(void **state)
 	doc = replay_json("--tokens %s --max-steps 12 --no-wait --tier row --mem-mb 8", tokens());
 	check_run(json_object_get(doc, "schedule"), json_array_get(runs_of(doc, 1), 0));
 	json_decref(doc);
+	/* an id outside [0, vocab_size) is refused before any run, named with its position, as the library names it */
+	for (const char *const *t = (const char *const[]){ "5,6,248320", "5,6,-1", NULL }; *t; t++)
+		if (sh("%s replay %s --tokens %s --no-wait 2>&1 >/dev/null | grep -qF -- \"engram-stat: --tokens: id %s at "
+		       "position 2 is outside the vocabulary [0, 248320)\"", tool_path("engram-stat"), qwen_set, *t,
+		       strrchr(*t, ',') + 1) != 0)
+			fail_msg("--tokens %s: no message naming the id outside the vocabulary", *t);
 }
 
 /* Back to V4.1's set, whatever the Qwen test did. */
