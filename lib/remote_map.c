@@ -238,8 +238,8 @@ int eg_remote_open(struct eg_remote **out, const char *url, const uint8_t set_id
 		if (rep)
 			freeReplyObject(rep);
 		eg_fail(err, "remote %s: %s", name,
-			err == -ENOENT ? "the table set is not loaded completely (no completion key: load it with "
-					 "engram-stat remote-load)"
+			err == -ENOENT ? "the table set is not loaded completely (no completion key: its load "
+					 "did not finish)"
 				       : engram_strerror(err));
 		eg_remote_close(r);
 		return err;

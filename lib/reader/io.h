@@ -1,6 +1,6 @@
-/* Asynchronous reads behind one interface: io_uring (lib/io_uring.c) or a pread worker pool (lib/io_pool.c)
+/* Asynchronous reads behind one interface: io_uring (io_uring.c) or a pread worker pool (io_pool.c)
  * where io_uring is unavailable. A backend is driven by one thread, its session's I/O thread
- * (lib/session_progress.c); only kick() and cpu_ns() may be called from another. */
+ * (lib/progress.c); only kick() and cpu_ns() may be called from another. */
 #ifndef ENGRAM_IO_H
 #define ENGRAM_IO_H
 

@@ -185,6 +185,7 @@ static const struct eg_io_ops uring_ops = { uring_read, uring_submit, uring_reap
 static int ring_init(struct uring_io *u, unsigned entries, int taskrun)
 {
 	struct io_uring_params p;
+	int err;
 
 	memset(&p, 0, sizeof(p));
 	/* completions can outnumber SQ entries between reaps; size the CQ for every read in flight */
@@ -196,8 +197,8 @@ static int ring_init(struct uring_io *u, unsigned entries, int taskrun)
 		p.sq_thread_idle = 200;
 		u->o.single_issuer = 0;
 	} else if (taskrun) {
-		if (eg_faults.uring_flag_err)
-			return eg_faults.uring_flag_err;
+		if ((err = eg_fault_setup(EG_FAULT_RING_FLAGS)) < 0)
+			return err;
 		p.flags |= u->o.single_issuer ? IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN
 					      : IORING_SETUP_COOP_TASKRUN;
 	}
@@ -212,7 +213,7 @@ static int register_files(struct uring_io *u, const int *fds, unsigned n_fds)
 	for (unsigned k = 0; k < n_fds; k++)
 		if (fds[k] > max)
 			max = fds[k];
-	if (eg_faults.uring_register_err || max < 0 || !(u->fixed = calloc((size_t)max + 1, sizeof(int))))
+	if (eg_fault_setup(EG_FAULT_REGISTER) < 0 || max < 0 || !(u->fixed = calloc((size_t)max + 1, sizeof(int))))
 		return -1;
 	if (io_uring_register_files(&u->ring, fds, n_fds) < 0) {
 		free(u->fixed);
@@ -234,10 +235,6 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring
 
 	if (!u)
 		return -ENOMEM;
-	if (eg_faults.uring_err) {
-		free(u);
-		return eg_faults.uring_err;
-	}
 	u->o = *o;
 	while (entries < depth + 1 && entries < 32768)
 		entries <<= 1;
@@ -262,7 +259,7 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring
 		struct iovec v[MAX_REGIONS];
 		for (unsigned i = 0; i < n_bufs; i++)
 			v[i] = (struct iovec){ bufs[i], buf_len[i] };
-		if (!eg_faults.uring_register_err && io_uring_register_buffers(&u->ring, v, n_bufs) == 0) {
+		if (eg_fault_setup(EG_FAULT_REGISTER) == 0 && io_uring_register_buffers(&u->ring, v, n_bufs) == 0) {
 			for (unsigned i = 0; i < n_bufs; i++) {
 				u->reg[i] = bufs[i];
 				u->reg_len[i] = buf_len[i];
