@@ -284,7 +284,7 @@ static void test_synthetic_qwen_types(void **state)
 		snprintf(name, sizeof(name), "qwen-synth-%s.engram", dt[k]);
 		o.config_path = fixture("ref/qwen38/qwen38.config.json");
 		o.out_path = out_path(name);
-		o.synthetic_scale = 16384; /* base 1220: 16 primes from 1223, about 20,000 rows */
+		o.synthetic_scale = 65536; /* base 305: 16 primes from 307, about 5,000 rows */
 		o.synthetic_dtype = dt[k];
 		o.synthetic_seed = 7;
 		must(engram_pack(&o, NULL), name);
@@ -293,7 +293,7 @@ static void test_synthetic_qwen_types(void **state)
 		assert_int_equal(ti.record_size, rec[k]);
 		assert_int_equal(ti.head_dim, 160);
 		assert_string_equal(ti.dtype, k == 0 ? "F32" : k == 1 ? "F8_E4M3_T" : "IQ4_NL");
-		assert_int_equal(engram_config_prime(engram_store_config(st[k]), 0, 0), 1223);
+		assert_int_equal(engram_config_prime(engram_store_config(st[k]), 0, 0), 307);
 		rows = engram_config_table_rows(engram_store_config(st[k]), 0);
 		assert_int_equal(rows % 128, 0);
 		assert_int_equal(engram_verify(st[k], NULL, NULL), 0);
