@@ -44,7 +44,8 @@ struct engram_pack_options {
 	unsigned split_ranks;           /* ENGRAM_SPLIT_HEADS; must divide the head count */
 	uint64_t synthetic_scale;       /* 0: read weights. N >= 1: synthetic rows shaped like trained
 					   ones (Gaussian, sd ~0.02), every vocab size divided by N */
-	const char *synthetic_dtype;    /* "bf16" (NULL), "f32", "f16" or "e4m3" (with e8m0 scales) */
+	const char *synthetic_dtype;    /* "bf16" (NULL), "f32", "f16", "e4m3" (with e8m0 scales), "e4m3t" (F8_E4M3_T:
+					   one scale for the table, 2^-12) or "iq4_nl" (ggml's blocks) */
 	uint64_t synthetic_seed;
 	unsigned threads;               /* compression workers; 0: online CPUs */
 	/* Called as bytes are written; a non-zero return stops the pack with -ECANCELED. May be NULL. */

@@ -434,9 +434,24 @@ static inline int e8m0_exponent(uint32_t amax)
 	return amax < 0x00800000u || e < -126 ? -126 : e > 126 ? 126 : e;
 }
 
+/* f[i] * scale as F8_E4M3 (e4m3fn: bias 7, no infinities, NaN 0x7f/0xff): round to nearest even, saturated
+ * at +-448 (0x7e). Below 2^-6, multiples of 2^-9, rounded by adding 2^14 (whose ulp is 2^-9). */
+void eg_encode_e4m3(const float *f, float scale, uint8_t *q, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t u = f32_bits(f[i] * scale), a = u & 0x7fffffffu, m;
+		uint32_t sub = f32_bits(bits_f32(a) + 16384.0f) - 0x46800000u;
+		m = mask_if(a > 0x43e00000u); /* 448 */
+		a = (a & ~m) | (0x43e00000u & m);
+		uint32_t nrm = (a + ((uint32_t)(7 - 127) << 23) + 0x7ffffu + ((a >> 20) & 1)) >> 20;
+		m = mask_if(a < 0x3c800000u);
+		q[i] = (uint8_t)(((u >> 24) & 0x80u) | (sub & m) | (nrm & ~m));
+	}
+}
+
 /* One block of EG_SCALE_BLOCK values to F8_E4M3 codes in q; returns the scale's E8M0 byte. */
 #if defined(__SSE2__) && !defined(EG_DTYPE_SCALAR)
-/* The arithmetic of the portable f32_to_e4m3 below, four lanes at a time (compilers narrow 32-bit lanes to bytes
+/* The arithmetic of the portable eg_encode_e4m3 above, four lanes at a time (compilers narrow 32-bit lanes to bytes
  * poorly). */
 uint8_t eg_encode_e4m3_block(const float *f, uint8_t *q)
 {
@@ -475,21 +490,6 @@ uint8_t eg_encode_e4m3_block(const float *f, uint8_t *q)
 	return (uint8_t)(e + 127);
 }
 #else
-/* f[i] * scale as F8_E4M3 (e4m3fn: bias 7, no infinities, NaN 0x7f/0xff): round to nearest even, saturated
- * at +-448 (0x7e). Below 2^-6, multiples of 2^-9, rounded by adding 2^14 (whose ulp is 2^-9). */
-static void f32_to_e4m3(const float *f, float scale, uint8_t *q, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		uint32_t u = f32_bits(f[i] * scale), a = u & 0x7fffffffu, m;
-		uint32_t sub = f32_bits(bits_f32(a) + 16384.0f) - 0x46800000u;
-		m = mask_if(a > 0x43e00000u); /* 448 */
-		a = (a & ~m) | (0x43e00000u & m);
-		uint32_t nrm = (a + ((uint32_t)(7 - 127) << 23) + 0x7ffffu + ((a >> 20) & 1)) >> 20;
-		m = mask_if(a < 0x3c800000u);
-		q[i] = (uint8_t)(((u >> 24) & 0x80u) | (sub & m) | (nrm & ~m));
-	}
-}
-
 /* Largest magnitude of n values, as float bits (which order like the magnitudes). */
 static uint32_t amax_bits(const float *f, unsigned n)
 {
@@ -506,7 +506,7 @@ uint8_t eg_encode_e4m3_block(const float *f, uint8_t *q)
 {
 	int e = e8m0_exponent(amax_bits(f, EG_SCALE_BLOCK));
 
-	f32_to_e4m3(f, bits_f32((uint32_t)(127 - e) << 23), q, EG_SCALE_BLOCK); /* x / 2^e, exact */
+	eg_encode_e4m3(f, bits_f32((uint32_t)(127 - e) << 23), q, EG_SCALE_BLOCK); /* x / 2^e, exact */
 	return (uint8_t)(e + 127);
 }
 #endif

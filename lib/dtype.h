@@ -67,6 +67,13 @@ void eg_convert_portable(int on);
 /* float32 to BF16 and F16, rounding to nearest even (finite inputs; F16 overflows to infinity). */
 EG_PRIVATE void eg_encode_bf16(const float *f, uint16_t *h, unsigned n);
 EG_PRIVATE void eg_encode_f16(const float *f, uint16_t *h, unsigned n);
+/* n float32 values times scale to F8_E4M3 codes (e4m3fn): round to nearest even, saturated at +-448 (F8_E4M3_T
+ * rows, whose one scale for the whole table the caller chose). */
+EG_PRIVATE void eg_encode_e4m3(const float *f, float scale, uint8_t *q, unsigned n);
+/* One block of 32 float32 values to a block_iq4_nl (dtype_ggml.c): fp16 d, nibbles indexing ggml's kvalues_iq4nl;
+ * d from the value of largest magnitude, refined by least squares weighted by the squared values as ggml's
+ * quantizer starts (not its search over scales: these rows are synthetic), the indices nearest to x / d. */
+EG_PRIVATE void eg_encode_iq4nl_block(const float *f, uint8_t *b);
 /* One block of EG_SCALE_BLOCK float32 values to F8_E4M3 codes in q (DeepSeek's recipe: scale
  * 2^ceil(log2(amax / 448)), round to nearest even, saturate at +-448); returns the E8M0 scale byte. */
 EG_PRIVATE uint8_t eg_encode_e4m3_block(const float *f, uint8_t *q);

@@ -2,7 +2,7 @@
  * ggml's reference dequantize_row_* do: the same block layouts (ggml-common.h), the same integer unpacking and the
  * same float operations in the same order, so that each value is bit for bit ggml's. The fp16 scales are
  * converted exactly (every half is a float). Written from ggml's published algorithms; tested against rows that
- * the real ggml dequantized (fixtures/gguf). */
+ * the real ggml dequantized (fixtures/gguf). IQ4_NL is also encoded, for synthetic tables of its geometry. */
 #include <string.h>
 
 #include "dtype.h"
@@ -266,10 +266,10 @@ static void q6_k(const uint8_t *b, float *y)
 
 /* block_iq4_nl: d, qs[16]; each nibble indexes ggml's non-linear table kvalues_iq4nl (low nibbles the first 16
  * values, high nibbles the last 16, as Q4_0), y = d * value */
+static const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
 static void iq4_nl(const uint8_t *b, float *y)
 {
-	static const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-						  1,    13,   25,  38,  53,  69,  89,  113 };
 	const uint8_t *qs = b + 2;
 	int32_t q[32];
 
@@ -320,4 +320,58 @@ void eg_convert_ggml(uint32_t dtype, uint32_t hd, int bf16, const uint8_t *const
 				memcpy(d, tmp, bt->elems * sizeof(float));
 		}
 	}
+}
+
+/* The entry of kvalues_iq4nl nearest to x (ggml's best_index_int8). */
+static int iq4nl_index(float x)
+{
+	int lo = 0, hi = 15;
+
+	if (x <= kvalues_iq4nl[0])
+		return 0;
+	if (x >= kvalues_iq4nl[15])
+		return 15;
+	while (hi - lo > 1) {
+		int mid = (lo + hi) / 2;
+		if (x < kvalues_iq4nl[mid])
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return x - kvalues_iq4nl[hi - 1] < kvalues_iq4nl[hi] - x ? hi - 1 : hi;
+}
+
+void eg_encode_iq4nl_block(const float *f, uint8_t *b)
+{
+	float amax = 0, max = 0, d, id, sumqx = 0, sumq2 = 0;
+	uint16_t h;
+	int l[32];
+
+	for (int j = 0; j < 32; j++)
+		if (f[j] > amax || -f[j] > amax) {
+			amax = f[j] > 0 ? f[j] : -f[j];
+			max = f[j];
+		}
+	memset(b, 0, 18);
+	if (amax == 0)
+		return;
+	d = max / kvalues_iq4nl[0]; /* the value of largest magnitude on the table's longest entry */
+	id = 1 / d;
+	for (int j = 0; j < 32; j++) {
+		float q = kvalues_iq4nl[iq4nl_index(id * f[j])], w = f[j] * f[j];
+		sumqx += w * q * f[j];
+		sumq2 += w * q * q;
+	}
+	if (sumq2 > 0)
+		d = sumqx / sumq2;
+	eg_encode_f16(&d, &h, 1);
+	b[0] = (uint8_t)h;
+	b[1] = (uint8_t)(h >> 8);
+	if ((d = half_to_f32(b)) == 0)
+		return;
+	id = 1 / d;
+	for (int j = 0; j < 32; j++)
+		l[j] = iq4nl_index(id * f[j]);
+	for (int j = 0; j < 16; j++)
+		b[2 + j] = (uint8_t)(l[j] | l[j + 16] << 4);
 }

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,86 @@ static void test_synthetic_scale_shrinks_rows(void **state)
 	}
 	assert_int_equal(engram_verify(st, NULL, NULL), 0);
 	engram_close(st);
+}
+
+/* A synthetic set of Qwen3.8-Flash-Next's geometry (its config.json alone, ngram_vocab_size_base divided by the
+ * scale) in each type a Qwen table is served as: every type quantizes the same Gaussian values, so the F32 set is
+ * the truth: F8_E4M3_T rows are 160 e4m3 bytes then the table's scale (2^-12), each value the F32 one rounded to
+ * e4m3 (relative error at most 2^-4, or half its subnormal step); IQ4_NL rows are 5 of ggml's 18-byte blocks
+ * whose values are within a sixth of the block's largest (the widest gap of ggml's 16 levels is 24 of 127 d). */
+static void test_synthetic_qwen_types(void **state)
+{
+	static const char *const dt[] = { "f32", "e4m3t", "iq4_nl" };
+	static const uint32_t rec[] = { 640, 164, 90 };
+	engram_store *st[3] = { NULL };
+	uint8_t raw[640];
+	float *v[3];
+	uint64_t rows = 0, *all;
+
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		char name[64];
+		struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+		snprintf(name, sizeof(name), "qwen-synth-%s.engram", dt[k]);
+		o.config_path = fixture("ref/qwen38/qwen38.config.json");
+		o.out_path = out_path(name);
+		o.synthetic_scale = 65536; /* base 305: 16 primes from 307, about 5,000 rows */
+		o.synthetic_dtype = dt[k];
+		o.synthetic_seed = 7;
+		must(engram_pack(&o, NULL), name);
+		must(engram_open(&st[k], o.out_path, 0), o.out_path);
+		must(engram_store_table_info(st[k], 0, &ti), "table info");
+		assert_int_equal(ti.record_size, rec[k]);
+		assert_int_equal(ti.head_dim, 160);
+		assert_string_equal(ti.dtype, k == 0 ? "F32" : k == 1 ? "F8_E4M3_T" : "IQ4_NL");
+		assert_int_equal(engram_config_prime(engram_store_config(st[k]), 0, 0), 307);
+		rows = engram_config_table_rows(engram_store_config(st[k]), 0);
+		assert_int_equal(rows % 128, 0);
+		assert_int_equal(engram_verify(st[k], NULL, NULL), 0);
+	}
+	all = malloc(rows * sizeof(*all));
+	for (int k = 0; k < 3; k++)
+		v[k] = malloc(rows * 160 * sizeof(float));
+	assert_non_null(all);
+	for (uint64_t r = 0; r < rows; r++)
+		all[r] = r;
+	for (int k = 0; k < 3; k++) {
+		assert_non_null(v[k]);
+		must(engram_gather_rows(st[k], 0, all, rows, ENGRAM_OUT_F32, v[k], rows * 640), dt[k]);
+	}
+	double err4 = 0, sum = 0;
+	for (uint64_t r = 0; r < rows; r++) {
+		const float *f = v[0] + r * 160, *e = v[1] + r * 160, *q = v[2] + r * 160;
+		assert_int_equal(engram_read_row(st[1], 0, r, raw, sizeof(raw)), 164);
+		float scale;
+		memcpy(&scale, raw + 160, 4);
+		assert_true(scale == 0x1p-12f);
+		for (int c = 0; c < 160; c++) {
+			float d = fabsf(e[c] - f[c]);
+			if (!(d <= fabsf(f[c]) / 16 || d <= 0x1p-10f * 0x1p-12f))
+				fail_msg("row %llu column %d: e4m3t %g for %g", (unsigned long long)r, c, e[c], f[c]);
+		}
+		for (int b = 0; b < 160; b += 32) {
+			float amax = 0;
+			for (int c = b; c < b + 32; c++)
+				amax = fabsf(f[c]) > amax ? fabsf(f[c]) : amax;
+			for (int c = b; c < b + 32; c++) {
+				if (!(fabsf(q[c] - f[c]) <= amax / 6))
+					fail_msg("row %llu column %d: iq4_nl %g for %g (block amax %g)", (unsigned long long)r,
+						 c, q[c], f[c], amax);
+				err4 += fabsf(q[c] - f[c]);
+				sum += fabsf(f[c]);
+			}
+		}
+	}
+	assert_true(sum > 0);
+	assert_true(err4 / sum < 0.1); /* 0.082 of the mean magnitude here */
+	for (int k = 0; k < 3; k++) {
+		free(v[k]);
+		engram_close(st[k]);
+	}
+	free(all);
 }
 
 /* The same inputs give byte-identical files (with the creation time fixed by SOURCE_DATE_EPOCH). */
@@ -675,6 +756,7 @@ int main(void)
 		cmocka_unit_test(test_splits_rows_equal_checkpoint),
 		cmocka_unit_test(test_head_split_shards_hold_whole_heads),
 		cmocka_unit_test(test_synthetic_scale_shrinks_rows),
+		cmocka_unit_test(test_synthetic_qwen_types),
 		cmocka_unit_test(test_pack_is_reproducible),
 		cmocka_unit_test(test_repack_failing_midway_keeps_the_old_set),
 		cmocka_unit_test(test_output_over_input_is_refused),

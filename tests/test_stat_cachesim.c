@@ -32,9 +32,14 @@ static uint64_t u(const json_t *o, const char *key)
 
 #define SCALE 16384 /* every vocab size divided by 16384: two tables of ~23,000 rows, ~1,560 pages each */
 
+/* A Qwen3.8-Flash-Next-geometry set (ngram_vocab_size_base / 4096: 79,232 rows of 164 bytes, 3,302 pages) */
+#define QWEN_SCALE 4096
+
+static const char *qwen_set; /* the set the tests run on when not NULL (a Qwen test's), else V4.1's */
+
 static const char *shard(void)
 {
-	return pack_v41_synthetic(SCALE);
+	return qwen_set ? qwen_set : pack_v41_synthetic(SCALE);
 }
 
 static const char *fortunes(void)
@@ -137,9 +142,8 @@ static void expect_whole_table(const int64_t *tok, size_t steps, size_t warm, ui
 
 /* RAM that holds the whole table serves exactly the lookups of pages read before their step, in every policy
  * (the row tier: every row of a page read goes in, as the cache never fills; staging holds every page). */
-static void test_whole_table(void **state)
+static void whole_table(void)
 {
-	(void)state;
 	size_t n = 0;
 	int64_t *tok = NULL;
 	uint64_t lookups, first;
@@ -159,6 +163,21 @@ static void test_whole_table(void **state)
 			fail_msg("%s at 256 MiB: ram_rate %.6f, want %.6f", *p, rate_of(doc, *p, 256), want);
 	json_decref(doc);
 	engram_free(tok);
+}
+
+static void test_whole_table(void **state)
+{
+	(void)state;
+	whole_table();
+}
+
+/* The same on a Qwen4-Exp set (one layer of 16 columns, 164-byte F8_E4M3_T rows, raw token ids): the family changes
+ * the addressing, nothing the simulation counts. */
+static void test_whole_table_qwen(void **state)
+{
+	(void)state;
+	qwen_set = pack_qwen_synthetic(QWEN_SCALE, "e4m3t");
+	whole_table();
 }
 
 /* No RAM serves nothing, whatever the policy. */
@@ -219,9 +238,8 @@ static void test_rows_fit_where_pages_do_not(void **state)
  * are done by its gathers). The page tier in direct mode exactly: both sides make the same decisions
  * (lib/reader/policy.h) on the rows in the same order, whatever the reads' timing. The row tier within 5 points:
  * a session fills the row cache as its reads complete, in the disk's order, the simulation as it requests. */
-static void test_agrees_with_replay(void **state)
+static void agrees_with_replay(void)
 {
-	(void)state;
 	static const struct {
 		const char *policy, *replay;
 		uint64_t mb;
@@ -256,6 +274,28 @@ static void test_agrees_with_replay(void **state)
 		json_decref(rep);
 	}
 	json_decref(sim);
+}
+
+static void test_agrees_with_replay(void **state)
+{
+	(void)state;
+	agrees_with_replay();
+}
+
+/* The same on a Qwen4-Exp set of about V4.1's test bytes (13 MiB), IQ4_NL rows (90 bytes: 45 a page). */
+static void test_agrees_with_replay_qwen(void **state)
+{
+	(void)state;
+	qwen_set = pack_qwen_synthetic(QWEN_SCALE, "iq4_nl");
+	agrees_with_replay();
+}
+
+/* Back to V4.1's set, whatever a Qwen test did. */
+static int v41_again(void **state)
+{
+	(void)state;
+	qwen_set = NULL;
+	return 0;
 }
 
 /* The text report: a line per budget with a column per policy. */
@@ -306,10 +346,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_whole_table),
+		cmocka_unit_test_teardown(test_whole_table_qwen, v41_again),
 		cmocka_unit_test(test_zero_budget),
 		cmocka_unit_test(test_hot_region),
 		cmocka_unit_test(test_rows_fit_where_pages_do_not),
 		cmocka_unit_test(test_agrees_with_replay),
+		cmocka_unit_test_teardown(test_agrees_with_replay_qwen, v41_again),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_bad_options),
 	};

@@ -25,11 +25,19 @@
 #define COLUMNS 24 /* V4.1: (4 - 1) orders x 8 heads */
 
 
+/* The set the tests run on when not NULL (a Qwen test's), with its geometry for check_run; else V4.1's. */
+static const char *qwen_set;
+static struct {
+	unsigned layers, columns, record;
+} geom = { 2, COLUMNS, 512 };
+
 /* A V4.1-geometry table, every vocab size divided by 16384 (~27 MB), packed once. */
 static const char *shard(void)
 {
 	static char path[600];
 
+	if (qwen_set)
+		return qwen_set;
 	if (!path[0]) {
 		char cfg[600], map[600];
 		snprintf(cfg, sizeof(cfg), "%s", fixture("ref/v41/v41.config.json"));
@@ -112,17 +120,17 @@ static void check_run(const json_t *sched, const json_t *run)
 	json_t *l;
 
 	assert_true(json_is_array(layers));
-	assert_int_equal(json_array_size(layers), 2);
+	assert_int_equal(json_array_size(layers), geom.layers);
 	json_array_foreach(layers, i, l)
 	{
 		assert_int_equal(u(l, "ready") + u(l, "not_ready") + u(l, "misses"), u(l, "rows"));
 		assert_true(fabs(real(l, "ready_rate") - (double)u(l, "ready") / (double)u(l, "rows")) < 1e-5);
 		assert_true(json_is_object(json_object_get(l, "needed_lead_ms")));
-		assert_int_equal(u(l, "rows"), u(run, "positions") * COLUMNS);
+		assert_int_equal(u(l, "rows"), u(run, "positions") * geom.columns);
 		if (u(sched, "warmup_steps") == 0) /* distinct over the schedule, rows over the measured steps */
 			assert_true(u(l, "distinct_rows") <= u(l, "rows"));
 		assert_true(u(l, "distinct_rows") > 0);
-		assert_int_equal(u(l, "record_bytes"), 512);
+		assert_int_equal(u(l, "record_bytes"), geom.record);
 		if (u(run, "depth") >= 1) {
 			assert_true(u(l, "units") <= u(l, "requested"));
 			assert_true(u(l, "requested") >= u(l, "rows"));
@@ -137,7 +145,7 @@ static void check_run(const json_t *sched, const json_t *run)
 		assert_int_equal(sum[k], u(run, keys[k]));
 	assert_int_equal(u(run, "ready") + u(run, "not_ready") + u(run, "misses"), u(run, "rows"));
 	assert_int_equal(distinct, u(run, "distinct_rows"));
-	assert_int_equal(u(run, "distinct_row_bytes"), distinct * 512);
+	assert_int_equal(u(run, "distinct_row_bytes"), distinct * geom.record);
 	assert_int_equal(u(run, "steps"), u(sched, "steps") - u(sched, "warmup_steps"));
 	if (u(sched, "warmup_steps") == 0)
 		assert_int_equal(u(run, "positions"), u(sched, "positions"));
@@ -190,6 +198,51 @@ static void test_counters_add_up(void **state)
 	if (!strstr(backend, "SQPOLL") && !strstr(backend, "pread"))
 		fail_msg("--sqpoll: backend '%s'", backend);
 	json_decref(doc);
+}
+
+/* A Qwen4-Exp set (one table at layer 2, 16 rows a position of 164 bytes: F8_E4M3_T; the bundled stream's
+ * DeepSeek ids are all below 129,280, so valid raw Qwen ids): the counters add up in both modes, at depths 0 and
+ * 1 and in the row tier, and the layer reported is the config's own number, 2; an id outside the vocabulary,
+ * negative ones too, is refused naming it and its position. */
+static void test_qwen_counters_add_up(void **state)
+{
+	json_t *doc, *runs, *r;
+	size_t i;
+
+	(void)state;
+	qwen_set = pack_qwen_synthetic(4096, "e4m3t");
+	geom.layers = 1;
+	geom.columns = 16;
+	geom.record = 164;
+	doc = replay_json("--tokens %s --max-steps 12 --no-wait --sweep mode=pagecache,direct --sweep depth=0,1",
+			  tokens());
+	runs = runs_of(doc, 4);
+	json_array_foreach(runs, i, r)
+	{
+		check_run(json_object_get(doc, "schedule"), r);
+		assert_int_equal(u(json_array_get(json_object_get(r, "layers"), 0), "layer_id"), 2);
+	}
+	json_decref(doc);
+	doc = replay_json("--tokens %s --max-steps 12 --no-wait --tier row --mem-mb 8", tokens());
+	check_run(json_object_get(doc, "schedule"), json_array_get(runs_of(doc, 1), 0));
+	json_decref(doc);
+	/* an id outside [0, vocab_size) is refused before any run, named with its position, as the library names it */
+	for (const char *const *t = (const char *const[]){ "5,6,248320", "5,6,-1", NULL }; *t; t++)
+		if (sh("%s replay %s --tokens %s --no-wait 2>&1 >/dev/null | grep -qF -- \"engram-stat: --tokens: id %s at "
+		       "position 2 is outside the vocabulary [0, 248320)\"", tool_path("engram-stat"), qwen_set, *t,
+		       strrchr(*t, ',') + 1) != 0)
+			fail_msg("--tokens %s: no message naming the id outside the vocabulary", *t);
+}
+
+/* Back to V4.1's set, whatever the Qwen test did. */
+static int v41_again(void **state)
+{
+	(void)state;
+	qwen_set = NULL;
+	geom.layers = 2;
+	geom.columns = COLUMNS;
+	geom.record = 512;
+	return 0;
 }
 
 /* Warm page cache, depth 1, a generous lead: every row is requested at push and read long before its gather, so
@@ -1009,6 +1062,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters_add_up),
+		cmocka_unit_test_teardown(test_qwen_counters_add_up, v41_again),
 		cmocka_unit_test(test_resident_stream_is_ready),
 		cmocka_unit_test(test_lookahead_and_drafts),
 		cmocka_unit_test(test_draft_verification),

@@ -375,6 +375,26 @@ const char *pack_v41_synthetic(uint64_t scale)
 	return out;
 }
 
+const char *pack_qwen_synthetic(uint64_t scale, const char *dtype)
+{
+	static char out[600];
+	char cfg[4096];
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+
+	snprintf(out, sizeof(out), "%s/qwen-s%llu-%s.engram", tmpdir_create_once(), (unsigned long long)scale, dtype);
+	if (access(out, F_OK) == 0)
+		return out;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/qwen38/qwen38.config.json"));
+	o.config_path = cfg;
+	o.out_path = out;
+	o.synthetic_scale = scale;
+	o.synthetic_dtype = dtype;
+	o.synthetic_seed = 3;
+	if (engram_pack(&o, NULL) < 0)
+		fail_msg("packing '%s': %s", out, engram_last_error());
+	return out;
+}
+
 const char *tool_path(const char *name)
 {
 	static char path[4][1024];

@@ -68,7 +68,7 @@ static void usage(FILE *f)
 		"                           one shard per layer, per BYTES of table data (K, M, G, T suffixes;\n"
 		"                           at least 4K), or K shards of whole heads\n"
 		"  --synthetic SCALE        synthetic rows, every vocab size divided by SCALE, instead of --weights\n"
-		"  --synthetic-dtype bf16|f32|f16|e4m3   (default bf16)\n"
+		"  --synthetic-dtype bf16|f32|f16|e4m3|e4m3t|iq4_nl   (default bf16)\n"
 		"  --seed N                 seed of the synthetic rows (default 0)\n"
 		"  --threads N              compression workers, 1 to 4096 (default: online CPUs)\n"
 		"  --metadata-only SET      copy a packed set (shard or manifest) without its table data: the\n"
@@ -279,7 +279,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const codecs[] = { "raw", "zstd", NULL };
-	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", NULL };
+	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", "e4m3t", "iq4_nl", NULL };
 	static const char *const shuffles[] = { "auto", "on", "off", NULL };
 	static const int shuffle_values[] = { 0, 1, -1 }; /* engram_pack_options.shuffle of each */
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);

@@ -125,14 +125,9 @@ int replay_stream_build(struct replay_info *info, const struct replay_stream_arg
 		}
 		info->n_tokens = info->zipf_tokens;
 	} else {
-		if (tool_load_ints(a->tokens_arg, "--tokens", tokens, &info->n_tokens) < 0)
+		if (tool_load_ints(a->tokens_arg, "--tokens", tokens, &info->n_tokens) < 0 ||
+		    tool_check_ids(cfg, *tokens, info->n_tokens, 1, "--tokens") < 0)
 			return -1;
-		for (size_t i = 0; i < info->n_tokens; i++)
-			if ((*tokens)[i] >= (int64_t)vocab) {
-				tool_error("--tokens: id %lld at position %zu is beyond the token map (%llu ids)",
-					   (long long)(*tokens)[i], i, (unsigned long long)vocab);
-				return -1;
-			}
 	}
 	if (!info->n_tokens) {
 		tool_error("--tokens '%s' holds no tokens", a->tokens_arg);

@@ -77,9 +77,9 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 			unsigned **out_layers, uint64_t **out_rows, uint64_t *n_out)
 {
 	unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
-	uint64_t vocab = engram_config_raw_vocab(cfg), n = 0, cap = 0, *keys = NULL, *rows = NULL;
+	uint64_t n = 0, cap = 0, *keys = NULL, *rows = NULL;
 	enum { CHUNK = 4096 };
-	char *copy = strdup(list), *save = NULL;
+	char *copy = strdup(list), *save = NULL, what[4200];
 	engram_hasher *h = NULL;
 	struct ranked *rk = NULL;
 	unsigned *layers = NULL;
@@ -98,13 +98,11 @@ static int rank_profile(const char *list, const engram_config *cfg, const struct
 		size_t nt = 0, *starts = NULL, n_seqs = 0;
 		if (tool_load_ints(path, "--profile", &tok, &nt) < 0)
 			goto out;
-		for (size_t i = 0; i < nt; i++)
-			if (tok[i] < 0 || tok[i] >= (int64_t)vocab) {
-				tool_error("--profile '%s': id %lld at position %zu is beyond the token map (%llu ids)", path,
-					   (long long)tok[i], i, (unsigned long long)vocab);
-				engram_free(tok);
-				goto out;
-			}
+		snprintf(what, sizeof(what), "--profile '%s'", path);
+		if (tool_check_ids(cfg, tok, nt, 0, what) < 0) {
+			engram_free(tok);
+			goto out;
+		}
 		if (replay_cut(tok, nt, info->bos, info->seq_len, &starts, &n_seqs) < 0) {
 			engram_free(tok);
 			tool_error("out of memory");

@@ -231,6 +231,25 @@ static int is_file(const char *arg)
 	return (n > 4 && strcmp(arg + n - 4, ".npy") == 0) || stat(arg, &st) == 0;
 }
 
+int tool_check_ids(const engram_config *cfg, const int64_t *tok, size_t n, int negative_ok, const char *what)
+{
+	unsigned long long vocab = engram_config_raw_vocab(cfg);
+	int raw = engram_config_family(cfg) != ENGRAM_FAMILY_ENGRAM;
+
+	for (size_t i = 0; i < n; i++) {
+		if (tok[i] >= 0 ? (uint64_t)tok[i] < vocab : negative_ok && !raw)
+			continue;
+		if (raw)
+			tool_error("%s: id %lld at position %zu is outside the vocabulary [0, %llu)", what, (long long)tok[i],
+				   i, vocab);
+		else
+			tool_error("%s: id %lld at position %zu is beyond the token map (%llu ids)", what, (long long)tok[i],
+				   i, vocab);
+		return -1;
+	}
+	return 0;
+}
+
 int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *count)
 {
 	size_t cap = 16, n = 0;

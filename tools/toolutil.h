@@ -41,6 +41,12 @@ int tool_parse_dtype(const char *opt, const char *arg, enum engram_out *out);
  * Returns 0, or prints the error and returns -1. *values is freed with engram_free. */
 int tool_load_ints(const char *arg, const char *what, int64_t **values, size_t *count);
 
+/* The ids of a token stream against cfg's vocabulary: one at or past it is refused ("beyond the token map"), a
+ * negative one too unless negative_ok; a family that hashes raw ids (no token map: Qwen4-Exp's) refuses both, as
+ * the library does ("outside the vocabulary [0, V)"). what names the option in messages. Returns 0, or prints the
+ * error naming the id and its position and returns -1. */
+int tool_check_ids(const engram_config *cfg, const int64_t *tok, size_t n, int negative_ok, const char *what);
+
 /* The --mask of n tokens, loaded as tool_load_ints does: one 0 or 1 (0: a dead token) per token. Returns 0
  * with *mask malloc'd (free()), or prints the error and returns -1. */
 int tool_load_mask(const char *arg, size_t n, uint8_t **mask);

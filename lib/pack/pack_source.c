@@ -180,14 +180,19 @@ int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned 
 		s->dtype = EG_DT_F16;
 	else if (!strcmp(dtype, "e4m3"))
 		s->dtype = EG_DT_F8_E4M3;
+	else if (!strcmp(dtype, "e4m3t"))
+		s->dtype = EG_DT_F8_E4M3_T;
+	else if (!strcmp(dtype, "iq4_nl"))
+		s->dtype = EG_DT_IQ4_NL;
 	else
-		return eg_fail(-EINVAL, "synthetic dtype '%s' is not bf16, f32, f16 or e4m3", dtype);
+		return eg_fail(-EINVAL, "synthetic dtype '%s' is not bf16, f32, f16, e4m3, e4m3t or iq4_nl", dtype);
 	s->head_dim = engram_config_head_dim(cfg);
 	s->record_size = eg_record_size(s->dtype, s->head_dim);
 	if (!s->record_size)
-		return eg_fail(-EINVAL, "head dim %u cannot hold %s rows (e4m3 needs a multiple of %d)", s->head_dim,
-			       dtype, EG_SCALE_BLOCK);
-	s->payload = s->head_dim * eg_dtype_elem_size(s->dtype);
+		return eg_fail(-EINVAL, "head dim %u cannot hold %s rows (they need a multiple of %u columns)", s->head_dim,
+			       dtype, eg_dtype_granule(s->dtype));
+	/* the elements' bytes, before any scale (a block type's scales are inside its blocks) */
+	s->payload = eg_block_type(s->dtype) ? s->record_size : s->head_dim * eg_dtype_elem_size(s->dtype);
 	s->rows = engram_config_table_rows(cfg, li);
 	s->layer_id = engram_config_layer_id(cfg, li);
 	s->synthetic = 1;

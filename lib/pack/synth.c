@@ -20,10 +20,12 @@ static inline uint64_t splitmix64(uint64_t *x)
  * Each row is N(0, sd^2) with sd = 0.02 varied per row in [0.017, 0.023), drawn in f32 and converted per dtype
  * as checkpoints are: F32 as is, BF16 and F16 rounded to nearest even, F8_E4M3 quantized per block of 32
  * columns with an E8M0 scale 2^ceil(log2(amax / 448)) and round-to-nearest-even saturated at +-448 (DeepSeek's
- * recipe). Deterministic in (seed, layer, row). A normal value is one of GAUSS_N equiprobable levels picked
- * by 16 random bits: the mean of N(0, 1) over each 1/GAUSS_N slice of probability (variance 1 - 1.5e-6, tails
- * to 4.4 sigma), so a 64-bit draw gives four values. Rows are made SYNTH_CHUNK columns at a time, in loops
- * without branches that compilers vectorize. */
+ * recipe), F8_E4M3_T with one scale for the table (EG_SYNTH_TABLE_SCALE) and IQ4_NL per block of 32 as
+ * eg_encode_iq4nl_block does. Deterministic in (seed, layer, row): every dtype quantizes the same values. A normal
+ * value is one of GAUSS_N equiprobable levels picked by 16 random bits: the mean of N(0, 1) over each 1/GAUSS_N
+ * slice of probability (variance 1 - 1.5e-6, tails to 4.4 sigma), so a 64-bit draw gives four values. Rows are made
+ * SYNTH_CHUNK columns at a time, in loops without branches that compilers vectorize.
+ */
 
 #define GAUSS_BITS 16
 #define GAUSS_N (1u << GAUSS_BITS)
@@ -127,7 +129,19 @@ static void synth_row(const struct eg_synth *s, uint64_t row, uint8_t *dst)
 				dst[s->payload + (c0 + b) / EG_SCALE_BLOCK] = eg_encode_e4m3_block(v + b, q + b);
 			memcpy(dst + c0, q, n);
 			break;
+		case EG_DT_F8_E4M3_T:
+			eg_encode_e4m3(v, 1 / EG_SYNTH_TABLE_SCALE, q, n);
+			memcpy(dst + c0, q, n);
+			break;
+		case EG_DT_IQ4_NL: /* head_dim and SYNTH_CHUNK are multiples of its blocks of 32 */
+			for (uint32_t b = 0; b < n; b += 32)
+				eg_encode_iq4nl_block(v + b, dst + (c0 + b) / 32 * 18);
+			break;
 		}
+	}
+	if (s->dtype == EG_DT_F8_E4M3_T) { /* the table's scale after the row's bytes, a little-endian float32 */
+		float scale = EG_SYNTH_TABLE_SCALE;
+		memcpy(dst + s->payload, &scale, sizeof(scale));
 	}
 }
 

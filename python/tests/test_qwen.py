@@ -1,7 +1,8 @@
 """Qwen4-Exp's PLE n-gram table (family "qwen4-exp-ple") through the binding: Config from the release's config.json
 alone, rows bit-exact with the Hugging Face reference's (fixtures/ref/qwen38) through Config.rows and a Hasher
 pushed every way, the tiny release-format checkpoints packed and gathered through Store and Session (torch
-bfloat16 rows included), a Qwen-geometry set's gathers 2560 wide."""
+bfloat16 rows included), a Qwen-geometry set's gathers 2560 wide, and an FP8 (F8_E4M3_T) one's in every output type
+beside a Hasher of its config."""
 import json
 
 import numpy as np
@@ -172,3 +173,38 @@ def test_release_geometry_gathers_2560_wide(tmp_path):
     np.testing.assert_array_equal(bf16_bits(emb), bf16_bits(again).reshape(len(t), 2560))
     s.close()
     store.close()
+
+
+def e4m3_values(b):
+    """e4m3fn bytes (numpy uint8) to float32 values, from the format's definition (bias 7, NaN 0x7F / 0xFF)."""
+    b = b.astype(np.int32)
+    e, m = (b >> 3) & 0xF, b & 7
+    v = np.where(e == 0, m / 8.0 * 2.0**-6, (1 + m / 8.0) * 2.0 ** (e - 7))
+    return np.where(b & 0x80, -v, v).astype(np.float32)
+
+
+def test_release_geometry_fp8_every_output(tmp_path):
+    """A synthetic F8_E4M3_T set of the release's geometry (engram-pack --synthetic-dtype e4m3t): a Hasher of the
+    store's config gives the session's rows; the native gather is [positions, 16, 164] (160 e4m3 bytes, then the
+    table's float32 scale), the f32 gather into a torch.float32 tensor [positions, 2560] is e4m3 x scale of those
+    bytes, and bf16 is that rounded to nearest even."""
+    out = tmp_path / "q8.engram"
+    run(tool("engram-pack"), "--quiet", "--config", fixture("ref/qwen38/qwen38.config.json"), "--synthetic", "65536",
+        "--synthetic-dtype", "e4m3t", "--out", out)
+    t, _ = real(REAL[2])
+    with engram.Store(out) as store, engram.Hasher(store.config, max_seqs=2) as h, \
+            store.session(max_seqs=2, mode="pagecache") as s:
+        s.begin()
+        s.push(1, t)
+        np.testing.assert_array_equal(s.rows(2), h.push(1, t)[0])
+        native = s.gather(2, "native", as_tensor=False)
+        assert native.shape == (len(t), 16, 164)
+        rec = native
+        scale = rec[:, :, 160:].copy().view(np.float32)
+        assert (scale == np.float32(2.0**-12)).all()
+        want = (e4m3_values(rec[:, :, :160]) * scale).reshape(len(t), 2560)
+        f32 = torch.empty(len(t), 2560, dtype=torch.float32) if torch else np.empty((len(t), 2560), np.float32)
+        assert s.gather(2, "f32", out=f32) is f32
+        got = f32.numpy() if torch else f32
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(bf16_bits(s.gather(2, "bf16")), rne(want))
