@@ -144,7 +144,7 @@ static void test_qwen_token_outside_vocab_is_einval(void **state)
 	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	const int64_t bad[] = { -1, 248320, INT64_MIN, INT64_MAX };
-	uint64_t want[16], got[3 * 16];
+	uint64_t want[2 * 16], got[3 * 16]; /* rows of 2 and of 3 positions */
 	unsigned seqs[2] = { 0, 1 };
 
 	(void)state;
