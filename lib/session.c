@@ -157,6 +157,7 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	if (s->remote) /* its tables are shared with the I/O thread (session_remote.c) */
 		eg_sess_remote_begin(s);
 	pthread_mutex_unlock(&s->lock);
+	eg_stats_step(s); /* stats segment: every layer's counters published */
 	return 0;
 }
 
@@ -275,6 +276,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 		return;
 	eg_sess_progress_stop(s);
 	eg_sess_remote_close(s); /* the I/O thread's client: after the thread */
+	eg_stats_close(s);       /* stats segment: the slot given back (the last session's removes the file) */
 	for (unsigned i = 0; s->fd_buf && i < s->st->n_files; i++) {
 		if (s->fd_buf[i] >= 0)
 			close(s->fd_buf[i]);
@@ -521,6 +523,7 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 		free(s);
 		return err;
 	}
+	eg_stats_open(s); /* stats segment: a slot taken, before the I/O thread starts (it publishes its CPU time) */
 	if ((err = alloc_buffers(s)) < 0 || (err = init_tables(s, slots)) < 0 ||
 	    (err = init_seen(s, o.page_cache_bytes)) < 0 || (err = open_fds(s)) < 0 ||
 	    (err = engram_hasher_create(&s->hasher, s->cfg, o.max_seqs)) < 0 || (err = eg_sess_progress_start(s)) < 0 ||

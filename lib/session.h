@@ -25,6 +25,7 @@
 #include "rowcache.h"
 #include "seen.h"
 #include "store.h"
+#include "stats_publish.h"
 
 #define SESSION_SINK 64 /* bytes of a one-byte page-cache read's landing place: one cache line per request */
 
@@ -175,6 +176,7 @@ struct engram_session {
 	uint64_t req_t;                   /* the request time of the units being requested (lock) */
 	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
 	struct eg_sess_remote *remote;    /* the remote tier (session_remote.c), or NULL */
+	struct eg_stats_pub *stats;       /* stats segment: this session's slot (stats_publish.c), or NULL */
 };
 
 enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_CV, PROG_IDLE_SRC /* in s->source.wait() */ };

@@ -457,6 +457,8 @@ static int gather(engram_session *s, unsigned layer, const uint64_t *rows, size_
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
 		count_evicted(s, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
+	if (!err)
+		eg_stats_gathered(s, layer, n); /* stats segment: this layer's counters published */
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }

@@ -177,6 +177,7 @@ static void loop(engram_session *s)
 		int src = s->source.wait && !hold && !s->stop, src_sleep = src && !more && !s->io->inflight;
 		s->idle = hold && !more ? PROG_IDLE_CV : more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
 		pthread_mutex_unlock(&s->lock);
+		eg_stats_io_turn(s); /* stats segment: this thread's CPU time, now and then */
 		int n = s->io->ops->submit(s->io);
 		if (src)
 			s->source.wait(s, s->source.arg, src_sleep);
