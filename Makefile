@@ -66,7 +66,7 @@ all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
 tools: $(TOOLS)
-tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP)
+tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP) $(B)/tests/stats_gatherer
 benches: $(BENCHES) $(B)/bench/libbench_step.so
 
 # lib/'s headers are for the libraries and the tests and benchmarks that reach into them: the tools see only
@@ -126,6 +126,10 @@ $(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o $(B)/tools/replay_flo
 
 $(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS) -lcmocka
+
+# a process gathering rows, for scripts/stats-tests (engram-stat top and metrics against a live engine)
+$(B)/tests/stats_gatherer: $(B)/tests/stats_gatherer.o $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Fuzz targets: replayed over their corpus (fixtures/fuzz/NAME) by make check; fuzzed by make fuzz.
 $(B)/tests/fuzz/replay_%.o: tests/fuzz/replay.c

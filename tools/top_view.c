@@ -195,7 +195,7 @@ int top_json(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 			"processes", procs);
 	if (!doc)
 		return -1;
-	int bad = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) < 0;
+	int bad = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) < 0;
 	json_decref(doc);
 	fputc('\n', f);
 	return bad || ferror(f) ? -1 : 0;
