@@ -40,6 +40,7 @@ int main(int argc, char **argv)
 	if ((err = engram_session_create(&s, st, &o)) < 0)
 		die("session", err);
 	unsigned L = engram_config_num_layers(cfg);
+	uint64_t gathers = 0; /* of each layer: one a step */
 	uint64_t vocab = engram_config_raw_vocab(cfg);
 	size_t cap = 0;
 	void *buf = NULL;
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
 					if ((err = engram_session_gather(s, l, ENGRAM_OUT_F32, buf, cap)) < 0)
 						die("gather", err);
 				}
+				gathers++;
 			}
 			printf("ok\n");
 		} else if (!strncmp(line, "stats", 5)) {
@@ -78,9 +80,9 @@ int main(int argc, char **argv)
 				printf("%s{\"layer_id\": %d, \"rows\": %" PRIu64 ", \"ready\": %" PRIu64 ", \"not_ready\": %" PRIu64
 				       ", \"misses\": %" PRIu64 ", \"requested\": %" PRIu64 ", \"units\": %" PRIu64
 				       ", \"ios\": %" PRIu64 ", \"bytes_read\": %" PRIu64 ", \"wait_ns\": %" PRIu64
-				       ", \"ram\": %" PRIu64 ", \"disk_bytes\": %" PRIu64 "}",
+				       ", \"ram\": %" PRIu64 ", \"disk_bytes\": %" PRIu64 ", \"gathers\": %" PRIu64 "}",
 				       l ? ", " : "", engram_config_layer_id(cfg, l), v.rows, v.ready, v.not_ready, v.misses,
-				       v.requested, v.units, v.ios, v.bytes, v.wait_ns, v.ram, v.disk_bytes);
+				       v.requested, v.units, v.ios, v.bytes, v.wait_ns, v.ram, v.disk_bytes, gathers);
 			}
 			printf("]}\n");
 		} else if (!strncmp(line, "quit", 4)) {
