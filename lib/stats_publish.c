@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "session.h"
 #include "stats_segment.h"
@@ -19,6 +20,7 @@
 
 struct eg_stats_pub {
 	struct eg_statseg_slot *slot;
+	int pid;                       /* the process that took it */
 	uint64_t *last_wait;           /* per layer: wait_ns at its last gather */
 	uint64_t cpu_next;             /* the I/O thread's: when it samples its CPU time next (ns, coarse clock) */
 	struct engram_stats_session sh; /* what was published, and what only the segment counts */
@@ -44,6 +46,7 @@ void eg_stats_open(engram_session *s)
 		free(p);
 		return;
 	}
+	p->pid = getpid();
 	memcpy(p->sh.set_id, s->st->shards[0].hdr->set_id, sizeof(p->sh.set_id));
 	snprintf(p->sh.set_path, sizeof(p->sh.set_path), "%s", s->st->shards[0].path);
 	p->sh.n_layers = L;
@@ -65,7 +68,7 @@ void eg_stats_close(engram_session *s)
 
 	if (!p)
 		return;
-	eg_statseg_detach(p->slot);
+	eg_statseg_detach(p->slot, p->pid);
 	free(p->last_wait);
 	free(p);
 	s->stats = NULL;

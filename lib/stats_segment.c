@@ -171,13 +171,12 @@ struct eg_statseg_slot *eg_statseg_attach(void)
 	return slot;
 }
 
-void eg_statseg_detach(struct eg_statseg_slot *slot)
+void eg_statseg_detach(struct eg_statseg_slot *slot, int pid)
 {
-	if (!slot)
+	if (!slot || pid != getpid())
 		return;
 	pthread_mutex_lock(&seg_lock);
-	/* a slot of a segment this process no longer holds (made before a fork, destroyed in the child): left alone */
-	if (seg && seg_pid == getpid() && (char *)slot >= (char *)seg && (char *)slot < (char *)seg + EG_STATSEG_BYTES) {
+	if (seg && seg_pid == pid) {
 		__atomic_store_n(&slot->used, 0, __ATOMIC_RELEASE);
 		if (!--seg_users)
 			remove_segment();

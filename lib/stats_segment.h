@@ -50,7 +50,8 @@ struct eg_statseg_slot {
  * (ENGRAM_STATS=0) or impossible (no directory, a file of another user's in the way, every slot taken); a session
  * works the same without one. Give it back: the last one removes the segment. Neither is for the engine's path. */
 struct eg_statseg_slot *eg_statseg_attach(void);
-void eg_statseg_detach(struct eg_statseg_slot *slot);
+/* pid: the process that attached it (a slot attached before a fork is left alone by the child) */
+void eg_statseg_detach(struct eg_statseg_slot *slot, int pid);
 
 /* The write of one slot's data, between begin and end (plain stores in between; one writer at a time). */
 static inline void eg_statseg_write_begin(struct eg_statseg_slot *slot)
