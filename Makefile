@@ -48,7 +48,7 @@ TEST_UTIL := $(B)/tests/util.o
 # helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
 TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer gguf rowcache
+FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer gguf rowcache statseg
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 # a replay that make check does not run: test_fuzz_replay checks its time limit with a target that hangs
 FUZZ_REPLAY_SLEEP := $(B)/tests/fuzz_replay_sleep
