@@ -1,6 +1,7 @@
 /* The Prometheus text exposition of the live counters (metrics_prom.h). Each family is written whole (HELP, TYPE,
  * then a sample per process, set and layer) so that a family's samples are together, as the format requires. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "metrics_prom.h"
@@ -44,6 +45,20 @@ static void num(FILE *f, double v, double scale)
 		fprintf(f, " %.9g\n", v * scale);
 	else
 		fprintf(f, " %.0f\n", v);
+}
+
+/* A bucket's bound as its shortest decimal that reads back the same double (what Python's repr and Go's
+ * strconv give: the same le labels whoever writes them). */
+static void le(FILE *f, double v)
+{
+	char buf[40];
+
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	fprintf(f, ",le=\"%s\"}", buf);
 }
 
 #define FOR_SETS(snap, p, s)                                                                                        \
@@ -101,7 +116,8 @@ static void histograms(FILE *f, const struct sv_snap *snap)
 		for (unsigned b = 0; b + 1 < ENGRAM_STATS_WAIT_BUCKETS; b++) {
 			c += l->wait_hist[b];
 			labels(f, "engram_gather_wait_seconds", "_bucket", p, s, l);
-			fprintf(f, ",le=\"%.9g\"} %" PRIu64 "\n", sv_wait_edge(b), c);
+			le(f, sv_wait_edge(b));
+			fprintf(f, " %" PRIu64 "\n", c);
 		}
 		c += l->wait_hist[ENGRAM_STATS_WAIT_BUCKETS - 1];
 		labels(f, "engram_gather_wait_seconds", "_bucket", p, s, l);
@@ -117,7 +133,8 @@ static void histograms(FILE *f, const struct sv_snap *snap)
 	FOR_LAYERS(snap, p, s, l) {
 		for (unsigned b = 0; b < SV_LEAD_EDGES; b++) {
 			labels(f, "engram_read_lead_seconds", "_bucket", p, s, l);
-			fprintf(f, ",le=\"%.9g\"} %" PRIu64 "\n", sv_lead_edge(b), sv_lead_below(l->lead_hist, b));
+			le(f, sv_lead_edge(b));
+			fprintf(f, " %" PRIu64 "\n", sv_lead_below(l->lead_hist, b));
 		}
 		uint64_t c = sv_lead_below(l->lead_hist, ENGRAM_LEAD_BUCKETS);
 		labels(f, "engram_read_lead_seconds", "_bucket", p, s, l);
