@@ -66,6 +66,18 @@ uint64_t eg_statseg_start_time(int pid)
 	return t;
 }
 
+void eg_statseg_header_init(struct eg_statseg_header *h, int pid)
+{
+	h->version = EG_STATSEG_VERSION;
+	h->header_bytes = sizeof(*h);
+	h->file_bytes = EG_STATSEG_BYTES;
+	h->slots = ENGRAM_STATS_SESSIONS;
+	h->slot_bytes = sizeof(struct eg_statseg_slot);
+	h->layers = ENGRAM_STATS_LAYERS;
+	h->pid = pid;
+	h->start_time = eg_statseg_start_time(pid);
+}
+
 /* ---- the writer: this process's segment ---- */
 
 static pthread_mutex_t seg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -112,14 +124,7 @@ static int create_segment(void)
 	}
 	close(fd);
 	seg = m;
-	seg->version = EG_STATSEG_VERSION;
-	seg->header_bytes = sizeof(*seg);
-	seg->file_bytes = EG_STATSEG_BYTES;
-	seg->slots = ENGRAM_STATS_SESSIONS;
-	seg->slot_bytes = sizeof(struct eg_statseg_slot);
-	seg->layers = ENGRAM_STATS_LAYERS;
-	seg->pid = pid;
-	seg->start_time = eg_statseg_start_time(pid);
+	eg_statseg_header_init(seg, pid);
 	__atomic_store_n(&seg->magic, EG_STATSEG_MAGIC, __ATOMIC_RELEASE);
 	seg_pid = pid;
 	return 0;

@@ -72,6 +72,8 @@ static inline void eg_statseg_copy(uint64_t *dst, const uint64_t *src, size_t n)
 		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
+/* A header of this layout for process pid (all but the magic, which its creator stores last). */
+void eg_statseg_header_init(struct eg_statseg_header *h, int pid);
 /* The start time of process pid (clock ticks after boot, field 22 of /proc/PID/stat), or 0 when it is gone. */
 uint64_t eg_statseg_start_time(int pid);
 

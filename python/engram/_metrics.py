@@ -132,6 +132,22 @@ _LAYER_FAMILIES = (
 )
 
 
+# (kind, family, help, value of a set or None): engram-stat metrics' per-set families
+_SET_FAMILIES = (
+    ("gauge", "engram_reads_inflight", "Reads in flight.", lambda s: s["reads_inflight"]),
+    ("gauge", "engram_reads_backlog", "Reads waiting for a free request.", lambda s: s["reads_backlog"]),
+    ("counter", "engram_steps", "Steps begun (engram_session_begin calls).", lambda s: s["steps"]),
+    ("counter", "engram_remote_rows", "Rows the remote tier gave, verified.",
+     lambda s: s["remote"] and s["remote"]["rows"]),
+    ("counter", "engram_remote_fallbacks", "Rows the remote tier could not give, read from the local shard.",
+     lambda s: s["remote"] and s["remote"]["fallbacks"]),
+    ("gauge", "engram_row_cache_slots", "Rows the row cache can hold.",
+     lambda s: s["row_cache"] and s["row_cache"]["slots"]),
+    ("gauge", "engram_row_cache_filled_slots", "Row cache slots ever filled.",
+     lambda s: s["row_cache"] and s["row_cache"]["filled"]),
+)
+
+
 class MetricsCollector:
     """A prometheus_client collector of this process's libengram counters: the families of engram-stat metrics
     (engram_rows_total, engram_rows_ram_total{tier}, engram_gather_wait_seconds histogram, ...), labelled pid, set
@@ -176,30 +192,13 @@ class MetricsCollector:
             buckets.append(("+Inf", c + ly["wait_hist"][-1]))
             h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, ly["wait_ns"] * 1e-9)
         yield h
-        g = GaugeMetricFamily("engram_reads_inflight", "Reads in flight.", labels=["pid", "set"])
-        for s in m["sets"]:
-            g.add_metric([pid, s["set"]], s["reads_inflight"])
-        yield g
-        c = CounterMetricFamily("engram_steps", "Steps begun (engram_session_begin calls).", labels=["pid", "set"])
-        for s in m["sets"]:
-            c.add_metric([pid, s["set"]], s["steps"])
-        yield c
-        c = CounterMetricFamily("engram_remote_rows", "Rows the remote tier gave, verified.", labels=["pid", "set"])
-        for s in m["sets"]:
-            if s["remote"] is not None:
-                c.add_metric([pid, s["set"]], s["remote"]["rows"])
-        yield c
-        c = CounterMetricFamily("engram_remote_fallbacks", "Rows the remote tier could not give, read from the local "
-                                "shard.", labels=["pid", "set"])
-        for s in m["sets"]:
-            if s["remote"] is not None:
-                c.add_metric([pid, s["set"]], s["remote"]["fallbacks"])
-        yield c
-        g = GaugeMetricFamily("engram_row_cache_filled_slots", "Row cache slots ever filled.", labels=["pid", "set"])
-        for s in m["sets"]:
-            if s["row_cache"] is not None:
-                g.add_metric([pid, s["set"]], s["row_cache"]["filled"])
-        yield g
+        for kind, name, doc, value in _SET_FAMILIES:
+            f = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=["pid", "set"])
+            for s in m["sets"]:
+                v = value(s)
+                if v is not None:
+                    f.add_metric([pid, s["set"]], v)
+            yield f
         g = GaugeMetricFamily("engram_sessions", "Sessions open.", labels=["pid"])
         g.add_metric([pid], m["sessions"])
         yield g

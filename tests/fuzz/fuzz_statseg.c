@@ -33,15 +33,8 @@ static void make(uint8_t *m, unsigned used)
 	struct eg_statseg_slot *slots = (struct eg_statseg_slot *)(void *)(h + 1);
 
 	memset(m, 0, EG_STATSEG_BYTES);
+	eg_statseg_header_init(h, getpid());
 	h->magic = EG_STATSEG_MAGIC;
-	h->version = EG_STATSEG_VERSION;
-	h->header_bytes = sizeof(*h);
-	h->file_bytes = EG_STATSEG_BYTES;
-	h->slots = ENGRAM_STATS_SESSIONS;
-	h->slot_bytes = sizeof(struct eg_statseg_slot);
-	h->layers = ENGRAM_STATS_LAYERS;
-	h->pid = getpid();
-	h->start_time = eg_statseg_start_time(getpid());
 	for (unsigned i = 0; i < ENGRAM_STATS_SESSIONS; i++) {
 		if (!(used >> (i % 8) & 1))
 			continue;
