@@ -175,7 +175,7 @@ check:
 	@scripts/check-abi $(B)
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
-	@B=$(B) scripts/stats-tests
+	@B=$(B) SANITIZE=$(SANITIZE) scripts/stats-tests
 	@$(MAKE) --no-print-directory python-check
 
 python-check: all

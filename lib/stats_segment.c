@@ -145,12 +145,31 @@ static int stats_off(void)
 	return e && (!strcmp(e, "0") || !strcmp(e, "off") || !strcmp(e, "no"));
 }
 
+/* A fork while another thread attaches or detaches would leave the child's copy of seg_lock held for ever: fork
+ * waits for it. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&seg_lock);
+}
+
+static void fork_done(void)
+{
+	pthread_mutex_unlock(&seg_lock);
+}
+
+static void register_fork(void)
+{
+	pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
 struct eg_statseg_slot *eg_statseg_attach(void)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct eg_statseg_slot *slot = NULL;
 
 	if (stats_off())
 		return NULL;
+	pthread_once(&once, register_fork);
 	pthread_mutex_lock(&seg_lock);
 	if (seg && seg_pid != getpid()) { /* the parent's, inherited by fork: never written here */
 		munmap(seg, EG_STATSEG_BYTES);
