@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +29,8 @@ static void usage(FILE *f)
 		   "  -1             one snapshot (totals since each session began), then exit\n"
 		   "  --json         JSON: one document with -1, else one a refresh\n"
 		   "  --interval S   refresh every S seconds (default 1)\n"
-		   "  --clean        remove the segments of processes that are gone (shown STALE), then exit\n");
+		   "  --clean        remove the segments of processes that are gone (shown STALE, or unreadable\n"
+		   "                 and their process gone), then exit\n");
 }
 
 static volatile sig_atomic_t stop;
@@ -102,7 +104,11 @@ static int clean(const int *pids, size_t n_pids)
 		return 1;
 	for (size_t i = 0; i < snap.n; i++) {
 		const struct sv_proc *p = &snap.procs[i];
-		if (p->err || !p->stale)
+		char proc[32];
+		struct stat sb;
+		snprintf(proc, sizeof(proc), "/proc/%d", p->pid);
+		/* stale; or unreadable, of ours, and its name's process gone (a segment cut short by a crash) */
+		if (p->err ? lstat(p->path, &sb) != 0 || sb.st_uid != geteuid() || access(proc, F_OK) == 0 : !p->stale)
 			continue;
 		if (unlink(p->path) < 0 && errno != ENOENT) {
 			tool_error("cannot remove '%s': %s", p->path, strerror(errno));
