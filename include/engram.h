@@ -852,7 +852,8 @@ struct engram_stats_layer {
 	/* engram_io_stats' counters, as engram_session_stats() gives them for this layer */
 	uint64_t rows, ready, not_ready, misses, requested, units, ios, bytes, wait_ns, ram, disk_bytes;
 	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
-	uint64_t row_cache;  /* of ram: rows found in the row cache when their gather began */
+	uint64_t row_cache;  /* of ram: rows the row cache served (found there when their gather began, and not put
+				there by a read of this step) */
 	uint64_t gathers;    /* gather calls */
 	uint64_t wait_hist[ENGRAM_STATS_WAIT_BUCKETS]; /* each gather call's wait_ns */
 };

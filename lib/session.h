@@ -77,7 +77,7 @@ struct row_ref {
 	uint64_t row;
 	uint8_t state;       /* enum row_state */
 	uint8_t cached;
-	uint8_t in_rc;       /* found in the row cache when classified */
+	uint8_t in_rc;       /* found in the row cache when classified (2: and counted in ram, not read this step) */
 	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
 };
 

@@ -91,7 +91,9 @@ static int classify(engram_session *s, unsigned layer, const uint64_t *rows, siz
 			 * the disk */
 			r->state = ROW_READY;
 			ready++;
-			ram += !(u && u->state == EG_UNIT_READY && u->disk && u->t_done >= t0);
+			int in_ram = !(u && u->state == EG_UNIT_READY && u->disk && u->t_done >= t0);
+			ram += (uint64_t)in_ram;
+			r->in_rc += (uint8_t)in_ram; /* stats segment: 2 when the row cache served it from RAM */
 			continue;
 		}
 		/* page-cache mode: a read completed before this step proves nothing now; the seen bits say whether

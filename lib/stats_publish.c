@@ -134,7 +134,7 @@ void eg_stats_gathered(engram_session *s, unsigned layer, size_t n)
 	uint64_t rc = 0;
 	if (s->rc)
 		for (size_t i = 0; i < n; i++)
-			rc += s->refs[i].in_rc;
+			rc += s->refs[i].in_rc == 2;
 	take_layer(s, layer);
 	take_gauges(s);
 	d->row_cache += rc;

@@ -109,6 +109,43 @@ static void test_published_equals_session_stats(void **state)
 	engram_close(st);
 }
 
+/* With a row cache: repeated steps find their rows there, counted in the row-cache tier of ram (no more than
+ * ram), and the cache's geometry and fill are published at begin. */
+static void test_row_cache_tier(void **state)
+{
+	engram_store *st;
+	engram_session *s;
+	engram_rowcache *rc;
+	struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
+	struct engram_rowcache_info info = ENGRAM_INIT(struct engram_rowcache_info);
+
+	(void)state;
+	use_dir();
+	must(engram_open(&st, tiny(), 0), "open");
+	must(engram_rowcache_open(&rc, st, NULL, 1 << 20, 0), "row cache");
+	o.max_seqs = 2;
+	o.row_cache = rc;
+	must(engram_session_create(&s, st, &o), "session");
+	steps(s, 3);
+	steps(s, 3); /* the same rows again */
+	must(engram_session_begin(s), "begin");
+	struct engram_stats_process *p = read_own();
+	const struct engram_stats_session *d = &p->sessions[0];
+	must(engram_rowcache_info(rc, &info), "info");
+	assert_true(d->has_row_cache);
+	assert_int_equal(d->rc_slots, info.slots);
+	assert_int_equal(d->rc_hits, info.hits);
+	assert_true(d->rc_filled >= info.rows && d->rc_filled > 0);
+	for (unsigned l = 0; l < 2; l++) {
+		assert_true(d->layers[l].row_cache > 0);
+		assert_true(d->layers[l].row_cache <= d->layers[l].ram);
+	}
+	free(p);
+	engram_session_destroy(s);
+	engram_rowcache_close(rc);
+	engram_close(st);
+}
+
 /* Two sessions share the file; it goes with the last, and it is 0600. */
 static void test_file_lives_with_the_sessions(void **state)
 {
@@ -361,6 +398,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_published_equals_session_stats),
+		cmocka_unit_test(test_row_cache_tier),
 		cmocka_unit_test(test_file_lives_with_the_sessions),
 		cmocka_unit_test(test_off_by_flag_and_environment),
 		cmocka_unit_test(test_leftover_of_a_previous_pid_is_replaced),
