@@ -156,8 +156,8 @@ ENGRAM_API int engram_session_begin(engram_session *s)
 	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
 	if (s->remote) /* its tables are shared with the I/O thread (session_remote.c) */
 		eg_sess_remote_begin(s);
-	pthread_mutex_unlock(&s->lock);
 	eg_stats_step(s); /* stats segment: every layer's counters published */
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 

@@ -287,6 +287,8 @@ void eg_sess_remote_begin(engram_session *s);
 int eg_sess_remote_request(engram_session *s, unsigned layer, const uint64_t *rows, size_t n);
 int eg_sess_remote_gather(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 			  uint8_t *dst);
+/* Its counters, as engram_session_remote_stats gives them (under the lock; s->remote set). */
+void eg_sess_remote_stats(const engram_session *s, struct engram_remote_stats *out);
 
 
 #endif

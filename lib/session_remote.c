@@ -683,25 +683,30 @@ next:
 	return err < 0 ? err : 0;
 }
 
+void eg_sess_remote_stats(const engram_session *s, struct engram_remote_stats *out)
+{
+	const struct eg_remote_stats *cs = &s->remote->cst;
+
+	*out = s->remote->st;
+	out->size = sizeof(*out);
+	out->wire_bytes = cs->bytes_in + cs->bytes_out;
+	out->node_failures = cs->node_failures;
+	out->moved = cs->moved;
+	out->ask = cs->ask;
+	out->max_outage_ms = cs->max_outage_ms;
+}
+
 ENGRAM_API int engram_session_remote_stats(const engram_session *s, struct engram_remote_stats *out)
 {
 	EG_KEEP_ERRNO;
 	struct engram_remote_stats st;
-	struct eg_remote_stats cs;
 	pthread_mutex_t *lock = (pthread_mutex_t *)&s->lock; /* the I/O thread's counters too */
 
 	if (!s->remote)
 		return eg_fail(-EINVAL, "the session has no remote tier");
 	pthread_mutex_lock(lock);
-	st = s->remote->st;
-	cs = s->remote->cst;
+	eg_sess_remote_stats(s, &st);
 	pthread_mutex_unlock(lock);
-	st.size = sizeof(st);
-	st.wire_bytes = cs.bytes_in + cs.bytes_out;
-	st.node_failures = cs.node_failures;
-	st.moved = cs.moved;
-	st.ask = cs.ask;
-	st.max_outage_ms = cs.max_outage_ms;
 	return eg_struct_out(out, &st, sizeof(st), EG_SIZE_THROUGH(struct engram_remote_stats, timeouts),
 			     "engram_remote_stats");
 }

@@ -3,7 +3,7 @@
  *   create/destroy   eg_stats_open() / eg_stats_close() (a slot taken and given back: not on the engine's path)
  *   gather           eg_stats_gathered() under the session lock, at the end of a gather of a layer: that layer's
  *                    counters, the call's wait, the gauges
- *   begin            eg_stats_step() without the lock: every layer, the remote tier, the row cache
+ *   begin            eg_stats_step() under the session lock: every layer, the remote tier, the row cache
  *   the I/O thread   eg_stats_io_turn() at each turn of its loop: its CPU time, at most every 100 ms
  * Publishing is copying into the mapping between two stores of the slot's sequence counter: no lock a reader can
  * take, no system call on the caller's thread. The counters themselves are the session's (engram_session_stats()
@@ -152,25 +152,22 @@ void eg_stats_step(engram_session *s)
 	if (!p)
 		return;
 	sh = &p->sh;
-	pthread_mutex_lock(&s->lock);
 	for (unsigned l = 0; l < sh->n_layers; l++)
 		take_layer(s, l);
 	take_gauges(s);
-	pthread_mutex_unlock(&s->lock);
 	sh->steps++;
 	if (s->remote) {
-		struct engram_remote_stats r = ENGRAM_INIT(struct engram_remote_stats);
-		if (engram_session_remote_stats(s, &r) == 0) {
-			sh->has_remote = 1;
-			sh->remote_rows = r.rows;
-			sh->remote_bytes = r.bytes;
-			sh->remote_fallbacks = r.fallbacks;
-			sh->remote_errors = r.errors;
-			sh->remote_timeouts = r.timeouts;
-			sh->remote_absent = r.absent;
-			sh->remote_bad = r.bad;
-			sh->remote_node_failures = r.node_failures;
-		}
+		struct engram_remote_stats r;
+		eg_sess_remote_stats(s, &r);
+		sh->has_remote = 1;
+		sh->remote_rows = r.rows;
+		sh->remote_bytes = r.bytes;
+		sh->remote_fallbacks = r.fallbacks;
+		sh->remote_errors = r.errors;
+		sh->remote_timeouts = r.timeouts;
+		sh->remote_absent = r.absent;
+		sh->remote_bad = r.bad;
+		sh->remote_node_failures = r.node_failures;
 	}
 	if (s->rc) {
 		sh->rc_slots = s->rc->n_sets * EG_RC_WAYS;

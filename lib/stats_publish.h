@@ -15,7 +15,7 @@ void eg_stats_open(engram_session *s);
 void eg_stats_close(engram_session *s);
 /* the end of a gather of n rows of layer, under the session lock (its row refs still classified) */
 void eg_stats_gathered(engram_session *s, unsigned layer, size_t n);
-/* the end of begin, without the lock */
+/* the end of begin, under the session lock */
 void eg_stats_step(engram_session *s);
 /* the I/O thread, at each turn of its loop */
 void eg_stats_io_turn(engram_session *s);
