@@ -1,7 +1,9 @@
 /* A process gathering rows, for scripts/stats-tests: the engine whose counters engram-stat top and metrics must
- * show. Usage: stats_gatherer SHARD [SEQS]. Commands on stdin, one a line, each answered by one line on stdout:
+ * show. Usage: stats_gatherer SHARD [SEQS [REMOTE]] (REMOTE: redis://HOST:PORT of a cluster loaded with the set).
+ * Commands on stdin, one a line, each answered by one line on stdout:
  *   steps N   N steps (begin, a decode token for every slot, a gather of every layer) -> "ok"
- *   stats     begin (which publishes every layer), then engram_session_stats of each layer as JSON -> the line
+ *   stats     begin (which publishes every layer), then engram_session_stats of each layer (and, with REMOTE,
+ *             engram_session_remote_stats) as JSON -> the line
  *   quit      exit
  * Tokens are a fixed pseudo-random sequence, so runs are alike. */
 #include <inttypes.h>
@@ -37,6 +39,7 @@ int main(int argc, char **argv)
 		die(argv[1], err);
 	cfg = engram_store_config(st);
 	o.max_seqs = seqs;
+	o.remote = argc > 3 ? argv[3] : NULL;
 	if ((err = engram_session_create(&s, st, &o)) < 0)
 		die("session", err);
 	unsigned L = engram_config_num_layers(cfg);
@@ -84,7 +87,14 @@ int main(int argc, char **argv)
 				       l ? ", " : "", engram_config_layer_id(cfg, l), v.rows, v.ready, v.not_ready, v.misses,
 				       v.requested, v.units, v.ios, v.bytes, v.wait_ns, v.ram, v.disk_bytes, gathers);
 			}
-			printf("]}\n");
+			printf("]");
+			struct engram_remote_stats r = ENGRAM_INIT(struct engram_remote_stats);
+			if (o.remote && (err = engram_session_remote_stats(s, &r)) < 0)
+				die("remote stats", err);
+			if (o.remote)
+				printf(", \"remote\": {\"rows\": %" PRIu64 ", \"fallbacks\": %" PRIu64 ", \"errors\": %" PRIu64 "}",
+				       r.rows, r.fallbacks, r.errors);
+			printf("}\n");
 		} else if (!strncmp(line, "quit", 4)) {
 			break;
 		}
