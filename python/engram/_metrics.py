@@ -18,6 +18,7 @@ STATS_LAYERS = 64        # ENGRAM_STATS_LAYERS
 STATS_SESSIONS = 16      # ENGRAM_STATS_SESSIONS
 STATS_WAIT_BUCKETS = 32  # ENGRAM_STATS_WAIT_BUCKETS
 STATS_PREFIX = "engram-stats-"  # ENGRAM_STATS_PREFIX
+_LEAD_EDGES = 24  # engram-stat metrics' lead buckets: le = 2^b us, b < 24 (SV_LEAD_EDGES)
 
 _LAYER_COUNTERS = ("rows", "ready", "not_ready", "misses", "requested", "units", "ios", "bytes", "wait_ns", "ram",
                    "disk_bytes")
@@ -191,6 +192,16 @@ class MetricsCollector:
                 buckets.append((repr((1 << b) * 1e-6), c))
             buckets.append(("+Inf", c + ly["wait_hist"][-1]))
             h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, ly["wait_ns"] * 1e-9)
+        yield h
+        # the lead's quarter-octave buckets read at powers of two; the session keeps no sum (nor, in
+        # prometheus_client's form, a _count: the +Inf bucket is the count)
+        h = HistogramMetricFamily("engram_read_lead_seconds", "The lead each gathered row's read needed: from its "
+                                  "request to its completion.", labels=lab)
+        for s, ly in rows:
+            hist = ly["lead_hist"]
+            buckets = [(repr((1 << b) * 1e-6), sum(hist[:4 * b + 1])) for b in range(_LEAD_EDGES)]
+            buckets.append(("+Inf", sum(hist)))
+            h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, None)
         yield h
         for kind, name, doc, value in _SET_FAMILIES:
             f = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=["pid", "set"])
