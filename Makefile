@@ -1,6 +1,7 @@
 # libengram: make [all] | check | python-check | demo | bench | fuzz | fuzz-merge | install | uninstall | clean
 # Variables: CC, CPPFLAGS, CFLAGS, LDFLAGS, PREFIX (/usr/local), DESTDIR, LIBDIR, B (build directory),
-# WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3), PYTHONDIR (its site directory for PREFIX)
+# WERROR=1, SANITIZE=address,undefined, PYTHON (/usr/bin/python3), PYTHONDIR (its site directory for PREFIX),
+# LDCONFIG (ldconfig: run by install and uninstall as root without DESTDIR, as libraries' installs do)
 
 VERSION := $(shell sed -n 's/^\#define ENGRAM_VERSION_STRING "\(.*\)"/\1/p' include/engram.h)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
@@ -11,6 +12,7 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LDCONFIG ?= ldconfig
 
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -205,6 +207,10 @@ install: all
 		> $(DESTDIR)$(PKGCONFIGDIR)/engram.pc
 	$(PC_SED) -e 's|@REQUIRES@|$(PC_PACK_REQUIRES)|' -e 's|@LIBS_PRIVATE@|-lpthread -lm|' engram-pack.pc.in \
 		> $(DESTDIR)$(PKGCONFIGDIR)/engram-pack.pc
+	@$(LDCONFIG_RUN)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && ! $(LDCONFIG) -p | grep -q " => $(LIBDIR)/$(SONAME)$$"; then \
+		echo "install: $(LIBDIR) is not in the dynamic loader's search path: link with -Wl,-rpath,$(LIBDIR)," \
+			"set LD_LIBRARY_PATH, or name it in /etc/ld.so.conf.d and run ldconfig"; fi
 	for m in $(MAN); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 	@if [ -z "$(PYTHONDIR)" ]; then echo "install: no $(PYTHON): the Python package is not installed"; else \
@@ -217,6 +223,10 @@ install: all
 			echo "install: $(PYTHONDIR) is not on $(PYTHON)'s module path: to import engram there, run with" \
 				"PYTHONPATH=$(PYTHONDIR)"; fi; fi
 
+# The loader's cache learns (or forgets) the soname when installing to the system: as root, without DESTDIR (a
+# staged install leaves that to its package's scripts, and an ordinary user cannot write the cache).
+LDCONFIG_RUN = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then echo "$(LDCONFIG)"; $(LDCONFIG); fi
+
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
 	rm -f $(DESTDIR)$(INCLUDEDIR)/engram.h $(DESTDIR)$(INCLUDEDIR)/engram_pack.h
@@ -224,6 +234,7 @@ uninstall:
 	for l in libengram libengram-pack; do rm -f $(DESTDIR)$(LIBDIR)/$$l.a $(DESTDIR)$(LIBDIR)/$$l.so \
 		$(DESTDIR)$(LIBDIR)/$$l.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$$l.so.$(VERSION); done
 	for m in $(MAN); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	@$(LDCONFIG_RUN)
 	@if [ -n "$(PYTHONDIR)" ] && [ -d $(DESTDIR)$(PYTHONDIR)/engram ]; then cd $(DESTDIR)$(PYTHONDIR) && \
 		echo "uninstall: Python package engram in $(DESTDIR)$(PYTHONDIR)" && \
 		rm -f $(addprefix engram/,$(notdir $(PY_SRC)) _install.py py.typed) engram/__pycache__/*.pyc && \

@@ -109,7 +109,12 @@ typedef struct engram_config engram_config;
  *  - Hugging Face config.json (fields under "text_config" or at top level): engram_layer_ids,
  *    engram_max_ngram_size, engram_vocab_size, engram_n_heads, engram_head_dim, engram_pad_token_id (or
  *    engram_pad_id), engram_compressed_vocab_size, engram_num_embeddings (optional, checked), engram_seed
- *    (optional, default 0).
+ *    (optional, default 0);
+ *  - Hugging Face config.json of Qwen4-Exp (model_type qwen4_exp; fields under "text_config" or at top level):
+ *    vocab_size, eos_token_id (a scalar, or a list whose first entry counts), ngram_size, heads_per_ngram,
+ *    ngram_vocab_size_base, make_ngram_vocab_size_divisible_by, ple_layer_ids (numbered from 1), ple_embed_dim
+ *    (heads x head dim), split_ngram_parts (optional, default 512), seed (optional, default 1234). Its family
+ *    has no token map: token_map_npy_path must be NULL (-EINVAL otherwise; and NULL for a DeepSeek config).
  * Multipliers are derived as numpy's default_rng does and primes as the reference picks them.
  * On success *out owns a new config (free with engram_config_free) and 0 is returned. Errors: -ENOENT etc.
  * from opening files, ENGRAM_EPARSE (malformed JSON or .npy), ENGRAM_ECONFIG (missing or inconsistent
@@ -131,7 +136,8 @@ ENGRAM_API unsigned engram_config_head_dim(const engram_config *cfg);
 /* Columns (rows fetched per position and layer) = (N - 1) x heads. */
 ENGRAM_API unsigned engram_config_columns(const engram_config *cfg);
 /* Rows of the layer's table: engram_num_embeddings when the config states it (a store's config: what its tables
- * hold), else the sum of its primes. 0 for a bad index. */
+ * hold), else the sum of its primes (ENGRAM_FAMILY_QWEN_PLE: rounded up to make_ngram_vocab_size_divisible_by).
+ * 0 for a bad index. */
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *cfg, unsigned layer_index);
 /* Rows the hash addresses: the sum of the layer's primes, at most engram_config_table_rows(); a table's rows beyond
  * them are kept and readable (engram_gather_rows, engram_read_row) but never addressed (NVIDIA NeMo's test tables
@@ -147,6 +153,28 @@ ENGRAM_API uint64_t engram_config_compressed_vocab(const engram_config *cfg);
 ENGRAM_API int64_t engram_config_pad_id(const engram_config *cfg);
 ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *cfg);
 
+/*
+ * Hash families: the kinds of hashed n-gram tables a config may describe (libengram(3), FAMILIES). Everything but
+ * addressing (stores, sessions, caches, rewind and export) is the same for every family.
+ *  - ENGRAM_FAMILY_ENGRAM: DeepSeek Engram (the demo, DeepSeek-V4.1): raw ids through a compressed-token map,
+ *    numpy default_rng multipliers, the pad before the sequence start and for dead tokens (masks).
+ *  - ENGRAM_FAMILY_QWEN_PLE: Qwen4-Exp's PLE n-gram table (Qwen3.8-Flash-Next, model_type qwen4_exp): raw ids in
+ *    [0, vocab_size) with no token map (engram_config_load with a NULL map; the raw and compressed vocab are
+ *    vocab_size, the pad id and compressed pad its n-gram EOS), splitmix64 multipliers from seed, head sizes the
+ *    consecutive primes from ngram_vocab_size_base, each table padded to make_ngram_vocab_size_divisible_by rows
+ *    (engram_config_table_rows; the rows beyond engram_config_addressed_rows are never addressed), the history
+ *    seeded with EOS and cut at each EOS (a look-back past an EOS reads EOS; the EOS's own window is whole).
+ *    Layer ids are ple_layer_ids, numbered from 1 as the config numbers them.
+ * engram_config_family() returns the config's; engram_family_name() names one ("deepseek-engram",
+ * "qwen4-exp-ple"; NULL for an unknown value).
+ */
+enum engram_family {
+	ENGRAM_FAMILY_ENGRAM = 0,
+	ENGRAM_FAMILY_QWEN_PLE = 1,
+};
+ENGRAM_API int engram_config_family(const engram_config *cfg);
+ENGRAM_API const char *engram_family_name(int family);
+
 /* ---------------------------------------------------------------------------------------------------
  * Addressing: token ids to table rows.
  *
@@ -159,7 +187,9 @@ ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *cfg);
  * Token rules, as the references do: a raw id is mapped through the token map; negative ids are kept as
  * they are (the demo's rule); positions before the sequence start read the compressed pad. With a mask
  * (DeepSeek-V4.1's dead tokens; 0 = dead), a look-back that reaches a dead token uses the pad for that
- * and every older step, and a dead current token hashes as all pad.
+ * and every older step, and a dead current token hashes as all pad. ENGRAM_FAMILY_QWEN_PLE: raw ids are
+ * hashed as they are, each in [0, raw_vocab) (others are -EINVAL naming id and position); the pad is the
+ * n-gram EOS, and a look-back that reaches back past an EOS reads EOS (the EOS's own rows are whole).
  */
 typedef struct engram_hasher engram_hasher;
 
@@ -276,8 +306,8 @@ struct engram_store_info {
 	uint64_t created_unix;   /* when the set was packed (SOURCE_DATE_EPOCH when set then) */
 	const char *writer;      /* "libengram 0.1.0" (owned by the store) */
 	/* Where the token map came from: "tokenizer.json" (built from a Hugging Face tokenizer), ".npy" (a map
-	 * given as it is), or "" for shards of format 1.0, which do not say; the file's base name and SHA-256 (all
-	 * zero when unknown). */
+	 * given as it is), "none" for a family that has none (ENGRAM_FAMILY_QWEN_PLE: raw token ids), or "" for
+	 * shards of format 1.0, which do not say; the file's base name and SHA-256 (all zero when unknown). */
 	const char *token_map_source;
 	const char *token_map_name;
 	uint8_t token_map_sha256[32];
@@ -409,9 +439,12 @@ ENGRAM_API int engram_rowcache_open(engram_rowcache **out, const engram_store *s
  * reserved (posix_fallocate: a full /dev/shm is -ENOSPC now, never SIGBUS later). A node whose engines run as
  * several users opts in to a group: ENGRAM_ROWCACHE_GROUP with engram_rowcache_options.group creates the
  * segment 0660 in that group and attaches only to one of that group that others may not write. Processes that
- * may write the segment are trusted not to shrink it (a shrunk segment raises SIGBUS, as any mapped file
- * would); what they write is not: a header is checked field by field before it is mapped, and every slot
- * carries a checksum of its row and key, so a slot changed behind the library's back is a miss, not a row. */
+ * may write the segment are trusted writers: its owner's, and with ENGRAM_ROWCACHE_GROUP every member of the
+ * group, can make every process attached to it serve rows of their choosing, since the per-slot checksum is
+ * not keyed (share a group segment only among users trusted to write the tables). They are also trusted not to
+ * shrink it (a shrunk segment raises SIGBUS, as any mapped file would). Damage is caught: a header is checked
+ * field by field before it is mapped, and every slot carries a checksum of its row and key, so a slot changed
+ * by accident or a stray write is a miss, not a row. A FIFO or other non-segment at the name is -EINVAL. */
 #define ENGRAM_ROWCACHE_GROUP 1u /* engram_rowcache_options.flags: shared with the group named in .group */
 struct engram_rowcache_options {
 	size_t size;    /* sizeof(struct engram_rowcache_options), set by the caller (ENGRAM_INIT) */
@@ -522,7 +555,8 @@ ENGRAM_API void engram_session_destroy(engram_session *s);
 /* "io_uring" or "pread pool (<why>)"; static or session-owned storage. */
 ENGRAM_API const char *engram_session_backend(const engram_session *s);
 
-/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0. */
+/* Start a step: the previous step's positions are dropped and its rows may be evicted. Returns 0, or
+ * ENGRAM_EFORKED (a session made before this process forked, used in the child; nothing is changed). */
 ENGRAM_API int engram_session_begin(engram_session *s);
 /* Append n tokens of sequence slot seq to the step (mask as in engram_hasher_push) and submit the reads of
  * their rows for every layer. Returns 0, -EINVAL (bad slot or token id; nothing is appended), -errno. */
@@ -634,6 +668,10 @@ struct engram_io_stats {
 	 * workers when that is the backend; see libengram(3)): in the session's all-layers totals (layer_index < 0,
 	 * flags 0) only, 0 in a layer's or a step's. */
 	uint64_t thread_cpu_ns;
+	/* Of units, those of rows that straddle a 4 KiB page of a table indexed in place (engram-pack --in-place:
+	 * the rows lie as the GGUF has them, e.g. 90-byte IQ4_NL rows): each is one read of the two pages the row
+	 * spans, counted so in bytes and disk_bytes. 0 for packed tables, whose rows never straddle. */
+	uint64_t straddled;
 };
 
 #define ENGRAM_STATS_STEP 1u /* engram_session_stats: the current step's counters (reset by engram_session_begin) */
@@ -741,6 +779,15 @@ struct engram_cachesim_result {
 	unsigned ways;            /* row tiers: slots a set */
 	unsigned slot_bytes;      /* row tiers: a slot of a real row cache (record rounded to 8 bytes, and 24) */
 	uint64_t hot_rows;        /* hot+row: rows in the hot region */
+	/* What the misses cost (counted steps): the units read (a push's, or a gather's of a row not in RAM), the
+	 * bytes they bring in (a unit's pages; a zstd block's frame), and of those units the ones of rows that
+	 * straddle a page of a table indexed in place (two pages each). unit_bytes: an entry of the page tier and
+	 * of a row tier's staging, as a session's private cache takes it (its store's largest unit: 8 KiB when
+	 * in-place rows straddle pages); page-lru's budget counts pages, a straddling unit two of them. */
+	uint64_t reads;
+	uint64_t read_bytes;
+	uint64_t straddled;
+	uint64_t unit_bytes;
 };
 /* Fill *out (as far as out->size allows). Returns 0 or -EINVAL (size below the first version's). */
 ENGRAM_API int engram_cachesim_result(const engram_cachesim *sim, struct engram_cachesim_result *out);

@@ -47,6 +47,22 @@ int eg_block_check(const struct eg_piece *p, uint64_t b, const uint8_t *stored, 
 	return 0;
 }
 
+int eg_block_check_span(const struct eg_piece *p, uint64_t off, const uint8_t *data, size_t len)
+{
+	const struct eg_disk_table *t = p->t;
+	const size_t bsize = eg_layout_block_bytes(t->pages_per_block);
+
+	for (uint64_t b = (off + bsize - 1) / bsize; b < t->n_blocks; b++) {
+		size_t n = eg_block_bytes(t, b);
+		int err;
+		if (b * bsize + n > off + len)
+			break;
+		if ((err = eg_block_check(p, b, data + (b * bsize - off), n)) < 0)
+			return err;
+	}
+	return 0;
+}
+
 int eg_block_decode(struct eg_block_ctx *c, const struct eg_piece *p, uint64_t b, const uint8_t *frame, size_t len,
 		    uint8_t *dst)
 {

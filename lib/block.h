@@ -1,7 +1,8 @@
 /* The data blocks of a table piece: where each lies in the file, and the one decoder every reader uses
  * (synchronous gathers, sessions, verify), with one checksum policy: a zstd block's stored bytes are checked
  * against their XXH3 before every decode; raw blocks are read in place through the mapping and checked by
- * engram_verify() (man engram(5), "What is checked"). */
+ * engram_verify(), except the blocks of an in-place index's GGUF that a session reads whole (eg_block_check_span;
+ * man engram(5), "What is checked"). */
 #ifndef ENGRAM_BLOCK_H
 #define ENGRAM_BLOCK_H
 
@@ -29,6 +30,11 @@ size_t eg_block_bytes(const struct eg_disk_table *t, uint64_t b);
 
 /* Check block b's stored bytes against its checksum: ENGRAM_ECORRUPT when they differ. */
 int eg_block_check(const struct eg_piece *p, uint64_t b, const uint8_t *stored, size_t len);
+
+/* Check every block of a raw or external piece that lies wholly in the len bytes at off of its data, which data
+ * holds (whole pages a session read): ENGRAM_ECORRUPT naming the file, layer and block of the first that
+ * differs. A block the span covers only in part is not checked. */
+int eg_block_check_span(const struct eg_piece *p, uint64_t off, const uint8_t *data, size_t len);
 
 /* Decode zstd block b from its stored bytes (frame, len) into dst (eg_block_bytes() bytes): checksum, zstd,
  * then the byte-plane filter. ENGRAM_ECORRUPT when any step fails, -ENOMEM. */

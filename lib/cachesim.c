@@ -1,5 +1,6 @@
 /* engram_cachesim_*: the RAM tiers' policies replayed on keys alone (no table data, no I/O), step by step as a
- * session meets them: each step's pushes request their rows' units (4 KiB pages of the shard's layout), then each
+ * session meets them: each step's pushes request their rows' units (layout.h: 4 KiB pages of the shard's layout,
+ * two for a row of an in-place table that straddles a page), then each
  * layer's gather finds its rows. A row counts as served from RAM when its bytes were in RAM with no read on its
  * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: units.c's
  * unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry a
@@ -15,6 +16,7 @@
 #include "units.h"
 #include "internal.h"
 #include "layout.h"
+#include "block.h"
 #include "rowcache.h"
 #include "store.h"
 
@@ -40,7 +42,9 @@ struct engram_cachesim {
 	enum engram_cachesim_policy policy;
 	uint64_t budget;
 	uint64_t staging;         /* row tiers: the unit cache that stages a step's reads */
-	uint64_t units;           /* entries of the unit table (the budget's pages, or the staging) */
+	uint64_t units;           /* entries of the unit table (the budget's units, or the staging's) */
+	size_t unit_bytes;        /* of an entry: a page for page-lru, else the store's largest unit (the session's) */
+	uint64_t pages_held;      /* page-lru: the budget's pages its units take (a straddling row's take two) */
 	struct eg_units u;
 	uint32_t *stamp;          /* per unit table entry: 1 + the step that read it */
 	uint32_t *prev, *next;    /* page-lru: the recency list, most recent at head */
@@ -59,6 +63,7 @@ struct engram_cachesim {
 	uint32_t step;            /* steps begun */
 	int measure;              /* this step's gathers are counted */
 	uint64_t lookups, ram, hot_hits;
+	uint64_t reads, read_bytes, straddled;
 };
 
 static uint64_t mix(uint64_t k)
@@ -152,7 +157,10 @@ static int create(struct engram_cachesim *s, const struct engram_cachesim_option
 		if (!s->staging)
 			s->staging = EG_PAGE;
 	}
-	s->units = (row ? s->staging : mem) / EG_PAGE;
+	s->unit_bytes = policy == ENGRAM_CACHESIM_PAGE_LRU ? EG_PAGE : eg_store_unit_max(s->st);
+	s->units = (row ? s->staging : mem) / s->unit_bytes;
+	if (row && !s->units)
+		s->units = 1;
 	if (s->units > EG_UNITS_MAX)
 		return eg_fail(-EINVAL, "%s at %s: more than %u pages", policy_names[policy], size_text(b1, 48, mem),
 			       EG_UNITS_MAX);
@@ -298,20 +306,50 @@ static void unit_touch(struct engram_cachesim *s, uint32_t i)
 	}
 }
 
-/* The unit read now, for this step: a free entry, else the policy's victim; EG_NO_UNIT when none can go (every
- * unit pinned by the step, or a budget of no pages). */
+/* Pages of the budget a unit takes in page-lru: its pages (two for a straddling row's), a zstd block one. */
+static unsigned unit_charge(const struct engram_cachesim *s, uint64_t key)
+{
+	const struct eg_disk_table *t = s->st->pieces[eg_unit_key_piece(key)].t;
+
+	return t->codec == EG_CODEC_ZSTD ? 1 : eg_unit_pages(t, eg_unit_key_unit(key));
+}
+
+/* A read of a unit in a counted step: its bytes (a zstd block's frame), and whether its row straddles a page. */
+static void count_read(struct engram_cachesim *s, uint64_t key)
+{
+	const struct eg_piece *p = &s->st->pieces[eg_unit_key_piece(key)];
+	const uint64_t unit = eg_unit_key_unit(key);
+	uint64_t start, end;
+
+	if (!s->measure)
+		return;
+	s->reads++;
+	if (p->t->codec == EG_CODEC_ZSTD && eg_block_range(p, unit, &start, &end) == 0)
+		s->read_bytes += end - start;
+	else
+		s->read_bytes += eg_unit_len(p->t, unit);
+	s->straddled += (uint64_t)eg_unit_straddles(p->t, unit);
+}
+
+/* The unit read now, for this step: a free entry, else the policy's victim (page-lru: as many as free the
+ * pages it takes); EG_NO_UNIT when none can go (every unit pinned by the step, or a budget of no pages). */
 static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
 {
+	const unsigned charge = s->policy == ENGRAM_CACHESIM_PAGE_LRU ? unit_charge(s, key) : 0;
 	uint32_t i;
 
-	if (!s->units)
+	if (!s->units || charge > s->units)
 		return EG_NO_UNIT;
-	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU && s->u.free_head == EG_NO_UNIT) {
-		eg_units_drop(&s->u, s->tail);
-		lru_unlink(s, s->tail);
+	while (s->policy == ENGRAM_CACHESIM_PAGE_LRU &&
+	       (s->u.free_head == EG_NO_UNIT || s->pages_held + charge > s->units)) {
+		uint32_t v = s->tail;
+		s->pages_held -= unit_charge(s, s->u.u[v].key);
+		eg_units_drop(&s->u, v);
+		lru_unlink(s, v);
 	}
 	if ((i = eg_units_alloc(&s->u, key)) == EG_NO_UNIT)
 		return i;
+	s->pages_held += charge;
 	s->u.u[i].state = EG_UNIT_READY;
 	s->stamp[i] = s->step + 1;
 	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU)
@@ -358,6 +396,7 @@ static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uin
 	if ((i = s->units ? eg_units_find(&s->u, ukey) : EG_NO_UNIT) != EG_NO_UNIT) {
 		unit_touch(s, i);
 	} else {
+		count_read(s, ukey);
 		if ((i = unit_read(s, ukey)) == EG_NO_UNIT)
 			return; /* gather reads it */
 		if (s->rc)
@@ -451,10 +490,13 @@ ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uin
 		if (s->cls[k] == CLS_HOT || (s->cls[k] == CLS_RC && eg_rc_get(s->rc, key, NULL, 0)))
 			continue;
 		uint32_t i = s->units ? eg_units_find(&s->u, s->ukeys[k]) : EG_NO_UNIT;
-		if (i != EG_NO_UNIT)
+		if (i != EG_NO_UNIT) {
 			unit_touch(s, i);
-		else if ((i = unit_read(s, s->ukeys[k])) != EG_NO_UNIT)
-			hold_for_step(s, i); /* a miss read ahead into the cache is held for the step, as a push's */
+		} else {
+			count_read(s, s->ukeys[k]);
+			if ((i = unit_read(s, s->ukeys[k])) != EG_NO_UNIT)
+				hold_for_step(s, i); /* a miss read ahead into the cache is held for the step, as a push's */
+		}
 		if (s->rc)
 			eg_rc_put(s->rc, key, NULL, 0);
 	}
@@ -478,12 +520,16 @@ ENGRAM_API int engram_cachesim_result(const engram_cachesim *s, struct engram_ca
 	r.lookups = s->lookups;
 	r.ram = s->ram;
 	r.hot_hits = s->hot_hits;
-	r.pages = s->units;
+	r.pages = s->units * s->unit_bytes / EG_PAGE;
 	r.staging_bytes = s->staging;
 	r.row_slots = s->rc_slots;
 	r.ways = row ? EG_RC_WAYS : 0;
 	r.slot_bytes = (unsigned)s->rc_slot_bytes;
 	r.hot_rows = s->hot_rows;
+	r.reads = s->reads;
+	r.read_bytes = s->read_bytes;
+	r.straddled = s->straddled;
+	r.unit_bytes = s->unit_bytes;
 	return eg_struct_out(out, &r, sizeof(r), EG_SIZE_THROUGH(struct engram_cachesim_result, hot_rows),
 			     "cachesim result");
 }

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "family.h"
 #include "internal.h"
-#include "rng.h"
 
 /* The primes taken so far: an open-addressing set, so that each of a config's primes costs its gap to the next
  * prime, not a scan of every earlier one (quadratic: a config of half a million columns never finished). */
@@ -102,19 +102,12 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 			struct prime_set *used, const char *what)
 {
 	struct eg_layer *L = &c->layers[li];
-	uint64_t half = c->cvocab ? (uint64_t)INT64_MAX / c->cvocab / 2 : 0;
 	uint64_t sum = 0;
 
-	if (mult) {
+	if (mult)
 		memcpy(L->mult, mult, c->max_ngram * sizeof(*mult));
-	} else if (!c->cvocab) {
-		memset(L->mult, 0, sizeof(L->mult)); /* geometry only: no compressed vocab, no multipliers */
-	} else {
-		int64_t draw[EG_MAX_NGRAM];
-		eg_rng_integers_i64(c->seed + 10007 * (uint64_t)L->id, (int64_t)(half ? half : 1), c->max_ngram, draw);
-		for (unsigned k = 0; k < c->max_ngram; k++)
-			L->mult[k] = 2 * (uint64_t)draw[k] + 1;
-	}
+	else
+		eg_family_of(c->family)->multipliers(c->seed, li, L->id, c->cvocab, c->max_ngram, L->mult);
 	L->mod = malloc(c->columns * sizeof(*L->mod));
 	L->offset = malloc(c->columns * sizeof(*L->offset));
 	if (!L->mod || !L->offset)
@@ -145,19 +138,62 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 	return 0;
 }
 
+/* The identity map of a family whose ids are the hash's own. */
+static int32_t *identity_map(uint64_t n)
+{
+	int32_t *map = malloc(n * sizeof(*map));
+
+	for (uint64_t i = 0; map && i < n; i++)
+		map[i] = (int32_t)i;
+	return map;
+}
+
+/* A table's rows rounded up to a multiple of the divisor (the rows beyond those addressed are never read). */
+static int pad_rows(struct eg_layer *L, uint64_t divisor, const char *what)
+{
+	if (divisor <= 1)
+		return 0;
+	uint64_t rows = (L->rows + divisor - 1) / divisor * divisor;
+	if (rows > EG_MAX_TABLE_ROWS)
+		return eg_fail(ENGRAM_ECONFIG, "%s: layer %d's table of %llu rows rounded up to a multiple of %llu has more "
+			       "than 2^40", what, L->id, (unsigned long long)L->rows, (unsigned long long)divisor);
+	L->rows = rows;
+	return 0;
+}
+
 int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t *map, uint64_t raw_vocab,
 		    const uint64_t *mult, const uint64_t *primes, const char *what)
 {
+	const struct eg_family *fam = eg_family_of(p->family);
 	engram_config *c;
 	struct prime_set used = { 0 };
 	int err;
 
+	if (!fam || (!fam->token_map && map)) {
+		free(map);
+		if (fam)
+			return eg_fail(ENGRAM_ECONFIG, "%s: the %s family takes raw token ids: it has no token map", what,
+				       fam->name);
+		return eg_fail(ENGRAM_ECONFIG, "%s: unknown hash family %u", what, p->family);
+	}
+	if (!fam->token_map && (p->raw_vocab == 0 || p->raw_vocab > EG_MAX_RAW_VOCAB || p->pad_id < 0 ||
+				(uint64_t)p->pad_id >= p->raw_vocab))
+		return eg_fail(ENGRAM_ECONFIG, "%s: vocabulary of %llu ids (1 to %llu) with pad (EOS) id %lld", what,
+			       (unsigned long long)p->raw_vocab, (unsigned long long)EG_MAX_RAW_VOCAB, (long long)p->pad_id);
+	if (!fam->token_map && !(map = identity_map(p->raw_vocab)))
+		return eg_fail(-ENOMEM, "%s: out of memory", what);
+	raw_vocab = fam->token_map ? raw_vocab : p->raw_vocab;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		free(map);
 		return eg_fail(-ENOMEM, "%s: out of memory", what);
 	}
 	c->map = map;
+	c->family = p->family;
+	c->row_divisor = p->row_divisor;
+	c->split_parts = p->split_parts;
+	c->min_token = fam->token_map ? INT64_MIN : 0;
+	c->cut_at_pad = fam->cut_at_pad;
 	c->raw_vocab = map ? raw_vocab : 0;
 	c->n_layers = p->n_layers;
 	c->max_ngram = p->max_ngram;
@@ -218,6 +254,8 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 		}
 		if (p->has_num_embeddings)
 			c->layers[li].rows = p->num_embeddings[li];
+		if ((err = pad_rows(&c->layers[li], p->row_divisor, what)) < 0)
+			goto fail;
 	}
 	free(used.v);
 	*out = c;
@@ -267,14 +305,22 @@ ENGRAM_API int engram_config_load(engram_config **out, const char *config_path, 
 	char what[512];
 	int err;
 
-	if (!out || !config_path || !map_path) {
+	if (!out || !config_path) {
 		err = eg_fail(-EINVAL, "engram_config_load: NULL argument");
 		goto out;
 	}
 	*out = NULL;
-	if ((err = eg_params_from_json(&p, config_path)) < 0 || (err = eg_token_map_load(map_path, &map, &n)) < 0)
+	if ((err = eg_params_from_json(&p, config_path)) < 0)
 		goto out;
-	snprintf(what, sizeof(what), "'%s' with '%s'", config_path, map_path);
+	if (!eg_family_of(p.family)->token_map != !map_path) {
+		err = eg_fail(-EINVAL, map_path ? "'%s': a %s config takes raw token ids: give no token map"
+						: "'%s': a %s config needs its compressed-token map (.npy)",
+			      config_path, eg_family_of(p.family)->name);
+		goto out;
+	}
+	if (map_path && (err = eg_token_map_load(map_path, &map, &n)) < 0)
+		goto out;
+	snprintf(what, sizeof(what), map_path ? "'%s' with '%s'" : "'%s'", config_path, map_path);
 	err = eg_config_build(out, &p, map, n, NULL, NULL, what);
 out:
 	return err;
@@ -405,4 +451,10 @@ ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *c)
 {
 	EG_KEEP_ERRNO;
 	return c->cpad;
+}
+
+ENGRAM_API int engram_config_family(const engram_config *c)
+{
+	EG_KEEP_ERRNO;
+	return (int)c->family;
 }

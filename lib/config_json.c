@@ -1,7 +1,9 @@
-/* The two JSON forms of the hash config: the reference demo's EngramConfig and a Hugging Face config.json
- * (DeepSeek-V4.1 text_config). Both become one struct eg_hash_params. */
+/* The JSON forms of the hash config: the reference demo's EngramConfig, a Hugging Face config.json of DeepSeek-V4.1
+ * (engram_* fields) and one of Qwen4-Exp (model_type qwen4_exp: its PLE n-gram fields). All become one struct
+ * eg_hash_params; the family's fields are checked by family.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 
 #include "jsonerr.h"
 
+#include "family.h"
 #include "file.h"
 #include "internal.h"
 
@@ -178,6 +181,54 @@ static int parse_hf(const struct ctx *c, struct eg_hash_params *p)
 	return 0;
 }
 
+/* A Qwen4-Exp config.json: model_type qwen4_exp (its text_config's qwen4_exp_text). */
+static int is_qwen(json_t *root)
+{
+	const char *mt = json_string_value(json_object_get(root, "model_type"));
+
+	return mt && (!strcmp(mt, "qwen4_exp") || !strcmp(mt, "qwen4_exp_text"));
+}
+
+/* An optional integer field: def when absent. */
+static int get_int_or(const struct ctx *c, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out)
+{
+	if (!json_object_get(c->obj, key)) {
+		*out = def;
+		return 0;
+	}
+	return get_int(c, key, lo, hi, out);
+}
+
+/* Qwen4-Exp: the fields as stated (ranges checked by eg_params_qwen, which names each); eos_token_id a scalar or a
+ * list whose first entry counts. */
+static int parse_qwen(const struct ctx *c, struct eg_hash_params *p)
+{
+	struct eg_qwen_fields f = { 0 };
+	int64_t eos[64];
+	char what[600];
+	int err, n;
+
+	if ((err = get_int(c, "vocab_size", INT64_MIN, INT64_MAX, &f.vocab_size)) < 0 ||
+	    (err = get_int(c, "ngram_size", INT64_MIN, INT64_MAX, &f.ngram_size)) < 0 ||
+	    (err = get_int(c, "heads_per_ngram", INT64_MIN, INT64_MAX, &f.heads_per_ngram)) < 0 ||
+	    (err = get_int(c, "ngram_vocab_size_base", INT64_MIN, INT64_MAX, &f.ngram_vocab_size_base)) < 0 ||
+	    (err = get_int(c, "make_ngram_vocab_size_divisible_by", INT64_MIN, INT64_MAX,
+			   &f.make_ngram_vocab_size_divisible_by)) < 0 ||
+	    (err = get_int(c, "ple_embed_dim", INT64_MIN, INT64_MAX, &f.ple_embed_dim)) < 0 ||
+	    (err = get_int_or(c, "split_ngram_parts", INT64_MIN, INT64_MAX, EG_QWEN_DEFAULT_SPLIT_PARTS,
+			      &f.split_ngram_parts)) < 0 ||
+	    (err = get_int_or(c, "seed", INT64_MIN, INT64_MAX, EG_QWEN_DEFAULT_SEED, &f.seed)) < 0)
+		return err;
+	if ((n = get_int_array(c, "eos_token_id", 0, sizeof(eos) / sizeof(*eos), 1, INT64_MIN, INT64_MAX, eos)) < 0)
+		return n;
+	f.eos_token_id = eos[0];
+	if ((n = get_int_array(c, "ple_layer_ids", 0, EG_MAX_LAYERS, 0, INT64_MIN, INT64_MAX, f.layer_ids)) < 0)
+		return n;
+	f.n_layers = (unsigned)n;
+	snprintf(what, sizeof(what), "'%s'", c->path);
+	return eg_params_qwen(p, &f, what);
+}
+
 int eg_params_from_json(struct eg_hash_params *p, const char *path)
 {
 	json_error_t jerr;
@@ -199,15 +250,19 @@ int eg_params_from_json(struct eg_hash_params *p, const char *path)
 	}
 	c.obj = root;
 	json_t *text = json_object_get(root, "text_config");
-	if (json_is_object(text) && json_object_get(text, "engram_layer_ids"))
+	if (json_is_object(text) && (json_object_get(text, "engram_layer_ids") || json_object_get(text, "ple_layer_ids") ||
+				     is_qwen(root)))
 		c.obj = text;
 	if (json_object_get(c.obj, "engram_layer_ids"))
 		err = parse_hf(&c, p);
+	else if (json_object_get(c.obj, "ple_layer_ids") || is_qwen(root))
+		err = parse_qwen(&c, p);
 	else if (json_object_get(c.obj, "layer_ids") || json_object_get(c.obj, "max_ngram_size"))
 		err = parse_demo(&c, p);
 	else
 		err = eg_fail(ENGRAM_ECONFIG,
-			      "'%s': no Engram config found (neither 'engram_layer_ids' nor the demo's 'layer_ids')", path);
+			      "'%s': no Engram config found (neither 'engram_layer_ids', Qwen4-Exp's 'ple_layer_ids' nor the "
+			      "demo's 'layer_ids')", path);
 out:
 	json_decref(root);
 	return err;

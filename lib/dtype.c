@@ -156,34 +156,58 @@ EG_INLINE void row_wide(uint32_t dtype, const uint8_t *s, uint8_t *d, uint32_t h
 	}
 }
 
+/* 16 e4m3fn bytes at s times scale, as 16 f32 (bf16 = 0) or bf16 values at d. */
+EG_INLINE void e4m3_16(const uint8_t *s, v4f scale, uint8_t *d, int bf16)
+{
+	unsigned os = bf16 ? 2 : 4;
+	v16b z = { 0 }, x;
+	v8h zh = { 0 };
+
+	memcpy(&x, s, sizeof(x));
+	v8h lo = (v8h)__builtin_shufflevector(z, x, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	v8h hi = (v8h)__builtin_shufflevector(z, x, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+	v4u w0 = (v4u)__builtin_shufflevector(zh, lo, 0, 8, 1, 9, 2, 10, 3, 11);
+	v4u w1 = (v4u)__builtin_shufflevector(zh, lo, 4, 12, 5, 13, 6, 14, 7, 15);
+	v4u w2 = (v4u)__builtin_shufflevector(zh, hi, 0, 8, 1, 9, 2, 10, 3, 11);
+	v4u w3 = (v4u)__builtin_shufflevector(zh, hi, 4, 12, 5, 13, 6, 14, 7, 15);
+	put8(d, e4m3_bits(w0, scale), e4m3_bits(w1, scale), bf16);
+	put8(d + 8 * os, e4m3_bits(w2, scale), e4m3_bits(w3, scale), bf16);
+}
+
 /* One F8_E4M3 row (head_dim payload bytes, then head_dim / 32 scale bytes) to f32 or bf16. */
 EG_INLINE void row_e4m3(const uint8_t *s, uint8_t *d, uint32_t hd, int bf16)
 {
 	const uint8_t *sc = s + hd;
 	unsigned os = bf16 ? 2 : 4;
-	v16b z = { 0 };
-	v8h zh = { 0 };
 
 	for (uint32_t blk = 0; blk < hd / 32; blk++) {
 		v4f scale = e8m0_scale(sc[blk]);
-		for (uint32_t j = blk * 32; j < blk * 32 + 32; j += 16) {
-			v16b x;
-			memcpy(&x, s + j, sizeof(x));
-			v8h lo = (v8h)__builtin_shufflevector(z, x, 0, 16, 1, 17, 2, 18, 3, 19,
-							      4, 20, 5, 21, 6, 22, 7, 23);
-			v8h hi = (v8h)__builtin_shufflevector(z, x, 8, 24, 9, 25, 10, 26, 11, 27,
-							      12, 28, 13, 29, 14, 30, 15, 31);
-			v4u w0 = (v4u)__builtin_shufflevector(zh, lo, 0, 8, 1, 9, 2, 10, 3, 11);
-			v4u w1 = (v4u)__builtin_shufflevector(zh, lo, 4, 12, 5, 13, 6, 14, 7, 15);
-			v4u w2 = (v4u)__builtin_shufflevector(zh, hi, 0, 8, 1, 9, 2, 10, 3, 11);
-			v4u w3 = (v4u)__builtin_shufflevector(zh, hi, 4, 12, 5, 13, 6, 14, 7, 15);
-			put8(d + (size_t)j * os, e4m3_bits(w0, scale), e4m3_bits(w1, scale), bf16);
-			put8(d + (size_t)(j + 8) * os, e4m3_bits(w2, scale), e4m3_bits(w3, scale), bf16);
-		}
+		for (uint32_t j = blk * 32; j < blk * 32 + 32; j += 16)
+			e4m3_16(s + j, scale, d + (size_t)j * os, bf16);
 	}
 }
 
-enum conv { CONV_COPY, CONV_WIDE_F32, CONV_WIDE_BF16, CONV_E4M3_F32, CONV_E4M3_BF16 };
+/* One F8_E4M3_T row (head_dim e4m3 bytes, then the table's scale as float32) to f32 or bf16: the f32 product
+ * e4m3 x scale (exact for a BF16 or F16 scale), bf16 rounded from it; a tail of head_dim % 16 through a copy. */
+EG_INLINE void row_e4m3t(const uint8_t *s, uint8_t *d, uint32_t hd, int bf16)
+{
+	unsigned os = bf16 ? 2 : 4;
+	uint32_t j, full = hd & ~15u;
+	float f;
+
+	memcpy(&f, s + hd, sizeof(f));
+	v4f scale = { f, f, f, f };
+	for (j = 0; j < full; j += 16)
+		e4m3_16(s + j, scale, d + (size_t)j * os, bf16);
+	if (j < hd) {
+		uint8_t in[16] = { 0 }, out[64];
+		memcpy(in, s + j, hd - j);
+		e4m3_16(in, scale, out, bf16);
+		memcpy(d + (size_t)j * os, out, (size_t)(hd - j) * os);
+	}
+}
+
+enum conv { CONV_COPY, CONV_WIDE_F32, CONV_WIDE_BF16, CONV_E4M3_F32, CONV_E4M3_BF16, CONV_E4M3T_F32, CONV_E4M3T_BF16 };
 
 /* The row loop, instantiated per conversion so that each inner loop is straight-line code. */
 EG_INLINE void convert_loop(enum conv c, uint32_t dtype, uint32_t hd, size_t in_len, size_t out_len,
@@ -198,6 +222,8 @@ EG_INLINE void convert_loop(enum conv c, uint32_t dtype, uint32_t hd, size_t in_
 		case CONV_WIDE_BF16: row_wide(dtype, src[i], dst, hd, 1); break;
 		case CONV_E4M3_F32: row_e4m3(src[i], dst, hd, 0); break;
 		case CONV_E4M3_BF16: row_e4m3(src[i], dst, hd, 1); break;
+		case CONV_E4M3T_F32: row_e4m3t(src[i], dst, hd, 0); break;
+		case CONV_E4M3T_BF16: row_e4m3t(src[i], dst, hd, 1); break;
 		}
 	}
 }
@@ -338,6 +364,8 @@ void eg_convert_rows(uint32_t dtype, uint32_t hd, enum engram_out out, const uin
 		convert_loop(CONV_E4M3_F32, dtype, hd, rec, ob, src, n, dst);
 	else if (dtype == EG_DT_F8_E4M3)
 		convert_loop(CONV_E4M3_BF16, dtype, hd, rec, ob, src, n, dst);
+	else if (dtype == EG_DT_F8_E4M3_T)
+		convert_loop(out == ENGRAM_OUT_F32 ? CONV_E4M3T_F32 : CONV_E4M3T_BF16, dtype, hd, rec, ob, src, n, dst);
 	else if (dtype == EG_DT_BF16)
 		convert_loop(CONV_WIDE_F32, EG_DT_BF16, hd, rec, ob, src, n, dst);
 	else if (dtype == EG_DT_F16 && out == ENGRAM_OUT_F32)

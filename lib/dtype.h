@@ -54,7 +54,7 @@ const char *eg_out_name(enum engram_out out);
 void eg_convert_rows(uint32_t dtype, uint32_t head_dim, enum engram_out out, const uint8_t *const *src, size_t n,
 		     uint8_t *dst);
 
-/* n records of a ggml block type (EG_DT_Q8_0 ... EG_DT_Q6_K; dtype_ggml.c) to f32 (bf16 = 0) exactly as ggml's
+/* n records of a ggml block type (EG_DT_Q8_0 ... EG_DT_IQ4_NL; dtype_ggml.c) to f32 (bf16 = 0) exactly as ggml's
  * dequantize_row_* gives them, or to bf16 rounded from those f32 values as eg_f32_to_bf16 rounds. */
 void eg_convert_ggml(uint32_t dtype, uint32_t head_dim, int bf16, const uint8_t *const *src, size_t n, uint8_t *dst);
 /* n (a multiple of 8) float32 values to bf16 at dst (any alignment), as every gather rounds: to nearest even,

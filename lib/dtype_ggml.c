@@ -1,4 +1,4 @@
-/* ggml's block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) decoded to float32 exactly as
+/* ggml's block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL) decoded to float32 exactly as
  * ggml's reference dequantize_row_* do: the same block layouts (ggml-common.h), the same integer unpacking and the
  * same float operations in the same order, so that each value is bit for bit ggml's. The fp16 scales are
  * converted exactly (every half is a float). Written from ggml's published algorithms; tested against rows that
@@ -264,6 +264,22 @@ static void q6_k(const uint8_t *b, float *y)
 	}
 }
 
+/* block_iq4_nl: d, qs[16]; each nibble indexes ggml's non-linear table kvalues_iq4nl (low nibbles the first 16
+ * values, high nibbles the last 16, as Q4_0), y = d * value */
+static void iq4_nl(const uint8_t *b, float *y)
+{
+	static const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+						  1,    13,   25,  38,  53,  69,  89,  113 };
+	const uint8_t *qs = b + 2;
+	int32_t q[32];
+
+	for (int j = 0; j < 16; j++) {
+		q[j] = kvalues_iq4nl[qs[j] & 0x0F];
+		q[j + 16] = kvalues_iq4nl[qs[j] >> 4];
+	}
+	mul_q(y, q, half_to_f32(b), 32);
+}
+
 typedef void (*block_fn)(const uint8_t *b, float *y);
 
 static block_fn block_decoder(uint32_t dtype)
@@ -279,6 +295,7 @@ static block_fn block_decoder(uint32_t dtype)
 	case EG_DT_Q4_K: return q4_k;
 	case EG_DT_Q5_K: return q5_k;
 	case EG_DT_Q6_K: return q6_k;
+	case EG_DT_IQ4_NL: return iq4_nl;
 	}
 	return NULL;
 }

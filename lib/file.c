@@ -13,7 +13,7 @@
 
 struct eg_faults eg_faults;
 
-static const char *kind_of(mode_t m)
+const char *eg_file_kind(unsigned m)
 {
 	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
 	       : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "a special file";
@@ -37,7 +37,7 @@ int eg_open_regular(const char *path, const char *what)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return eg_fail(-EINVAL, "%s '%s' is not a regular file: %s", what, path, kind_of(st.st_mode));
+		return eg_fail(-EINVAL, "%s '%s' is not a regular file: %s", what, path, eg_file_kind(st.st_mode));
 	}
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		e = errno;

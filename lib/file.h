@@ -15,6 +15,10 @@
  * ("WHAT 'PATH' is not a regular file: a FIFO"; what says what the file should have been: "config"...). */
 EG_PRIVATE int eg_open_regular(const char *path, const char *what);
 
+/* What a file of st_mode m that is not a regular file is, for messages: "a directory", "a FIFO", "a socket",
+ * "a device" or "a special file". */
+const char *eg_file_kind(unsigned m);
+
 /* A new open file description of the file fd has open (through /proc/self/fd, or by path where there is no
  * /proc and path still names the same inode), with flags (O_DIRECT...) added to O_RDONLY: a file renamed over
  * path since fd was opened is never read in its place. Returns the descriptor or -errno (the caller names the

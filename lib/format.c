@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "family.h"
 #include "format.h"
 #include "jsonerr.h"
 #include "layout.h"
@@ -24,6 +27,51 @@
 static int in_range(uint64_t off, uint64_t len, uint64_t size)
 {
 	return off <= size && len <= size - off;
+}
+
+/* ---- the identity of an external data file ---- */
+
+static int64_t ns_of(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+void eg_external_stamp(struct eg_disk_external *x, const struct stat *st)
+{
+	x->inode = (uint64_t)st->st_ino;
+	x->mtime_ns = ns_of(&st->st_mtim);
+	x->ctime_ns = ns_of(&st->st_ctim);
+	x->identity = EG_EXTERNAL_IDENTITY;
+}
+
+/* "its modification time (2026-12-05 05:01:02.123456789 now, ... indexed)" */
+static void time_pair(char *out, size_t cap, const char *name, int64_t now, int64_t then)
+{
+	char a[40], b[40];
+	time_t ta = (time_t)(now / 1000000000), tb = (time_t)(then / 1000000000);
+	struct tm tma, tmb;
+
+	strftime(a, sizeof(a), "%Y-%m-%d %H:%M:%S", gmtime_r(&ta, &tma));
+	strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S", gmtime_r(&tb, &tmb));
+	snprintf(out, cap, "its %s (%s.%09lld UTC now, %s.%09lld indexed)", name, a, (long long)(now % 1000000000),
+		 b, (long long)(then % 1000000000));
+}
+
+int eg_external_differs(const struct eg_disk_external *x, const struct stat *st, char *what, size_t cap)
+{
+	if (!(x->identity & EG_EXTERNAL_IDENTITY))
+		return 0;
+	if ((uint64_t)st->st_ino != x->inode)
+		snprintf(what, cap, "its inode (%llu now, %llu indexed: another file was copied or renamed to its name)",
+			 (unsigned long long)st->st_ino, (unsigned long long)x->inode);
+	else if (ns_of(&st->st_mtim) != x->mtime_ns)
+		time_pair(what, cap, "modification time", ns_of(&st->st_mtim), x->mtime_ns);
+	else if (ns_of(&st->st_ctim) != x->ctime_ns)
+		time_pair(what, cap, "status change time: it was written, or its times or attributes were set,",
+			  ns_of(&st->st_ctim), x->ctime_ns);
+	else
+		return 0;
+	return 1;
 }
 
 /* ---- checksums ---- */
@@ -151,7 +199,7 @@ int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, 
 
 void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index, uint32_t shard_count,
 		      uint64_t section_table_offset, const struct eg_disk_section *secs, uint32_t n_sections,
-		      uint64_t created_unix)
+		      uint64_t created_unix, uint32_t flags)
 {
 	memset(h, 0, sizeof(*h));
 	memcpy(h->magic, EG_MAGIC, 8);
@@ -167,8 +215,14 @@ void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32
 	h->shard_index = shard_index;
 	h->shard_count = shard_count;
 	h->created_unix = created_unix;
+	h->flags = flags;
 	snprintf(h->writer, sizeof(h->writer), "libengram %s", ENGRAM_VERSION_STRING);
 	eg_header_seal(h, secs, section_table_offset + (uint64_t)n_sections * sizeof(*secs));
+}
+
+uint32_t eg_header_flags(const engram_config *c)
+{
+	return c->family != ENGRAM_FAMILY_ENGRAM ? EG_HDR_FAMILY : 0;
 }
 
 /* ---- section table ---- */
@@ -315,6 +369,11 @@ size_t eg_hash_section_size(const engram_config *c)
 	       (size_t)c->n_layers * c->columns * 8;
 }
 
+size_t eg_tokmap_section_size(const engram_config *c)
+{
+	return eg_family_of(c->family)->token_map ? (size_t)c->raw_vocab * 4 : 0;
+}
+
 void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_scale)
 {
 	struct eg_disk_hash *h = (struct eg_disk_hash *)dst;
@@ -332,6 +391,9 @@ void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_s
 	h->raw_vocab = c->raw_vocab;
 	memcpy(h->vocab_size, c->vocab_size, sizeof(h->vocab_size));
 	h->row_scale = row_scale;
+	h->family = c->family;
+	h->split_parts = c->split_parts;
+	h->row_divisor = c->row_divisor;
 	p = dst + sizeof(*h);
 	for (unsigned l = 0; l < c->n_layers; l++)
 		memcpy(p + 4 * l, &c->layers[l].id, 4);
@@ -344,7 +406,7 @@ void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_s
 }
 
 int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
-			   const char *path)
+			   uint32_t hdr_flags, const char *path)
 {
 	const struct eg_disk_hash *h = (const void *)sec;
 	struct eg_hash_params *p = &d->p;
@@ -359,9 +421,18 @@ int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64
 	if (len != need)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': hash section is %llu bytes, its dimensions need %llu", path,
 			       (unsigned long long)len, (unsigned long long)need);
-	if (h->raw_vocab == 0 || h->raw_vocab > UINT64_MAX / 4 || tokmap_len != h->raw_vocab * 4)
-		return eg_fail(ENGRAM_ECORRUPT, "'%s': token map section is %llu bytes for %llu tokens", path,
-			       (unsigned long long)tokmap_len, (unsigned long long)h->raw_vocab);
+	const struct eg_family *fam = eg_family_of(h->family);
+	if (!fam || !(hdr_flags & EG_HDR_FAMILY) != (h->family == ENGRAM_FAMILY_ENGRAM))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': hash family %u%s", path, h->family,
+			       fam ? " with a header that says otherwise" : " is none this library knows");
+	if (h->raw_vocab == 0 || h->raw_vocab > (fam->token_map ? UINT64_MAX / 4 : EG_MAX_RAW_VOCAB) ||
+	    tokmap_len != (fam->token_map ? h->raw_vocab * 4 : 0))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': token map section is %llu bytes for %llu tokens%s", path,
+			       (unsigned long long)tokmap_len, (unsigned long long)h->raw_vocab,
+			       fam->token_map ? "" : " of a family without a token map");
+	if (h->row_divisor > ((uint64_t)1 << 20) || (h->family == ENGRAM_FAMILY_ENGRAM && (h->row_divisor || h->split_parts)))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': hash section row divisor %llu, %u parts", path,
+			       (unsigned long long)h->row_divisor, h->split_parts);
 	if (h->pad_id < 0 || (uint64_t)h->pad_id >= h->raw_vocab)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': pad id %lld is outside the token map", path, (long long)h->pad_id);
 	p->n_layers = L;
@@ -371,6 +442,10 @@ int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64
 	p->pad_id = h->pad_id;
 	p->seed = h->seed;
 	p->compressed_vocab = (int64_t)h->compressed_vocab;
+	p->family = h->family;
+	p->raw_vocab = fam->token_map ? 0 : h->raw_vocab;
+	p->row_divisor = h->row_divisor;
+	p->split_parts = h->split_parts;
 	memcpy(p->vocab_size, h->vocab_size, sizeof(p->vocab_size));
 	const uint8_t *q = (const uint8_t *)(h + 1);
 	for (unsigned l = 0; l < L; l++)

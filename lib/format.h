@@ -30,8 +30,9 @@
 #define EG_MAGIC "\x89" "ENGRAM\n"     /* 8 bytes; 0x89 catches 7-bit transfers, '\n' CRLF damage */
 #define EG_BYTE_ORDER 0x0A0B0C0Du     /* reads as 0x0D0C0B0A on a machine of the other byte order */
 #define EG_FORMAT_MAJOR 1             /* incompatible changes */
-#define EG_FORMAT_MINOR 2             /* compatible additions: readers accept any minor of their major
-					 (1.1 added the source section, 1.2 the header's flags) */
+#define EG_FORMAT_MINOR 3             /* compatible additions: readers accept any minor of their major
+					 (1.1 added the source section, 1.2 the header's flags, 1.3 the hash
+					 family: a set of another family than DeepSeek Engram has EG_HDR_FAMILY) */
 #define EG_PAGE 4096u
 #define EG_HEADER_SIZE 256u
 #define EG_MAX_BLOCK_PAGES 4096u      /* pages per block at most (16 MiB) */
@@ -55,7 +56,7 @@ enum eg_dtype {
 	EG_DT_F8_E4M3 = 4,    /* with one F8_E8M0 scale byte per EG_SCALE_BLOCK columns, after the payload */
 	/* ggml's block types (added in 1.1 without a new minor: a reader that does not know a dtype refuses
 	 * the table by name, see eg_table_check): a row is head_dim / elems blocks, as a GGUF file stores it (ggml's
-	 * block_q8_0 ... block_q6_K, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
+	 * block_q8_0 ... block_q6_K and block_iq4_nl, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
 	EG_DT_Q8_0 = 5,
 	EG_DT_Q4_0 = 6,
 	EG_DT_Q4_1 = 7,
@@ -66,8 +67,13 @@ enum eg_dtype {
 	EG_DT_Q4_K = 12,
 	EG_DT_Q5_K = 13,
 	EG_DT_Q6_K = 14,
+	EG_DT_IQ4_NL = 15,    /* block_iq4_nl: fp16 d, 16 bytes of nibbles indexing ggml's kvalues_iq4nl */
+	/* format 1.3: F8_E4M3 with one scale for the whole table (Qwen4-Exp's FP8 release: e4m3 parts and one
+	 * weight_scale), kept with every row so that a row dequantizes alone: head_dim e4m3fn bytes, then the scale
+	 * as a little-endian float32 (a BF16 or F16 scale exactly). Value = e4m3 x scale. */
+	EG_DT_F8_E4M3_T = 16,
 };
-#define EG_DT_LAST EG_DT_Q6_K
+#define EG_DT_LAST EG_DT_F8_E4M3_T
 #define EG_SCALE_BLOCK 32
 
 enum eg_codec {
@@ -113,7 +119,11 @@ static_assert(sizeof(struct eg_disk_header) == EG_HEADER_SIZE, "header size");
  * the full set's, served by a remote tier. Readers must not read table data through it. Unknown flags:
  * ENGRAM_EVERSION. */
 #define EG_HDR_NO_DATA 1u
-#define EG_HDR_FLAGS_KNOWN EG_HDR_NO_DATA
+/* EG_HDR_FAMILY (format 1.3): the hash section's family is not DeepSeek Engram (0). Set exactly when it is not, so
+ * that a reader that predates families, which would hash such a set as DeepSeek's, refuses it (ENGRAM_EVERSION
+ * for an unknown flag) instead of serving wrong rows. */
+#define EG_HDR_FAMILY 2u
+#define EG_HDR_FLAGS_KNOWN (EG_HDR_NO_DATA | EG_HDR_FAMILY)
 
 struct eg_disk_section {
 	uint32_t type;
@@ -125,7 +135,8 @@ struct eg_disk_section {
 static_assert(sizeof(struct eg_disk_section) == 32, "section entry size");
 
 /* EG_SEC_HASH: this struct, then int32 layer_ids[n_layers] padded to 8 bytes, uint64
- * multipliers[n_layers][max_ngram], uint64 primes[n_layers][(max_ngram-1) * n_heads]. */
+ * multipliers[n_layers][max_ngram], uint64 primes[n_layers][(max_ngram-1) * n_heads]. A family without a token
+ * map (ENGRAM_FAMILY_QWEN_PLE) has an empty EG_SEC_TOKMAP: raw_vocab is its vocabulary, pad_id its EOS. */
 struct eg_disk_hash {
 	uint32_t n_layers;
 	uint32_t max_ngram;
@@ -138,7 +149,11 @@ struct eg_disk_hash {
 	uint64_t raw_vocab;          /* entries of the token map section */
 	uint64_t vocab_size[16];     /* per order 2..N as configured (informational: primes are stored) */
 	uint64_t row_scale;          /* 1, or the divisor a synthetic table's vocab sizes were scaled down by */
-	uint8_t reserved[64];
+	/* format 1.3 (zero before: DeepSeek Engram, no divisor, parts not stated) */
+	uint32_t family;             /* enum engram_family (not 0: the header has EG_HDR_FAMILY) */
+	uint32_t split_parts;        /* the checkpoint's row parts (Qwen's split_ngram_parts; informational) */
+	uint64_t row_divisor;        /* tables' rows rounded up to a multiple of it (make_ngram_vocab_size_divisible_by) */
+	uint8_t reserved[48];
 };
 static_assert(sizeof(struct eg_disk_hash) == 256, "hash section header size");
 
@@ -181,6 +196,7 @@ enum eg_tokmap_kind {
 	EG_TOKMAP_TOKENIZER = 2, /* built from a Hugging Face tokenizer.json */
 	EG_TOKMAP_GGUF_KEY = 3,  /* a GGUF's {arch}.engram.token_map (sha256: of the map as int32 little-endian) */
 	EG_TOKMAP_GGUF_VOCAB = 4, /* built from a GGUF's tokenizer.ggml.tokens (sha256: of the map, as for 3) */
+	EG_TOKMAP_NONE = 5,      /* a family without a token map (raw token ids): no source, name or digest (1.3) */
 };
 /* Where the hash parameters came from (params_kind; 0 in files written before it was recorded). */
 enum eg_params_kind {
@@ -223,20 +239,29 @@ static inline const struct eg_block_type *eg_block_type(uint32_t dt)
 		[EG_DT_Q5_1] = { 32, 24, "Q5_1" },    [EG_DT_Q2_K] = { 256, 84, "Q2_K" },
 		[EG_DT_Q3_K] = { 256, 110, "Q3_K" },  [EG_DT_Q4_K] = { 256, 144, "Q4_K" },
 		[EG_DT_Q5_K] = { 256, 176, "Q5_K" },  [EG_DT_Q6_K] = { 256, 210, "Q6_K" },
+		[EG_DT_IQ4_NL] = { 32, 18, "IQ4_NL" },
 	};
 
-	return dt >= EG_DT_Q8_0 && dt <= EG_DT_LAST ? &t[dt] : NULL;
+	/* the entries of the table only: dtypes after the block types (F8_E4M3_T) are not blocks */
+	return dt < sizeof(t) / sizeof(*t) && t[dt].elems ? &t[dt] : NULL;
 }
 
 /* Bytes of one element, the unit of the zstd byte-plane shuffle: 1 for F8_E4M3 and for the block types (whose
  * bytes are not elements). 0 for an unknown dtype. */
-/* EG_SEC_EXTERNAL entry: a data file, identified by its size and the digest of its first bytes (for a GGUF: its
- * header, metadata and tensor infos), named relative to the shard's directory unless absolute. */
+/* EG_SEC_EXTERNAL entry: a data file, identified by its size, the digest of its first bytes (for a GGUF: its
+ * header, metadata and tensor infos) and, when `identity` is set, the inode and times it had when indexed (a
+ * write to it, a copy over it or a rename of another file to its name changes one of them); named relative to
+ * the shard's directory unless absolute. */
+#define EG_EXTERNAL_IDENTITY 1u      /* identity: inode, mtime_ns and ctime_ns are recorded (0 in older indexes) */
 struct eg_disk_external {
 	uint64_t file_size;          /* exact length of the file */
 	uint64_t digest_len;         /* bytes [0, digest_len) are digested */
 	uint64_t digest;             /* eg_checksum() of them */
-	uint8_t reserved[40];
+	uint64_t inode;              /* st_ino */
+	int64_t mtime_ns;            /* st_mtim, nanoseconds since the epoch */
+	int64_t ctime_ns;            /* st_ctim, likewise */
+	uint32_t identity;           /* EG_EXTERNAL_IDENTITY, or 0: the three fields above were not recorded */
+	uint8_t reserved[12];
 	char path[192];              /* NUL-terminated, NUL-padded */
 };
 static_assert(sizeof(struct eg_disk_external) == 256, "external entry size");
@@ -247,7 +272,8 @@ static inline unsigned eg_dtype_elem_size(uint32_t dt)
 	case EG_DT_F32: return 4;
 	case EG_DT_BF16:
 	case EG_DT_F16: return 2;
-	case EG_DT_F8_E4M3: return 1;
+	case EG_DT_F8_E4M3:
+	case EG_DT_F8_E4M3_T: return 1;
 	}
 	return eg_block_type(dt) ? 1 : 0;
 }
@@ -259,6 +285,7 @@ static inline const char *eg_dtype_name(uint32_t dt)
 	case EG_DT_BF16: return "BF16";
 	case EG_DT_F16: return "F16";
 	case EG_DT_F8_E4M3: return "F8_E4M3";
+	case EG_DT_F8_E4M3_T: return "F8_E4M3_T";
 	}
 	return eg_block_type(dt) ? eg_block_type(dt)->name : "?";
 }
@@ -272,8 +299,9 @@ static inline uint32_t eg_dtype_from_name(const char *name)
 	return 0;
 }
 
-/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns; for a block type,
- * head_dim / elems blocks. 0 if invalid (a head_dim that is not a whole number of blocks). */
+/* Bytes of one row: payload plus, for F8_E4M3, one scale byte per EG_SCALE_BLOCK columns (for F8_E4M3_T, the
+ * table's float32 scale); for a block type, head_dim / elems blocks. 0 if invalid (a head_dim that is not a whole
+ * number of blocks). */
 static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 {
 	const struct eg_block_type *b = eg_block_type(dt);
@@ -285,6 +313,8 @@ static inline uint32_t eg_record_size(uint32_t dt, uint32_t head_dim)
 		return head_dim % b->elems ? 0 : head_dim / b->elems * b->bytes;
 	if (dt == EG_DT_F8_E4M3)
 		return head_dim % EG_SCALE_BLOCK ? 0 : head_dim + head_dim / EG_SCALE_BLOCK;
+	if (dt == EG_DT_F8_E4M3_T)
+		return head_dim + 4;
 	return e * head_dim;
 }
 
@@ -319,12 +349,22 @@ int eg_block_span(const struct eg_disk_table *t, const uint64_t *frames, uint64_
  * table is not inside it (then nothing but the header, when there is one, is sealed). */
 int eg_shard_seal(uint8_t *map, uint64_t len);
 
+/* An EXTERNAL entry's identity of a data file (man engram(5)): x's inode and times from st, which the indexer took
+ * before reading the file; and, at open, what differs between the identity recorded in x and st (written to
+ * what, e.g. "its inode (12 now, 9 indexed)"): 0 when nothing does or x records no identity, 1 otherwise. */
+struct stat;
+EG_PRIVATE void eg_external_stamp(struct eg_disk_external *x, const struct stat *st);
+EG_PRIVATE int eg_external_differs(const struct eg_disk_external *x, const struct stat *st, char *what, size_t cap);
+
 /* Header from the first `have` bytes of a file of file_size bytes. */
 int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
-/* A complete header: magic, versions, sizes, set, shard index/count, section table and the checksums. */
+/* A complete header: magic, versions, sizes, set, shard index/count, flags (EG_HDR_*), section table and the
+ * checksums. */
 EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index,
 				 uint32_t shard_count, uint64_t section_table_offset, const struct eg_disk_section *secs,
-				 uint32_t n_sections, uint64_t created_unix);
+				 uint32_t n_sections, uint64_t created_unix, uint32_t flags);
+/* The header flags a shard of config c has (EG_HDR_FAMILY for a family other than DeepSeek Engram's). */
+EG_PRIVATE uint32_t eg_header_flags(const engram_config *c);
 
 /* The section table of a mapped file: every entry inside the file, one of each known type, metadata checksums. */
 /* The metadata of a shard, decoded from private copies made before they are checked: the section table and the
@@ -361,10 +401,13 @@ struct eg_hash_decoded {
 	int64_t compressed_pad;
 };
 EG_PRIVATE size_t eg_hash_section_size(const engram_config *c);
+/* Bytes of the token map section of c (0 for a family without a token map: its identity map is not stored). */
+EG_PRIVATE size_t eg_tokmap_section_size(const engram_config *c);
 EG_PRIVATE void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uint64_t row_scale);
-/* tokmap_len: bytes of the token map section, which must hold raw_vocab int32 entries. */
+/* tokmap_len: bytes of the token map section, which must hold raw_vocab int32 entries (none for a family without
+ * a token map); hdr_flags: the header's, whose EG_HDR_FAMILY must say whether the family is not 0. */
 int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
-			   const char *path);
+			   uint32_t hdr_flags, const char *path);
 
 /* Table directory entry i of a file against the config and the file's sections (data before data_end: for an
  * EG_CODEC_EXTERNAL table, the end of its data file; unless the file holds no data: s->no_data). */

@@ -126,8 +126,11 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq)
 	return 0;
 }
 
-static int bad_token(const engram_config *cfg, int64_t token, size_t i)
+int eg_bad_token(const engram_config *cfg, int64_t token, size_t i)
 {
+	if (cfg->min_token >= 0)
+		return eg_fail(-EINVAL, "token id %lld at position %zu is outside the vocabulary [0, %llu)",
+			       (long long)token, i, (unsigned long long)cfg->raw_vocab);
 	return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
 		       (long long)token, i, (unsigned long long)cfg->raw_vocab);
 }
@@ -150,7 +153,6 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 	EG_KEEP_ERRNO;
 	const engram_config *cfg = h->cfg;
 	const unsigned keep = cfg->max_ngram - 1;
-	const int64_t vocab = (int64_t)cfg->raw_vocab;
 	struct seq *s;
 	unsigned live;
 	int plain;
@@ -160,8 +162,9 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 		return eg_fail(-EINVAL, "sequence slot %u out of range (hasher has %u)", seq, h->n_seqs);
 	s = &h->seqs[seq];
 	live = s->live;
-	/* Without a mask, if look-backs past the live tokens read pads from the window, no depths are needed. */
-	plain = !mask && pad_beyond_live(h, s);
+	/* Without a mask, if look-backs past the live tokens read pads from the window, no depths are needed (unless
+	 * a pad token cuts the history: a look-back past it reads the pad, not the token before it). */
+	plain = !mask && !cfg->cut_at_pad && pad_beyond_live(h, s);
 	/* The slot changes only once every token has been checked: until then the window carries the history from
 	 * block to block. Whole arrays are copied in and out (entries from keep on are never read): a fixed size
 	 * compiles to a few moves. */
@@ -174,10 +177,10 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 			for (size_t t = 0; t < m; t++) {
 				int64_t raw = EG_READ_ONCE(tokens[pos + t]); /* checked, then used */
 
-				if (EG_UNLIKELY(raw >= vocab))
-					return bad_token(cfg, raw, pos + t);
+				if (EG_UNLIKELY(!eg_token_ok(cfg, raw)))
+					return eg_bad_token(cfg, raw, pos + t);
 				h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
-				live = live < keep ? live + 1 : keep;
+				live = eg_live_after(cfg, h->win[keep + t], live, keep);
 				eg_tail_put(&h->tail, pos + t, h->win[keep + t], live);
 			}
 			h->kernel(cfg, h->vc, h->win + keep, 1, NULL, m, rows + pos * cfg->columns, n);
@@ -186,11 +189,11 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 				int64_t raw = EG_READ_ONCE(tokens[pos + t]); /* checked, then used */
 				int alive = !mask || EG_READ_ONCE(mask[pos + t]);
 
-				if (EG_UNLIKELY(raw >= vocab))
-					return bad_token(cfg, raw, pos + t);
+				if (EG_UNLIKELY(!eg_token_ok(cfg, raw)))
+					return eg_bad_token(cfg, raw, pos + t);
 				h->win[keep + t] = raw >= 0 ? cfg->map[raw] : raw;
 				h->depth[t] = alive ? (uint8_t)(live + 1) : 0;
-				live = alive ? (live < keep ? live + 1 : keep) : 0;
+				live = alive ? eg_live_after(cfg, h->win[keep + t], live, keep) : 0;
 				eg_tail_put(&h->tail, pos + t, h->win[keep + t], live);
 			}
 			h->kernel(cfg, h->vc, h->win + keep, 1, h->depth, m, rows + pos * cfg->columns, n);
@@ -205,7 +208,6 @@ ENGRAM_API int engram_hasher_push(engram_hasher *h, unsigned seq, const int64_t 
 /* Check a decode step before anything changes: slots in range and named once, token ids inside the map. */
 static int batch_check(engram_hasher *h, const unsigned *seqs, const int64_t *tokens, size_t n)
 {
-	const int64_t vocab = (int64_t)h->cfg->raw_vocab;
 	const unsigned n_seqs = h->n_seqs;
 	uint32_t *const stamps = h->stamps, stamp = ++h->stamp;
 
@@ -224,8 +226,8 @@ static int batch_check(engram_hasher *h, const unsigned *seqs, const int64_t *to
 			return eg_fail(-EINVAL, "sequence slot %u appears twice in one batch (again at position %zu)", q,
 				       i);
 		stamps[q] = stamp;
-		if (EG_UNLIKELY(tok >= vocab))
-			return bad_token(h->cfg, tok, i);
+		if (EG_UNLIKELY(!eg_token_ok(h->cfg, tok)))
+			return eg_bad_token(h->cfg, tok, i);
 	}
 	return 0;
 }
@@ -253,11 +255,10 @@ static inline void lay_out_lookbacks(engram_hasher *h, unsigned keep, const unsi
 #pragma GCC unroll 16
 			for (unsigned j = 0; j < keep; j++)
 				bat[j * BLOCK + b] = keep - j < d ? s->hist[j] : pad;
-			if (commit)
-				s->live = d;
 		}
 		if (!commit)
 			continue;
+		s->live = d > 0 ? eg_live_after(h->cfg, tok, s->live, keep) : 0;
 		eg_slot_put(s, tok, s->live);
 #pragma GCC unroll 16
 		for (unsigned j = 0; j + 1 < keep; j++)

@@ -150,10 +150,9 @@ ENGRAM_API int engram_hasher_seed(engram_hasher *h, unsigned seq, const int64_t 
 	unsigned live = flags & ENGRAM_SEED_START ? 0 : keep;
 	for (size_t i = 0; i < n; i++) {
 		const int64_t raw = EG_READ_ONCE(tokens[i]); /* the caller's: read once, checked, then used */
-		if (raw >= (int64_t)cfg->raw_vocab)
-			return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
-				       (long long)raw, i, (unsigned long long)cfg->raw_vocab);
-		live = !mask || EG_READ_ONCE(mask[i]) ? (live < keep ? live + 1 : keep) : 0;
+		if (!eg_token_ok(cfg, raw))
+			return eg_bad_token(cfg, raw, i);
+		live = !mask || EG_READ_ONCE(mask[i]) ? eg_live_after(cfg, compressed(cfg, raw), live, keep) : 0;
 		eg_tail_put(&h->tail, i, compressed(cfg, raw), live);
 	}
 	s = &h->seqs[seq];
@@ -207,6 +206,8 @@ static uint64_t config_digest(engram_hasher *h)
 	digest_add(&st, cfg->n_heads);
 	digest_add(&st, (uint64_t)cfg->cpad);
 	digest_add(&st, cfg->raw_vocab);
+	if (cfg->family) /* DeepSeek configs' digests are those of states exported before families */
+		digest_add(&st, cfg->family);
 	for (unsigned l = 0; l < cfg->n_layers; l++) {
 		digest_add(&st, (uint64_t)(int64_t)cfg->layers[l].id);
 		for (unsigned k = 0; k < cfg->max_ngram; k++)

@@ -118,6 +118,12 @@ struct eg_hash_params {
 	int64_t compressed_vocab;            /* declared, or -1 */
 	uint64_t num_embeddings[EG_MAX_LAYERS];
 	int has_num_embeddings;
+	/* the family (enum engram_family, family.h) and what only some families state (0 where not) */
+	unsigned family;
+	uint64_t raw_vocab;                  /* a family without a token map: ids are [0, raw_vocab) */
+	uint64_t row_divisor;                /* table rows rounded up to a multiple of it (Qwen's
+						make_ngram_vocab_size_divisible_by) */
+	unsigned split_parts;                /* row parts of the checkpoint's table (Qwen's split_ngram_parts) */
 };
 
 struct engram_config {
@@ -126,8 +132,14 @@ struct engram_config {
 	uint64_t vocab_size[EG_MAX_NGRAM];
 	int64_t pad_id, cpad;
 	uint64_t raw_vocab, cvocab;
-	int32_t *map;            /* [raw_vocab] compressed ids */
+	int32_t *map;            /* [raw_vocab] compressed ids (the identity for a family without a token map) */
 	struct eg_layer *layers; /* [n_layers] */
+	/* the family (family.h) and the token rules addressing takes from it, so that hash.c asks no family */
+	unsigned family;
+	uint64_t row_divisor;    /* as in eg_hash_params */
+	unsigned split_parts;
+	int64_t min_token;       /* ids below are refused: 0, or INT64_MIN where negative ids are kept as they are */
+	int cut_at_pad;          /* a look-back reaching back past a pad token reads the pad (Qwen's EOS rule) */
 };
 
 /* The one check of a layer index that a caller gave: 0 when it is a layer of c, else 1 with the error set to

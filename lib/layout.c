@@ -57,7 +57,7 @@ ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_
 		return eg_fail(-EINVAL, "engram_table_layout: NULL info");
 	if (!dt)
 		return eg_fail(-EINVAL, "engram_table_layout: dtype '%s' is not F32, BF16, F16, F8_E4M3 or a ggml "
-					       "block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K)",
+					       "block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL)",
 			       dtype ? dtype : "(null)");
 	if (rows > EG_MAX_TABLE_ROWS)
 		return eg_fail(-EINVAL, "engram_table_layout: %llu rows is more than 2^40", (unsigned long long)rows);

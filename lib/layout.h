@@ -76,6 +76,13 @@ static inline unsigned eg_unit_ext_base(const struct eg_disk_table *t)
 	return (t->record_size + EG_PAGE - 1) / EG_PAGE;
 }
 
+/* 1 when unit holds rows that straddle a page (of an external piece): one read of a page more than the row
+ * needs. */
+static inline int eg_unit_straddles(const struct eg_disk_table *t, uint64_t unit)
+{
+	return t->codec == EG_CODEC_EXTERNAL && unit % 2;
+}
+
 /* The unit of the row at byte off of a piece's data. */
 static inline uint64_t eg_unit_of(const struct eg_disk_table *t, uint64_t off)
 {

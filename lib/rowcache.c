@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "file.h"
 #include "rowcache.h"
 #include "store.h"
 
@@ -355,6 +356,9 @@ static int attach(struct engram_rowcache *rc, int fd, size_t record_bytes, const
 	memset(&hd, 0, sizeof(hd));
 	if (fstat(fd, &st) < 0)
 		return eg_fail(-errno, "row cache '%s': %s", rc->name, strerror(errno));
+	if (!S_ISREG(st.st_mode)) /* made by mkfifo or mknod in /dev/shm: no creator of ours ever made it */
+		return eg_fail(-EINVAL, "row cache '%s' is not a shared memory segment: /dev/shm%s is %s (remove it)",
+			       rc->name, rc->name, eg_file_kind(st.st_mode));
 	if ((err = trusted(rc, &st, o)) < 0)
 		return err;
 	for (unsigned i = 0; i <= eg_rc_attach_wait_ms / 5; i++) {

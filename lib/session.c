@@ -242,9 +242,11 @@ static void stats_of(engram_session *s, int layer, int step, struct engram_io_st
 	eg_sess_take_requests(s, SIZE_MAX); /* what was pushed is counted as requested */
 	/* every field from rows on is a uint64_t counter: summed as such */
 	for (unsigned l = 0; l < s->cfg->n_layers; l++)
-		if (layer < 0 || (unsigned)layer == l)
+		if (layer < 0 || (unsigned)layer == l) {
 			for (size_t o = first; o < end; o += sizeof(uint64_t))
 				*(uint64_t *)(void *)((char *)out + o) += *(const uint64_t *)(const void *)((const char *)&v[l] + o);
+			out->straddled += v[l].straddled; /* and the counters after thread_cpu_ns */
+		}
 	pthread_mutex_unlock(&s->lock);
 	out->size = sizeof(*out);
 	if (layer < 0 && !step)
@@ -392,6 +394,9 @@ static int session_options(struct engram_session_options *o, const engram_store 
 		return err;
 	if (o->mode != ENGRAM_MODE_PAGECACHE && o->mode != ENGRAM_MODE_DIRECT)
 		return eg_fail(-EINVAL, "session mode %d is neither page-cache nor direct", (int)o->mode);
+	if (o->remote && !o->remote[0])
+		return eg_fail(-EINVAL, "session option remote is empty: redis://HOST:PORT (or several, comma-separated), "
+					"or NULL for no remote tier");
 	/* a row cache keys rows by layer and row: another table set's would serve its rows for these */
 	if (o->row_cache && memcmp(o->row_cache->set_id, st->shards[0].hdr->set_id, 16) != 0)
 		return eg_fail(-EINVAL, "the row cache%s%s holds the rows of another table set than '%s'",
@@ -411,10 +416,9 @@ static int size_units(engram_session *s, uint64_t cache_bytes, uint64_t *slots)
 	size_t max_frame = 0;
 	int any_cached = 0;
 
+	s->unit_max = eg_store_unit_max(s->st);
 	for (unsigned i = 0; i < s->st->n_pieces; i++) {
 		const struct eg_disk_table *t = s->st->pieces[i].t;
-		if (eg_unit_max(t) > s->unit_max)
-			s->unit_max = eg_unit_max(t);
 		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
 			max_frame = t->max_frame;
 		any_cached |= eg_sess_is_cached(s, &s->st->pieces[i]);

@@ -44,6 +44,7 @@ struct request {
 	uint32_t frame_len; /* zstd: stored bytes of the frame; 0 for raw units */
 	uint32_t next_free;
 	uint32_t gen;       /* the step that requested it (step_gen then) */
+	uint32_t missing;   /* page-cache mode: pages of the unit the probe found not cached */
 };
 
 /* A read waiting for a free request: queued by push instead of blocking it. */
@@ -255,8 +256,9 @@ void eg_sess_drop_backlog(engram_session *s);
 /* what gather does itself: read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units
  * are decoded. */
 int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst);
-/* 1 when every page of a raw unit is in the page cache now (mincore of the mapping: no read), else 0. */
-int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit);
+/* Pages of a raw unit that are not in the page cache now (mincore of the mapping: no read): 0 when every one
+ * is; all of them when mincore cannot tell. */
+unsigned eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit);
 /* Error of a unit whose read failed (u->err), naming the file. */
 int eg_sess_unit_error(const struct eg_piece *p, int err);
 void *eg_sess_alloc_aligned(size_t n);

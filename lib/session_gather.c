@@ -359,10 +359,11 @@ static int resolve(engram_session *s, unsigned layer, struct row_ref *r, uint64_
 		/* page-cache mode reads through the mapping; a page never requested faults in now (from the disk,
 		 * unless the page cache holds it: the only case a miss costs no disk read) */
 		if (r->state == ROW_MISS) {
-			if (eg_sess_probe(s, p, r->unit))
+			unsigned missing = eg_sess_probe(s, p, r->unit);
+			if (!missing)
 				COUNT(s, layer, ram, 1);
 			else
-				COUNT(s, layer, disk_bytes, eg_unit_len(p->t, r->unit));
+				COUNT(s, layer, disk_bytes, (uint64_t)missing * EG_PAGE);
 			eg_seen_mark(&s->seen, eg_sess_seen_bit(s, pi, r->unit), eg_unit_pages(p->t, r->unit));
 		}
 		c->held[c->k] = EG_NO_UNIT;

@@ -124,7 +124,7 @@ static int request_unit(engram_session *s, unsigned layer, const struct eg_piece
 
 int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done)
 {
-	uint64_t units = 0;
+	uint64_t units = 0, straddled = 0;
 	size_t k = 0;
 	int err = 0;
 
@@ -142,15 +142,17 @@ int eg_sess_request_rows(engram_session *s, unsigned layer, const uint64_t *rows
 			continue; /* gather reports it (a metadata-only shard: no data to read) */
 		if (s->rc && eg_rc_has(s->rc, eg_rc_key(layer, row)))
 			continue; /* in RAM already, as a row */
-		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
-		err = request_unit(s, layer, p, eg_unit_of(p->t, off), pin, done != NULL, &queued);
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin), unit = eg_unit_of(p->t, off);
+		err = request_unit(s, layer, p, unit, pin, done != NULL, &queued);
 		units += (uint64_t)queued;
+		straddled += (uint64_t)(queued && eg_unit_straddles(p->t, unit));
 	}
 	if (err > 0) /* hits only: this row needs a read */
 		err = 0, k--;
 	if (done)
 		*done = k;
 	COUNT(s, layer, units, units);
+	COUNT(s, layer, straddled, straddled);
 	COUNT(s, layer, requested, k);
 	return err;
 }
@@ -220,8 +222,8 @@ static void release_request(engram_session *s, uint32_t tag)
 	s->req_free = tag;
 }
 
-/* Start the read of a unit in request tag. */
-static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
+/* Start the read of a unit in request tag (page-cache mode: missing of its pages were not cached). */
+static int start_read(engram_session *s, uint32_t tag, const struct pending *q, unsigned missing)
 {
 	const struct eg_piece *p = &s->st->pieces[q->piece];
 	struct request *r = &s->req[tag];
@@ -232,7 +234,7 @@ static int start_read(engram_session *s, uint32_t tag, const struct pending *q)
 		return err;
 	*r = (struct request){ .slot = q->slot, .cached = q->cached, .layer = q->layer, .piece = q->piece,
 			       .unit = q->unit, .fd = u.fd, .off = u.off, .len = u.span, .delta = u.delta,
-			       .gen = q->gen };
+			       .gen = q->gen, .missing = missing };
 	if (p->t->codec == EG_CODEC_ZSTD) {
 		r->frame_len = (uint32_t)u.len;
 		r->buf = s->bounce + (size_t)tag * s->bounce_bytes;
@@ -288,16 +290,17 @@ static void found_in_page_cache(engram_session *s, const struct pending *q)
 static void start(engram_session *s, const struct pending *q)
 {
 	uint32_t tag = s->req_free;
+	unsigned missing = 0;
 	int err;
 
-	if (!q->cached && eg_sess_probe(s, &s->st->pieces[q->piece], q->unit)) {
+	if (!q->cached && !(missing = eg_sess_probe(s, &s->st->pieces[q->piece], q->unit))) {
 		found_in_page_cache(s, q);
 		return;
 	}
 	s->req_free = s->req[tag].next_free;
 	s->req[tag].layer = q->layer; /* counted in flight until released */
 	s->pend[q->layer].inflight++;
-	if ((err = start_read(s, tag, q)) < 0) {
+	if ((err = start_read(s, tag, q, missing)) < 0) {
 		release_request(s, tag);
 		set_ready(s, &eg_sess_table(s, q->cached)->u[q->slot], err, 0);
 	}
@@ -371,6 +374,11 @@ int eg_sess_finish_read(engram_session *s, struct eg_cqe *c)
 		uint8_t *dst = eg_units_data(eg_sess_table(s, r->cached), r->slot);
 		if (eg_block_decode(&s->io_bctx, p, r->unit, r->buf + r->delta, r->frame_len, dst) < 0)
 			res = ENGRAM_ECORRUPT;
+	} else if (res > 0 && r->cached && s->st->pieces[r->piece].t->codec == EG_CODEC_EXTERNAL) {
+		/* a GGUF's pages read whole: checked against the index's checksums (a GGUF written under the store) */
+		const struct eg_piece *p = &s->st->pieces[r->piece];
+		if (eg_block_check_span(p, eg_unit_off(p->t, r->unit), r->buf, r->len) < 0)
+			res = ENGRAM_ECORRUPT;
 	}
 	c->res = res;
 	return 0;
@@ -406,11 +414,11 @@ void eg_sess_publish(engram_session *s, const struct eg_cqe *c)
 	struct eg_units *t = eg_sess_table(s, r->cached);
 	const struct eg_piece *p = &s->st->pieces[r->piece];
 
-	/* a direct read, or a page-cache read of a page the probe found missing: the disk's */
+	/* a direct read, or a page-cache read of pages the probe found missing: the disk's */
 	set_ready(s, &t->u[r->slot], c->res, 1);
-	if (c->res > 0) /* a cached unit's read as issued (whole pages with O_DIRECT), or the pages it brought in */
-		COUNT_FOR(s, r->layer, r->gen, disk_bytes,
-			  r->cached ? r->len : (uint64_t)EG_PAGE * eg_unit_pages(p->t, r->unit));
+	if (c->res > 0) /* a cached unit's read as issued (whole pages with O_DIRECT), or the pages it brought in (a
+			   straddling row's read may find its first page cached, read for the row before it) */
+		COUNT_FOR(s, r->layer, r->gen, disk_bytes, r->cached ? r->len : (uint64_t)EG_PAGE * r->missing);
 	if (!r->cached && c->res > 0)
 		eg_seen_mark(&s->seen, eg_sess_seen_bit(s, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
 	if (r->cached && c->res > 0 && s->rc)
@@ -423,24 +431,24 @@ void eg_sess_publish(engram_session *s, const struct eg_cqe *c)
 /* mincore(2) of the unit's pages in the store's mapping: it reads nothing. (A RWF_NOWAIT read of a byte, the probe
  * of old, starts the read of a missing page before it returns EAGAIN; on a fast disk the read could complete
  * first, and the probe then reported a page the disk had just read as one the page cache held.) */
-int eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
+unsigned eg_sess_probe(engram_session *s, const struct eg_piece *p, uint64_t unit)
 {
 	const unsigned pages = eg_unit_pages(p->t, unit); /* raw units only: pages */
 	const uint8_t *at = p->data + eg_unit_off(p->t, unit);
 	unsigned char vec[64];
+	unsigned missing = 0;
 
 	(void)s;
 	if (eg_faults.slow_disk)
-		return 0;
+		return pages;
 	for (unsigned k = 0; k < pages; k += 64) {
 		unsigned m = pages - k < 64 ? pages - k : 64;
 		if (mincore((void *)(at + (size_t)k * EG_PAGE), (size_t)m * EG_PAGE, vec) < 0)
-			return 0;
+			return pages;
 		for (unsigned i = 0; i < m; i++)
-			if (!(vec[i] & 1))
-				return 0;
+			missing += !(vec[i] & 1);
 	}
-	return 1;
+	return missing;
 }
 
 int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst)
@@ -453,8 +461,11 @@ int eg_sess_load_unit(engram_session *s, unsigned layer, const struct eg_piece *
 	COUNT(s, layer, ios, 1);
 	COUNT(s, layer, bytes, u.span);
 	COUNT(s, layer, disk_bytes, u.span);
-	if (p->t->codec != EG_CODEC_ZSTD)
-		return eg_pread_full(u.fd, dst, u.span, u.len, u.off, p->shard->path);
+	if (p->t->codec != EG_CODEC_ZSTD) {
+		if ((err = eg_pread_full(u.fd, dst, u.span, u.len, u.off, p->shard->path)) < 0)
+			return err;
+		return p->t->codec == EG_CODEC_EXTERNAL ? eg_block_check_span(p, eg_unit_off(p->t, unit), dst, u.span) : 0;
+	}
 	uint8_t *frame = s->overflow + s->unit_max; /* sized for the largest aligned frame span */
 	if ((err = eg_pread_full(u.fd, frame, u.span, u.delta + u.len, u.off, p->shard->path)) < 0)
 		return err;

@@ -53,12 +53,13 @@ static int open_shard(struct eg_shard *sh, const char *path)
 	return eg_sections_decode(&sh->secs, sh->map, sh->hdr, path);
 }
 
-/* Data file i of a shard's external section: mapped beside it, once its size and the digest of its first bytes
- * say it is the file the shard indexes. */
+/* Data file i of a shard's external section: mapped beside it, once its size, its inode and times (when the index
+ * records them) and the digest of its first bytes say it is the file the shard indexes. */
 static int open_external(struct eg_shard *x, const struct eg_shard *sh, unsigned i)
 {
 	const struct eg_disk_external *e = &sh->secs.external[i];
 	const char *slash = strrchr(sh->path, '/');
+	char what[200];
 	struct stat st;
 	void *map;
 	size_t n;
@@ -78,6 +79,9 @@ static int open_external(struct eg_shard *x, const struct eg_shard *sh, unsigned
 		return eg_fail(x->size < e->file_size ? ENGRAM_ETRUNC : ENGRAM_ECORRUPT,
 			       "'%s' is %llu bytes, but '%s' indexed a file of %llu: it changed since (index it again)",
 			       x->path, (unsigned long long)x->size, sh->path, (unsigned long long)e->file_size);
+	if (eg_external_differs(e, &st, what, sizeof(what)))
+		return eg_fail(ENGRAM_ECORRUPT, "'%s' is not the file '%s' indexed: %s; its data may differ (index it "
+						"again)", x->path, sh->path, what);
 	map = mmap(NULL, x->size ? x->size : 1, PROT_READ, MAP_SHARED, x->fd, 0);
 	if (map == MAP_FAILED)
 		return eg_fail(-errno, "cannot map '%s': %s", x->path, strerror(errno));
@@ -112,17 +116,19 @@ static int load_config(engram_store *s, const struct eg_shard *sh)
 {
 	const struct eg_disk_section *sec = sh->secs.by_type[EG_SEC_HASH], *tm = sh->secs.by_type[EG_SEC_TOKMAP];
 	struct eg_hash_decoded d;
-	int32_t *map;
+	int32_t *map = NULL;
 	char what[600];
 	int err;
 
 	/* from the private copies that were checked */
-	if ((err = eg_hash_section_decode(&d, sh->secs.data[EG_SEC_HASH], sec->length, tm->length, sh->path)) < 0)
+	if ((err = eg_hash_section_decode(&d, sh->secs.data[EG_SEC_HASH], sec->length, tm->length, sh->hdr->flags,
+					  sh->path)) < 0)
 		return err;
-	map = malloc(tm->length);
-	if (!map)
+	/* a family without a token map stores none (its identity map is made by eg_config_build) */
+	if (tm->length && !(map = malloc(tm->length)))
 		return eg_fail(-ENOMEM, "out of memory");
-	memcpy(map, sh->secs.data[EG_SEC_TOKMAP], tm->length);
+	if (tm->length)
+		memcpy(map, sh->secs.data[EG_SEC_TOKMAP], tm->length);
 	snprintf(what, sizeof(what), "'%s'", sh->path);
 	err = eg_config_build(&s->cfg, &d.p, map, d.raw_vocab, d.mult, d.primes, what);
 	if (err == ENGRAM_ETOKMAP || err == ENGRAM_ECONFIG)
@@ -302,7 +308,8 @@ ENGRAM_API int engram_open(engram_store **out, const char *path, unsigned flags)
 	int err = 0, whole_set = 0;
 
 	if (!out || !path || flags) {
-		err = eg_fail(-EINVAL, "engram_open: %s", flags ? "unknown flags" : "NULL argument");
+		err = flags ? eg_fail(-EINVAL, "engram_open: unknown flags 0x%x", flags)
+			    : eg_fail(-EINVAL, "engram_open: NULL %s", !out ? "out" : "path");
 		goto out;
 	}
 	*out = NULL;
@@ -402,7 +409,8 @@ ENGRAM_API int engram_store_info(const engram_store *s, struct engram_store_info
 	v.token_map_source = !src ? "" : src->tokmap_kind == EG_TOKMAP_TOKENIZER ? "tokenizer.json"
 				    : src->tokmap_kind == EG_TOKMAP_NPY ? ".npy"
 				    : src->tokmap_kind == EG_TOKMAP_GGUF_KEY ? "gguf key"
-				    : src->tokmap_kind == EG_TOKMAP_GGUF_VOCAB ? "gguf vocabulary" : "?";
+				    : src->tokmap_kind == EG_TOKMAP_GGUF_VOCAB ? "gguf vocabulary"
+				    : src->tokmap_kind == EG_TOKMAP_NONE ? "none" : "?";
 	v.config_source = !src || !src->params_kind ? "" : src->params_kind == EG_PARAMS_JSON ? "config json"
 						  : src->params_kind == EG_PARAMS_GGUF ? "gguf keys" : "?";
 	v.config_name = s->params_name;
@@ -474,6 +482,16 @@ const struct eg_piece *eg_store_find(const engram_store *s, unsigned li, uint64_
 			return &s->pieces[mid];
 	}
 	return NULL;
+}
+
+size_t eg_store_unit_max(const engram_store *s)
+{
+	size_t m = 0;
+
+	for (unsigned i = 0; i < s->n_pieces; i++)
+		if (eg_unit_max(s->pieces[i].t) > m)
+			m = eg_unit_max(s->pieces[i].t);
+	return m;
 }
 
 const struct eg_disk_table *eg_store_layer_table(const engram_store *s, unsigned li)

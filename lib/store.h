@@ -48,6 +48,10 @@ int eg_store_no_data(const struct eg_piece *p);
 /* The piece holding a row of a layer, or NULL. */
 const struct eg_piece *eg_store_find(const engram_store *s, unsigned layer_index, uint64_t row);
 
+/* Bytes of the store's largest unit (layout.h): an entry of a session's private cache, and of cachesim's page
+ * tier (an in-place table whose rows straddle pages has units of two pages). */
+size_t eg_store_unit_max(const engram_store *s);
+
 /* The first piece of a layer (every piece of a layer has its dtype and head dim), or NULL. */
 const struct eg_disk_table *eg_store_layer_table(const engram_store *s, unsigned layer_index);
 

@@ -116,6 +116,8 @@ static void test_every_function_keeps_errno(void **state)
 	CALL(engram_config_compressed_vocab, 0, engram_config_compressed_vocab(c));
 	CALL(engram_config_pad_id, 0, engram_config_pad_id(c));
 	CALL(engram_config_compressed_pad, 0, engram_config_compressed_pad(c));
+	CALL(engram_config_family, 0, engram_config_family(c));
+	CALL(engram_family_name, 0, (engram_family_name(99), 0));
 
 	CALL(engram_hasher_create, 1, engram_hasher_create(&h, c, 0));
 	CALL(engram_hasher_create, 0, engram_hasher_create(&h, c, 1));

@@ -320,6 +320,168 @@ static void test_geometry_without_a_map(void **state)
 	assert_int_equal(engram_config_load_geometry(&geo, NULL), -EINVAL);
 }
 
+/* Qwen4-Exp's fields, as the release states them, with FIELD_X substituted by the caller's text. */
+#define QWEN_FIELDS(layers, extra)                                                                             \
+	"\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "            \
+	"\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, "                      \
+	"\"split_ngram_parts\": 128, \"ple_layer_ids\": " layers ", \"ple_embed_dim\": 2560" extra
+
+static engram_config *qwen_load(const char *json)
+{
+	const char *path = write_tmp("config.json", json, strlen(json));
+	engram_config *cfg = NULL;
+	int err = engram_config_load(&cfg, path, NULL);
+
+	if (err < 0)
+		fail_msg("%s: %s (%s)", json, engram_strerror(err), engram_last_error());
+	return cfg;
+}
+
+/* The release's config.json (fixtures/ref/qwen38) gives the reference's constants (qwen38.constants.json): the
+ * family, multipliers, head sizes, offsets, the padded table, EOS as the pad, layer 2 as numbered. */
+static void test_qwen_release_config(void **state)
+{
+	static const uint64_t mult[] = { 23703573157769u, 20109073645365u, 8052911324071u };
+	engram_config *cfg = NULL;
+	char path[4096];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s", fixture("ref/qwen38/qwen38.config.json"));
+	must(engram_config_load(&cfg, path, NULL), "qwen38 config");
+	assert_int_equal(engram_config_family(cfg), ENGRAM_FAMILY_QWEN_PLE);
+	assert_string_equal(engram_family_name(engram_config_family(cfg)), "qwen4-exp-ple");
+	assert_int_equal(engram_config_num_layers(cfg), 1);
+	assert_int_equal(engram_config_layer_id(cfg, 0), 2);
+	assert_int_equal(engram_config_max_ngram(cfg), 3);
+	assert_int_equal(engram_config_columns(cfg), 16);
+	assert_int_equal(engram_config_head_dim(cfg), 160);
+	assert_int_equal(engram_config_raw_vocab(cfg), 248320);
+	assert_int_equal(engram_config_compressed_vocab(cfg), 248320);
+	assert_int_equal(engram_config_pad_id(cfg), 248044);
+	assert_int_equal(engram_config_compressed_pad(cfg), 248044);
+	for (unsigned k = 0; k < 3; k++)
+		assert_int_equal(engram_config_multiplier(cfg, 0, k), mult[k]);
+	assert_int_equal(engram_config_prime(cfg, 0, 0), 20000003);
+	assert_int_equal(engram_config_prime(cfg, 0, 8), 20000081);
+	assert_int_equal(engram_config_prime(cfg, 0, 15), 20000171);
+	assert_int_equal(engram_config_addressed_rows(cfg, 0), 320001446);
+	assert_int_equal(engram_config_table_rows(cfg, 0), 320001536);
+	engram_config_free(cfg);
+	assert_string_equal(engram_family_name(ENGRAM_FAMILY_ENGRAM), "deepseek-engram");
+	assert_null(engram_family_name(2));
+	assert_null(engram_family_name(-1));
+}
+
+/* Plain fields or under text_config, eos_token_id a list whose first entry counts, seed 1234 when absent; a second
+ * layer is its own table with the constants of its index (qwen38.constants.json, if_ple_layer_index_1). */
+static void test_qwen_forms_and_layers(void **state)
+{
+	static const char *const forms[] = {
+		"{\"model_type\": \"qwen4_exp\", \"text_config\": {" QWEN_FIELDS("[2, 5]", "") "}}",
+		"{" QWEN_FIELDS("[2, 5]", ", \"seed\": 1234") "}",
+		"{\"model_type\": \"qwen4_exp\", \"text_config\": {" QWEN_FIELDS("[2, 5]", "") "}, \"eos_token_id\": 1}",
+	};
+	engram_config *cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(forms) / sizeof(*forms); i++) {
+		cfg = qwen_load(forms[i]);
+		assert_int_equal(engram_config_num_layers(cfg), 2);
+		assert_int_equal(engram_config_layer_index(cfg, 5), 1);
+		assert_int_equal(engram_config_multiplier(cfg, 0, 0), 23703573157769u);
+		assert_int_equal(engram_config_multiplier(cfg, 1, 0), 3352040966061u);
+		assert_int_equal(engram_config_multiplier(cfg, 1, 1), 19752442147475u);
+		assert_int_equal(engram_config_multiplier(cfg, 1, 2), 10742103100073u);
+		assert_int_equal(engram_config_prime(cfg, 1, 0), 20000213);
+		assert_int_equal(engram_config_prime(cfg, 1, 15), 20000429);
+		assert_int_equal(engram_config_addressed_rows(cfg, 1), 320005046);
+		assert_int_equal(engram_config_table_rows(cfg, 1), 320005120);
+		assert_int_equal(engram_config_pad_id(cfg), 248044);
+		engram_config_free(cfg);
+	}
+	/* the list's first entry counts */
+	cfg = qwen_load("{\"vocab_size\": 248320, \"eos_token_id\": [248046, 248044], \"ngram_size\": 3, "
+			"\"heads_per_ngram\": 8, \"ngram_vocab_size_base\": 20000000, "
+			"\"make_ngram_vocab_size_divisible_by\": 128, \"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}");
+	assert_int_equal(engram_config_pad_id(cfg), 248046);
+	engram_config_free(cfg);
+	/* another seed, other multipliers; the same primes */
+	cfg = qwen_load("{" QWEN_FIELDS("[2]", ", \"seed\": 1235") "}");
+	assert_int_not_equal(engram_config_multiplier(cfg, 0, 0), 23703573157769u);
+	assert_int_equal(engram_config_prime(cfg, 0, 0), 20000003);
+	engram_config_free(cfg);
+}
+
+/* Each hostile field of a Qwen config: its own error naming the file and the field, never a config. */
+static void test_qwen_hostile_configs(void **state)
+{
+	static const struct {
+		const char *json, *fragment;
+	} bad[] = {
+		{ "{" QWEN_FIELDS("[2]", ", \"heads_per_ngram\": 0") "}", "JSON" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 0, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, \"ple_layer_ids\": [2], "
+		  "\"ple_embed_dim\": 2560}", "'heads_per_ngram' = 0 is out of range" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 1000000, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, \"ple_layer_ids\": [2], "
+		  "\"ple_embed_dim\": 2560}", "'heads_per_ngram' = 1000000 is out of range" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 4096, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, \"ple_layer_ids\": [2, 3, 4], "
+		  "\"ple_embed_dim\": 8192}", "primes" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 1099511627776, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "more than 2^40 rows" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 4611686018427387904, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'ngram_vocab_size_base' = 4611686018427387904 is out of range" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 1, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'ngram_vocab_size_base' = 1 is out of range" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 0, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'make_ngram_vocab_size_divisible_by' = 0" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248320, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'eos_token_id' = 248320 is out of range" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": [-1], \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'eos_token_id' = -1 is out of range" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": [], \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'eos_token_id' is empty" },
+		{ "{\"vocab_size\": 0, \"eos_token_id\": 0, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}", "'vocab_size' = 0 is out of range" },
+		{ "{" QWEN_FIELDS("[0]", "") "}", "layers are numbered from 1" },
+		{ "{" QWEN_FIELDS("[2, 2]", "") "}", "layer 2 appears twice" },
+		{ "{" QWEN_FIELDS("[]", "") "}", "'ple_layer_ids' is empty" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"make_ngram_vocab_size_divisible_by\": 128, "
+		  "\"ple_layer_ids\": [2], \"ple_embed_dim\": 2561}", "not a multiple of the 16 heads" },
+		{ "{\"vocab_size\": 248320, \"eos_token_id\": 248044, \"ngram_size\": 3, \"heads_per_ngram\": 8, "
+		  "\"ngram_vocab_size_base\": 20000000, \"ple_layer_ids\": [2], \"ple_embed_dim\": 2560}",
+		  "missing field 'make_ngram_vocab_size_divisible_by'" },
+		{ "{\"model_type\": \"qwen4_exp\", \"text_config\": {\"vocab_size\": 248320}}", "missing field" },
+		{ "{" QWEN_FIELDS("[2]", ", \"seed\": -3") "}", "'seed' = -3 is out of range" },
+		{ "{" QWEN_FIELDS("[2]", ", \"split_ngram_parts\": 0") "}", "JSON" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		/* duplicate keys are a JSON error: those entries are refused by the parser, as any duplicate is */
+		int want = strcmp(bad[i].fragment, "JSON") ? ENGRAM_ECONFIG : ENGRAM_EPARSE;
+		expect_load(bad[i].json, NULL, want, strcmp(bad[i].fragment, "JSON") ? bad[i].fragment : NULL);
+	}
+}
+
+/* A Qwen config takes no token map, a DeepSeek one needs its own: either mistake is -EINVAL naming the file. */
+static void test_qwen_token_map_rules(void **state)
+{
+	(void)state;
+	expect_load("{" QWEN_FIELDS("[2]", "") "}", tiny_map(), -EINVAL, "give no token map");
+	expect_load(TINY_DEMO, NULL, -EINVAL, "needs its compressed-token map");
+}
+
 static void test_strerror_names_every_code(void **state)
 {
 	(void)state;
@@ -354,6 +516,10 @@ int main(void)
 		cmocka_unit_test(test_bad_json_files),
 		cmocka_unit_test(test_accessors),
 		cmocka_unit_test(test_geometry_without_a_map),
+		cmocka_unit_test(test_qwen_release_config),
+		cmocka_unit_test(test_qwen_forms_and_layers),
+		cmocka_unit_test(test_qwen_hostile_configs),
+		cmocka_unit_test(test_qwen_token_map_rules),
 		cmocka_unit_test(test_strerror_names_every_code),
 	};
 	return cmocka_run_group_tests(tests, NULL, teardown);

@@ -30,22 +30,13 @@ static const struct fx fixtures_all[] = {
 	{ "A", "Q4_1", 256 }, { "A", "Q5_0", 256 }, { "A", "Q5_1", 256 }, { "A", "Q2_K", 256 }, { "A", "Q3_K", 256 },
 	{ "A", "Q4_K", 256 }, { "A", "Q5_K", 256 }, { "A", "Q6_K", 256 }, { "B", "F32", 64 },   { "B", "F16", 64 },
 	{ "B", "BF16", 64 },  { "B", "Q8_0", 64 },  { "B", "Q4_0", 64 },  { "B", "Q4_1", 64 },  { "B", "Q5_0", 64 },
-	{ "B", "Q5_1", 64 },
+	{ "B", "Q5_1", 64 },  { "A", "IQ4_NL", 256 }, { "B", "IQ4_NL", 64 }, { "C", "F32", 160 }, { "C", "F16", 160 },
+	{ "C", "BF16", 160 }, { "C", "Q8_0", 160 }, { "C", "Q4_0", 160 }, { "C", "Q4_1", 160 }, { "C", "Q5_0", 160 },
+	{ "C", "Q5_1", 160 }, { "C", "IQ4_NL", 160 },
 };
 #define N_FIXTURES (sizeof(fixtures_all) / sizeof(fixtures_all[0]))
 
 static const int layer_ids[2] = { 1, 3 };
-
-/* bf16 of an f32, to nearest even, NaN quiet: written from the definition */
-static uint16_t ref_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u | 0x00400000u) >> 16);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
 
 static int in_place; /* pack_gguf writes in-place indexes */
 
@@ -62,7 +53,7 @@ static const char *pack_gguf(const char *geo, const char *weights, const char *n
 	snprintf(cfg, sizeof(cfg), "%s", fixture(rel));
 	snprintf(map, sizeof(map), "%s", fixture("gguf/token_map.npy"));
 	snprintf(rel, sizeof(rel), "gguf/%s", weights);
-	snprintf(w, sizeof(w), "%s", fixture(rel));
+	snprintf(w, sizeof(w), "%s", weights[0] == '/' ? weights : fixture(rel)); /* a fixture, or a file of the test's */
 	snprintf(dst, 600, "%s/%s%s.engram", tmpdir_create_once(), name, in_place ? "-in-place" : "");
 	o.in_place = in_place;
 	o.config_path = cfg;
@@ -147,7 +138,7 @@ static void check_rows(const struct fx *f, const struct expect *e, int l, const 
 					 f->type, how, layer_ids[l], (unsigned long long)rows[i]);
 		} else {
 			for (size_t j = 0; j < hd; j++)
-				bf[j] = ref_bf16(e->f32[l][rows[i] * hd + j]);
+				bf[j] = bf16_of(e->f32[l][rows[i] * hd + j]);
 			if (memcmp(got + i * hd * 2, bf, hd * 2))
 				fail_msg("%s-%s %s bf16: layer %d row %llu differs", f->geo, f->type, how, layer_ids[l],
 					 (unsigned long long)rows[i]);
@@ -303,6 +294,171 @@ static void test_cachesim_record_sizes(void **state)
 	}
 	engram_close(q3);
 	engram_close(f32);
+}
+
+/* The units an in-place layer's rows need, from the GGUF's tensor offsets alone: a row at byte off of rec bytes
+ * reads page off / 4096, and the next one too when it straddles (a unit of its own: unit 2 x page + straddles). */
+struct straddle_want {
+	uint64_t units, straddled, bytes;
+	uint64_t plain_row, straddling_row; /* a row that does not straddle, and one that does, on the same page */
+	int has_pair;
+};
+
+static void straddle_expect(const char *type, int l, struct straddle_want *w)
+{
+	char rel[64], path[4096];
+	uint64_t keys[64];
+	size_t nk = 0;
+	struct eg_gguf g;
+	int fd;
+
+	memset(w, 0, sizeof(*w));
+	snprintf(rel, sizeof(rel), "gguf/C-%s.gguf", type);
+	snprintf(path, sizeof(path), "%s", fixture(rel));
+	assert_true((fd = open(path, O_RDONLY)) >= 0);
+	must(eg_gguf_read(&g, fd, path), path);
+	const struct eg_gguf_tensor *t = &g.t[l];
+	const uint64_t rec = t->nbytes / t->ne[1];
+	assert_true(t->ne[1] <= 64);
+	for (uint64_t r = 0; r < t->ne[1]; r++) {
+		uint64_t off = t->offset + r * rec, page = off / 4096, st = off % 4096 + rec > 4096, key = page * 2 + st;
+		size_t k = 0;
+		while (k < nk && keys[k] != key)
+			k++;
+		if (k == nk) {
+			keys[nk++] = key;
+			w->units++;
+			w->straddled += st;
+			w->bytes += (1 + st) * 4096;
+		}
+		if (st && r > 0 && !w->has_pair) {
+			w->plain_row = r - 1; /* ends on the page the straddling row begins in */
+			w->straddling_row = r;
+			w->has_pair = 1;
+		}
+	}
+	eg_gguf_free(&g);
+	close(fd);
+}
+
+/* What rows that straddle a page cost when a GGUF is read in place (90-byte IQ4_NL, 170-byte Q8_0, 320-byte BF16
+ * rows at 160 wide): one read of the two pages, counted so by sessions in both modes (units, straddled, ios,
+ * bytes, disk_bytes) and by cachesim (reads, read_bytes, straddled; page-lru charges two pages of its budget). */
+static void test_straddle_costs(void **state)
+{
+	static const char *const types[] = { "IQ4_NL", "Q8_0", "BF16" };
+	static const enum engram_mode modes[2] = { ENGRAM_MODE_DIRECT, ENGRAM_MODE_PAGECACHE };
+
+	(void)state;
+	in_place = 1;
+	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+		char w[600], name[64];
+		struct straddle_want want[2];
+		uint64_t all_units = 0, all_straddled = 0, all_bytes = 0, rows[2][64], n[2];
+		engram_store *st;
+		/* the fixture followed by a page: every row of it then lies in whole pages of the file, read in place
+		 * (the rows in a file's last partial page are copied into the index) */
+		snprintf(w, sizeof(w), "%s/C-%s-grown.gguf", tmpdir_create_once(), types[k]);
+		snprintf(name, sizeof(name), "C-%s-grown", types[k]);
+		assert_int_equal(sh("cp %s/C-%s.gguf %s && truncate -s +4096 %s", fixture("gguf"), types[k], w, w), 0);
+		must(engram_open(&st, pack_gguf("C", w, name), 0), name);
+		for (int l = 0; l < 2; l++) {
+			straddle_expect(types[k], l, &want[l]);
+			all_units += want[l].units;
+			all_straddled += want[l].straddled;
+			all_bytes += want[l].bytes;
+			struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+			must(engram_store_table_info(st, (unsigned)l, &ti), "info");
+			assert_int_equal(engram_store_num_tables(st), 2);
+			assert_string_equal(ti.codec, "in-place");
+			n[l] = ti.row_count;
+			for (uint64_t r = 0; r < n[l]; r++)
+				rows[l][r] = n[l] - 1 - r;
+		}
+		if (!all_straddled || !want[1].has_pair)
+			fail_msg("%s: the fixture has no row straddling a page", name);
+		for (int m = 0; m < 2; m++) {
+			struct engram_session_options so = ENGRAM_INIT(struct engram_session_options);
+			engram_session *s;
+			uint8_t got[64 * 640];
+			so.mode = modes[m];
+			must(engram_session_create(&s, st, &so), "session");
+			must(engram_session_begin(s), "begin");
+			for (int l = 0; l < 2; l++) {
+				must(engram_session_prefetch_rows(s, (unsigned)l, rows[l], n[l]), "prefetch");
+				must(engram_session_gather_rows(s, (unsigned)l, rows[l], n[l], ENGRAM_OUT_NATIVE, got,
+								sizeof(got)), "gather");
+			}
+			for (int l = 1; l >= -1; l--) {
+				struct engram_io_stats io = ENGRAM_INIT(struct engram_io_stats);
+				must(engram_session_stats(s, l, ENGRAM_STATS_STEP, &io), "stats");
+				uint64_t units = l < 0 ? all_units : want[l].units, strad = l < 0 ? all_straddled : want[l].straddled,
+					 bytes = l < 0 ? all_bytes : want[l].bytes;
+				if (io.units != units || io.straddled != strad || io.ios != units || io.bytes != bytes)
+					fail_msg("%s %s layer %d: units %llu straddled %llu ios %llu bytes %llu, want %llu %llu "
+						 "%llu %llu", name, m ? "page-cache" : "direct", l, (unsigned long long)io.units,
+						 (unsigned long long)io.straddled, (unsigned long long)io.ios,
+						 (unsigned long long)io.bytes, (unsigned long long)units, (unsigned long long)strad,
+						 (unsigned long long)units, (unsigned long long)bytes);
+				/* direct reads are the disk's; the page cache's bring in no more than their pages */
+				assert_true(m ? io.disk_bytes <= io.bytes : io.disk_bytes == io.bytes);
+			}
+			engram_session_destroy(s);
+		}
+		/* cachesim: the same reads, and a direct cache's unit of two pages */
+		for (int p = ENGRAM_CACHESIM_PAGE_LRU; p <= ENGRAM_CACHESIM_PAGE; p++) {
+			engram_cachesim *sim;
+			struct engram_cachesim_result r = ENGRAM_INIT(struct engram_cachesim_result);
+			must(engram_cachesim_create(&sim, st, (enum engram_cachesim_policy)p, 1 << 20, NULL), "cachesim");
+			must(engram_cachesim_begin(sim, 0), "begin");
+			for (int l = 0; l < 2; l++) {
+				must(engram_cachesim_push(sim, (unsigned)l, rows[l], n[l]), "push");
+				must(engram_cachesim_gather(sim, (unsigned)l, rows[l], n[l]), "gather");
+			}
+			must(engram_cachesim_result(sim, &r), "result");
+			assert_int_equal(r.reads, all_units);
+			assert_int_equal(r.read_bytes, all_bytes);
+			assert_int_equal(r.straddled, all_straddled);
+			assert_int_equal(r.unit_bytes, p == ENGRAM_CACHESIM_PAGE ? 8192 : 4096);
+			assert_int_equal(r.pages, 256);
+			engram_cachesim_destroy(sim);
+		}
+		/* page-lru of two pages: the straddling row's unit takes both, so the row before it on its first page
+		 * is read again */
+		{
+			engram_cachesim *sim;
+			struct engram_cachesim_result r = ENGRAM_INIT(struct engram_cachesim_result);
+			const uint64_t pair[2] = { want[1].plain_row, want[1].straddling_row };
+			must(engram_cachesim_create(&sim, st, ENGRAM_CACHESIM_PAGE_LRU, 2 * 4096, NULL), "cachesim");
+			for (int step = 0; step < 2; step++) {
+				must(engram_cachesim_begin(sim, step ? 0 : ENGRAM_CACHESIM_UNCOUNTED), "begin");
+				must(engram_cachesim_gather(sim, 1, pair, 2), "gather");
+			}
+			must(engram_cachesim_result(sim, &r), "result");
+			assert_int_equal(r.lookups, 2);
+			assert_int_equal(r.ram, 1);       /* the straddling row's two pages stayed, the other row's did not */
+			assert_int_equal(r.reads, 2);     /* and reading that page again takes the place of the two */
+			assert_int_equal(r.straddled, 1);
+			assert_int_equal(r.read_bytes, 3 * 4096);
+			engram_cachesim_destroy(sim);
+		}
+		if (k == 2) { /* the tools: replay (a session) and cachesim count the same reads of one stream */
+			int64_t toks[400];
+			for (int i = 0; i < 400; i++)
+				toks[i] = i * 7919 % 73;
+			const char *t = write_tmp_npy_ints("straddle-tokens.npy", toks, 400, 8);
+			const char *shard = pack_gguf("C", w, name), *stat = tool_path("engram-stat");
+			assert_int_equal(sh("%s replay %s --tokens %s --disk-iops 100000 --disk-latency-us 50 --json > %s/r.json",
+					    stat, shard, t, tmpdir_create_once()), 0);
+			assert_int_equal(sh("%s cachesim %s --tokens %s --mem-mb 1 --policy page --json > "
+					    "%s/c.json", stat, shard, t, tmpdir_create_once()), 0);
+			assert_int_equal(sh("cd %s && r=$(tr , '\\n' < r.json | grep -m1 '\"straddled\"' | tr -dc 0-9) && "
+					    "c=$(tr , '\\n' < c.json | grep '\"straddled\"' | tr -dc 0-9) && test \"$r\" -gt 0 "
+					    "&& test \"$r\" = \"$c\"", tmpdir_create_once()), 0);
+		}
+		engram_close(st);
+	}
+	in_place = 0;
 }
 
 /* A split pair packs as the whole file does, found from its first file. */
@@ -483,7 +639,7 @@ static void test_unsupported_type(void **state)
 	char cfg[4096], map[4096], out[4096];
 	const char *w, *wp[1];
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
-	uint32_t iq4_nl = 20; /* IQ4_NL: 32-element blocks of 18 bytes, as Q4_0: the sizes still add up */
+	uint32_t mxfp4 = 39; /* MXFP4: 32-element blocks of 17 bytes, smaller than Q8_0's: still inside the file */
 
 	(void)state;
 	must(eg_gguf_parse(&g, b, len, len, "x"), "parse");
@@ -494,31 +650,70 @@ static void test_unsupported_type(void **state)
 	uint32_t ty;
 	memcpy(&ty, p, 4);
 	assert_int_equal(ty, 8);
-	memcpy(p, &iq4_nl, 4);
-	memcpy(p + 4 + 8 + 24 + 4 + 16, &iq4_nl, 4); /* and tensor 1 (same name length), so sizes stay consistent */
+	memcpy(p, &mxfp4, 4);
+	/* and tensor 1 (same name length): type, offset, name length and name, n_dims, ne[2] */
+	memcpy(&ty, p + 4 + 8 + 8 + 24 + 4 + 16, 4);
+	assert_int_equal(ty, 8);
+	memcpy(p + 4 + 8 + 8 + 24 + 4 + 16, &mxfp4, 4);
 	eg_gguf_free(&g);
-	w = write_tmp("iq4.gguf", b, len);
+	w = write_tmp("mxfp4.gguf", b, len);
 	snprintf(cfg, sizeof(cfg), "%s", fixture("gguf/config-B.json"));
 	snprintf(map, sizeof(map), "%s", fixture("gguf/token_map.npy"));
-	snprintf(out, sizeof(out), "%s/iq4.engram", tmpdir_create_once());
+	snprintf(out, sizeof(out), "%s/mxfp4.engram", tmpdir_create_once());
 	wp[0] = w;
 	o.config_path = cfg;
 	o.token_map_path = map;
 	o.weights = wp;
 	o.n_weights = 1;
 	o.out_path = out;
-	assert_int_equal(engram_pack(&o, NULL), ENGRAM_EDTYPE);
-	assert_non_null(strstr(engram_last_error(), "has dtype IQ4_NL"));
+	if (engram_pack(&o, NULL) != ENGRAM_EDTYPE || !strstr(engram_last_error(), "has dtype MXFP4"))
+		fail_msg("expected EDTYPE naming MXFP4, got '%s'", engram_last_error());
 	free(b);
 }
 
-/* An index reads the GGUF it indexed or nothing: a GGUF whose metadata, size or data changed is refused (open for
- * the first two, verify for the data, whose block checksums the index holds). */
+/* Gather every row of table piece l through a new session of mode: its result (0, or the first error). */
+static int gather_all(engram_store *st, unsigned l, enum engram_mode mode)
+{
+	struct engram_session_options so = ENGRAM_INIT(struct engram_session_options);
+	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+	engram_session *s;
+	uint64_t *rows;
+	uint8_t *got;
+	int err;
+
+	must(engram_store_table_info(st, l, &ti), "info");
+	so.mode = mode;
+	must(engram_session_create(&s, st, &so), "session");
+	rows = malloc(ti.row_count * sizeof(*rows));
+	got = malloc(ti.row_count * 4 * ti.head_dim);
+	assert_true(rows && got);
+	for (uint64_t r = 0; r < ti.row_count; r++)
+		rows[r] = ti.row_begin + r;
+	must(engram_session_begin(s), "begin");
+	err = engram_session_gather_rows(s, ti.layer_index, rows, ti.row_count, ENGRAM_OUT_F32, got,
+					 ti.row_count * 4 * ti.head_dim);
+	engram_session_destroy(s);
+	free(rows);
+	free(got);
+	return err;
+}
+
+/* Wait until a file written now gets other timestamps than one written before (the kernel stamps files with a
+ * clock of a tick or so): the changes below must be visible as changes, as a later operator's would be. */
+static void next_tick(void)
+{
+	usleep(30 * 1000);
+}
+
+/* An index reads the GGUF it indexed or nothing: a GGUF whose metadata, size, inode or times changed is refused
+ * at open, and one written under an open store fails the session reads of its changed pages (direct mode) and
+ * verify. */
 static void test_in_place_changed(void **state)
 {
 	const char *dir = tmpdir_create_once();
-	char gguf[600], index[600];
+	char gguf[600], index[600], other[600], ref[600];
 	const char *wp[1] = { gguf };
+	const char *fx = fixture("gguf/A-Q4_K.gguf");
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 	engram_store *st;
 	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
@@ -526,12 +721,15 @@ static void test_in_place_changed(void **state)
 	(void)state;
 	snprintf(gguf, sizeof(gguf), "%s/model.gguf", dir);
 	snprintf(index, sizeof(index), "%s/model.engram", dir);
-	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	snprintf(other, sizeof(other), "%s/other.gguf", dir);
+	snprintf(ref, sizeof(ref), "%s/model.times", dir);
+	assert_int_equal(sh("cp %s %s", fx, gguf), 0);
 	o.weights = wp;
 	o.n_weights = 1;
 	o.out_path = index;
 	o.in_place = 1;
 	must(engram_pack(&o, NULL), "in place");
+	assert_int_equal(sh("touch -r %s %s", gguf, ref), 0); /* the times it was indexed with */
 	must(engram_open(&st, index, 0), "open");
 	must(engram_store_table_info(st, 0, &ti), "info");
 	assert_string_equal(ti.codec, "in-place");
@@ -540,34 +738,99 @@ static void test_in_place_changed(void **state)
 	assert_int_equal(sh("%s info %s | grep -q \"^in place .*model.gguf' (tables read where it has them)\"",
 			    tool_path("engram-stat"), index), 0);
 	must(engram_verify(st, NULL, NULL), "verify");
-	engram_close(st);
-	/* the index is small: metadata and a checksum per block, no rows but the last page's */
+	for (unsigned l = 0; l < engram_store_num_tables(st); l++)
+		must(gather_all(st, l, ENGRAM_MODE_DIRECT), "direct rows");
+	/* the index is small: metadata and a checksum per page, no rows but the last page's */
 	assert_true(sh("test $(stat -c %%s %s) -lt 16384", index) == 0);
-	/* a data byte: open is O(1) and does not see it, verify does */
-	assert_int_equal(sh("printf '\\001' | dd of=%s bs=1 seek=3000 conv=notrunc status=none", gguf), 0);
-	must(engram_open(&st, index, 0), "open");
+	/* a byte of table 0's rows written under the open store: direct reads of its page and verify see it */
+	next_tick();
+	assert_int_equal(sh("printf '\\001' | dd of=%s bs=1 seek=%llu conv=notrunc status=none", gguf,
+			    (unsigned long long)(ti.data_offset + ti.raw_bytes / 2)), 0);
+	assert_int_equal(gather_all(st, 0, ENGRAM_MODE_DIRECT), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "model.gguf"));
 	assert_int_equal(engram_verify(st, NULL, NULL), ENGRAM_ECORRUPT);
 	assert_non_null(strstr(engram_last_error(), "model.gguf"));
 	engram_close(st);
+	/* same size, same metadata, other tensor data (that changed byte), each way it may come: */
+	assert_int_equal(sh("cp %s %s", gguf, other), 0);
+	/* written in place (its data and times) */
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "model.gguf' is not the file"));
+	assert_non_null(strstr(engram_last_error(), "modification time"));
+	/* ... with its modification time put back as it was indexed */
+	assert_int_equal(sh("touch -r %s %s", ref, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "status change time"));
+	/* copied to another name with the times it was indexed with, then renamed over it */
+	assert_int_equal(sh("cp %s %s.new && touch -r %s %s.new && mv %s.new %s", other, gguf, ref, gguf, gguf, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "its inode"));
+	assert_non_null(strstr(engram_last_error(), "index it again"));
+	/* the original bytes copied back over it: still not the file indexed */
+	next_tick();
+	assert_int_equal(sh("cat %s > %s && touch -r %s %s", fx, gguf, ref, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
 	/* a metadata byte (in a key name: the file is still GGUF) */
-	assert_int_equal(sh("cp %s %s && printf 'X' | dd of=%s bs=1 seek=40 conv=notrunc status=none",
-			    fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(sh("cp %s %s && printf 'X' | dd of=%s bs=1 seek=40 conv=notrunc status=none", fx, gguf, gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
 	assert_non_null(strstr(engram_last_error(), "is not the file"));
 	/* truncated, and grown */
-	assert_int_equal(sh("cp %s %s && truncate -s -100 %s", fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(sh("cp %s %s && truncate -s -100 %s", fx, gguf, gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ETRUNC);
 	assert_non_null(strstr(engram_last_error(), "it changed since"));
-	assert_int_equal(sh("cp %s %s && truncate -s +1 %s", fixture("gguf/A-Q4_K.gguf"), gguf, gguf), 0);
+	assert_int_equal(sh("cp %s %s && truncate -s +1 %s", fx, gguf, gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
 	/* gone */
 	assert_int_equal(sh("rm %s", gguf), 0);
 	assert_int_equal(engram_open(&st, index, 0), -ENOENT);
 	assert_non_null(strstr(engram_last_error(), "model.engram' indexes it"));
-	/* restored: served again */
-	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	/* restored and indexed again: served again */
+	assert_int_equal(sh("cp %s %s", fx, gguf), 0);
+	assert_int_equal(engram_open(&st, index, 0), ENGRAM_ECORRUPT);
+	must(engram_pack(&o, NULL), "in place again");
 	must(engram_open(&st, index, 0), "open");
+	for (unsigned l = 0; l < engram_store_num_tables(st); l++)
+		must(gather_all(st, l, ENGRAM_MODE_DIRECT), "direct rows");
 	engram_close(st);
+}
+
+/* Touches the GGUF (its times: what a writer changes) once the indexer has started reading its pages. */
+static int touch_once(void *arg, uint64_t done, uint64_t total)
+{
+	int *touched = arg;
+
+	(void)total;
+	if (done && !*touched) {
+		*touched = 1;
+		return sh("touch %s/model-during.gguf", tmpdir_create_once()) == 0 ? 0 : -EIO;
+	}
+	return 0;
+}
+
+/* A GGUF that changes while it is being indexed fails the pack, naming it and what changed; no index is left. */
+static void test_in_place_changed_while_indexing(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char gguf[600], index[600];
+	const char *wp[1] = { gguf };
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	int touched = 0;
+
+	(void)state;
+	snprintf(gguf, sizeof(gguf), "%s/model-during.gguf", dir);
+	snprintf(index, sizeof(index), "%s/model-during.engram", dir);
+	assert_int_equal(sh("cp %s %s", fixture("gguf/A-Q4_K.gguf"), gguf), 0);
+	next_tick();
+	o.weights = wp;
+	o.n_weights = 1;
+	o.out_path = index;
+	o.in_place = 1;
+	o.progress = touch_once;
+	o.progress_arg = &touched;
+	assert_int_equal(engram_pack(&o, NULL), -EAGAIN);
+	assert_true(touched);
+	assert_non_null(strstr(engram_last_error(), "model-during.gguf' changed while it was being indexed"));
+	assert_int_not_equal(access(index, F_OK), 0);
 }
 
 /* A split GGUF indexed in place: one data file per part, named relative to the index beside them. */
@@ -620,11 +883,13 @@ int main(void)
 		cmocka_unit_test(test_store_gather),
 		cmocka_unit_test(test_sessions),
 		cmocka_unit_test(test_cachesim_record_sizes),
+		cmocka_unit_test(test_straddle_costs),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_reader_errors),
 		cmocka_unit_test(test_value_types),
 		cmocka_unit_test(test_unsupported_type),
 		cmocka_unit_test(test_in_place_changed),
+		cmocka_unit_test(test_in_place_changed_while_indexing),
 		cmocka_unit_test(test_in_place_split),
 	};
 

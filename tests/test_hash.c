@@ -16,32 +16,6 @@
 #include "hash_simd.h"
 #include "util.h"
 
-struct fx {
-	const char *name;
-	const char *config;
-	const char *map;
-};
-
-static const struct fx fixtures_all[] = {
-	{ "demo", "ref/demo/demo.config.json", "ref/demo/demo.token_map.npy" },
-	{ "tiny", "ref/tiny/tiny.config.json", "ref/tiny/tiny.token_map.npy" },
-	{ "v41", "ref/v41/v41.config.json", "ref/v41/v41.token_map.npy" },
-	{ "tiny-v41", "ref/tiny-v41/tiny-v41.config.json", "ref/tiny-v41/tiny-v41.token_map.npy" },
-};
-
-static engram_config *load_config(const struct fx *f)
-{
-	engram_config *cfg = NULL;
-	char cpath[4096];
-	int err;
-
-	snprintf(cpath, sizeof(cpath), "%s", fixture(f->config));
-	err = engram_config_load(&cfg, cpath, fixture(f->map));
-	if (err < 0)
-		fail_msg("%s: %s (%s)", f->name, engram_strerror(err), engram_last_error());
-	return cfg;
-}
-
 static uint64_t next_rand(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15u);
@@ -94,10 +68,10 @@ static uint64_t *push_chunked(engram_hasher *h, const engram_config *cfg, const 
 	return all;
 }
 
-static void check_fixture(const struct fx *f, size_t chunk)
+static void check_fixture(const struct ref_fx *f, size_t chunk)
 {
 	struct vectors v;
-	engram_config *cfg = load_config(f);
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	char how[64];
 
@@ -117,11 +91,11 @@ static void check_fixture(const struct fx *f, size_t chunk)
 static void test_config_matches_reference(void **state)
 {
 	(void)state;
-	for (size_t i = 0; i < sizeof(fixtures_all) / sizeof(fixtures_all[0]); i++) {
+	for (size_t i = 0; i < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); i++) {
 		struct vectors v;
-		engram_config *cfg = load_config(&fixtures_all[i]);
+		engram_config *cfg = ref_config_load(&ref_fixtures[i]);
 
-		vectors_load(&v, fixtures_all[i].name);
+		vectors_load(&v, ref_fixtures[i].name);
 		assert_int_equal(engram_config_num_layers(cfg), v.n_layers);
 		assert_int_equal(engram_config_columns(cfg), v.columns);
 		assert_int_equal(engram_config_compressed_pad(cfg), v.compressed_pad);
@@ -141,15 +115,15 @@ static void test_config_matches_reference(void **state)
 static void test_whole_sequences_match_reference(void **state)
 {
 	(void)state;
-	for (size_t i = 0; i < sizeof(fixtures_all) / sizeof(fixtures_all[0]); i++)
-		check_fixture(&fixtures_all[i], 0);
+	for (size_t i = 0; i < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); i++)
+		check_fixture(&ref_fixtures[i], 0);
 }
 
 static void test_token_by_token_matches_reference(void **state)
 {
 	(void)state;
-	for (size_t i = 0; i < sizeof(fixtures_all) / sizeof(fixtures_all[0]); i++)
-		check_fixture(&fixtures_all[i], 1);
+	for (size_t i = 0; i < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); i++)
+		check_fixture(&ref_fixtures[i], 1);
 }
 
 static void test_prefill_chunks_match_reference(void **state)
@@ -157,16 +131,55 @@ static void test_prefill_chunks_match_reference(void **state)
 	static const size_t chunks[] = { 2, 3, 5, 7, 64, 255, 256, 257 };
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(fixtures_all) / sizeof(fixtures_all[0]); i++)
+	for (size_t i = 0; i < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); i++)
 		for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
-			check_fixture(&fixtures_all[i], chunks[c]);
+			check_fixture(&ref_fixtures[i], chunks[c]);
+}
+
+/* Qwen4-Exp's ids are raw: one outside [0, vocab_size) is refused by every call that takes tokens, naming the id
+ * and its position, and the slot is unchanged (never a row of a wrapped id). */
+static void test_qwen_token_outside_vocab_is_einval(void **state)
+{
+	const struct ref_fx *f = &ref_fixtures[4];
+	engram_config *cfg = ref_config_load(f);
+	engram_hasher *h = NULL;
+	const int64_t bad[] = { -1, 248320, INT64_MIN, INT64_MAX };
+	uint64_t want[16], got[3 * 16];
+	unsigned seqs[2] = { 0, 1 };
+
+	(void)state;
+	assert_int_equal(engram_config_family(cfg), ENGRAM_FAMILY_QWEN_PLE);
+	assert_int_equal(engram_hasher_create(&h, cfg, 2), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		int64_t tok[3] = { 5, 6, bad[i] }, t2[2] = { 5, bad[i] };
+		char text[128];
+
+		must(engram_hasher_reset(h, 0), "reset");
+		must(engram_hasher_push(h, 0, tok, NULL, 2, want), "push");
+		must(engram_hasher_rewind(h, 0, 2), "rewind");
+		snprintf(text, sizeof(text), "token id %lld at position 2 is outside the vocabulary [0, 248320)",
+			 (long long)bad[i]);
+		assert_int_equal(engram_hasher_push(h, 0, tok, NULL, 3, got), -EINVAL);
+		assert_non_null(strstr(engram_last_error(), text));
+		snprintf(text, sizeof(text), "token id %lld at position 1 is outside", (long long)bad[i]);
+		assert_int_equal(engram_hasher_push_batch(h, seqs, t2, NULL, 2, got), -EINVAL);
+		assert_non_null(strstr(engram_last_error(), text));
+		assert_int_equal(engram_hasher_peek_batch(h, seqs, t2, NULL, 2, got), -EINVAL);
+		assert_int_equal(engram_hasher_seed(h, 1, tok, NULL, 3, ENGRAM_SEED_START), -EINVAL);
+		assert_non_null(strstr(engram_last_error(), "at position 2 is outside"));
+		/* the slot is as it was: the same two tokens give the same rows */
+		must(engram_hasher_push(h, 0, tok, NULL, 2, got), "push");
+		assert_memory_equal(got, want, sizeof(want));
+	}
+	engram_hasher_destroy(h);
+	engram_config_free(cfg);
 }
 
 /* Two sequences decoded in lockstep in separate slots give each its own reference rows. */
 static void test_interleaved_slots_are_independent(void **state)
 {
-	const struct fx *f = &fixtures_all[2];
-	engram_config *cfg = load_config(f);
+	const struct ref_fx *f = &ref_fixtures[2];
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	struct vectors v;
 	unsigned L, cols;
@@ -205,8 +218,8 @@ static void test_interleaved_slots_are_independent(void **state)
 /* A token beyond the map fails with -EINVAL and leaves the slot's history as it was. */
 static void test_token_beyond_map_is_einval_and_keeps_history(void **state)
 {
-	const struct fx *f = &fixtures_all[1];
-	engram_config *cfg = load_config(f);
+	const struct ref_fx *f = &ref_fixtures[1];
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	struct vectors v;
 	int s = 3;
@@ -243,8 +256,8 @@ static void test_token_beyond_map_is_einval_and_keeps_history(void **state)
 /* The same when the bad token sits in a later block of a long push: nothing of the earlier blocks sticks. */
 static void test_token_beyond_map_in_a_later_block_keeps_history(void **state)
 {
-	const struct fx *f = &fixtures_all[2];
-	engram_config *cfg = load_config(f);
+	const struct ref_fx *f = &ref_fixtures[2];
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	struct vectors v;
 	int s = 3;
@@ -281,7 +294,7 @@ static void test_token_beyond_map_in_a_later_block_keeps_history(void **state)
 
 static void test_bad_slot_is_einval(void **state)
 {
-	engram_config *cfg = load_config(&fixtures_all[1]);
+	engram_config *cfg = ref_config_load(&ref_fixtures[1]);
 	engram_hasher *h = NULL;
 	int64_t tok = 5;
 	uint64_t rows[64];
@@ -299,8 +312,8 @@ static void test_bad_slot_is_einval(void **state)
 /* After reset, a slot hashes its next token as a sequence start. */
 static void test_reset_starts_a_new_sequence(void **state)
 {
-	const struct fx *f = &fixtures_all[0];
-	engram_config *cfg = load_config(f);
+	const struct ref_fx *f = &ref_fixtures[0];
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	struct vectors v;
 	int s = 4;
@@ -355,11 +368,13 @@ static void test_kernel_choice(void **state)
 	engram_hasher *h = NULL;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(fixtures_all) / sizeof(fixtures_all[0]); i++) {
-		engram_config *cfg = load_config(&fixtures_all[i]);
+	for (size_t i = 0; i < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); i++) {
+		engram_config *cfg = ref_config_load(&ref_fixtures[i]);
 
+		/* every fixture's primes are below 2^26; the tiny Qwen one has 2 heads per order */
 		assert_int_equal(engram_hasher_create(&h, cfg, 1), 0);
-		assert_int_equal(eg_hasher_simd(h), simd_wanted() && eg_hash_avx2_cpu());
+		assert_int_equal(eg_hasher_simd(h),
+				 simd_wanted() && eg_hash_avx2_cpu() && engram_config_num_heads(cfg) % 4 == 0);
 		engram_hasher_destroy(h);
 		engram_config_free(cfg);
 	}
@@ -433,8 +448,8 @@ static size_t edge_values(uint64_t p, uint64_t *rng, int64_t *x, size_t n)
  * may be added. */
 static void test_vector_mod_matches_scalar(void **state)
 {
-	const struct fx *f = &fixtures_all[2];
-	engram_config *cfg = load_config(f);
+	const struct ref_fx *f = &ref_fixtures[2];
+	engram_config *cfg = ref_config_load(f);
 	uint64_t primes[160], rng = 42;
 	size_t np = 0;
 
@@ -515,6 +530,9 @@ static int64_t random_token(uint64_t *rng, const engram_config *cfg)
 {
 	uint64_t r = next_rand(rng), k = r % 100;
 
+	if (engram_config_family(cfg) == ENGRAM_FAMILY_QWEN_PLE) /* raw ids, no negative ones; EOS runs */
+		return k < 70 ? (int64_t)(next_rand(rng) % engram_config_raw_vocab(cfg)) : k < 85 ? engram_config_pad_id(cfg)
+			: k < 95 ? (int64_t)engram_config_raw_vocab(cfg) - 1 : 0;
 	if (k < 75)
 		return (int64_t)(next_rand(rng) % engram_config_raw_vocab(cfg));
 	if (k < 85)
@@ -539,8 +557,8 @@ static void assert_rows_equal(const uint64_t *a, const uint64_t *b, size_t n, co
 static void test_kernels_agree_on_random_streams(void **state)
 {
 	(void)state;
-	for (size_t fi = 0; fi < sizeof(fixtures_all) / sizeof(fixtures_all[0]); fi++) {
-		engram_config *cfg = load_config(&fixtures_all[fi]);
+	for (size_t fi = 0; fi < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); fi++) {
+		engram_config *cfg = ref_config_load(&ref_fixtures[fi]);
 		const unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg), slots = 9;
 		const size_t max_chunk = 700;
 		engram_hasher *hv = NULL, *hs = scalar_hasher(cfg, slots);
@@ -569,7 +587,7 @@ static void test_kernels_agree_on_random_streams(void **state)
 			}
 			assert_int_equal(engram_hasher_push(hv, slot, tok, mk, n, rv), 0);
 			assert_int_equal(engram_hasher_push(hs, slot, tok, mk, n, rs), 0);
-			assert_rows_equal(rv, rs, (size_t)L * n * cols, fixtures_all[fi].name, round);
+			assert_rows_equal(rv, rs, (size_t)L * n * cols, ref_fixtures[fi].name, round);
 
 			/* a few decode steps over a random subset of the slots, in random order */
 			for (unsigned step = 0; step < 8; step++) {
@@ -590,7 +608,7 @@ static void test_kernels_agree_on_random_streams(void **state)
 				}
 				assert_int_equal(engram_hasher_push_batch(hv, seqs, tok, mk, nb, rv), 0);
 				assert_int_equal(engram_hasher_push_batch(hs, seqs, tok, mk, nb, rs), 0);
-				assert_rows_equal(rv, rs, (size_t)L * nb * cols, fixtures_all[fi].name,
+				assert_rows_equal(rv, rs, (size_t)L * nb * cols, ref_fixtures[fi].name,
 						  round * 100 + step);
 			}
 		}
@@ -607,10 +625,10 @@ static void test_kernels_agree_on_random_streams(void **state)
  * sequence's reference rows. Before each step, engram_hasher_peek_batch of other tokens (drafts that lose) and
  * of the step's tokens: the first changes nothing (the reference rows still come out), the second gives exactly
  * the rows the push then writes. */
-static void check_batch(const struct fx *f, unsigned copies)
+static void check_batch(const struct ref_fx *f, unsigned copies)
 {
 	struct vectors v;
-	engram_config *cfg = load_config(f);
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	const unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
 	unsigned n = 0, *seqs, *who;
@@ -690,20 +708,20 @@ static void check_batch(const struct fx *f, unsigned copies)
 static void test_batch_matches_reference(void **state)
 {
 	(void)state;
-	for (size_t i = 0; i < sizeof(fixtures_all) / sizeof(fixtures_all[0]); i++) {
-		check_batch(&fixtures_all[i], 1);
-		check_batch(&fixtures_all[i], 3);
+	for (size_t i = 0; i < sizeof(ref_fixtures) / sizeof(ref_fixtures[0]); i++) {
+		check_batch(&ref_fixtures[i], 1);
+		check_batch(&ref_fixtures[i], 3);
 	}
 	/* more slots than one block of the kernels */
-	check_batch(&fixtures_all[2], 40);
-	check_batch(&fixtures_all[3], 30);
+	check_batch(&ref_fixtures[2], 40);
+	check_batch(&ref_fixtures[3], 30);
 }
 
 /* A bad slot, a slot named twice or a token beyond the map fail with -EINVAL and change no slot. */
 static void test_batch_rejects_bad_input_and_keeps_history(void **state)
 {
-	const struct fx *f = &fixtures_all[3];
-	engram_config *cfg = load_config(f);
+	const struct ref_fx *f = &ref_fixtures[3];
+	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
 	struct vectors v;
 	const int a = 6, b = 7;
@@ -794,6 +812,7 @@ int main(void)
 		cmocka_unit_test(test_interleaved_slots_are_independent),
 		cmocka_unit_test(test_token_beyond_map_is_einval_and_keeps_history),
 		cmocka_unit_test(test_token_beyond_map_in_a_later_block_keeps_history),
+		cmocka_unit_test(test_qwen_token_outside_vocab_is_einval),
 		cmocka_unit_test(test_bad_slot_is_einval),
 		cmocka_unit_test(test_reset_starts_a_new_sequence),
 		cmocka_unit_test(test_kernel_choice),

@@ -145,7 +145,8 @@ static void test_a_split_set(void **state)
 	engram_close(b);
 }
 
-/* A header flag this library does not know is refused; a flipped byte anywhere in the copy is caught. */
+/* A header flag this library does not know is refused; EG_HDR_FAMILY on a DeepSeek set (whose hash section says
+ * family 0) is corrupt; a flipped byte anywhere in the copy is caught. */
 static void test_flags_and_flipped_bytes(void **state)
 {
 	const char *meta = meta_of(v41(), "m3.engram");
@@ -157,12 +158,17 @@ static void test_flags_and_flipped_bytes(void **state)
 	struct eg_disk_header h;
 	memcpy(&h, img, sizeof(h));
 	assert_int_equal(h.flags, EG_HDR_NO_DATA);
-	assert_int_equal(h.format_minor, 2);
-	h.flags |= 2;
+	assert_int_equal(h.format_minor, 3);
+	h.flags |= 4;
 	memcpy(img, &h, sizeof(h));
 	assert_int_equal(eg_shard_seal(img, len), 0);
 	assert_int_equal(engram_open(&s, write_tmp("flag.engram", img, len), 0), ENGRAM_EVERSION);
 	assert_non_null(strstr(engram_last_error(), "header flags"));
+	h.flags = EG_HDR_NO_DATA | EG_HDR_FAMILY;
+	memcpy(img, &h, sizeof(h));
+	assert_int_equal(eg_shard_seal(img, len), 0);
+	assert_int_equal(engram_open(&s, write_tmp("flag.engram", img, len), 0), ENGRAM_ECORRUPT);
+	assert_non_null(strstr(engram_last_error(), "hash family 0 with a header that says otherwise"));
 	free(img);
 	img = (uint8_t *)read_file(meta, &len);
 	for (size_t off = 0; off < len; off += len / 97 + 1) {

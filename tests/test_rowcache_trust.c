@@ -1,7 +1,8 @@
 /* What a shared row cache trusts: a segment another user made, or that others may write, is refused (-EACCES,
  * naming owner and mode) unless the caller opted in to its group; a segment is reserved at creation, so a full
  * /dev/shm is -ENOSPC at open, never SIGBUS later; a header whose geometry matches the size only by 64-bit
- * wrap-around is refused; a slot changed behind the library's back is a miss, never a wrong row. */
+ * wrap-around is refused; a FIFO at a segment's name is named as one; a slot changed behind the library's back
+ * is a miss, never a wrong row. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -71,6 +72,29 @@ static void test_segment_others_may_write_is_refused(void **state)
 	}
 	assert_int_equal(chmod(shm_path, 0600), 0);
 	must(engram_rowcache_open(&rc, st, name, 1 << 20, 0), "attach, private again");
+	engram_rowcache_close(rc);
+	engram_rowcache_remove(name);
+	engram_close(st);
+}
+
+/* A FIFO (or any file that is not a segment) at a segment's name is refused at once, saying what it is; it was
+ * reported as a segment whose creator died while making it, after a second's wait. */
+static void test_fifo_at_the_name_is_refused(void **state)
+{
+	engram_store *st = NULL;
+	engram_rowcache *rc = NULL;
+	const char *name = name_for("fifo");
+
+	(void)state;
+	must(engram_open(&st, tiny_v41(), 0), "open");
+	assert_int_equal(mkfifo(shm_path, 0600), 0);
+	assert_int_equal(engram_rowcache_open(&rc, st, name, 1 << 20, 0), -EINVAL);
+	assert_null(rc);
+	if (!strstr(engram_last_error(), name) || !strstr(engram_last_error(), "a FIFO") ||
+	    strstr(engram_last_error(), "died"))
+		fail_msg("'%s'", engram_last_error());
+	assert_int_equal(unlink(shm_path), 0);
+	must(engram_rowcache_open(&rc, st, name, 1 << 20, 0), "a segment there once the FIFO is gone");
 	engram_rowcache_close(rc);
 	engram_rowcache_remove(name);
 	engram_close(st);
@@ -326,6 +350,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_segment_others_may_write_is_refused),
 		cmocka_unit_test(test_segment_of_another_user_is_refused),
+		cmocka_unit_test(test_fifo_at_the_name_is_refused),
 		cmocka_unit_test(test_group_opt_in),
 		cmocka_unit_test(test_full_dev_shm_is_enospc),
 		cmocka_unit_test(test_header_sized_by_wraparound_is_refused),

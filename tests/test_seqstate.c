@@ -396,21 +396,14 @@ rejected rewound, moved between two hashers by export/import every few steps: ea
 the reference's. */
 static void test_reference_vectors_with_drafts(void **state)
 {
-	static const char *const names[] = { "demo", "tiny", "v41", "tiny-v41" };
-
 	(void)state;
 	rng_state = 0x5eed;
-	for (size_t f = 0; f < sizeof(names) / sizeof(*names); f++) {
+	for (size_t f = 0; f < REF_FIXTURES; f++) {
 		struct vectors v;
-		engram_config *cfg = NULL;
+		engram_config *cfg = ref_config_load(&ref_fixtures[f]);
 		engram_hasher *h[2];
-		char json[600], map[600];
 
-		snprintf(json, sizeof(json), "ref/%s/%s.config.json", names[f], names[f]);
-		snprintf(json, sizeof(json), "%s", fixture(json));
-		snprintf(map, sizeof(map), "ref/%s/%s.token_map.npy", names[f], names[f]);
-		must(engram_config_load(&cfg, json, fixture(map)), "config");
-		vectors_load(&v, names[f]);
+		vectors_load(&v, ref_fixtures[f].name);
 		must(engram_hasher_create(&h[0], cfg, 2), "hasher");
 		must(engram_hasher_create(&h[1], cfg, 3), "hasher");
 		unsigned L = engram_config_num_layers(cfg), cols = engram_config_columns(cfg);
@@ -430,7 +423,9 @@ static void test_reference_vectors_with_drafts(void **state)
 				int wrong = 0;
 				for (size_t i = 1; i <= k; i++) {
 					wrong = wrong || below(4) == 0;
-					tok[i] = wrong ? (int64_t)below((unsigned)engram_config_raw_vocab(cfg)) : v.tokens[s][p + i];
+					/* a wrong draft is a random id, or the pad (EOS) one */
+					tok[i] = !wrong ? v.tokens[s][p + i] : below(3) ? (int64_t)below((unsigned)engram_config_raw_vocab(cfg))
+										    : engram_config_pad_id(cfg);
 					mask[i] = wrong ? (uint8_t)below(2) : (v.mask[s] ? v.mask[s][p + i] : 1);
 					if (!wrong)
 						ok++;
@@ -442,7 +437,7 @@ static void test_reference_vectors_with_drafts(void **state)
 							if (rows[((size_t)li * (1 + k) + i) * cols + c] !=
 							    vectors_row(&v, cfg, s, (int)li, p + i, (int)c))
 								fail_msg("%s seq %d position %zu layer %u column %u: not the reference's "
-									 "row", names[f], s, p + i, li, c);
+									 "row", ref_fixtures[f].name, s, p + i, li, c);
 				must(engram_hasher_rewind(h[which], slot, k + 1 - ok), "rewind");
 				p += ok;
 				if (below(4) == 0) { /* preempted: resumed in the other hasher, in another slot */

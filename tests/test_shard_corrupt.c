@@ -409,6 +409,69 @@ static void open_and_read_all(uint8_t *b, size_t len, const char *what)
  * value, resealed: opening, verifying and reading never reach outside the file. (A SEGV in a checksum was once seen
  * by a fuzzer and not explained; every range a checksum covers comes from these words. This test found the seal
  * itself writing block checksums over the header it was reading.) */
+/* A Qwen4-Exp set (a synthetic one of the release's geometry): its family, EOS and padded table come back from the
+ * shard, with no token map stored; each field of the family that lies is refused, naming the file: the header's
+ * family flag missing (a reader before families would hash it as DeepSeek's), an unknown family, a token map
+ * section, a vocabulary past the limit, an EOS outside it, a divisor past 2^20. */
+static void test_qwen_family_fields(void **state)
+{
+	char cfg[4096], out[4096];
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	engram_store *s = NULL;
+	size_t len;
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/qwen38/qwen38.config.json"));
+	snprintf(out, sizeof(out), "%s/qwen.engram", tmpdir_create_once());
+	o.config_path = cfg;
+	o.synthetic_scale = 65536;
+	o.out_path = out;
+	must(engram_pack(&o, NULL), "pack a synthetic Qwen set");
+	uint8_t *q = (uint8_t *)read_file(out, &len), *b = malloc(len);
+	must(engram_open(&s, out, 0), "open");
+	const engram_config *c = engram_store_config(s);
+	assert_int_equal(engram_config_family(c), ENGRAM_FAMILY_QWEN_PLE);
+	assert_int_equal(engram_config_pad_id(c), 248044);
+	assert_int_equal(engram_config_raw_vocab(c), 248320);
+	assert_int_equal(engram_config_table_rows(c, 0) % 128, 0);
+	assert_true(engram_config_table_rows(c, 0) > engram_config_addressed_rows(c, 0));
+	engram_close(s);
+	assert_int_equal(hdr(q)->flags, EG_HDR_FAMILY);
+	assert_int_equal(section(q, EG_SEC_TOKMAP)->length, 0);
+	struct eg_disk_hash *h = (struct eg_disk_hash *)(b + section(q, EG_SEC_HASH)->offset);
+	assert_int_equal(((struct eg_disk_hash *)(q + section(q, EG_SEC_HASH)->offset))->row_divisor, 128);
+	assert_int_equal(((struct eg_disk_hash *)(q + section(q, EG_SEC_HASH)->offset))->split_parts, 128);
+#define RESET() memcpy(b, q, len)
+	RESET();
+	hdr(b)->flags = 0;
+	reseal(b, 0);
+	expect_open(b, len, ENGRAM_ECORRUPT, "hash family 1 with a header that says otherwise", "flag cleared");
+	RESET();
+	h->family = 9;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "hash family 9 is none this library knows", "unknown family");
+	RESET();
+	h->family = ENGRAM_FAMILY_ENGRAM;
+	hdr(b)->flags = 0;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "token map section is 0 bytes", "DeepSeek with no map");
+	RESET();
+	h->raw_vocab = ((uint64_t)1 << 26) + 1;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "of a family without a token map", "vocabulary past the limit");
+	RESET();
+	h->pad_id = 248320;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "pad id 248320 is outside", "EOS outside the vocabulary");
+	RESET();
+	h->row_divisor = (uint64_t)1 << 21;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "row divisor 2097152", "divisor");
+#undef RESET
+	free(b);
+	free(q);
+}
+
 static void test_extreme_sizes_and_offsets(void **state)
 {
 	static const char *const shards[] = { "fuzz/shard/micro-f32-raw.engram", "fuzz/shard/micro-f32-zstd.engram" };
@@ -601,6 +664,7 @@ int main(void)
 		cmocka_unit_test(test_section_table_bounds),
 		cmocka_unit_test(test_metadata_section_flips),
 		cmocka_unit_test(test_inconsistent_content),
+		cmocka_unit_test(test_qwen_family_fields),
 		cmocka_unit_test(test_extreme_sizes_and_offsets),
 		cmocka_unit_test(test_verify_finds_single_bit_flips),
 		cmocka_unit_test(test_zstd_flip_fails_every_read_path),

@@ -86,7 +86,7 @@ static void test_v41_without_a_map(void **state)
 	has(text, "table rows    384006168, 384016682");
 	has(text, "    1    384006168      24      256");
 	has(text, "   14    384016682      24      256");
-	has(text, "F8_E4M3    264        15       209721446400  195.3 GiB       1.260  155.0 GiB");
+	has(text, "F8_E4M3      264        15       209721446400  195.3 GiB  183.1 GiB       1.260  155.0 GiB");
 	has(text, "ESTIMATE");
 	free(text);
 
@@ -147,7 +147,7 @@ static void test_v41_with_maps(void **state)
 	has(text, "tokenizer.json' does NOT fit the config: engram-pack refuses the pair");
 	has(text, "token map has 98627 distinct ids but engram_compressed_vocab_size is 99092");
 	has(text, "table rows    384006168, 384016682");
-	has(text, "F8_E4M3    264        15       209721446400");
+	has(text, "F8_E4M3      264        15       209721446400");
 	free(text);
 	text = plan_file("err");
 	has(text, "engram-stat: warning: ");
@@ -200,13 +200,49 @@ static void test_demo_form_and_head_dims(void **state)
 	plan("--config fixtures/ref/tiny/tiny.config.json");
 	text = plan_file("out");
 	has(text, "head dim      8");
-	has(text, "F8_E4M3      -         -                  -          -");
+	has(text, "F8_E4M3        -         -                  -          -  160.5 KiB");
 	has(text, "F8_E4M3       no table of head dim 8: F8_E4M3 needs a multiple of 32");
 	free(text);
 	json_t *doc = plan_json("--config fixtures/ref/tiny/tiny.config.json");
 	assert_true(json_is_null(json_object_get(dtype(doc, "F8_E4M3"), "raw_bytes")));
 	assert_int_equal(u(dtype(doc, "BF16"), "raw_bytes"), 331776);
 	json_decref(doc);
+}
+
+/* Qwen4-Exp's release config.json alone: its family, the padded table (320,001,536 rows of 160: 90 never
+ * addressed), and the bytes the checkpoints take (95.4 GiB BF16, 47.7 GiB FP8, 26.8 GiB IQ4_NL's 90 bytes a row);
+ * a token map given with it is refused. */
+static void test_qwen_release(void **state)
+{
+	(void)state;
+	plan("--config fixtures/ref/qwen38/qwen38.config.json");
+	char *text = plan_file("out");
+	has(text, "family        qwen4-exp-ple");
+	has(text, "layers        1 (ids 2)");
+	has(text, "head dim      160");
+	has(text, "columns       16");
+	has(text, "table rows    320001536");
+	has(text, "90 of its 320001536 rows are never addressed");
+	has(text, "BF16         320        12       109227192320  101.7 GiB   95.4 GiB");
+	has(text, "F8_E4M3_T    164        24        54613598208   50.9 GiB   47.7 GiB");
+	has(text, "   26.8 GiB");
+	free(text);
+	json_t *doc = plan_json("--config fixtures/ref/qwen38/qwen38.config.json");
+	assert_string_equal(json_string_value(json_object_get(doc, "family")), "qwen4-exp-ple");
+	json_t *l = json_array_get(json_object_get(doc, "layers"), 0);
+	assert_int_equal(u(l, "layer_id"), 2);
+	assert_int_equal(u(l, "rows"), 320001536);
+	assert_int_equal(u(l, "addressed_rows"), 320001446);
+	assert_int_equal(u(dtype(doc, "BF16"), "tensor_bytes"), 320001536ull * 320);
+	assert_int_equal(u(dtype(doc, "F8_E4M3_T"), "tensor_bytes"), 320001536ull * 160);
+	assert_int_equal(u(dtype(doc, "IQ4_NL"), "tensor_bytes"), 320001536ull * 90);
+	json_decref(doc);
+	assert_int_not_equal(sh("%s plan --config fixtures/ref/qwen38/qwen38.config.json --token-map "
+				"fixtures/ref/v41/v41.token_map.npy > /dev/null 2> %s/plan.err",
+				tool_path("engram-stat"), tmpdir_create_once()), 0);
+	text = plan_file("err");
+	has(text, "takes raw token ids: give no token map");
+	free(text);
 }
 
 static void test_usage_and_input_errors(void **state)
@@ -233,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_v41_with_maps),
 		cmocka_unit_test(test_plan_is_what_pack_writes),
 		cmocka_unit_test(test_demo_form_and_head_dims),
+		cmocka_unit_test(test_qwen_release),
 		cmocka_unit_test(test_usage_and_input_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);

@@ -151,7 +151,7 @@ static void test_errors_are_clear(void **state)
 	expect_error("--tokens 1,x", 1, "--tokens '1,x' is neither an .npy file nor a comma-separated list");
 	expect_error("--tokens 5,999999999", 1, "token id 999999999 at position 1 is beyond the token map");
 	expect_error("--tokens /nonexistent.npy", 1, "engram-stat: cannot open '/nonexistent.npy'");
-	expect_error("", 2, "rows needs --config, --token-map and --tokens");
+	expect_error("", 2, "rows needs --config and --tokens (and --token-map for a DeepSeek Engram config)");
 	snprintf(cmd, sizeof(cmd), "%s frobnicate", tool());
 	char *out;
 	assert_int_equal(run(&out, 1), 2);
@@ -173,6 +173,67 @@ static void test_mask_is_0_or_1(void **state)
 	tmpdir_cleanup();
 }
 
+/* A Qwen4-Exp config.json alone (no token map): the reference's own token files (.npy, EOS at the start, in the
+ * middle, in runs, at the end) print the reference's rows; an id outside [0, vocab) is refused naming it and its
+ * position; a token map given with it is refused. */
+static void test_qwen_rows_without_token_map(void **state)
+{
+	static const char *const names[] = { "real_edge7_len3_eos_last", "real_rand3_len64_eos_start_mid_run_end",
+					      "real_rand4_len333_eos_random" };
+	char c[2048], tok[2048], ids[2048], *out;
+
+	(void)state;
+	snprintf(c, sizeof(c), "%s", fixture("ref/qwen38/qwen38.config.json"));
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		uint64_t shape[8];
+		unsigned ndim;
+		size_t bytes;
+		snprintf(tok, sizeof(tok), "ref/qwen38/%s_tokens.npy", names[i]);
+		snprintf(tok, sizeof(tok), "%s", fixture(tok));
+		snprintf(ids, sizeof(ids), "ref/qwen38/%s_ids.npy", names[i]);
+		int64_t *want = read_npy(fixture(ids), "<i8", &bytes, shape, &ndim);
+		assert_int_equal(ndim, 2);
+		assert_int_equal(shape[1], 16);
+		snprintf(cmd, sizeof(cmd), "%s rows --config %s --tokens %s", tool(), c, tok);
+		assert_int_equal(run(&out, 0), 0);
+		const char *p = out;
+		for (uint64_t t = 0; t < shape[0]; t++) {
+			char *end;
+			assert_int_equal(strtoull(p, &end, 10), t);
+			assert_int_equal(strtol(end, &end, 10), 2); /* the layer id as the config numbers it */
+			for (int k = 0; k < 16; k++) {
+				unsigned long long r = strtoull(end, &end, 10);
+				if ((int64_t)r != want[t * 16 + k])
+					fail_msg("%s position %llu column %d: printed %llu, reference %lld", names[i],
+						 (unsigned long long)t, k, r, (long long)want[t * 16 + k]);
+			}
+			assert_int_equal(*end, '\n');
+			p = end + 1;
+		}
+		assert_int_equal(*p, 0);
+		free(out);
+		free(want);
+	}
+	static const struct {
+		const char *args, *fragment;
+	} bad[] = {
+		{ "--tokens 5,248320", "engram-stat: token id 248320 at position 1 is outside the vocabulary [0, 248320)" },
+		{ "--tokens 5,6,-1", "token id -1 at position 2 is outside the vocabulary" },
+		{ "--tokens 1 --token-map MAP", "takes raw token ids: give no token map" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		char args[4096];
+		const char *m = strstr(bad[i].args, "MAP");
+		snprintf(args, sizeof(args), "%.*s%s", m ? (int)(m - bad[i].args) : (int)strlen(bad[i].args), bad[i].args,
+			 m ? fixture("ref/v41/v41.token_map.npy") : "");
+		snprintf(cmd, sizeof(cmd), "%s rows --config %s %s", tool(), c, args);
+		assert_int_equal(run(&out, 1), 1);
+		if (!strstr(out, bad[i].fragment))
+			fail_msg("'%s' printed '%s', expected '%s'", args, out, bad[i].fragment);
+		free(out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -180,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_npy_tokens_match_reference),
 		cmocka_unit_test(test_errors_are_clear),
 		cmocka_unit_test(test_mask_is_0_or_1),
+		cmocka_unit_test(test_qwen_rows_without_token_map),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

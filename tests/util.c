@@ -60,7 +60,11 @@ void vectors_load(struct vectors *v, const char *name)
 	FILE *f;
 
 	memset(v, 0, sizeof(*v));
-	snprintf(rel, sizeof(rel), "ref/%s/%s.vectors.txt", name, name);
+	/* "NAME" is fixtures/ref/NAME/NAME.vectors.txt; a name with a directory, "DIR/NAME", fixtures/ref/DIR/NAME's */
+	if (strchr(name, '/'))
+		snprintf(rel, sizeof(rel), "ref/%s.vectors.txt", name);
+	else
+		snprintf(rel, sizeof(rel), "ref/%s/%s.vectors.txt", name, name);
 	f = fopen(fixture(rel), "r");
 	if (!f)
 		fail_msg("cannot open '%s': %s", fixture(rel), strerror(errno));
@@ -76,13 +80,14 @@ void vectors_load(struct vectors *v, const char *name)
 			char field[64];
 			int o2 = 0;
 			sscanf(line + off, "%63s %n", field, &o2);
-			if (!strcmp(field, "layer_ids") || !strcmp(field, "engram_layer_ids")) {
+			if (!strcmp(field, "layer_ids") || !strcmp(field, "engram_layer_ids") || !strcmp(field, "ple_layer_ids")) {
 				x = parse_u64s(line + off + o2, &n);
 				v->n_layers = (int)n;
 				for (size_t i = 0; i < n; i++)
 					v->layer_ids[i] = (int)x[i];
 				free(x);
-			} else if (!strcmp(field, "max_ngram_size") || !strcmp(field, "engram_max_ngram_size")) {
+			} else if (!strcmp(field, "max_ngram_size") || !strcmp(field, "engram_max_ngram_size") ||
+				   !strcmp(field, "ngram_size")) {
 				v->max_ngram = atoi(line + off + o2);
 			}
 			continue;
@@ -159,6 +164,29 @@ void vectors_free(struct vectors *v)
 }
 
 static char tmp_root[256];
+
+const struct ref_fx ref_fixtures[REF_FIXTURES] = {
+	{ "demo", "ref/demo/demo.config.json", "ref/demo/demo.token_map.npy" },
+	{ "tiny", "ref/tiny/tiny.config.json", "ref/tiny/tiny.token_map.npy" },
+	{ "v41", "ref/v41/v41.config.json", "ref/v41/v41.token_map.npy" },
+	{ "tiny-v41", "ref/tiny-v41/tiny-v41.config.json", "ref/tiny-v41/tiny-v41.token_map.npy" },
+	/* Qwen4-Exp's PLE family: raw ids, no token map; EOS at the start, in the middle, in runs and at the end */
+	{ "qwen38/qwen38", "ref/qwen38/qwen38.config.json", NULL },
+	{ "qwen38/tiny/tiny-n3", "ref/qwen38/tiny/tiny-n3.config.json", NULL },
+};
+
+engram_config *ref_config_load(const struct ref_fx *f)
+{
+	engram_config *cfg = NULL;
+	char cpath[4096];
+	int err;
+
+	snprintf(cpath, sizeof(cpath), "%s", fixture(f->config));
+	err = engram_config_load(&cfg, cpath, f->map ? fixture(f->map) : NULL);
+	if (err < 0)
+		fail_msg("%s: %s (%s)", f->name, engram_strerror(err), engram_last_error());
+	return cfg;
+}
 
 const char *tmpdir_create(void)
 {
@@ -450,4 +478,14 @@ const char *unzst_fixture(const char *rel, const char *name)
 
 	free(buf);
 	return path;
+}
+
+uint16_t bf16_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u | 0x00400000u) >> 16);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }

@@ -27,13 +27,25 @@ struct vectors {
 	int rows_have_offsets;                        /* 'rows' lines; 'hash' lines lack offsets */
 };
 
-/* Load fixtures/ref/<name>/<name>.vectors.txt; fails the running test on any problem. */
+/* Load fixtures/ref/<name>/<name>.vectors.txt (a name "dir/file": fixtures/ref/dir/file.vectors.txt); fails the
+ * running test on any problem. */
 void vectors_load(struct vectors *v, const char *name);
 void vectors_free(struct vectors *v);
 /* The reference row of (seq s, layer index li, position pos, column col), the layer's prime offsets applied when
  * the file gives bare hashes. */
 struct engram_config;
 uint64_t vectors_row(const struct vectors *v, const struct engram_config *cfg, int s, int li, size_t pos, int col);
+
+/* Every reference vectors file with its config and token map (NULL: a family without one), and that config
+ * loaded (failing the test when it cannot be). */
+struct ref_fx {
+	const char *name;   /* for vectors_load */
+	const char *config; /* under fixtures/ */
+	const char *map;
+};
+#define REF_FIXTURES 6
+extern const struct ref_fx ref_fixtures[REF_FIXTURES];
+struct engram_config *ref_config_load(const struct ref_fx *f);
 
 /* A fresh scratch directory (removed by tmpdir_cleanup) and files in it. */
 const char *tmpdir_create(void);
@@ -61,6 +73,9 @@ const char *pack_ref(const char *dir, const char *config, const char *map, const
 /* A raw shard of the DeepSeek-V4.1 geometry with synthetic F8_E4M3 rows, vocabularies divided by scale (8192:
  * two layers of ~12 MiB), packed once into the scratch directory; returns its path (a static buffer). */
 const char *pack_v41_synthetic(uint64_t scale);
+
+/* bf16 of an f32 as every gather rounds, written from the definition: to nearest even, NaN made quiet. */
+uint16_t bf16_of(float f);
 
 /* Path of a built program (engram-stat, engram-pack) under $ENGRAM_BUILD (default "build"); 4 slots. */
 const char *tool_path(const char *name);

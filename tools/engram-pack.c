@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_config_load_geometry: the tools link the static library */
 #include "engram.h"
 #include "engram_pack.h"
 #include "pack_progress.h"
@@ -40,13 +41,14 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: engram-pack --model-dir DIR --out PATH [OPTIONS]\n"
-		"       engram-pack --config FILE (--token-map FILE | --tokenizer FILE) --weights FILE... --out PATH\n"
+		"       engram-pack --config FILE [--token-map FILE | --tokenizer FILE] --weights FILE... --out PATH\n"
 		"                   [OPTIONS]\n"
 		"       engram-pack ... --synthetic SCALE instead of --weights\n"
 		"       engram-pack --metadata-only SET --out PATH\n"
 		"  --model-dir DIR          a Hugging Face checkpoint directory: its config.json, tokenizer.json, and\n"
 		"                           model.safetensors or model.safetensors.index.json\n"
-		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json\n"
+		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json (DeepSeek\n"
+		"                           Engram, or Qwen4-Exp: raw token ids, no token map)\n"
 		"  --token-map FILE         compressed-token map .npy\n"
 		"  --tokenizer FILE         tokenizer.json to build the token map from (instead of --token-map)\n"
 		"  --weights FILE...        .safetensors, model.safetensors.index.json, .npy or .gguf files (a split\n"
@@ -165,11 +167,25 @@ static char *dir_gguf(const char *dir, int *several)
 	return found;
 }
 
+/* Whether the config at path hashes through a token map (DeepSeek Engram), not raw ids (Qwen4-Exp): a config that
+ * cannot be read is the library's to report when it packs, naming the problem. */
+static int config_takes_map(const char *path)
+{
+	engram_config *c = NULL;
+	int takes = 1;
+
+	if (path && engram_config_load_geometry(&c, path) == 0) {
+		takes = engram_config_family(c) == ENGRAM_FAMILY_ENGRAM;
+		engram_config_free(c);
+	}
+	return takes;
+}
+
 /* The checkpoint directory's files, as Hugging Face lays them out, into *o (and paths[], which owns them):
  * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
  * prefers too) or model.safetensors.index.json; or, as llama.cpp lays them out, a GGUF (whose keys may state the
- * config and the map: config.json and tokenizer.json are then used when present). Returns 0, or prints which
- * file DIR lacks and returns -1. */
+ * config and the map: config.json and tokenizer.json are then used when present). A Qwen4-Exp config hashes raw
+ * ids: its tokenizer.json is not needed, nor read. Returns 0, or prints which file DIR lacks and returns -1. */
 static int model_dir_files(const char *dir, struct engram_pack_options *o, const char **weights, char *paths[3])
 {
 	static const char *const weight_names[] = { "model.safetensors", "model.safetensors.index.json" };
@@ -189,6 +205,9 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 	/* a file there that cannot be read is the library's to report, naming it */
 	for (int i = 0; i < 2; i++)
 		have[i] = !(stat(paths[i], &st) < 0 && errno == ENOENT);
+	int takes_map = !have[0] || config_takes_map(paths[0]);
+	if (!takes_map)
+		have[1] = 1; /* not needed */
 	if (!o->synthetic_scale) {
 		for (int i = 0; i < 2 && !o->n_weights; i++) {
 			char *w = join(dir, weight_names[i]);
@@ -224,7 +243,7 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 			return -1;
 		}
 	o->config_path = paths[0];
-	o->tokenizer_path = paths[1];
+	o->tokenizer_path = takes_map ? paths[1] : NULL;
 	return 0;
 nomem:
 	tool_error("out of memory");
@@ -398,9 +417,10 @@ int main(int argc, char **argv)
 	} else if (o.token_map_path && o.tokenizer_path) {
 		usage_error("--token-map and --tokenizer are two sources of one token map: give one");
 		goto out;
-	} else if ((!o.config_path || !(o.token_map_path || o.tokenizer_path)) && !any_gguf(weights, o.n_weights)) {
+	} else if ((!o.config_path || (!(o.token_map_path || o.tokenizer_path) && config_takes_map(o.config_path))) &&
+		   !any_gguf(weights, o.n_weights)) {
 		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF weights "
-			    "may state them)");
+			    "may state them; a Qwen4-Exp config needs no token map)");
 		goto out;
 	}
 	if (!o.out_path) {

@@ -25,12 +25,13 @@ static json_t *jdist(const struct replay_dist *d)
 
 static json_t *jstats(const struct engram_io_stats *s)
 {
-	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "ready_rate",
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "ready_rate",
 			 jreal(replay_ratio((double)s->ready, (double)s->rows)), "ram_rate",
 			 jreal(replay_ratio((double)s->ram, (double)s->rows)), "rows", jint(s->rows), "ready",
 			 jint(s->ready), "not_ready", jint(s->not_ready), "misses", jint(s->misses), "ram", jint(s->ram),
 			 "requested", jint(s->requested), "units", jint(s->units), "ios", jint(s->ios), "bytes_read",
-			 jint(s->bytes), "disk_bytes", jint(s->disk_bytes), "wait_ms", jreal((double)s->wait_ns / 1e6));
+			 jint(s->bytes), "disk_bytes", jint(s->disk_bytes), "straddled", jint(s->straddled), "wait_ms",
+			 jreal((double)s->wait_ns / 1e6));
 }
 
 /* What RAM held for the run: the tier, its budget, and the check of disk bytes against the kernel's. */

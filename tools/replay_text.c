@@ -258,6 +258,9 @@ static void print_one(FILE *f, const struct replay_info *in, const struct replay
 		(unsigned long long)r->all.units, (unsigned long long)r->all.ios, b,
 		num(d, sizeof(d), 2, replay_ratio((double)r->all.rows, (double)r->all.units)),
 		num(e, sizeof(e), 2, replay_ratio((double)r->all.bytes, (double)r->distinct_bytes)));
+	if (r->all.straddled) /* in-place rows across a page boundary: a unit of two pages each */
+		fprintf(f, "straddle  %llu of the units hold rows that straddle a page of the GGUF: two pages read each\n",
+			(unsigned long long)r->all.straddled);
 	mib(b, sizeof(b), (double)r->kernel_read_bytes);
 	if (r->resident_start >= 0)
 		snprintf(c, sizeof(c), "%.1f%%", 100 * r->resident_start);

@@ -440,6 +440,15 @@ static void print_text(const struct replay_info *info, uint64_t table_bytes, con
 			       hot_share, rate(s->hot_hits, s->lookups));
 		printf("\n");
 	}
+	for (size_t i = 0; i < n_mb * (size_t)__builtin_popcount(pol); i++) {
+		const struct engram_cachesim_result *s = &runs[i].r;
+		if (!s->straddled)
+			continue; /* what rows straddling a page of an in-place table cost, where some were read */
+		printf("%7llu MiB %-8s %llu reads, %llu of them of rows straddling a page (two pages each), %.1f MiB read; "
+		       "units of %llu B\n", (unsigned long long)runs[i].mem_mb, policy_name(runs[i].policy),
+		       (unsigned long long)s->reads, (unsigned long long)s->straddled, (double)s->read_bytes / (1 << 20),
+		       (unsigned long long)s->unit_bytes);
+	}
 }
 
 static json_t *jint(uint64_t v)
@@ -474,7 +483,11 @@ static char *to_json(const struct replay_info *info, uint64_t table_bytes, const
 		      json_object_set_new(r, "mem_mb", jint(runs[i].mem_mb)) ||
 		      json_object_set_new(r, "ram_rate", json_real(rate(m->ram, m->lookups))) ||
 		      json_object_set_new(r, "lookups", jint(m->lookups)) || json_object_set_new(r, "ram", jint(m->ram)) ||
-		      json_object_set_new(r, "pages", jint(m->pages));
+		      json_object_set_new(r, "pages", jint(m->pages)) ||
+		      json_object_set_new(r, "unit_bytes", jint(m->unit_bytes)) ||
+		      json_object_set_new(r, "reads", jint(m->reads)) ||
+		      json_object_set_new(r, "read_bytes", jint(m->read_bytes)) ||
+		      json_object_set_new(r, "straddled", jint(m->straddled));
 		if (!bad && (m->policy == ENGRAM_CACHESIM_ROW || m->policy == ENGRAM_CACHESIM_HOT_ROW))
 			bad = json_object_set_new(r, "staging_mb", jint(m->staging_bytes >> 20)) ||
 			      json_object_set_new(r, "row_slots", jint(m->row_slots)) ||

@@ -26,10 +26,16 @@ static double ratio(uint64_t raw, uint64_t stored)
 static void print_config(const engram_config *cfg, uint64_t row_scale)
 {
 	tool_print_geometry(cfg);
-	printf("vocab         %" PRIu64 " token ids, %" PRIu64 " compressed\n", engram_config_raw_vocab(cfg),
-	       engram_config_compressed_vocab(cfg));
-	printf("pad           %" PRId64 " (compressed %" PRId64 ")\n", engram_config_pad_id(cfg),
-	       engram_config_compressed_pad(cfg));
+	if (engram_config_family(cfg) == ENGRAM_FAMILY_QWEN_PLE) {
+		printf("vocab         %" PRIu64 " raw token ids (no token map)\n", engram_config_raw_vocab(cfg));
+		printf("eos           %" PRId64 " (the history starts with it, and a look-back past it reads it)\n",
+		       engram_config_pad_id(cfg));
+	} else {
+		printf("vocab         %" PRIu64 " token ids, %" PRIu64 " compressed\n", engram_config_raw_vocab(cfg),
+		       engram_config_compressed_vocab(cfg));
+		printf("pad           %" PRId64 " (compressed %" PRId64 ")\n", engram_config_pad_id(cfg),
+		       engram_config_compressed_pad(cfg));
+	}
 	if (row_scale == 1)
 		printf("row scale     1\n");
 	else
@@ -44,10 +50,14 @@ static void print_token_map_source(const struct engram_store_info *si)
 		printf("token map     not recorded (format 1.0)\n");
 		return;
 	}
-	printf("token map     %s '%s' sha256 ", si->token_map_source, si->token_map_name);
-	for (int i = 0; i < 32; i++)
-		printf("%02x", si->token_map_sha256[i]);
-	putchar('\n');
+	if (!strcmp(si->token_map_source, "none")) {
+		printf("token map     none: raw token ids\n");
+	} else {
+		printf("token map     %s '%s' sha256 ", si->token_map_source, si->token_map_name);
+		for (int i = 0; i < 32; i++)
+			printf("%02x", si->token_map_sha256[i]);
+		putchar('\n');
+	}
 	if (si->config_source && *si->config_source)
 		printf("hash config   %s '%s'\n", si->config_source, si->config_name);
 	if (si->gguf_checked && *si->gguf_checked)

@@ -22,15 +22,20 @@ static void usage(FILE *f)
 		   "  sizes, which do not depend on it, are printed all the same\n");
 }
 
-#define N_DTYPES 4
+#define N_DTYPES 6
 
-/* The dtypes a table may be stored in, and the zstd ratio (raw / stored) bench/RESULTS.md measured for each
- * ("Packing throughput and zstd ratio": synthetic Gaussian rows, level 3, 4-page blocks, BF16 byte-shuffled);
- * 0 where none was measured. */
+/* The dtypes a table may be stored in; the bytes a checkpoint's tensor of it takes per 32 elements (scales
+ * aside: what a safetensors or GGUF file holds; IQ4_NL, ggml's 18-byte blocks of 32, as published GGUFs of
+ * Qwen4-Exp store its table); and the zstd ratio (raw / stored) bench/RESULTS.md measured for each ("Packing
+ * throughput and zstd ratio": synthetic Gaussian rows, level 3, 4-page blocks, BF16 byte-shuffled), 0 where none
+ * was measured. F8_E4M3 has E8M0 scales per 32 columns (DeepSeek-V4.1), F8_E4M3_T one scale for the table
+ * (Qwen4-Exp's FP8 release). A dtype this libengram cannot pack has no RAW bytes (engram_table_layout refuses it). */
 static const struct {
 	const char *name;
+	unsigned tensor_per_32;
 	double zstd_ratio;
-} dtypes[N_DTYPES] = { { "F32", 0 }, { "BF16", 1.315 }, { "F16", 0 }, { "F8_E4M3", 1.260 } };
+} dtypes[N_DTYPES] = { { "F32", 128, 0 },	{ "BF16", 64, 1.315 },	  { "F16", 64, 0 },
+		       { "F8_E4M3", 32, 1.260 }, { "F8_E4M3_T", 32, 0 }, { "IQ4_NL", 18, 0 } };
 
 static const char zstd_basis[] = "bench/RESULTS.md: synthetic Gaussian rows, zstd level 3, 4-page blocks, BF16 "
 				  "byte-shuffled";
@@ -47,6 +52,8 @@ struct plan {
 		int ok;                                /* the head dim has a record in this dtype */
 		unsigned record, rows_per_page;
 		uint64_t raw_bytes;
+		uint64_t tensor_bytes;                 /* every table as a checkpoint tensor; 0: head dim not a
+							  whole number of its blocks */
 	} dt[N_DTYPES];
 };
 
@@ -67,6 +74,11 @@ static int size_tables(struct plan *p, const engram_config *cfg)
 	}
 	for (int d = 0; d < N_DTYPES; d++) {
 		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+		/* rows x bytes a row (at most 2^40 x 2^18); a block type needs whole blocks of 32. F32 comes first: its
+		 * raw bytes, checked below, bound every sum */
+		uint64_t row_bytes = (uint64_t)hd * dtypes[d].tensor_per_32 / 32;
+		for (unsigned l = 0; l < p->n_layers && (dtypes[d].tensor_per_32 % 32 == 0 || hd % 32 == 0); l++)
+			p->dt[d].tensor_bytes += engram_config_table_rows(cfg, l) * row_bytes;
 		p->dt[d].ok = 1;
 		for (unsigned l = 0; l < p->n_layers && p->dt[d].ok; l++) {
 			/* F8_E4M3 needs a head dim divisible by its 32-column scale blocks: no such table then */
@@ -150,9 +162,11 @@ static void print_text(const struct plan *p, const engram_config *cfg)
 	}
 	putchar('\n');
 
-	printf("\nDTYPE   RECORD ROWS/PAGE          RAW_BYTES        RAW ZSTD_RATIO~  ZSTD_EST~\n");
+	printf("\nDTYPE     RECORD ROWS/PAGE          RAW_BYTES        RAW     TENSOR ZSTD_RATIO~  ZSTD_EST~\n");
 	for (int d = 0; d < N_DTYPES; d++) {
-		char rpp[16] = "-", raw[24] = "-", ratio[16] = "-", est[24] = "-";
+		char rpp[16] = "-", raw[24] = "-", ratio[16] = "-", est[24] = "-", tensor[24] = "-";
+		if (p->dt[d].tensor_bytes)
+			tool_format_bytes(tensor, sizeof(tensor), p->dt[d].tensor_bytes);
 		if (p->dt[d].ok && p->dt[d].rows_per_page)
 			snprintf(rpp, sizeof(rpp), "%u", p->dt[d].rows_per_page);
 		if (p->dt[d].ok)
@@ -162,14 +176,16 @@ static void print_text(const struct plan *p, const engram_config *cfg)
 			tool_format_bytes(est, sizeof(est), zstd_estimate(d, p->dt[d].raw_bytes));
 		}
 		if (p->dt[d].ok)
-			printf("%-7s %6u %9s %18" PRIu64, dtypes[d].name, p->dt[d].record, rpp, p->dt[d].raw_bytes);
+			printf("%-9s %6u %9s %18" PRIu64, dtypes[d].name, p->dt[d].record, rpp, p->dt[d].raw_bytes);
 		else
-			printf("%-7s %6s %9s %18s", dtypes[d].name, "-", "-", "-");
-		printf(" %10s %11s %10s\n", raw, ratio, est);
+			printf("%-9s %6s %9s %18s", dtypes[d].name, "-", "-", "-");
+		printf(" %10s %10s %11s %10s\n", raw, tensor, ratio, est);
 	}
 	printf("\nRAW           table data as engram-pack --codec raw writes it: 4 KiB pages, no row across two. Each\n"
 	       "              shard also holds a header page, the config, the token map (4 bytes an id) and 8 bytes\n"
 	       "              of checksum per block of pages.\n"
+	       "TENSOR        the tables as a checkpoint holds them: rows x head dim in the dtype, no pages, no\n"
+	       "              scales (what the download or the GGUF takes; F8_E4M3_T: e4m3 bytes and one scale).\n"
 	       "page cache    to keep every table in memory: RAW for raw shards (engram_preload reads them in); for\n"
 	       "              zstd shards their stored bytes, plus each session's private cache.\n"
 	       "ZSTD~         an ESTIMATE, not computed from this config: zstd's ratio depends on the values.\n"
@@ -178,7 +194,9 @@ static void print_text(const struct plan *p, const engram_config *cfg)
 	for (int d = 0; d < N_DTYPES; d++)
 		if (!p->dt[d].ok)
 			printf("%-14sno table of head dim %u%s\n", dtypes[d].name, engram_config_head_dim(cfg),
-			       strcmp(dtypes[d].name, "F8_E4M3") ? "" : ": F8_E4M3 needs a multiple of 32");
+			       !strcmp(dtypes[d].name, "F8_E4M3") ? ": F8_E4M3 needs a multiple of 32"
+			       : p->dt[d].tensor_bytes ? ": not a dtype this libengram packs (TENSOR: the checkpoint's bytes)"
+						       : "");
 }
 
 static json_t *jint(uint64_t x)
@@ -218,23 +236,25 @@ static json_t *layer_json(const struct plan *p, const engram_config *cfg, unsign
 
 static json_t *dtype_json(const struct plan *p, int d)
 {
+	json_t *tensor = p->dt[d].tensor_bytes ? jint(p->dt[d].tensor_bytes) : json_null();
 	if (!p->dt[d].ok)
-		return json_pack("{s:s, s:n, s:n, s:n, s:n}", "dtype", dtypes[d].name, "record_bytes", "rows_per_page",
-				 "raw_bytes", "zstd_estimate");
+		return json_pack("{s:s, s:n, s:n, s:n, s:o, s:n}", "dtype", dtypes[d].name, "record_bytes", "rows_per_page",
+				 "raw_bytes", "tensor_bytes", tensor, "zstd_estimate");
 	json_t *est = dtypes[d].zstd_ratio > 0 ? json_pack("{s:f, s:o, s:s}", "ratio", dtypes[d].zstd_ratio, "bytes",
 							   jint(zstd_estimate(d, p->dt[d].raw_bytes)), "measured_in",
 							   zstd_basis)
 					       : json_null();
-	return json_pack("{s:s, s:i, s:i, s:o, s:o}", "dtype", dtypes[d].name, "record_bytes", (int)p->dt[d].record,
+	return json_pack("{s:s, s:i, s:i, s:o, s:o, s:o}", "dtype", dtypes[d].name, "record_bytes", (int)p->dt[d].record,
 			 "rows_per_page", (int)p->dt[d].rows_per_page, "raw_bytes", jint(p->dt[d].raw_bytes),
-			 "zstd_estimate", est);
+			 "tensor_bytes", tensor, "zstd_estimate", est);
 }
 
 /* The whole plan as one JSON document; NULL when out of memory. */
 static json_t *plan_json(const struct plan *p, const engram_config *cfg)
 {
-	json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:i, s:o, s:[], s:[]}", "config", p->config_path,
-				 "max_ngram", (int)engram_config_max_ngram(cfg), "heads",
+	json_t *root = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:[], s:[]}", "config", p->config_path, "family",
+				 engram_family_name(engram_config_family(cfg)), "max_ngram", (int)engram_config_max_ngram(cfg),
+				 "heads",
 				 (int)engram_config_num_heads(cfg), "head_dim", (int)engram_config_head_dim(cfg),
 				 "columns", (int)engram_config_columns(cfg), "token_map", map_json(p), "layers",
 				 "dtypes");

@@ -10,7 +10,9 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: engram-stat rows --config FILE --token-map FILE --tokens T [--mask M]\n"
+	fprintf(f, "usage: engram-stat rows --config FILE [--token-map FILE] --tokens T [--mask M]\n"
+		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp config\n"
+		   "  hashes raw token ids: none)\n"
 		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
 		   "  prints 'POSITION LAYER_ID ROW ROW ...' for each position and Engram layer\n");
 }
@@ -41,8 +43,8 @@ int stat_rows(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!config || !map || !tokens_arg || optind != argc) {
-		tool_error("rows needs --config, --token-map and --tokens%s",
+	if (!config || !tokens_arg || optind != argc) {
+		tool_error("rows needs --config and --tokens (and --token-map for a DeepSeek Engram config)%s",
 			   optind != argc ? " and no other arguments" : "");
 		usage(stderr);
 		return 2;

@@ -315,6 +315,7 @@ void tool_print_geometry(const engram_config *cfg)
 {
 	const unsigned L = engram_config_num_layers(cfg);
 
+	printf("family        %s\n", engram_family_name(engram_config_family(cfg)));
 	printf("layers        %u (ids", L);
 	for (unsigned i = 0; i < L; i++)
 		printf(" %d", engram_config_layer_id(cfg, i));

@@ -56,35 +56,45 @@ static int array_key(const struct ctx *c, const char *name, int64_t **v, uint64_
 	return eg_gguf_int_array(c->g, k, v, n, c->path);
 }
 
-/* Element idx (-1: a scalar) of a key against the value `whose` gives: ENGRAM_ECONFIG naming both when they
- * differ. */
-static int same(const struct ctx *c, const char *name, int64_t idx, int64_t stored, int64_t want, const char *whose)
+int eg_gguf_same(const char *path, const char *key, int64_t idx, int64_t stored, int64_t want, const char *whose)
 {
-	char k[160], at[32] = "";
+	char at[32] = "";
 
 	if (stored == want)
 		return 0;
 	if (idx >= 0)
 		snprintf(at, sizeof(at), "[%" PRId64 "]", idx);
-	return eg_fail(ENGRAM_ECONFIG, "'%s': %s%s is %" PRId64 ", but %s %" PRId64, c->path, key(c, name, k), at,
-		       stored, whose, want);
+	return eg_fail(ENGRAM_ECONFIG, "'%s': %s%s is %" PRId64 ", but %s %" PRId64, path, key, at, stored, whose, want);
 }
 
-/* An array key against want[0..n): its length, then the first element that differs. */
+int eg_gguf_same_array(const char *path, const char *key, const int64_t *stored, uint64_t n_stored,
+		       const int64_t *want, uint64_t n, const char *whose)
+{
+	if (n_stored != n)
+		return eg_fail(ENGRAM_ECONFIG, "'%s': %s has %" PRIu64 " elements, but %s %" PRIu64, path, key, n_stored,
+			       whose, n);
+	for (uint64_t i = 0; i < n; i++) {
+		int err = eg_gguf_same(path, key, (int64_t)i, stored[i], want[i], whose);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* Element idx (-1: a scalar) of a key against the value `whose` gives. */
+static int same(const struct ctx *c, const char *name, int64_t idx, int64_t stored, int64_t want, const char *whose)
+{
+	char k[160];
+
+	return eg_gguf_same(c->path, key(c, name, k), idx, stored, want, whose);
+}
+
 static int same_array(const struct ctx *c, const char *name, const int64_t *stored, uint64_t n_stored,
 		      const int64_t *want, uint64_t n, const char *whose)
 {
 	char k[160];
 
-	if (n_stored != n)
-		return eg_fail(ENGRAM_ECONFIG, "'%s': %s has %" PRIu64 " elements, but %s %" PRIu64, c->path,
-			       key(c, name, k), n_stored, whose, n);
-	for (uint64_t i = 0; i < n; i++) {
-		int err = same(c, name, (int64_t)i, stored[i], want[i], whose);
-		if (err < 0)
-			return err;
-	}
-	return 0;
+	return eg_gguf_same_array(c->path, key(c, name, k), stored, n_stored, want, n, whose);
 }
 
 static const char *const param_keys[] = { "head_count", "key_length", "max_ngram_size", "layer_ids", "vocab_size" };
@@ -304,6 +314,12 @@ int eg_gguf_config(engram_config **out, const char *gguf_path, const char *confi
 		return err;
 	}
 	c.g = &g;
+	if (eg_gguf_is_qwen(&g)) { /* Qwen4-Exp's PLE table: its own keys, raw token ids */
+		err = map ? eg_fail(ENGRAM_ECONFIG, "'%s' is a Qwen4-Exp GGUF, whose table takes raw token ids: give no "
+					"token map or tokenizer", gguf_path)
+			  : eg_gguf_qwen_config(out, &g, gguf_path, config_path, src);
+		goto out;
+	}
 	arch = eg_gguf_find(&g, "general.architecture");
 	if (arch && arch->type == EG_GGUF_STRING && arch->n < 64)
 		snprintf(c.prefix, sizeof(c.prefix), "%.*s.engram.", (int)arch->n, (const char *)arch->p);

@@ -13,6 +13,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "family.h"
 #include "layout.h"
 #include "pack.h"
 #include "sha256.h"
@@ -41,6 +42,7 @@ struct packer {
 	struct eg_disk_source source;
 	struct engram_pack_result res;
 	char *ext_files[EG_INPLACE_MAX_FILES]; /* --in-place: the GGUF files the index reads */
+	struct eg_disk_external ext[EG_INPLACE_MAX_FILES]; /* and their entries, stamped by the plan */
 	unsigned n_ext;
 };
 
@@ -187,8 +189,11 @@ static int write_piece(struct packer *pk, struct eg_outfile *f, const struct pie
 	size_t batch_pages, batch_rows, page = 0, slot = 0;
 	int err;
 
-	if (pc->external) /* the rows stay where the GGUF has them: only their checksums are written */
-		return eg_inplace_table(src, pc, pk->ppb, t, &po->sums, pk->batch, progress_cb, pk);
+	/* the rows stay where the GGUF has them: only their checksums are written, by default one per page, so that a
+	 * session checks each page of the GGUF it reads whole (engram(5), EXTERNAL section) */
+	if (pc->external)
+		return eg_inplace_table(src, pc, pk->o->block_pages ? pk->ppb : 1, t, &po->sums, pk->batch,
+					progress_cb, pk);
 
 	eg_layout_init(t, src->dtype, src->head_dim, pc->row_count, pk->ppb);
 	t->layer_index = pc->layer_index;
@@ -305,7 +310,7 @@ static int write_body(struct packer *pk, struct eg_outfile *f, const struct shar
 	}
 	/* Sections follow the data; FRAMES and BLOCKSUMS offsets are known once the earlier ones are placed. */
 	if ((err = add_section(f, &secs[0], EG_SEC_HASH, hash.p, hash.len, &off)) < 0 ||
-	    (err = add_section(f, &secs[1], EG_SEC_TOKMAP, pk->cfg->map, pk->cfg->raw_vocab * 4, &off)) < 0)
+	    (err = add_section(f, &secs[1], EG_SEC_TOKMAP, pk->cfg->map, eg_tokmap_section_size(pk->cfg), &off)) < 0)
 		goto out;
 	uint64_t tables_off = align_up(off, 8);
 	uint64_t tables_len = (uint64_t)sh->n_pieces * sizeof(*tables);
@@ -337,9 +342,8 @@ static int write_body(struct packer *pk, struct eg_outfile *f, const struct shar
 	}
 	so->n_secs = 6;
 	if (pk->n_ext) {
-		struct eg_disk_external x[EG_INPLACE_MAX_FILES];
-		if ((err = eg_inplace_externals(pk->o->out_path, pk->ext_files, pk->n_ext, x)) < 0 ||
-		    (err = add_section(f, &secs[6], EG_SEC_EXTERNAL, x, pk->n_ext * sizeof(*x), &off)) < 0)
+		if ((err = eg_inplace_externals(pk->o->out_path, pk->ext_files, pk->n_ext, pk->ext)) < 0 ||
+		    (err = add_section(f, &secs[6], EG_SEC_EXTERNAL, pk->ext, pk->n_ext * sizeof(pk->ext[0]), &off)) < 0)
 			goto out;
 		so->n_secs = 7;
 	}
@@ -366,7 +370,7 @@ static int write_head(struct packer *pk, struct eg_outfile *f, const struct shar
 	int err;
 
 	eg_header_encode(&hdr, pk->set_id, index, count, so->secs_off, so->secs, so->n_secs,
-			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL));
+			 sde ? strtoull(sde, NULL, 10) : (uint64_t)time(NULL), eg_header_flags(pk->cfg));
 	if ((err = eg_outfile_pwrite(f, so->secs, so->n_secs * sizeof(*so->secs), so->secs_off)) < 0 ||
 	    (err = eg_outfile_pwrite(f, &hdr, sizeof(hdr), 0)) < 0 || (err = eg_outfile_sync(f)) < 0)
 		return err;
@@ -460,7 +464,16 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 			return err;
 		return eg_gguf_config(&pk->cfg, gguf_weight(o), o->config_path, map, n, &pk->source);
 	}
-	if ((err = eg_params_from_json(&p, o->config_path)) < 0 || (err = load_map(pk, o, &map, &n)) < 0)
+	if ((err = eg_params_from_json(&p, o->config_path)) < 0)
+		return err;
+	int needs_map = eg_family_of(p.family)->token_map;
+	if (needs_map != !!(o->token_map_path || o->tokenizer_path))
+		return eg_fail(-EINVAL, needs_map ? "'%s': pack needs a token map or a tokenizer for this config"
+						  : "'%s': a %s config hashes raw token ids: give no token map or tokenizer",
+			       o->config_path, engram_family_name((int)p.family));
+	if (!needs_map)
+		pk->source.tokmap_kind = EG_TOKMAP_NONE;
+	else if ((err = load_map(pk, o, &map, &n)) < 0)
 		return err;
 	pk->source.params_kind = EG_PARAMS_JSON;
 	snprintf(pk->source.params_name, sizeof(pk->source.params_name), "%s",
@@ -472,7 +485,7 @@ static int setup(struct packer *pk, const struct engram_pack_options *o)
 			p.vocab_size[i] = p.vocab_size[i] / o->synthetic_scale > 2 ? p.vocab_size[i] / o->synthetic_scale : 2;
 		p.has_num_embeddings = 0;
 	}
-	snprintf(what, sizeof(what), "'%s' with '%s'", o->config_path,
+	snprintf(what, sizeof(what), needs_map ? "'%s' with '%s'" : "'%s'", o->config_path,
 		 o->tokenizer_path ? o->tokenizer_path : o->token_map_path);
 	return eg_config_build(&pk->cfg, &p, map, n, NULL, NULL, what);
 }
@@ -566,9 +579,9 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 {
 	if (o->token_map_path && o->tokenizer_path)
 		return eg_fail(-EINVAL, "pack takes a token map or a tokenizer, not both");
-	if (!o->out_path || (!gguf_weight(o) && (!o->config_path || !o->token_map_path == !o->tokenizer_path)))
+	if (!o->out_path || (!gguf_weight(o) && !o->config_path))
 		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them; "
-					"GGUF weights may state the config and the map)");
+					"GGUF weights may state the config and the map; a Qwen4-Exp config needs neither)");
 	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
 		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
 	if (!o->codec || !strcmp(o->codec, "raw"))
@@ -626,7 +639,7 @@ ENGRAM_API int engram_pack(const struct engram_pack_options *opts, struct engram
 	}
 	if ((err = eg_plan_shards(pk.cfg, rec, o, &shards, &n_shards)) < 0 || (err = alloc_buffers(&pk)) < 0 ||
 	    (err = check_outputs(&pk, o)) < 0 ||
-	    (o->in_place && (err = eg_inplace_plan(&shards[0], pk.src, pk.ext_files, &pk.n_ext)) < 0))
+	    (o->in_place && (err = eg_inplace_plan(&shards[0], pk.src, pk.ext_files, pk.ext, &pk.n_ext)) < 0))
 		goto out;
 	/* Shuffling byte planes helps 16- and 32-bit floats (their exponent bytes compress); not F8. */
 	pk.filter = EG_FILTER_NONE;

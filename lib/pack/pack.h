@@ -23,11 +23,23 @@ struct eg_source {
 	const char *wpath, *spath, *wname;
 	uint8_t *scratch;               /* scales of one read */
 	size_t scratch_cap;
+	/* a table in row parts (eg_source_qwen): part i holds rows [i x part_rows, ...); wfd is part cur_part's
+	 * (n_parts: none open yet) */
+	const struct eg_tensor **parts;
+	unsigned n_parts, cur_part;
+	uint64_t part_rows;
+	float tscale;                   /* F8_E4M3_T: the table's scale, written after each row's bytes */
 };
 
-/* Find the layer's tensors in the set and check them against the config. */
+/* Find the layer's tensors in the set and check them against the config (for a Qwen4-Exp config, eg_source_qwen's
+ * row parts). */
 int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
 			 unsigned layer_index, const char *weight_template, const char *scale_template);
+/* A Qwen4-Exp PLE table from its checkpoint's row parts (pack_qwen.c), its hash buffers checked against the
+ * config; and the read of rows across its parts. */
+int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
+		   unsigned layer_index, int templated);
+int eg_source_read_parts(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst);
 /* Random rows of the given dtype ("bf16", "f32", "f16", "e4m3"), reproducible from seed. */
 int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned layer_index, const char *dtype,
 			uint64_t seed);
@@ -42,10 +54,24 @@ void eg_source_close(struct eg_source *s);
  * derivation: ENGRAM_ECONFIG naming the key and the first differing value. src gets what came from where. */
 int eg_gguf_config(engram_config **out, const char *gguf_path, const char *config_path, int32_t *map, uint64_t n,
 		   struct eg_disk_source *src);
+/* A Qwen4-Exp GGUF (gguf_qwen.c): one whose general.architecture has {arch}.ple.* keys (or is "qwen4exp"), and the
+ * config of its table, EG_QWEN_GGUF_TENSOR: from those keys, or from config_path (a Qwen config.json) with the
+ * keys checked against it; the stored constants checked against the library's derivation (ENGRAM_ECONFIG naming
+ * the key), the table's rows those of the tensor (in this file or a later part of its split set). */
+#define EG_QWEN_GGUF_TENSOR "per_layer_token_embd.weight"
+/* A GGUF key's value (element idx; -1 for a scalar) or an array key's values against what `whose` gives:
+ * ENGRAM_ECONFIG naming the file, the key, the (first differing) element and both values. */
+int eg_gguf_same(const char *path, const char *key, int64_t idx, int64_t stored, int64_t want, const char *whose);
+int eg_gguf_same_array(const char *path, const char *key, const int64_t *stored, uint64_t n_stored,
+		       const int64_t *want, uint64_t n, const char *whose);
+struct eg_gguf;
+int eg_gguf_is_qwen(const struct eg_gguf *g);
+int eg_gguf_qwen_config(engram_config **out, const struct eg_gguf *g, const char *path, const char *config_path,
+			struct eg_disk_source *src);
+
 /* The compressed-token map of a GGUF's vocabulary (tokenizer.ggml.tokens, tokenizer.ggml.token_type; model gpt2:
  * byte-level, llama: SentencePiece), as engram_tokenmap_build() builds it from the same vocabulary's
  * tokenizer.json (gguf_vocab.c). */
-struct eg_gguf;
 int eg_gguf_vocab_map(const struct eg_gguf *g, const char *path, int32_t **map, uint64_t *n);
 
 /* How the table set is cut into files: each shard holds contiguous row ranges (pieces) of layer tables. */
@@ -70,14 +96,16 @@ void eg_plan_free(struct shard *s, unsigned n);
 
 /* --in-place (pack_inplace.c). The plan's one shard of whole tables becomes, per layer, an external piece (the
  * rows inside the GGUF's whole pages) and a packed piece of the rest; files[*n_files] gets the GGUF paths
- * (malloc'd). */
+ * (malloc'd), x[*n_files] their identity (eg_external_stamp) as the plan found them, before any data is read. */
 #define EG_INPLACE_MAX_FILES 64
-int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, unsigned *n_files);
+int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, struct eg_disk_external *x,
+		    unsigned *n_files);
 /* The table entry of an external piece, and its block checksums (*sums, malloc'd), reading the GGUF through buf
  * (pages_per_block pages); progress(arg, bytes) as they are read. */
 int eg_inplace_table(const struct eg_source *src, const struct piece *pc, uint32_t ppb, struct eg_disk_table *t,
 		     uint64_t **sums, uint8_t *buf, int (*progress)(void *arg, uint64_t bytes), void *arg);
-/* The EG_SEC_EXTERNAL entries of the n files for a shard written at out. */
+/* The EG_SEC_EXTERNAL entries x[0..n) of the n files for a shard written at out, completing the plan's: -EAGAIN
+ * naming the file and what differs when one changed since the plan stamped it. */
 int eg_inplace_externals(const char *out, char **files, unsigned n, struct eg_disk_external *x);
 
 /* An output file that appears whole or not at all (outfile.c): written unnamed in the directory of dest_path,

@@ -28,8 +28,9 @@ static uint64_t rows_in_whole_pages(const struct eg_source *src, uint64_t file_s
 	return n < src->rows ? n : src->rows;
 }
 
-/* Index of path in files[0..*n) (added when new). */
-static int file_index(char **files, unsigned *n, const char *path, unsigned *index)
+/* Index of path in files[0..*n) (added when new, its entry in x stamped with st, taken before its data is read). */
+static int file_index(char **files, struct eg_disk_external *x, unsigned *n, const char *path, const struct stat *st,
+		      unsigned *index)
 {
 	for (unsigned i = 0; i < *n; i++)
 		if (!strcmp(files[i], path)) {
@@ -40,11 +41,14 @@ static int file_index(char **files, unsigned *n, const char *path, unsigned *ind
 		return eg_fail(-E2BIG, "more than %d GGUF files to index", EG_INPLACE_MAX_FILES);
 	if (!(files[*n] = strdup(path)))
 		return eg_fail(-ENOMEM, "out of memory");
+	memset(&x[*n], 0, sizeof(x[*n]));
+	eg_external_stamp(&x[*n], st);
 	*index = (*n)++;
 	return 0;
 }
 
-int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, unsigned *n_files)
+int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files, struct eg_disk_external *x,
+		    unsigned *n_files)
 {
 	struct piece *v = calloc(sh->n_pieces * 2 + 1, sizeof(*v));
 	unsigned k = 0;
@@ -70,7 +74,7 @@ int eg_inplace_plan(struct shard *sh, const struct eg_source *src, char **files,
 			err = eg_fail(-EINVAL, "--in-place indexes whole tables (no --split)");
 			break;
 		}
-		if ((err = file_index(files, n_files, s->wpath, &fi)) < 0)
+		if ((err = file_index(files, x, n_files, s->wpath, &st, &fi)) < 0)
 			break;
 		if (ext)
 			v[k++] = (struct piece){ pc->layer_index, 0, ext, 1, fi };
@@ -152,11 +156,22 @@ int eg_inplace_externals(const char *out, char **files, unsigned n, struct eg_di
 {
 	for (unsigned i = 0; i < n; i++) {
 		struct eg_gguf g;
+		struct stat st;
+		char what[200];
 		uint8_t *head;
 		int fd = eg_open_regular(files[i], "GGUF"), err;
 		if (fd < 0)
 			return fd;
-		memset(&x[i], 0, sizeof(x[i]));
+		/* the file whose pages were checksummed, unchanged since: the index records what it read */
+		if (fstat(fd, &st) < 0) {
+			err = -errno;
+			close(fd);
+			return eg_fail(err, "cannot stat '%s': %s", files[i], strerror(-err));
+		}
+		if (eg_external_differs(&x[i], &st, what, sizeof(what))) {
+			close(fd);
+			return eg_fail(-EAGAIN, "'%s' changed while it was being indexed: %s", files[i], what);
+		}
 		if ((err = eg_gguf_read(&g, fd, files[i])) < 0) {
 			close(fd);
 			return err;

@@ -60,8 +60,8 @@ static int image(const struct eg_shard *sh, uint8_t **out, uint64_t *len)
 		eg_section_encode(&secs[k], sh->secs.table[k].type, moved[k], m + moved[k], sh->secs.table[k].length);
 	memcpy(m + off, secs, (size_t)n * sizeof(*secs));
 	struct eg_disk_header hdr;
-	eg_header_encode(&hdr, h->set_id, h->shard_index, h->shard_count, off, secs, n, h->created_unix);
-	hdr.flags = h->flags | EG_HDR_NO_DATA;
+	eg_header_encode(&hdr, h->set_id, h->shard_index, h->shard_count, off, secs, n, h->created_unix,
+			 h->flags | EG_HDR_NO_DATA);
 	eg_header_seal(&hdr, secs, size);
 	memcpy(m, &hdr, sizeof(hdr));
 	*out = m;

@@ -56,6 +56,16 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 	uint64_t rows = engram_config_table_rows(cfg, li);
 	unsigned dim = engram_config_head_dim(cfg);
 
+	/* the checkpoint's layout is the family's: Qwen4-Exp's table is in row parts with its hash buffers, or whole
+	 * in a llama.cpp GGUF under a name of its own (its keys checked against the derivation: gguf_qwen.c) */
+	if (cfg->family == ENGRAM_FAMILY_QWEN_PLE) {
+		if ((err = find(set, EG_QWEN_GGUF_TENSOR, &w)) < 0)
+			return err;
+		if (!w)
+			return eg_source_qwen(s, set, cfg, li, wtmpl || stmpl);
+		w = NULL;
+		wtmpl = wtmpl ? wtmpl : EG_QWEN_GGUF_TENSOR;
+	}
 	memset(s, 0, sizeof(*s));
 	s->wfd = s->sfd = -1;
 	if (wtmpl) {
@@ -93,7 +103,7 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 	if (!s->dtype)
 		return eg_fail(ENGRAM_EDTYPE, "'%s': tensor '%s' has dtype %s; Engram tables must be F32, BF16, F16, "
 					      "F8_E4M3 (with F8_E8M0 scales) or one of ggml's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
-					      "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K", w->path, w->name, w->dtype);
+					      "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL", w->path, w->name, w->dtype);
 	if (w->ndim != 2 || w->shape[0] != rows || w->shape[1] != dim) {
 		char shape[128] = "";
 		size_t k = 0;
@@ -195,6 +205,8 @@ int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
 		eg_synth_rows(&s->synth, row, n, dst);
 		return 0;
 	}
+	if (s->parts)
+		return eg_source_read_parts(s, row, n, dst);
 	if (s->sfd < 0)
 		return eg_pread_full(s->wfd, dst, n * s->payload, n * s->payload, s->woff + row * s->payload, s->wpath);
 	/* F8_E4M3: weights straight into place, scales after them, then spread each row's scales out. */
@@ -218,6 +230,8 @@ void eg_source_close(struct eg_source *s)
 	if (s->sfd >= 0)
 		close(s->sfd);
 	free(s->scratch);
+	free(s->parts);
+	s->parts = NULL;
 	s->wfd = s->sfd = -1;
 	s->scratch = NULL;
 	s->scratch_cap = 0;

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 import numpy as np
 
 from . import _lib
-from ._errors import error
 from ._handle import Handle
 from ._lib import lib
 
@@ -52,10 +51,8 @@ class CacheSim(Handle):
             o.n_hot = len(pairs)
         ptr = ctypes.c_void_p()
         with store._use() as sp:
-            rc = lib.engram_cachesim_create(ctypes.byref(ptr), sp, POLICIES[policy],
-                                            _bytes(budget_bytes, "budget_bytes"), ctypes.byref(o))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_cachesim_create(ctypes.byref(ptr), sp, POLICIES[policy],
+                                       _bytes(budget_bytes, "budget_bytes"), ctypes.byref(o))
             self._store = store  # the store must outlive the simulation
             store._adopt(self)
         self._open(ptr.value, lib.engram_cachesim_destroy, f"cache simulation '{policy}'")
@@ -63,9 +60,7 @@ class CacheSim(Handle):
     def begin(self, warmup: bool = False) -> None:
         """Start a step; warmup=True: its gathers fill the caches but are not counted."""
         with self._use() as ptr:
-            rc = lib.engram_cachesim_begin(ptr, 1 if warmup else 0)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_cachesim_begin(ptr, 1 if warmup else 0)
 
     def _rows(self, rows: Any, shape_what: int) -> np.ndarray:
         a = np.ascontiguousarray(rows, dtype=np.uint64)
@@ -80,18 +75,14 @@ class CacheSim(Handle):
             raise ValueError(f"rows has {a.shape[0]} layers, the store {len(self._cfg.layer_ids)}")
         with self._use() as ptr:
             for li in range(a.shape[0]):
-                rc = lib.engram_cachesim_push(ptr, li, a[li].ctypes.data, a[li].size)
-                if rc < 0:
-                    raise error(rc)
+                lib.engram_cachesim_push(ptr, li, a[li].ctypes.data, a[li].size)
 
     def gather(self, layer_id: int, rows: Any) -> None:
         """One layer's gather of the step: its rows of every push, in push order ([positions, columns])."""
         li = self._cfg.layer_index(layer_id)
         a = self._rows(rows, 2)
         with self._use() as ptr:
-            rc = lib.engram_cachesim_gather(ptr, li, a.ctypes.data, a.size)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_cachesim_gather(ptr, li, a.ctypes.data, a.size)
 
     def result(self) -> Dict[str, Any]:
         """Every field of struct engram_cachesim_result as a dict (policy by name), and ram_rate (ram / lookups).
@@ -99,9 +90,7 @@ class CacheSim(Handle):
         stall) only a real session measures (Session.stats(), engram-stat replay)."""
         r = _lib.new(_lib.CacheSimResult)
         with self._use() as ptr:
-            rc = lib.engram_cachesim_result(ptr, ctypes.byref(r))
-        if rc < 0:
-            raise error(rc)
+            lib.engram_cachesim_result(ptr, ctypes.byref(r))
         d = {k: getattr(r, k) for k, _ in _lib.CacheSimResult._fields_ if k != "size"}
         d["policy"] = lib.engram_cachesim_policy_name(d["policy"]).decode()
         d["ram_rate"] = d["ram"] / d["lookups"] if d["lookups"] else 0.0

@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple, Union
 import numpy as np
 
 from . import _arrays, _lib
-from ._errors import error, path_error
+from ._errors import about
 from ._handle import NoCopy
 from ._lib import lib
 
@@ -45,24 +45,27 @@ class Config(NoCopy):
 
     Config(config_json, token_map=None, tokenizer=None) loads the JSON (the Engram demo's EngramConfig fields, or
     a Hugging Face config.json) with the compressed-token map from a .npy file (token_map) or built from a
-    Hugging Face tokenizer.json (tokenizer; this loads libengram-pack). Store.config is the config stored in a
-    shard."""
+    Hugging Face tokenizer.json (tokenizer; this loads libengram-pack). A Qwen4-Exp config.json (Qwen3.8-Flash-
+    Next, model_type qwen4_exp: family "qwen4-exp-ple") hashes raw token ids: it takes neither. Store.config is
+    the config stored in a shard."""
 
     _HOW = "load it again in each process (engram.Config(path, ...)), or take store.config of a Store opened there"
 
     def __init__(self, config_json: PathLike, *, token_map: Optional[PathLike] = None,
                  tokenizer: Optional[PathLike] = None) -> None:
-        if (token_map is None) == (tokenizer is None):
-            raise ValueError("Config needs one of token_map (a .npy file) and tokenizer (a tokenizer.json)")
+        if token_map is not None and tokenizer is not None:
+            raise ValueError("Config takes one of token_map (a .npy file) and tokenizer (a tokenizer.json), not both")
         ptr = ctypes.c_void_p()
         cfg = fspath(config_json, "config_json")
-        if tokenizer is not None:
-            from ._lib import pack
-            rc = pack().engram_config_load_tokenizer(ctypes.byref(ptr), cfg, fspath(tokenizer, "tokenizer"))
-        else:
-            rc = lib.engram_config_load(ctypes.byref(ptr), cfg, fspath(token_map, "token_map"))
-        if rc < 0:
-            raise path_error(rc, _culprit(config_json, token_map if tokenizer is None else tokenizer))
+        others = [p for p in (token_map, tokenizer) if p is not None]
+        with about(_culprit(config_json, *others)):
+            if tokenizer is not None:
+                from ._lib import pack
+                pack().engram_config_load_tokenizer(ctypes.byref(ptr), cfg, fspath(tokenizer, "tokenizer"))
+            else:
+                # no map: a Qwen4-Exp config (raw ids); a DeepSeek one is refused by the library (InvalidArgument)
+                lib.engram_config_load(ctypes.byref(ptr), cfg,
+                                       None if token_map is None else fspath(token_map, "token_map"))
         self._init(ptr.value, None, f"'{os.fsdecode(config_json)}'")
         self._finalizer = weakref.finalize(self, lib.engram_config_free, ptr.value)
         self._finalizer.atexit = False
@@ -95,6 +98,15 @@ class Config(NoCopy):
         self._compressed_vocab = lib.engram_config_compressed_vocab(ptr)
         self._pad_id = lib.engram_config_pad_id(ptr)
         self._compressed_pad = lib.engram_config_compressed_pad(ptr)
+        self._family = lib.engram_family_name(lib.engram_config_family(ptr)).decode()
+
+    @property
+    def family(self) -> str:
+        """The hash family: "deepseek-engram" (DeepSeek Engram: a compressed-token map, dead-token masks) or
+        "qwen4-exp-ple" (Qwen4-Exp's PLE n-gram table: raw ids in [0, raw_vocab), pad_id its n-gram EOS, which
+        begins every history and cuts it; layer_ids its ple_layer_ids, numbered from 1; table_rows padded to
+        make_ngram_vocab_size_divisible_by)."""
+        return self._family
 
     @property
     def layer_ids(self) -> Tuple[int, ...]:
@@ -124,7 +136,8 @@ class Config(NoCopy):
     @property
     def table_rows(self) -> Tuple[int, ...]:
         """Rows of each layer's table, in layer_ids order: engram_num_embeddings when the config states it (a
-        store's config: what its tables hold), else the sum of its primes."""
+        store's config: what its tables hold), else the sum of its primes (family "qwen4-exp-ple": rounded up to
+        make_ngram_vocab_size_divisible_by)."""
         return self._table_rows
 
     @property
@@ -135,7 +148,7 @@ class Config(NoCopy):
 
     @property
     def raw_vocab(self) -> int:
-        """Entries of the token map (raw token ids)."""
+        """Entries of the token map (raw token ids); a family without one: its vocabulary size."""
         return self._raw_vocab
 
     @property
@@ -145,6 +158,7 @@ class Config(NoCopy):
 
     @property
     def pad_id(self) -> int:
+        """The raw pad id (family "qwen4-exp-ple": its n-gram EOS)."""
         return self._pad_id
 
     @property
@@ -187,18 +201,14 @@ class Config(NoCopy):
         out = np.empty((len(self._layer_ids), n, self._columns), dtype=np.uint64)
         h = ctypes.c_void_p()
         with self._use() as ptr:
-            rc = lib.engram_hasher_create(ctypes.byref(h), ptr, 1)
-            if rc < 0:
-                raise error(rc)
+            lib.engram_hasher_create(ctypes.byref(h), ptr, 1)
             try:
-                rc = lib.engram_hasher_push(h, 0, t.ctypes.data, None if m is None else m.ctypes.data, n,
-                                            out.ctypes.data)
-                if rc < 0:
-                    raise error(rc)
+                lib.engram_hasher_push(h, 0, t.ctypes.data, None if m is None else m.ctypes.data, n,
+                                       out.ctypes.data)
             finally:
                 lib.engram_hasher_destroy(h)
         return out
 
     def __repr__(self) -> str:
-        return (f"<engram.Config {self._what}: layers {list(self._layer_ids)}, orders 2..{self._max_ngram}, "
-                f"{self._heads} heads, head dim {self._head_dim}>")
+        return (f"<engram.Config {self._what}: {self._family}, layers {list(self._layer_ids)}, orders "
+                f"2..{self._max_ngram}, {self._heads} heads, head dim {self._head_dim}>")

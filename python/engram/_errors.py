@@ -1,9 +1,10 @@
 """engram.Error: a failed library call, with its errno and the library's message naming the file; its subclasses
 by errno (FileNotFound, IsADirectory, PermissionDenied: also the builtin OSError subclasses of that errno)."""
+import contextlib
 import errno as _errno
 import os
 import stat
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from ._lib import lib
 
@@ -82,3 +83,13 @@ def path_error(rc: int, path: Any) -> Error:
         except (OSError, ValueError, TypeError):
             pass
     return error(rc, path)
+
+
+@contextlib.contextmanager
+def about(name: Any, is_path: bool = True) -> Iterator[None]:
+    """A library call that failed inside the block (its errcheck raised engram.Error) raised again naming the file
+    name (path_error), or, is_path False, the object name (a row cache's segment) as its filename."""
+    try:
+        yield
+    except Error as e:
+        raise (path_error(-e.errno, name) if is_path else error(-e.errno, name)) from None

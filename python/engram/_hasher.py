@@ -7,7 +7,6 @@ import numpy as np
 
 from . import _arrays, _lib
 from ._config import Config
-from ._errors import error
 from ._handle import Handle
 from ._lib import lib
 
@@ -32,9 +31,7 @@ class Hasher(Handle):
         self._max_seqs = n
         ptr = ctypes.c_void_p()
         with config._use() as cp:
-            rc = lib.engram_hasher_create(ctypes.byref(ptr), cp, n)
-            if rc < 0:
-                raise error(rc)
+            lib.engram_hasher_create(ctypes.byref(ptr), cp, n)
             if config._store is not None:
                 config._store._adopt(self)  # the store's config must outlive the hasher
         self._open(ptr.value, lib.engram_hasher_destroy, f"hasher of {n} slots on {config._what}")
@@ -57,10 +54,8 @@ class Hasher(Handle):
         m = _arrays.mask(mask, t.shape[0])
         out = self._rows(t.shape[0])
         with self._use() as ptr:
-            rc = lib.engram_hasher_push(ptr, s, t.ctypes.data, None if m is None else m.ctypes.data, t.shape[0],
-                                        out.ctypes.data)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_hasher_push(ptr, s, t.ctypes.data, None if m is None else m.ctypes.data, t.shape[0],
+                                   out.ctypes.data)
         return out
 
     def push_batch(self, seqs: Any, tokens: Any, mask: Optional[Any] = None) -> np.ndarray:
@@ -72,19 +67,15 @@ class Hasher(Handle):
         m = _arrays.mask(mask, sl.shape[0])
         out = self._rows(sl.shape[0])
         with self._use() as ptr:
-            rc = lib.engram_hasher_push_batch(ptr, sl.ctypes.data, t.ctypes.data,
-                                              None if m is None else m.ctypes.data, sl.shape[0], out.ctypes.data)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_hasher_push_batch(ptr, sl.ctypes.data, t.ctypes.data,
+                                         None if m is None else m.ctypes.data, sl.shape[0], out.ctypes.data)
         return out
 
     def reset(self, seq: int) -> None:
         """Forget slot seq's history: its next token starts a sequence."""
         s = _arrays.slot(seq)
         with self._use() as ptr:
-            rc = lib.engram_hasher_reset(ptr, s)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_hasher_reset(ptr, s)
 
     def rewind(self, seq: int, n: int) -> None:
         """Forget the last n positions pushed into slot seq (Session.rewind)."""
@@ -93,9 +84,7 @@ class Hasher(Handle):
         if k < 0:
             raise ValueError(f"n {k} is negative")
         with self._use() as ptr:
-            rc = lib.engram_hasher_rewind(ptr, s, k)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_hasher_rewind(ptr, s, k)
 
     def seed(self, seq: int, tokens: Any, mask: Optional[Any] = None, *, start: bool = False) -> None:
         """Give slot seq its history back (Session.seed)."""
@@ -103,11 +92,9 @@ class Hasher(Handle):
         t = _arrays.tokens(tokens)
         m = _arrays.mask(mask, t.shape[0])
         with self._use() as ptr:
-            rc = lib.engram_hasher_seed(ptr, s, t.ctypes.data if t.size else None,
-                                        None if m is None or not m.size else m.ctypes.data, t.shape[0],
-                                        _lib.SEED_START if start else 0)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_hasher_seed(ptr, s, t.ctypes.data if t.size else None,
+                                   None if m is None or not m.size else m.ctypes.data, t.shape[0],
+                                   _lib.SEED_START if start else 0)
 
     def export_state(self, seq: int) -> bytes:
         """Slot seq's state as bytes (Session.export_state; the same string, for any slot of either)."""
@@ -115,8 +102,6 @@ class Hasher(Handle):
         buf = ctypes.create_string_buffer(_lib.SEQ_STATE_MAX)
         with self._use() as ptr:
             rc = lib.engram_hasher_export(ptr, s, buf, _lib.SEQ_STATE_MAX)
-        if rc < 0:
-            raise error(rc)
         return buf.raw[:rc]
 
     def import_state(self, seq: int, state: bytes) -> None:
@@ -126,9 +111,7 @@ class Hasher(Handle):
             raise TypeError(f"state must be bytes from export_state(), not {type(state).__name__}")
         b = bytes(state)
         with self._use() as ptr:
-            rc = lib.engram_hasher_import(ptr, s, b, len(b))
-        if rc < 0:
-            raise error(rc)
+            lib.engram_hasher_import(ptr, s, b, len(b))
 
     def __repr__(self) -> str:
         return f"<engram.Hasher {self._what}{' (closed)' if self.closed else ''}>"

@@ -115,6 +115,7 @@ class IoStats(ctypes.Structure):
         ("ram", c_uint64),
         ("disk_bytes", c_uint64),
         ("thread_cpu_ns", c_uint64),
+        ("straddled", c_uint64),
     ]
 
 
@@ -169,6 +170,10 @@ class CacheSimResult(ctypes.Structure):
         ("ways", c_uint),
         ("slot_bytes", c_uint),
         ("hot_rows", c_uint64),
+        ("reads", c_uint64),
+        ("read_bytes", c_uint64),
+        ("straddled", c_uint64),
+        ("unit_bytes", c_uint64),
     ]
 
 
@@ -218,6 +223,8 @@ _FUNCS = {
     "engram_config_compressed_vocab": (c_uint64, [_p]),
     "engram_config_pad_id": (c_int64, [_p]),
     "engram_config_compressed_pad": (c_int64, [_p]),
+    "engram_config_family": (c_int, [_p]),
+    "engram_family_name": (c_char_p, [c_int]),
     "engram_hasher_create": (c_int, [_pp, _p, c_uint]),
     "engram_hasher_destroy": (None, [_p]),
     "engram_hasher_push": (c_int, [_p, c_uint, _p, _p, c_size_t, _p]),
@@ -279,11 +286,23 @@ _PACK_FUNCS = {
 }
 
 
+def _raise_negative(result, func, args):
+    """errcheck of every function returning an int: a negative result is raised as engram.Error (or the subclass
+    for its errno) with the calling thread's message, so that no caller can drop a failure. A caller that names
+    a file catches it and raises path_error() (the message is still the thread's)."""
+    if result < 0:
+        from ._errors import error
+        raise error(result)
+    return result
+
+
 def _declare(dll, funcs):
     for name, (restype, argtypes) in funcs.items():
         f = getattr(dll, name)
         f.restype = restype
         f.argtypes = argtypes
+        if restype is c_int:
+            f.errcheck = _raise_negative
 
 
 def _locate():

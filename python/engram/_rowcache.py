@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from . import _lib
 from ._config import PathLike, fspath
-from ._errors import error
+from ._errors import about
 from ._handle import Handle
 from ._lib import lib
 
@@ -70,9 +70,7 @@ class RowCache(Handle):
         ptr = ctypes.c_void_p()
         bname = None if name is None else fspath(name, "name")
         with store._use() as sp:
-            rc = lib.engram_rowcache_open_options(ctypes.byref(ptr), sp, bname, ctypes.byref(opts))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_rowcache_open_options(ctypes.byref(ptr), sp, bname, ctypes.byref(opts))
             self._set_id = store._set_id
         self._name = None if name is None else os.fsdecode(name)
         self._open(ptr.value, lib.engram_rowcache_close,
@@ -89,9 +87,7 @@ class RowCache(Handle):
         process since it was created."""
         ri = _lib.new(_lib.RowCacheInfo)
         with self._use() as ptr:
-            rc = lib.engram_rowcache_info(ptr, ctypes.byref(ri))
-        if rc < 0:
-            raise error(rc)
+            lib.engram_rowcache_info(ptr, ctypes.byref(ri))
         d = {k: getattr(ri, k) for k, _ in _lib.RowCacheInfo._fields_ if k != "size"}
         d["name"] = (d["name"] or b"").decode(errors="surrogateescape")
         return d
@@ -99,9 +95,8 @@ class RowCache(Handle):
     @staticmethod
     def remove(name: PathLike) -> None:
         """Remove a shared row cache's name; processes that have it mapped keep it until they close it."""
-        rc = lib.engram_rowcache_remove(fspath(name, "name"))
-        if rc < 0:
-            raise error(rc, name)
+        with about(name, is_path=False):
+            lib.engram_rowcache_remove(fspath(name, "name"))
 
     def __repr__(self) -> str:
         return f"<engram.RowCache {self._what}{' (closed)' if self.closed else ''}>"

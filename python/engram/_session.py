@@ -124,9 +124,7 @@ class Session(NoCopy):
             # per (layer index, output type): bytes of a row
             self._row_bytes = {(li, kind): lib.engram_out_row_bytes(sp, li, kind)
                                for li in range(len(cfg.layer_ids)) for kind in _out.NAMES.values()}
-            rc = lib.engram_session_create(ctypes.byref(ptr), sp, ctypes.byref(o))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_create(ctypes.byref(ptr), sp, ctypes.byref(o))
             self._ptr = ptr.value
             self._finalizer = weakref.finalize(self, lib.engram_session_destroy, ptr.value)
             self._finalizer.atexit = False
@@ -169,7 +167,8 @@ class Session(NoCopy):
         return not self._ptr
 
     def begin(self) -> None:
-        """Start a step: the previous step's positions are dropped."""
+        """Start a step: the previous step's positions are dropped. engram.Error (errno engram.EFORKED) in a child
+        process forked after the session was made, as every call of the session there."""
         ptr = self._enter()
         try:
             _begin(ptr)
@@ -203,9 +202,7 @@ class Session(NoCopy):
         ma, _mk = (None, None) if m is None else _arrays.address(m)
         ptr = self._enter()
         try:
-            rc = call(ptr, s, ta, ma, t.shape[0], *extra)
-            if rc < 0:
-                raise error(rc)
+            call(ptr, s, ta, ma, t.shape[0], *extra)
         finally:
             self._busy.release()
 
@@ -222,9 +219,7 @@ class Session(NoCopy):
         ma, _mk = (None, None) if m is None else _arrays.address(m)
         ptr = self._enter()
         try:
-            rc = call(ptr, sa, ta, ma, n)
-            if rc < 0:
-                raise error(rc)
+            call(ptr, sa, ta, ma, n)
         finally:
             self._busy.release()
 
@@ -249,9 +244,7 @@ class Session(NoCopy):
         s = _arrays.slot(seq)
         ptr = self._enter()
         try:
-            rc = lib.engram_session_reset(ptr, s)
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_reset(ptr, s)
         finally:
             self._busy.release()
 
@@ -267,9 +260,7 @@ class Session(NoCopy):
             raise ValueError(f"n {k} is negative")
         ptr = self._enter()
         try:
-            rc = lib.engram_session_rewind(ptr, s, k)
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_rewind(ptr, s, k)
         finally:
             self._busy.release()
 
@@ -289,8 +280,6 @@ class Session(NoCopy):
         ptr = self._enter()
         try:
             rc = lib.engram_session_export(ptr, s, buf, _lib.SEQ_STATE_MAX)
-            if rc < 0:
-                raise error(rc)
         finally:
             self._busy.release()
         return buf.raw[:rc]
@@ -305,9 +294,7 @@ class Session(NoCopy):
         b = bytes(state)
         ptr = self._enter()
         try:
-            rc = lib.engram_session_import(ptr, s, b, len(b))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_import(ptr, s, b, len(b))
         finally:
             self._busy.release()
 
@@ -378,9 +365,7 @@ class Session(NoCopy):
             n = nbytes // (cols * self._row_bytes[li, kind])
             res, addr, _keep = _out.prepare(kind, self._shapes(li, kind, (n,), cols), nbytes, out, as_tensor,
                                             (_GATHER_WHAT, _out.label(kind), layer, n))
-            rc = _gather(ptr, li, kind, addr, nbytes)
-            if rc < 0:
-                raise error(rc)
+            _gather(ptr, li, kind, addr, nbytes)
             return res
         finally:
             self._busy.release()
@@ -391,9 +376,7 @@ class Session(NoCopy):
         r = _arrays.rows(rows)
         ptr = self._enter()
         try:
-            rc = lib.engram_session_prefetch_rows(ptr, li, r.ctypes.data, r.size)
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_prefetch_rows(ptr, li, r.ctypes.data, r.size)
         finally:
             self._busy.release()
 
@@ -410,9 +393,7 @@ class Session(NoCopy):
                                     (_ROWS_WHAT, _out.label(kind), r.size, layer))
         ptr = self._enter()
         try:
-            rc = lib.engram_session_gather_rows(ptr, li, r.ctypes.data, r.size, kind, addr, r.size * self._row_bytes[li, kind])
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_gather_rows(ptr, li, r.ctypes.data, r.size, kind, addr, r.size * self._row_bytes[li, kind])
         finally:
             self._busy.release()
         return res
@@ -424,9 +405,7 @@ class Session(NoCopy):
         st = _lib.new(_lib.IoStats)
         ptr = self._enter()
         try:
-            rc = lib.engram_session_stats(ptr, li, _lib.STATS_STEP if step else 0, ctypes.byref(st))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_stats(ptr, li, _lib.STATS_STEP if step else 0, ctypes.byref(st))
         finally:
             self._busy.release()
         return IoStats._of(st)
@@ -439,9 +418,7 @@ class Session(NoCopy):
         st = _lib.new(_lib.RemoteStats)
         ptr = self._enter()
         try:
-            rc = lib.engram_session_remote_stats(ptr, ctypes.byref(st))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_session_remote_stats(ptr, ctypes.byref(st))
         finally:
             self._busy.release()
         return {k: getattr(st, k) for k, _ in _lib.RemoteStats._fields_ if k != "size"}

@@ -20,6 +20,7 @@ class IoStats(NamedTuple):
     ram: int
     disk_bytes: int
     thread_cpu_ns: int
+    straddled: int
 
     def __getitem__(self, key: Any) -> Any:  # st["rows"] as well as st[0]
         if isinstance(key, str):
@@ -56,6 +57,8 @@ _DOCS = {
     "thread_cpu_ns": "CPU nanoseconds the session's own threads (its I/O thread, and the pread pool's workers "
                      "where io_uring is refused) have used: in the session's totals of all layers only (stats() "
                      "with no layer and step=False), 0 elsewhere",
+    "straddled": "of units, those of rows that straddle a 4 KiB page of a table indexed in place (a GGUF's own "
+                 "rows): each one read of the row's two pages, counted so in bytes and disk_bytes",
 }
 for _name, _doc in _DOCS.items():
     getattr(IoStats, _name).__doc__ = _doc

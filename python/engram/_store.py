@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _arrays, _lib, _out
 from ._config import Config, PathLike, fspath
-from ._errors import error, path_error
+from ._errors import Error, about
 from ._handle import Handle
 from ._lib import lib
 
@@ -27,9 +27,8 @@ class Store(Handle):
 
     def __init__(self, path: PathLike) -> None:
         ptr = ctypes.c_void_p()
-        rc = lib.engram_open(ctypes.byref(ptr), fspath(path, "path"), 0)
-        if rc < 0:
-            raise path_error(rc, path)
+        with about(path):
+            lib.engram_open(ctypes.byref(ptr), fspath(path, "path"), 0)
         self._path = os.fsdecode(path)
         self._open(ptr.value, lib.engram_close, f"store '{self._path}'")
         self._config = None
@@ -64,15 +63,11 @@ class Store(Handle):
         cfg = self.config
         with self._use() as ptr:
             si = _lib.new(_lib.StoreInfo)
-            rc = lib.engram_store_info(ptr, ctypes.byref(si))
-            if rc < 0:
-                raise error(rc)
+            lib.engram_store_info(ptr, ctypes.byref(si))
             tables = []
             for i in range(lib.engram_store_num_tables(ptr)):
                 ti = _lib.new(_lib.TableInfo)
-                rc = lib.engram_store_table_info(ptr, i, ctypes.byref(ti))
-                if rc < 0:
-                    raise error(rc)
+                lib.engram_store_table_info(ptr, i, ctypes.byref(ti))
                 t = {name: getattr(ti, name) for name, _ in _lib.TableInfo._fields_ if name != "size"}
                 for k in ("path", "dtype", "codec"):
                     t[k] = t[k].decode(errors="surrogateescape")
@@ -83,6 +78,7 @@ class Store(Handle):
         return {
             "path": self._path,
             "config": {
+                "family": cfg.family,
                 "layer_ids": list(cfg.layer_ids),
                 "max_ngram": cfg.max_ngram,
                 "heads": cfg.heads,
@@ -107,7 +103,8 @@ class Store(Handle):
             "set_id": bytes(si.set_id).hex(),
             "created_unix": si.created_unix,
             "writer": si.writer.decode(errors="replace") if si.writer else "",
-            # where the packer got the token map: "tokenizer.json", ".npy", or "" for shards that do not say
+            # where the packer got the token map: "tokenizer.json", ".npy", "none" (a family without one: raw ids),
+            # or "" for shards that do not say
             "token_map": {
                 "source": (si.token_map_source or b"").decode(errors="replace"),
                 "name": (si.token_map_name or b"").decode(errors="surrogateescape"),
@@ -129,9 +126,7 @@ class Store(Handle):
         map them (engram_preload): blocking, in the calling thread; other threads may gather meanwhile."""
         index = -1 if layer is None else self.config.layer_index(layer)
         with self._use() as ptr:
-            rc = lib.engram_preload(ptr, index)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_preload(ptr, index)
 
     def verify(self) -> None:
         """Check every checksum: metadata and each data block of each shard (reads all the data). Returns None when
@@ -144,12 +139,12 @@ class Store(Handle):
             return 0
 
         cb = _lib.REPORT(report)
-        with self._use() as ptr:
-            rc = lib.engram_verify(ptr, cb, None)
-        if rc < 0:
-            e = error(rc)
+        try:
+            with self._use() as ptr:
+                lib.engram_verify(ptr, cb, None)
+        except Error as e:
             e.failures = failures
-            raise e
+            raise
 
     def row_bytes(self, layer: int, dtype: Any) -> int:
         """Bytes one gathered row of the layer takes in dtype (as Session.gather takes it: 'native', 'bf16', 'f32',
@@ -173,9 +168,7 @@ class Store(Handle):
         with self._use() as ptr:
             rb = lib.engram_out_row_bytes(ptr, li, kind)
             res, addr, _keep = rows_out(cfg, rb, kind, r, out, as_tensor, (_ROWS_WHAT, _out.label(kind), r.size, layer))
-            rc = lib.engram_gather_rows(ptr, li, r.ctypes.data, r.size, kind, addr, r.size * rb)
-        if rc < 0:
-            raise error(rc)
+            lib.engram_gather_rows(ptr, li, r.ctypes.data, r.size, kind, addr, r.size * rb)
         return res
 
     def read_row(self, layer: int, row: int) -> bytes:
@@ -189,8 +182,6 @@ class Store(Handle):
             size = lib.engram_out_row_bytes(ptr, li, _lib.OUT_NATIVE)
             buf = ctypes.create_string_buffer(max(size, 1))
             rc = lib.engram_read_row(ptr, li, r, buf, size)
-        if rc < 0:
-            raise error(rc)
         return buf.raw[:rc]
 
     def session(self, max_seqs: int = 1, *, mode: str = "direct", queue_depth: Optional[int] = None,

@@ -142,3 +142,21 @@ def synthetic(tmp_path_factory):
 def fortunes():
     """The real token stream of fixtures/tokens (DeepSeek-V3 token ids of English text)."""
     return np.load(fixture("tokens/fortunes-en.npy")).astype(np.int64)
+
+
+def in_child(fn):
+    """fn() in a forked child, which never returns into pytest: the byte it returns (99 if it raised)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            code = fn()
+        finally:
+            os.write(w, bytes([code]))
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return got

@@ -7,7 +7,7 @@ import mmap
 import numpy as np
 import pytest
 
-from conftest import CHECKPOINTS, fixture, run, tool, vectors
+from conftest import CHECKPOINTS, fixture, in_child, run, tool, vectors
 
 import engram
 
@@ -316,32 +316,22 @@ def test_prefetch_next_reads_drafts_without_pushing_them(synthetic):
 @pytest.mark.parametrize("uring", [True, False])
 def test_forked_child_gets_eforked(synthetic, uring):
     """A session made before a fork raises engram.Error(EFORKED) in the child; the store makes new ones there."""
-    import os
     with engram.Store(synthetic) as store, store.session(1, uring=uring) as s:
         s.begin()
         s.push(0, np.arange(40))
         want = s.gather(1, "f32")
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report through the pipe, never return into pytest
-            code = 1
+
+        def child():
             try:
-                try:
-                    s.gather(1, "f32")
-                except engram.Error as e:
-                    if e.errno == engram.EFORKED and "fork" in e.strerror:
-                        code = 2
-                if code == 2:
-                    with store.session(1, uring=uring) as c:
-                        c.begin()
-                        c.push(0, np.arange(40))
-                        code = 0 if np.array_equal(c.gather(1, "f32"), want) else 3
-            finally:
-                os.write(w, bytes([code]))
-                os._exit(0)
-        os.close(w)
-        got = os.read(r, 1)
-        os.close(r)
-        os.waitpid(pid, 0)
-        assert got == b"\x00"
+                s.gather(1, "f32")
+                return 1
+            except engram.Error as e:
+                if e.errno != engram.EFORKED or "fork" not in e.strerror:
+                    return 1
+            with store.session(1, uring=uring) as c:
+                c.begin()
+                c.push(0, np.arange(40))
+                return 0 if np.array_equal(c.gather(1, "f32"), want) else 3
+
+        assert in_child(child) == b"\x00"
         np.testing.assert_array_equal(s.gather(1, "f32"), want)  # the parent's session is unaffected

@@ -1,9 +1,11 @@
 /* Fuzz target: GGUF metadata (header, every value type and array, tensor infos, alignment) is validated, never
- * trusted; every accessor is run over what the reader accepted. */
+ * trusted; every accessor is run over what the reader accepted, and a Qwen4-Exp GGUF's config is built from its
+ * qwen4exp.ple.* keys (each checked, the stored constants against the derivation). */
 #include <stdlib.h>
 
 #include "fuzz.h"
 #include "gguf.h"
+#include "pack.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,6 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		for (uint64_t i = 0; i < g.n_tensors; i++)
 			(void)eg_dtype_from_ggml(g.t[i].ggml_type);
+		if (eg_gguf_is_qwen(&g)) {
+			engram_config *cfg;
+			struct eg_disk_source src = { 0 };
+			if (eg_gguf_qwen_config(&cfg, &g, path, NULL, &src) == 0)
+				engram_config_free(cfg);
+		}
 		eg_gguf_free(&g);
 	}
 	fuzz_file_close(fd);
