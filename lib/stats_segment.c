@@ -157,9 +157,18 @@ static void fork_done(void)
 	pthread_mutex_unlock(&seg_lock);
 }
 
+/* A process that exits with sessions still open (exit(), the interpreter's end) takes its segment with it; only
+ * a kill leaves one behind (stale). */
+static void remove_at_exit(void)
+{
+	if (seg && seg_pid == getpid())
+		unlink(seg_path);
+}
+
 static void register_fork(void)
 {
 	pthread_atfork(fork_prepare, fork_done, fork_done);
+	atexit(remove_at_exit);
 }
 
 struct eg_statseg_slot *eg_statseg_attach(void)
@@ -275,6 +284,8 @@ static int read_consistent(int fd, uint8_t *buf, size_t len)
 {
 	if (pread(fd, buf, len, 0) != (ssize_t)len)
 		return -EAGAIN;
+	if (len < EG_STATSEG_BYTES)
+		return 0; /* cut short: the parse says so; no slot is read */
 	for (unsigned i = 0; i < ENGRAM_STATS_SESSIONS; i++) {
 		size_t at = sizeof(struct eg_statseg_header) + i * sizeof(struct eg_statseg_slot);
 		struct eg_statseg_slot *slot = (struct eg_statseg_slot *)(void *)(buf + at);
@@ -332,6 +343,6 @@ ENGRAM_API int engram_stats_read(const char *path, struct engram_stats_process *
 		eg_fail(err, "changed at every try, or cut short while read");
 	free(buf);
 	if (err < 0)
-		return eg_fail_prefix(err, "stats segment '%s': ", path);
+		return eg_fail_prefix(err, "stats segment '%s'", path);
 	return 0;
 }

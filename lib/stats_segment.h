@@ -7,8 +7,8 @@
  * is under way. A reader copies the data and keeps the copy only when the counter was even and unchanged across
  * the copy, so a snapshot is never torn and a writer never waits for a reader. The I/O thread's CPU time has a word
  * of its own (one writer: that thread). The file is created (mode 0600, O_EXCL, not through a link) when the
- * process's first session is made and removed when its last is destroyed; a reader trusts only a regular file of
- * its own user's that no one else may read or write, and checks every size and count before use. */
+ * process's first session is made and removed when its last is destroyed (or at exit); a reader trusts only a
+ * regular file of its own user's that no one else may read or write, and checks every size and count before use. */
 #ifndef ENGRAM_STATS_SEGMENT_H
 #define ENGRAM_STATS_SEGMENT_H
 

@@ -216,6 +216,31 @@ static void test_leftover_of_a_previous_pid_is_replaced(void **state)
 	engram_close(st);
 }
 
+/* A process that exits with a session open takes its segment with it (only a kill leaves one). */
+static void test_exit_removes_the_file(void **state)
+{
+	(void)state;
+	use_dir();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		engram_store *st;
+		engram_session *s;
+		char mine[700];
+		snprintf(mine, sizeof(mine), "%s/" ENGRAM_STATS_PREFIX "%d", dir, (int)getpid());
+		if (engram_open(&st, tiny(), 0) < 0 || engram_session_create(&s, st, NULL) < 0 || access(mine, F_OK) != 0)
+			_exit(1);
+		exit(0); /* the session still open */
+	}
+	int status;
+	char theirs[700];
+	snprintf(theirs, sizeof(theirs), "%s/" ENGRAM_STATS_PREFIX "%d", dir, (int)pid);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(access(theirs, F_OK), -1);
+}
+
 /* A child of a fork publishes its own sessions in its own file; the parent's stays the parent's. */
 static void test_fork_child_has_its_own(void **state)
 {
@@ -403,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_off_by_flag_and_environment),
 		cmocka_unit_test(test_leftover_of_a_previous_pid_is_replaced),
 		cmocka_unit_test(test_fork_child_has_its_own),
+		cmocka_unit_test(test_exit_removes_the_file),
 		cmocka_unit_test(test_hostile_segments_are_errors),
 		cmocka_unit_test(test_link_is_not_followed),
 		cmocka_unit_test(test_stale),
