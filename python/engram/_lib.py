@@ -279,6 +279,9 @@ _FUNCS = {
     "engram_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_read_row": (c_int, [_p, c_uint, c_uint64, _p, c_size_t]),
     "engram_session_remote_stats": (c_int, [_p, POINTER(RemoteStats)]),
+    # the stats segments' reader (exported in the private node for engram.metrics(); its struct: _metrics.py)
+    "engram_stats_dir": (c_char_p, []),
+    "engram_stats_read": (c_int, [c_char_p, _p]),
 }
 
 _PACK_FUNCS = {

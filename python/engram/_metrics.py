@@ -8,11 +8,11 @@ on a live session).
 """
 import ctypes
 import os
-from ctypes import c_char, c_char_p, c_int, c_uint8, c_uint32, c_uint64
+from ctypes import c_char, c_int, c_uint8, c_uint32, c_uint64
 from typing import Any, Dict, Iterator, List, Optional
 
 from . import _lib
-from ._errors import error
+from ._errors import Error, error
 
 STATS_LAYERS = 64        # ENGRAM_STATS_LAYERS
 STATS_SESSIONS = 16      # ENGRAM_STATS_SESSIONS
@@ -47,10 +47,6 @@ class _Process(ctypes.Structure):
                 ("n_sessions", ctypes.c_uint), ("sessions", _Session * STATS_SESSIONS)]
 
 
-_lib._declare(_lib.lib, {"engram_stats_dir": (c_char_p, []),
-                         "engram_stats_read": (c_int, [c_char_p, ctypes.POINTER(_Process)])})
-
-
 def _layer_dict(v: _Layer) -> Dict[str, Any]:
     d = {"layer_id": v.layer_id}
     d.update({k: getattr(v, k) for k in _LAYER_COUNTERS})
@@ -77,9 +73,10 @@ def metrics(pid: Optional[int] = None) -> Dict[str, Any]:
     if not os.path.exists(path):
         return out
     p = _Process()
-    rc = _lib.lib.engram_stats_read(path.encode(), ctypes.byref(p))
-    if rc < 0:
-        raise error(rc, filename=path)
+    try:
+        _lib.lib.engram_stats_read(path.encode(), ctypes.byref(p))
+    except Error as e:  # the errcheck's, raised again naming the file
+        raise error(-e.errno, filename=path) from None
     out.update(stale=bool(p.stale), sessions=p.n_sessions + p.unpublished)
     sets: Dict[str, Dict[str, Any]] = {}
     for s in p.sessions[:p.n_sessions]:
