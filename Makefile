@@ -31,7 +31,7 @@ LIBS := -luring -ljansson -lzstd -lxxhash -lhiredis -lpthread -lm
 PACK_LIBS := -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
-LIB_SRC := $(wildcard lib/*.c)
+LIB_SRC := $(wildcard lib/*.c lib/reader/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
@@ -46,11 +46,12 @@ STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/repl
 	tools/residency.c tools/keymap.c tools/stats_view.c tools/top_view.c tools/metrics_prom.c tools/metrics_http.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
-TEST_UTIL := $(B)/tests/util.o
+TEST_UTIL := $(B)/tests/util.o $(B)/tests/faulty_io.o
 # helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
 TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer gguf rowcache statseg
+
+FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer gguf rowcache statseg remote
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 # a replay that make check does not run: test_fuzz_replay checks its time limit with a target that hangs
 FUZZ_REPLAY_SLEEP := $(B)/tests/fuzz_replay_sleep

@@ -542,9 +542,16 @@ struct engram_session_options {
 	 * a row it cannot give (absent, node down, timeout, failed verification) is read from the shard, or, when
 	 * the store holds no table data (engram-pack --metadata-only), fails the gather naming the node. Opening
 	 * fails (-ECONNREFUSED, -ETIMEDOUT, -EPROTO, -ENOENT: the set not loaded completely) naming the node.
-	 * See libengram(3), REMOTE ROWS. NULL: none. */
+	 * Every reply is checked as it arrives against what its command owes (its type; a row's size; CLUSTER SLOTS
+	 * of at most 16,384 ranges of at most 64 nodes): a node that sends anything else is failed as one that
+	 * closed (-EPROTO at opening, saying what was wrong). The client knows at most 1,024 nodes at once and asks
+	 * at most 8 replicas of a slot. See libengram(3), REMOTE ROWS. NULL: none. */
 	const char *remote;
-	unsigned remote_timeout_ms; /* the longest any wait on the cluster lasts; 0: 1000 */
+	/* The longest any wait on the cluster lasts, as one deadline, however the node sends its bytes: the whole
+	 * of engram_session_create's opening (every seed's slot map, the completion check, the replicas tried) and
+	 * each row's request from its push (a host name's resolution excepted: the system resolver's own timeouts
+	 * apply; give addresses to bound it). 0: 1000 */
+	unsigned remote_timeout_ms;
 };
 
 /* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL (bad mode, a cache too
@@ -860,7 +867,8 @@ ENGRAM_API int engram_table_layout(const char *dtype, unsigned head_dim, uint64_
 struct engram_remote_load_options {
 	size_t size;            /* sizeof, set by the caller */
 	const char *url;        /* redis://HOST:PORT of any node */
-	unsigned timeout_ms;    /* every wait; 0: 5000 */
+	unsigned timeout_ms;    /* the open's one deadline (as remote_timeout_ms), then each reply's: within it of when
+				   the loader starts waiting for it; 0: 5000 */
 	uint64_t limit_rows;    /* load at most this many rows in this run, then stop as interrupted; 0: all */
 	int (*progress)(void *arg, uint64_t rows_done, uint64_t rows_total); /* non-zero: stop; may be NULL */
 	void *progress_arg;

@@ -2,18 +2,18 @@
  * session meets them: each step's pushes request their rows' units (layout.h: 4 KiB pages of the shard's layout,
  * two for a row of an in-place table that straddles a page), then each
  * layer's gather finds its rows. A row counts as served from RAM when its bytes were in RAM with no read on its
- * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: units.c's
- * unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry a
- * budget gives), and layout.h's units. The decisions are not shared with the session: request() and fill_rows()
- * re-implement session_read.c's request_unit() and fill_row_cache(), engram_cachesim_gather() session_gather.c's
- * classify() and resolve(); a change to one side must be made to the other (test_stat_cachesim checks that they
- * agree within 5 points of RAM rate). */
+ * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: the
+ * reader's unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry
+ * a budget gives), and layout.h's units; and the reader's own decisions (lib/reader/policy.h): which unit a push
+ * requests, where a gathered row stands and whether it counts as RAM, which rows a unit read fills into the row
+ * cache. What the simulation does not replay is timing: a session's reads complete while the engine computes,
+ * and a gather reads its misses ahead at depth (test_stat_cachesim compares the two). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "units.h"
+#include "reader/policy.h"
 #include "internal.h"
 #include "layout.h"
 #include "block.h"
@@ -45,8 +45,7 @@ struct engram_cachesim {
 	uint64_t units;           /* entries of the unit table (the budget's units, or the staging's) */
 	size_t unit_bytes;        /* of an entry: a page for page-lru, else the store's largest unit (the session's) */
 	uint64_t pages_held;      /* page-lru: the budget's pages its units take (a straddling row's take two) */
-	struct eg_units u;
-	uint32_t *stamp;          /* per unit table entry: 1 + the step that read it */
+	struct eg_units u;        /* a unit read at step k is READY from the disk, done at k + 1 (its t_done) */
 	uint32_t *prev, *next;    /* page-lru: the recency list, most recent at head */
 	uint32_t head, tail;
 	uint32_t *pinned;         /* units requested by this step's pushes */
@@ -187,8 +186,7 @@ static int create(struct engram_cachesim *s, const struct engram_cachesim_option
 	}
 	if (s->units && eg_units_init(&s->u, (uint32_t)s->units, 0) < 0)
 		goto oom;
-	if (!(s->stamp = calloc(s->units ? s->units : 1, sizeof(*s->stamp))) ||
-	    !(s->pinned = malloc((s->units ? s->units : 1) * sizeof(*s->pinned))))
+	if (!(s->pinned = malloc((s->units ? s->units : 1) * sizeof(*s->pinned))))
 		goto oom;
 	if (policy == ENGRAM_CACHESIM_PAGE_LRU) {
 		s->prev = malloc((s->units ? s->units : 1) * sizeof(*s->prev));
@@ -258,7 +256,6 @@ ENGRAM_API void engram_cachesim_destroy(engram_cachesim *s)
 		eg_units_destroy(&s->u);
 	engram_rowcache_close(s->rc);
 	free(s->hot.k);
-	free(s->stamp);
 	free(s->prev);
 	free(s->next);
 	free(s->pinned);
@@ -295,17 +292,6 @@ static void lru_front(struct engram_cachesim *s, uint32_t i)
 
 /* ---- units ---- */
 
-/* A unit used by this step (found or read): CLOCK's reference bit, or the front of the LRU list. */
-static void unit_touch(struct engram_cachesim *s, uint32_t i)
-{
-	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU) {
-		lru_unlink(s, i);
-		lru_front(s, i);
-	} else {
-		s->u.u[i].ref = 1;
-	}
-}
-
 /* Pages of the budget a unit takes in page-lru: its pages (two for a straddling row's), a zstd block one. */
 static unsigned unit_charge(const struct engram_cachesim *s, uint64_t key)
 {
@@ -331,46 +317,50 @@ static void count_read(struct engram_cachesim *s, uint64_t key)
 	s->straddled += (uint64_t)eg_unit_straddles(p->t, unit);
 }
 
-/* The unit read now, for this step: a free entry, else the policy's victim (page-lru: as many as free the
- * pages it takes); EG_NO_UNIT when none can go (every unit pinned by the step, or a budget of no pages). */
-static uint32_t unit_read(struct engram_cachesim *s, uint64_t key)
+/* The policy's request of a unit (the push's and the gather's): held already (touched: CLOCK's bit, or the front
+ * of the LRU list), or read now into a free entry or the policy's victim (page-lru: as many as free the pages it
+ * takes), or EG_NO_UNIT when none can go (every unit pinned by the step, or a budget of no pages). A unit not
+ * held is a read whether or not an entry takes it (the gather reads it then). *read: it was read now. */
+static uint32_t unit_request(struct engram_cachesim *s, unsigned layer, uint64_t key, int *read)
 {
-	const unsigned charge = s->policy == ENGRAM_CACHESIM_PAGE_LRU ? unit_charge(s, key) : 0;
-	uint32_t i;
+	const int lru = s->policy == ENGRAM_CACHESIM_PAGE_LRU;
+	uint32_t i, found = s->units ? eg_units_find(&s->u, key) : EG_NO_UNIT;
+	unsigned charge = 0;
 
-	if (!s->units || charge > s->units)
-		return EG_NO_UNIT;
-	while (s->policy == ENGRAM_CACHESIM_PAGE_LRU &&
-	       (s->u.free_head == EG_NO_UNIT || s->pages_held + charge > s->units)) {
-		uint32_t v = s->tail;
-		s->pages_held -= unit_charge(s, s->u.u[v].key);
-		eg_units_drop(&s->u, v);
-		lru_unlink(s, v);
+	*read = 0;
+	if (found == EG_NO_UNIT) {
+		count_read(s, key);
+		charge = lru ? unit_charge(s, key) : 0;
+		if (!s->units || charge > s->units)
+			return EG_NO_UNIT;
+		while (lru && (s->u.free_head == EG_NO_UNIT || s->pages_held + charge > s->units)) {
+			uint32_t v = s->tail; /* LRU's victim, not CLOCK's */
+			s->pages_held -= unit_charge(s, s->u.u[v].key);
+			eg_units_drop(&s->u, v);
+			lru_unlink(s, v);
+		}
 	}
-	if ((i = eg_units_alloc(&s->u, key)) == EG_NO_UNIT)
-		return i;
-	s->pages_held += charge;
-	s->u.u[i].state = EG_UNIT_READY;
-	s->stamp[i] = s->step + 1;
-	if (s->policy == ENGRAM_CACHESIM_PAGE_LRU)
+	switch (eg_policy_request(&s->u, key, found, &i)) {
+	case EG_POL_LEAVE:
+		return EG_NO_UNIT;
+	case EG_POL_HIT:
+		if (lru)
+			lru_unlink(s, i);
+		break;
+	case EG_POL_READ:
+		s->pages_held += charge;
+		s->u.u[i].state = EG_UNIT_READY;
+		s->u.u[i].disk = 1;
+		s->u.u[i].t_done = s->step + 1;
+		*read = 1;
+		if (s->rc) /* the other rows of the unit, as the session's completion fills them */
+			eg_policy_fill_rows(s->rc, layer, s->st->pieces[eg_unit_key_piece(key)].t, eg_unit_key_unit(key),
+					    NULL);
+		break;
+	}
+	if (lru)
 		lru_front(s, i);
 	return i;
-}
-
-/* The other rows of a unit read at push go into free row slots while the row cache fills, re-implementing
- * session_read.c's fill_row_cache() (the session's completion). */
-static void fill_rows(struct engram_cachesim *s, unsigned layer, uint64_t ukey)
-{
-	const struct eg_disk_table *t = s->st->pieces[eg_unit_key_piece(ukey)].t;
-	uint64_t first, end;
-
-	if (!t->rows_per_page || !eg_rc_filling(s->rc))
-		return;
-	eg_unit_rows(t, eg_unit_key_unit(ukey), &first, &end);
-	for (uint64_t local = first; local < end; local++) /* the sets are scattered: their loads overlap */
-		eg_rc_prefetch(s->rc, eg_rc_key(layer, t->row_begin + local));
-	for (uint64_t local = first; local < end; local++)
-		eg_rc_fill(s->rc, eg_rc_key(layer, t->row_begin + local), NULL, 0);
 }
 
 /* Hold unit i for the step (the session's pin: not evicted before its gather). */
@@ -382,27 +372,19 @@ static void hold_for_step(struct engram_cachesim *s, uint32_t i)
 	}
 }
 
-/* A push's request of one row, re-implementing session_read.c's request_unit() (engram_session_push:
- * eg_sess_request_rows with the step's pin). */
+/* A push's request of one row (engram_session_push: the reader's request with the step's pin). */
 static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uint64_t ukey)
 {
 	uint64_t key = eg_rc_key(layer, row);
 	uint32_t i;
+	int read;
 
 	if (s->hot.n && keyset_has(&s->hot, key))
 		return;
 	if (s->rc && eg_rc_has(s->rc, key))
 		return;
-	if ((i = s->units ? eg_units_find(&s->u, ukey) : EG_NO_UNIT) != EG_NO_UNIT) {
-		unit_touch(s, i);
-	} else {
-		count_read(s, ukey);
-		if ((i = unit_read(s, ukey)) == EG_NO_UNIT)
-			return; /* gather reads it */
-		if (s->rc)
-			fill_rows(s, layer, ukey);
-	}
-	hold_for_step(s, i);
+	if ((i = unit_request(s, layer, ukey, &read)) != EG_NO_UNIT)
+		hold_for_step(s, i);
 }
 
 ENGRAM_API int engram_cachesim_begin(engram_cachesim *s, unsigned flags)
@@ -456,7 +438,7 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 	return 0;
 }
 
-/* A layer's gather: classify, then resolve, re-implementing session_gather.c's classify() and resolve(). */
+/* A layer's gather: classify each row (the reader's policy), then resolve it: a miss read now into the cache. */
 ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
 {
 	EG_KEEP_ERRNO;
@@ -471,32 +453,26 @@ ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uin
 		if (s->rc)
 			eg_rc_prefetch_ahead(s->rc, li, rows, n, k);
 		uint32_t i = s->units ? eg_units_find(&s->u, s->ukeys[k]) : EG_NO_UNIT;
-		int read_now = i != EG_NO_UNIT && s->stamp[i] == s->step + 1;
+		int in_rc = 0, in_ram;
 		if (s->hot.n && keyset_has(&s->hot, key)) {
 			s->cls[k] = CLS_HOT;
 			hot++;
 			ram++;
-		} else if (s->rc && eg_rc_has(s->rc, key)) {
-			/* a row filled in from a page this step read came from the disk */
-			s->cls[k] = CLS_RC;
-			ram += !read_now;
-		} else {
-			s->cls[k] = CLS_UNIT;
-			ram += i != EG_NO_UNIT && !read_now;
+			continue;
 		}
+		in_rc = s->rc && eg_rc_has(s->rc, key);
+		s->cls[k] = in_rc ? CLS_RC : CLS_UNIT;
+		eg_policy_classify(i != EG_NO_UNIT ? &s->u.u[i] : NULL, in_rc, s->step + 1, &in_ram);
+		ram += (uint64_t)in_ram;
 	}
 	for (size_t k = 0; k < n; k++) {
 		uint64_t key = eg_rc_key(li, rows[k]);
 		if (s->cls[k] == CLS_HOT || (s->cls[k] == CLS_RC && eg_rc_get(s->rc, key, NULL, 0)))
 			continue;
-		uint32_t i = s->units ? eg_units_find(&s->u, s->ukeys[k]) : EG_NO_UNIT;
-		if (i != EG_NO_UNIT) {
-			unit_touch(s, i);
-		} else {
-			count_read(s, s->ukeys[k]);
-			if ((i = unit_read(s, s->ukeys[k])) != EG_NO_UNIT)
-				hold_for_step(s, i); /* a miss read ahead into the cache is held for the step, as a push's */
-		}
+		int read;
+		uint32_t i = unit_request(s, li, s->ukeys[k], &read);
+		if (i != EG_NO_UNIT && read)
+			hold_for_step(s, i); /* a miss read ahead into the cache is held for the step, as a push's */
 		if (s->rc)
 			eg_rc_put(s->rc, key, NULL, 0);
 	}

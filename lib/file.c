@@ -11,7 +11,6 @@
 #include "format.h" /* EG_PAGE */
 #include "internal.h"
 
-struct eg_faults eg_faults;
 
 const char *eg_file_kind(unsigned m)
 {
@@ -76,23 +75,7 @@ int eg_reopen(int fd, int flags, const char *path)
 	return nfd;
 }
 
-int eg_fault_read(int res, void *buf, size_t len)
-{
-	if (!eg_faults.eio_every && !eg_faults.short_every)
-		return res;
-	/* reads complete in a session's I/O thread and at gather in the caller's: one count for both */
-	unsigned long seq = __atomic_add_fetch(&eg_faults.seq, 1, __ATOMIC_RELAXED);
-	if (eg_faults.eio_every && seq % eg_faults.eio_every == 0) {
-		__atomic_add_fetch(&eg_faults.injected, 1, __ATOMIC_RELAXED);
-		return -EIO;
-	}
-	if (eg_faults.short_every && seq % eg_faults.short_every == 0 && res > 1 && (size_t)res == len) {
-		memset((char *)buf + res / 2, 0xa5, (size_t)(res - res / 2));
-		__atomic_add_fetch(&eg_faults.injected, 1, __ATOMIC_RELAXED);
-		return res / 2;
-	}
-	return res;
-}
+const struct eg_fault_hook *eg_fault_hook;
 
 void *eg_alloc_aligned(size_t n)
 {
@@ -110,8 +93,8 @@ int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_t off, cons
 		ssize_t got = pread(fd, p + done, len - done, (off_t)(off + done));
 		if (got < 0 && errno == EINTR)
 			continue;
-		if (got >= 0)
-			got = eg_fault_read((int)got, p + done, len - done);
+		if (got > 0 && eg_fault_hook && eg_fault_hook->read)
+			got = eg_fault_hook->read((int)got, p + done, len - done);
 		if (got < 0) {
 			int e = got == -1 ? errno : (int)-got;
 			return eg_fail(-e, "cannot read '%s' at byte %llu: %s", path, (unsigned long long)(off + done),

@@ -34,27 +34,32 @@ EG_PRIVATE int eg_pread_full(int fd, void *buf, size_t len, size_t need, uint64_
  * out of memory (errno as posix_memalign leaves it: untouched). */
 void *eg_alloc_aligned(size_t n);
 
-/* Fault injection for tests (not exported): a non-zero uring_err makes ring set-up fail with it; a read
- * whose sequence number (counted from 1 across reads and completions) is a multiple of eio_every fails
- * with -EIO, and one that is a multiple of short_every returns half of what it asked for. injected counts
- * the faults applied, so a test can tell that its fault happened. With slow_disk, a session collects no
- * completion unless it waits for one: every read looks as if it took longer than the step. uring_flag_err
- * makes a ring asked with the task-work flags (single issuer, deferred or cooperative task work) fail with
- * it, as an older kernel would; uring_register_err makes registering files and buffers fail. */
-struct eg_faults {
-	int uring_err;
-	int uring_flag_err;
-	int uring_register_err;
-	int slow_disk;
-	unsigned eio_every;
-	unsigned short_every;
-	unsigned long seq;
-	unsigned long injected;
+/* The one fault hook, for tests: tests/faulty_io.c installs it to make the disk misbehave (its faulty backend
+ * wraps the reader's eg_io_ops); NULL otherwise, and production code only tests the pointer, where it is cold:
+ * when a backend is made, after a synchronous read, in the page-cache probe. */
+enum eg_fault_step {
+	EG_FAULT_RING = 1,  /* making a ring at all */
+	EG_FAULT_RING_FLAGS, /* a ring with the task-work flags (single issuer, deferred or cooperative task work) */
+	EG_FAULT_REGISTER,  /* registering files and buffers */
 };
-extern struct eg_faults eg_faults;
+struct eg_io;
+struct eg_reader;
+struct eg_fault_hook {
+	/* 0, or the -errno that step of making a ring fails with */
+	int (*setup)(enum eg_fault_step step);
+	/* the reader's backend, made: returned wrapped, or as it is */
+	struct eg_io *(*wrap)(struct eg_io *io, struct eg_reader *rd);
+	/* a synchronous read of len bytes into buf returned res (> 0): what it returns now */
+	int (*read)(int res, void *buf, size_t len);
+	/* 0 when the page-cache probe must find nothing cached (every read goes to the backend) */
+	int (*probe)(void);
+};
+extern const struct eg_fault_hook *eg_fault_hook;
 
-/* Apply the injected faults to a read of len bytes into buf that returned res. A shortened read also
- * scrambles the bytes it no longer returns, as a real short read would leave them unwritten. */
-int eg_fault_read(int res, void *buf, size_t len);
+/* The hook's answer for a step of making a ring (0 without a hook). */
+static inline int eg_fault_setup(enum eg_fault_step step)
+{
+	return eg_fault_hook && eg_fault_hook->setup ? eg_fault_hook->setup(step) : 0;
+}
 
 #endif

@@ -7,8 +7,10 @@
  * a row's as it is parsed ("replies taken as hiredis parses them" below), follows MOVED and ASK, fails rows
  * whose node is down or past their deadline) and hands each row exactly once
  * to the callback with its status (OK: verified bytes; else ABSENT, BAD, DOWN or TIMEOUT, with the node's
- * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (a bounded blocking
- * CLUSTER SLOTS and completion check, on the caller's thread, before the client is handed over). The client
+ * address). Nothing in it blocks longer than the wait it is given, except eg_remote_open (CLUSTER SLOTS and the
+ * completion check, on the caller's thread, before the client is handed over, all within one deadline:
+ * remote_map.c). Every byte a node sends is checked against the reply its command owes before hiredis's reader
+ * keeps it (remote_reply.c, node_read): a reply refused fails the node as a closed connection does. The client
  * keeps no global state (but a per-thread count of socket calls) and takes no locks.
  * A session's client is its I/O thread's (session_progress.c, session_remote.c): the thread submits the rows
  * the engine thread recorded and sleeps in eg_remote_progress_fd(), whose poll set is the nodes' sockets and an
@@ -48,6 +50,7 @@ uint64_t eg_remote_thread_io_calls(void)
 static void release_req(struct eg_remote *r, uint32_t i)
 {
 	r->reqs[i].next_free = r->free_req;
+	r->reqs[i].ask_node = NO_NODE; /* a free request names no node (remote_map.c: idle_node) */
 	r->free_req = i;
 	r->outstanding--;
 }
@@ -152,22 +155,31 @@ static redisContext *node_ctx(struct eg_remote *r, int ni)
 	if (n->down && eg_remote_now_ms() < n->retry_at)
 		return NULL;
 	io_calls++;
-	n->c = redisConnectNonBlock(n->host, n->port);
-	if (!n->c || n->c->err) {
-		if (n->c)
-			redisFree(n->c);
-		n->c = NULL;
+	redisContext *c = redisConnectNonBlock(n->host, n->port);
+	if (!c || c->err) {
+		if (c)
+			redisFree(c);
 		n->down = 1;
 		n->retry_at = eg_remote_now_ms() + RETRY_MS;
 		return NULL;
 	}
+	eg_remote_attach(r, ni, c);
+	return c;
+}
+
+void eg_remote_attach(struct eg_remote *r, int ni, redisContext *c)
+{
+	struct node *n = &r->nodes[ni];
+
 	/* rows are taken as they are parsed (create_string) */
-	if (n->c->reader->fn != &row_functions)
-		r->hiredis_fn = n->c->reader->fn;
-	n->c->reader->fn = &row_functions;
-	n->c->reader->privdata = r;
+	if (c->reader->fn != &row_functions)
+		r->hiredis_fn = c->reader->fn;
+	c->reader->fn = &row_functions;
+	c->reader->privdata = r;
+	n->c = c;
 	n->down = 0;
-	return n->c;
+	memset(&n->guard, 0, sizeof(n->guard));
+	n->scanned = 0;
 }
 
 /* ---- sending ---- */
@@ -302,7 +314,8 @@ static int redirect_target(struct eg_remote *r, const char *s)
 
 	if (!sp || eg_remote_parse_url(sp + 1, host, sizeof(host), &port) < 0)
 		return NO_NODE;
-	return eg_remote_find_node(r, host, port);
+	int t = eg_remote_find_node(r, host, port, 0); /* -ENOSPC: the node table is full */
+	return t < 0 ? NO_NODE : t;
 }
 
 /* A row's reply, a bulk string (empty: the key or the record is absent), verified and delivered. */
@@ -327,7 +340,6 @@ static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *re
 		   int *delivered)
 {
 	struct rreq *q = &r->reqs[i];
-	const char *name = r->nodes[ni].name;
 
 	if (rep->type == REDIS_REPLY_STRING) {
 		on_string(r, ni, i, rep->str, rep->len, cb, arg, delivered);
@@ -340,9 +352,9 @@ static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *re
 			int t = redirect_target(r, rep->str);
 			if (t != NO_NODE) {
 				q->redirects++;
-				if (moved) {
+				if (moved) { /* the row's slot (the one the reply names is not trusted) moved */
 					r->st.moved++;
-					r->slot_node[strtoul(rep->str + 6, NULL, 10) % EG_REMOTE_SLOTS] = (int16_t)t;
+					r->slot_node[q->slot] = (int16_t)t;
 					r->refresh_wanted = 1;
 				} else {
 					r->st.ask++;
@@ -355,7 +367,7 @@ static void on_get(struct eg_remote *r, int ni, uint32_t i, const redisReply *re
 		/* CLUSTERDOWN, TRYAGAIN, LOADING, a redirect loop: this row cannot be had now */
 		r->refresh_wanted = 1;
 	}
-	deliver(r, i, EG_REMOTE_DOWN, NULL, name, cb, arg, delivered);
+	deliver(r, i, EG_REMOTE_DOWN, NULL, r->nodes[ni].name, cb, arg, delivered); /* a redirect may move the nodes */
 }
 
 /* ---- replies taken as hiredis parses them ----
@@ -423,6 +435,12 @@ static int node_replies(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg,
 			return -EPIPE;
 		if (!v)
 			return 0;
+		if (!n->scanned) { /* every reply is checked whole before hiredis has its last byte: out of step */
+			if (v != &row_taken)
+				freeReplyObject(v);
+			return -EPIPE;
+		}
+		n->scanned--;
 		if (v == &row_taken) { /* delivered as it was parsed */
 			pop_op(n);
 			continue;
@@ -436,18 +454,35 @@ static int node_replies(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg,
 		if (o.kind == OP_GET) {
 			on_get(r, ni, o.req, rep, cb, arg, delivered);
 		} else if (o.kind == OP_SLOTS) {
+			const char *why;
 			r->refresh_inflight = 0;
-			if (eg_remote_apply_slots(r, rep, n->host) < 0)
+			if (eg_remote_apply_slots(r, rep, n->host, &why) < 0)
 				r->refresh_wanted = 1;
 		}
 		freeReplyObject(rep);
 	}
 }
 
+/* What the reply that node n owes next may be: ops[head + scanned]'s (its kind and, for a row, its bytes); -1 for
+ * a reply nobody asked for (the stream is out of step). */
+static int expect_next(struct eg_remote *r, struct node *n)
+{
+	if (n->scanned >= n->n)
+		return -1;
+	const struct op *o = &n->ops[(n->head + n->scanned) % n->cap];
+	if (o->kind == OP_GET)
+		eg_reply_expect(&n->guard, EG_REPLY_ROW, (uint64_t)EG_REMOTE_HDR + r->reqs[o->req].q.rec);
+	else
+		eg_reply_expect(&n->guard, o->kind == OP_SLOTS ? EG_REPLY_SLOTS : EG_REPLY_STATUS, 0);
+	return 0;
+}
+
 /* Read what a node has sent (up to 64 KiB, one read(2)) and handle every complete reply; -EPIPE when the node
- * is lost. The bytes go to hiredis's reader FEED_BYTES at a time, its replies taken after each: the reader moves
- * what is left of its buffer to the front every 1 KiB it consumes, so the 16 KiB that redisBufferRead feeds at once
- * cost a move of about 8 KiB for every three 330-byte replies (a profile's top copy on the client). */
+ * is lost, or sent a reply its command does not owe (refused as soon as its first wrong byte is read: remote_reply.c).
+ * The bytes go to hiredis's reader after the guard has checked them, FEED_BYTES at a time, its replies taken after
+ * each: the reader moves what is left of its buffer to the front every 1 KiB it consumes, so the 16 KiB that
+ * redisBufferRead feeds at once cost a move of about 8 KiB for every three 330-byte replies (a profile's top copy
+ * on the client). */
 #define FEED_BYTES 2048u
 static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, int *delivered)
 {
@@ -459,11 +494,28 @@ static int node_read(struct eg_remote *r, int ni, eg_remote_cb cb, void *arg, in
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -EPIPE;
 	if (got == 0) /* the node closed the connection */
 		return -EPIPE;
-	for (size_t off = 0; off < (size_t)got; off += FEED_BYTES) {
-		size_t len = (size_t)got - off < FEED_BYTES ? (size_t)got - off : FEED_BYTES;
-		if (redisReaderFeed(r->nodes[ni].c->reader, buf + off, len) != REDIS_OK ||
-		    node_replies(r, ni, cb, arg, delivered) < 0)
+	for (size_t off = 0; off < (size_t)got;) {
+		struct node *n = &r->nodes[ni]; /* taken again: a redirect may move the nodes */
+		size_t end = (size_t)got - off < FEED_BYTES ? (size_t)got : off + FEED_BYTES, ok = off;
+		int refused = 0;
+		while (ok < end && !refused) {
+			ptrdiff_t d;
+			if (eg_reply_done(&n->guard) && expect_next(r, n) < 0)
+				refused = 1;
+			else if ((d = eg_reply_scan(&n->guard, buf + ok, end - ok)) < 0)
+				refused = 1;
+			else
+				ok += (size_t)d;
+			if (!refused && eg_reply_done(&n->guard))
+				n->scanned++;
+		}
+		if (ok > off && redisReaderFeed(n->c->reader, buf + off, ok - off) != REDIS_OK)
 			return -EPIPE;
+		int rc = node_replies(r, ni, cb, arg, delivered);
+		r->parse.ni = NO_NODE;
+		if (rc < 0 || refused)
+			return -EPIPE;
+		off = ok;
 	}
 	return 0;
 }
@@ -504,8 +556,8 @@ int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg
 {
 	uint64_t end = eg_remote_now_ms() + wait_ms;
 	int delivered = 0, err;
-	struct pollfd fds[65];
-	int idx[65];
+	struct pollfd *fds = r->pfd; /* a place for every node and the wake fd */
+	int *idx = r->pfd_node;
 
 	for (;;) {
 		maybe_refresh(r);
@@ -535,11 +587,8 @@ int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg
 			}
 			if (n->ops[n->head].deadline < first_deadline)
 				first_deadline = n->ops[n->head].deadline;
-			if (nf < 64) {
-				fds[nf] = (struct pollfd){ .fd = n->c->fd,
-							   .events = (short)(POLLIN | (sdslen(n->c->obuf) ? POLLOUT : 0)) };
-				idx[nf++] = ni;
-			}
+			fds[nf] = (struct pollfd){ .fd = n->c->fd, .events = (short)(POLLIN | (sdslen(n->c->obuf) ? POLLOUT : 0)) };
+			idx[nf++] = ni;
 		}
 		if (!nf && (wake_fd < 0 || delivered || wait_ms == 0))
 			return delivered;
@@ -565,7 +614,7 @@ int eg_remote_progress_fd(struct eg_remote *r, unsigned wait_ms, int wake_fd, eg
 			ready--;
 		}
 		for (int k = 0; ready > 0 && k < nf; k++) {
-			if (!fds[k].revents)
+			if (!fds[k].revents || !r->nodes[idx[k]].c) /* a node failed, or its place given to another */
 				continue;
 			if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && node_read(r, idx[k], cb, arg, &delivered) < 0)
 				node_fail(r, idx[k], EG_REMOTE_DOWN, cb, arg, &delivered);
@@ -590,6 +639,7 @@ int eg_remote_submit(struct eg_remote *r, const struct eg_remote_req *reqs, size
 				return eg_fail(-ENOMEM, "remote rows: out of memory");
 			r->reqs = v;
 			for (uint32_t i = cap; i-- > r->cap_reqs;) {
+				v[i].ask_node = NO_NODE;
 				v[i].next_free = r->free_req;
 				r->free_req = i;
 			}

@@ -20,6 +20,12 @@
 #define EG_REMOTE_MAGIC 0x31524745u /* "EGR1" */
 #define EG_REMOTE_KEY_MAX 96
 #define EG_REMOTE_SLOTS 16384u
+/* The client's bounds: nodes it knows at once (an address past them, from CLUSTER SLOTS or MOVED, takes the place of
+ * a node nothing routes to, else is refused), and a slot's replicas tried when its master cannot answer. */
+#define EG_REMOTE_MAX_NODES 1024
+#define EG_REMOTE_MAX_REPLICAS 8
+#define EG_REMOTE_STR_(x) #x
+#define EG_REMOTE_STR(x) EG_REMOTE_STR_(x)
 
 /* The header of one record in a cluster value (little-endian, 40 bytes). */
 struct eg_remote_hdr {
@@ -69,6 +75,56 @@ struct eg_sigpipe {
 void eg_remote_sigpipe_block(struct eg_sigpipe *sp);
 void eg_remote_sigpipe_restore(struct eg_sigpipe *sp);
 
+/* ---- remote_reply.c: what a reply may be, checked as its bytes arrive ---- */
+enum eg_reply_kind {
+	EG_REPLY_ROW,           /* GETRANGE of a record: a bulk string of at most max bytes, or an error */
+	EG_REPLY_STATUS,        /* ASKING, READONLY, SET: a status or an error */
+	EG_REPLY_INTEGER,       /* EXISTS, DEL: an integer or an error */
+	EG_REPLY_BULK,          /* GET, INFO: a bulk string of at most max bytes, nil, or an error */
+	EG_REPLY_SLOTS,         /* CLUSTER SLOTS: the bounded array below, or an error */
+};
+#define EG_REPLY_LINE 512u             /* bytes of an error, status or header line */
+#define EG_REPLY_FIELD 512u            /* bytes of a string inside CLUSTER SLOTS */
+#define EG_REPLY_RANGE_ITEMS (2 + 64)  /* a slot range's items: its first and last slot, then at most 64 nodes */
+#define EG_REPLY_NODE_ITEMS 16         /* a node's items (host, port, id, metadata), and its metadata's */
+#define EG_REPLY_SLOTS_ITEMS (512u << 10) /* items of a CLUSTER SLOTS reply in all */
+#define EG_REPLY_SLOTS_BYTES (8u << 20)   /* bytes of a CLUSTER SLOTS reply */
+
+struct eg_reply_guard {
+	uint8_t kind, state, type, depth, neg, cr;
+	uint32_t line, items;
+	uint32_t left[4];       /* elements still to come of each open array */
+	long long num;          /* the header line's number */
+	uint64_t body;          /* bytes of a bulk string still to come, its CRLF included */
+	uint64_t max, bytes;
+	const char *why;        /* why the reply was refused */
+};
+/* The next reply of a stream owes kind (max: the longest bulk string it may be, for ROW and BULK). */
+void eg_reply_expect(struct eg_reply_guard *g, enum eg_reply_kind kind, uint64_t max);
+/* Check the next len bytes of the stream: returns how many of them belong to the reply (all, or up to its end:
+ * then eg_reply_done() and the next reply's eg_reply_expect() comes before the rest), or -1 with g->why set (a
+ * static reason) for a reply the command does not owe, as soon as its first wrong byte arrives. */
+ptrdiff_t eg_reply_scan(struct eg_reply_guard *g, const char *p, size_t len);
+int eg_reply_done(const struct eg_reply_guard *g);
+
+/* ---- remote_sync.c: one command at a time, on a connection of its own, within a deadline ----
+ * (opening the client, the loader). A deadline is eg_remote_now_ms()'s clock; every wait ends by it. */
+struct redisContext;
+uint64_t eg_remote_now_ms(void);
+struct eg_remote_conn {
+	struct redisContext *c; /* non-blocking; commands are appended to it with hiredis's redisAppendCommand */
+	size_t off, n;          /* buf[off, n): read from the node, not yet checked (the next reply's) */
+	char buf[4096];
+};
+/* Connect to host:port by deadline: 0, or -ECONNREFUSED, -ETIMEDOUT, -ENOMEM (k->c NULL). */
+int eg_remote_conn_open(struct eg_remote_conn *k, const char *host, int port, uint64_t deadline);
+void eg_remote_conn_close(struct eg_remote_conn *k);
+/* The next reply (what k->c holds appended is written meanwhile), checked as kind owes (max: remote_reply.c) as it
+ * arrives: NULL with *err -ETIMEDOUT past deadline, -EPIPE when the node closed or erred, -EPROTO (and *why, a
+ * static reason) for a reply refused. A connection that failed is to be closed. */
+struct redisReply *eg_remote_conn_reply(struct eg_remote_conn *k, enum eg_reply_kind kind, uint64_t max,
+					 uint64_t deadline, int *err, const char **why);
+
 /* ---- remote.c: the client ----
  * Non-blocking, one thread at a time: submit rows, then call eg_remote_progress() until each has been
  * delivered to the callback (exactly once). A session's client is its I/O thread's (session_remote.c). */
@@ -104,9 +160,10 @@ struct eg_remote_stats {
 };
 
 /* Connect to a cluster through any node (url "redis://HOST:PORT", or several comma-separated, tried in turn),
- * read its slot map and, with need_done, check that set_id was loaded completely (its done key). timeout_ms
- * bounds every wait (0: 1000). Fails with -EINVAL (a bad address), -ECONNREFUSED, -ETIMEDOUT, -EPROTO (not a
- * cluster) or -ENOENT (the set is not loaded completely), naming the node. */
+ * read its slot map and, with need_done, check that set_id was loaded completely (its done key). timeout_ms (0:
+ * 1000) is one deadline for all of it, and then each row's from its submit. Fails with -EINVAL (a bad address),
+ * -ECONNREFUSED, -ETIMEDOUT, -EPROTO (not a cluster, or a reply refused: remote_reply.c) or -ENOENT (the set is
+ * not loaded completely), naming the node. */
 int eg_remote_open(struct eg_remote **out, const char *url, const uint8_t set_id[16], unsigned timeout_ms,
 		   int need_done);
 /* For the loader, which writes with blocking connections of its own: the slot map read again (blocking,

@@ -3,6 +3,7 @@
 #ifndef ENGRAM_REMOTE_CLIENT_H
 #define ENGRAM_REMOTE_CLIENT_H
 
+#include <poll.h>
 #include <stdint.h>
 
 #include <hiredis/hiredis.h>
@@ -29,6 +30,8 @@ struct node {
 	redisContext *c;
 	struct op *ops;         /* ring, in the order replies come */
 	size_t head, n, cap;
+	struct eg_reply_guard guard; /* the reply arriving: checked before hiredis's reader holds it (remote_reply.c) */
+	size_t scanned;         /* replies checked whole, not yet taken from the reader: ops[head + scanned] is owed next */
 	int down;
 	uint64_t retry_at;
 };
@@ -52,9 +55,13 @@ struct eg_remote {
 	struct eg_remote_prefix prefix[PREFIXES]; /* the last layers asked for, round robin */
 	unsigned n_prefix, next_prefix;
 	unsigned timeout_ms;
-	struct node *nodes;
+	struct node *nodes;     /* at most EG_REMOTE_MAX_NODES */
 	int n_nodes, cap_nodes;
+	struct pollfd pfd[EG_REMOTE_MAX_NODES + 1]; /* the nodes' sockets and a wake fd, polled (remote.c) */
+	int pfd_node[EG_REMOTE_MAX_NODES + 1];
 	int16_t slot_node[EG_REMOTE_SLOTS];
+	int16_t slot_new[EG_REMOTE_SLOTS]; /* a CLUSTER SLOTS reply being applied, while applying */
+	int applying;
 	struct rreq *reqs;
 	uint32_t cap_reqs, free_req;
 	size_t outstanding;
@@ -75,10 +82,16 @@ struct eg_remote {
 	} parse;
 };
 
-uint64_t eg_remote_now_ms(void);
-/* The node of host:port, added when new; NO_NODE when out of memory. */
-int eg_remote_find_node(struct eg_remote *r, const char *host, int port);
-/* A CLUSTER SLOTS reply into the map; asked_host stands in for a node that gives no address. */
-int eg_remote_apply_slots(struct eg_remote *r, const redisReply *rep, const char *asked_host);
+/* A client of no node yet (eg_remote_open's first step; the fuzz target's): NULL when out of memory. */
+struct eg_remote *eg_remote_new(const uint8_t set_id[16], unsigned timeout_ms);
+/* The node of host:port, added when new; when EG_REMOTE_MAX_NODES are known, in the place of an idle node with
+ * recycle (a slot map's nodes: a search of every slot and request, rare), else -ENOSPC (a redirect's: a MOVED to an
+ * address the table has no room for fails the row, and the slot map read again makes the room); -ENOMEM. */
+int eg_remote_find_node(struct eg_remote *r, const char *host, int port, int recycle);
+/* A CLUSTER SLOTS reply into the map, applied whole or not at all (-EPROTO or -ENOSPC, *why saying what is
+ * wrong); asked_host stands in for a node that gives no address. */
+int eg_remote_apply_slots(struct eg_remote *r, const redisReply *rep, const char *asked_host, const char **why);
+/* Node ni's connection: c (connected, or connecting, non-blocking), its replies taken as they are parsed. */
+void eg_remote_attach(struct eg_remote *r, int ni, redisContext *c);
 
 #endif

@@ -5,8 +5,10 @@
  * keys at a time pipelined to each key's master, every reply checked, then the progress key ("<layer index>
  * <group>": everything before is loaded) after each batch, and the completion key last. A load stopped at any
  * point (killed, a node lost, -ECANCELED) resumes from the progress key. A restart deletes the completion and
- * progress keys before anything else. The loader's connections are blocking
- * with bounded waits (timeout_ms): loading is a tool's job, not the serving path. */
+ * progress keys before anything else. The loader's connections are its own (remote_sync.c), one command at a
+ * time or a pipelined batch, every reply checked as it arrives (remote_reply.c) and owed within timeout_ms of when
+ * the loader starts waiting for it (opening the cluster is one deadline of timeout_ms): loading is a tool's job,
+ * not the serving path. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,59 +21,18 @@
 
 #define BATCH_GROUPS 256u
 #define MAX_RETRIES 5
+#define INFO_BYTES (64u << 10)  /* the longest INFO memory reply taken */
+#define PROGRESS_BYTES 64u      /* the longest progress key ("<layer> <group>") */
 
 struct loader {
 	const engram_store *st;
 	struct eg_remote *map;          /* for the slot map only */
 	unsigned timeout_ms;
-	redisContext **ctx;             /* per node of the map, connected on demand */
+	struct eg_remote_conn *ctx;     /* per node of the map, connected on demand */
 	int n_ctx;
 	unsigned *pending;              /* per node: replies owed in this batch */
 	const uint8_t *set_id;
 };
-
-static redisContext *node_ctx(struct loader *ld, int ni)
-{
-	int port;
-	const char *host = eg_remote_node(ld->map, ni, &port);
-
-	if (ni >= ld->n_ctx) {
-		int n = eg_remote_n_nodes(ld->map);
-		redisContext **v = realloc(ld->ctx, (size_t)n * sizeof(*v));
-		unsigned *p = v ? realloc(ld->pending, (size_t)n * sizeof(*p)) : NULL;
-		if (v)
-			ld->ctx = v;
-		if (!p) {
-			eg_fail(-ENOMEM, "out of memory");
-			return NULL;
-		}
-		ld->pending = p;
-		for (int i = ld->n_ctx; i < n; i++) {
-			ld->ctx[i] = NULL;
-			ld->pending[i] = 0;
-		}
-		ld->n_ctx = n;
-	}
-	if (ld->ctx[ni])
-		return ld->ctx[ni];
-	struct timeval tv = { (time_t)(ld->timeout_ms / 1000), (suseconds_t)(ld->timeout_ms % 1000) * 1000 };
-	redisContext *c = redisConnectWithTimeout(host, port, tv);
-	if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
-		eg_fail(-ECONNREFUSED, "remote %s:%d: %s", host, port, c ? c->errstr : "out of memory");
-		if (c)
-			redisFree(c);
-		return NULL;
-	}
-	return ld->ctx[ni] = c;
-}
-
-static void drop_ctx(struct loader *ld, int ni)
-{
-	if (ni < ld->n_ctx && ld->ctx[ni]) {
-		redisFree(ld->ctx[ni]);
-		ld->ctx[ni] = NULL;
-	}
-}
 
 static const char *node_name(struct loader *ld, int ni, char *buf, size_t len)
 {
@@ -82,9 +43,63 @@ static const char *node_name(struct loader *ld, int ni, char *buf, size_t len)
 	return buf;
 }
 
-/* One command on the master of key's slot: the reply, or NULL (the error set). */
-static redisReply *key_command(struct loader *ld, const char *key, size_t klen, const char *fmt, const void *val,
-			       size_t vlen)
+/* Node ni's connection, made by the timeout when needed: NULL with the error set and in *err. */
+static redisContext *node_ctx(struct loader *ld, int ni, int *err)
+{
+	int port;
+	const char *host = eg_remote_node(ld->map, ni, &port);
+
+	if (ni >= ld->n_ctx) {
+		int n = eg_remote_n_nodes(ld->map);
+		struct eg_remote_conn *v = realloc(ld->ctx, (size_t)n * sizeof(*v));
+		unsigned *p = v ? realloc(ld->pending, (size_t)n * sizeof(*p)) : NULL;
+		if (v)
+			ld->ctx = v;
+		if (!p) {
+			*err = eg_fail(-ENOMEM, "out of memory");
+			return NULL;
+		}
+		ld->pending = p;
+		for (int i = ld->n_ctx; i < n; i++) {
+			ld->ctx[i].c = NULL;
+			ld->pending[i] = 0;
+		}
+		ld->n_ctx = n;
+	}
+	if (ld->ctx[ni].c)
+		return ld->ctx[ni].c;
+	if ((*err = eg_remote_conn_open(&ld->ctx[ni], host, port, eg_remote_now_ms() + ld->timeout_ms)) < 0) {
+		eg_fail(*err, "remote %s:%d: %s", host, port, engram_strerror(*err));
+		return NULL;
+	}
+	return ld->ctx[ni].c;
+}
+
+static void drop_ctx(struct loader *ld, int ni)
+{
+	if (ni < ld->n_ctx)
+		eg_remote_conn_close(&ld->ctx[ni]);
+}
+
+/* The next reply of node ni, owing kind (max: the longest bulk string), within the timeout: NULL with the error
+ * set (naming the node; its connection dropped) and in *err. */
+static redisReply *node_reply(struct loader *ld, int ni, enum eg_reply_kind kind, uint64_t max, int *err)
+{
+	const char *why;
+	char name[80];
+	redisReply *rep = eg_remote_conn_reply(&ld->ctx[ni], kind, max, eg_remote_now_ms() + ld->timeout_ms, err, &why);
+
+	if (!rep) {
+		*err = eg_fail(*err, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), why ? why : engram_strerror(*err));
+		drop_ctx(ld, ni);
+	}
+	return rep;
+}
+
+/* One command on the master of key's slot, its reply owing kind (max: the longest bulk string): the reply, or
+ * NULL (the error set). */
+static redisReply *key_command(struct loader *ld, const char *key, size_t klen, enum eg_reply_kind kind, uint64_t max,
+			       int *err, const char *fmt, const void *val, size_t vlen)
 {
 	int ni = eg_remote_slot_node(ld->map, eg_remote_slot(key, klen));
 	char name[80];
@@ -92,19 +107,19 @@ static redisReply *key_command(struct loader *ld, const char *key, size_t klen, 
 	redisReply *rep;
 
 	if (ni < 0) {
-		eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key);
+		*err = eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key);
 		return NULL;
 	}
-	if (!(c = node_ctx(ld, ni)))
+	if (!(c = node_ctx(ld, ni, err)))
 		return NULL;
-	rep = val ? redisCommand(c, fmt, key, klen, val, vlen) : redisCommand(c, fmt, key, klen);
-	if (!rep) {
-		eg_fail(-ETIMEDOUT, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), c->errstr);
-		drop_ctx(ld, ni);
+	if ((val ? redisAppendCommand(c, fmt, key, klen, val, vlen) : redisAppendCommand(c, fmt, key, klen)) != REDIS_OK) {
+		*err = eg_fail(-ENOMEM, "out of memory");
 		return NULL;
 	}
+	if (!(rep = node_reply(ld, ni, kind, max, err)))
+		return NULL;
 	if (rep->type == REDIS_REPLY_ERROR) {
-		eg_fail(-EPROTO, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), rep->str);
+		*err = eg_fail(-EPROTO, "remote %s: %s", node_name(ld, ni, name, sizeof(name)), rep->str);
 		freeReplyObject(rep);
 		return NULL;
 	}
@@ -115,6 +130,7 @@ static redisReply *key_command(struct loader *ld, const char *key, size_t klen, 
 static uint64_t used_memory(struct loader *ld, unsigned *masters)
 {
 	uint64_t sum = 0;
+	int err;
 	int n = eg_remote_n_nodes(ld->map);
 
 	*masters = 0;
@@ -122,8 +138,10 @@ static uint64_t used_memory(struct loader *ld, unsigned *masters)
 		int serves = 0;
 		for (unsigned s = 0; s < EG_REMOTE_SLOTS && !serves; s++)
 			serves = eg_remote_slot_node(ld->map, s) == ni;
-		redisContext *c = serves ? node_ctx(ld, ni) : NULL;
-		redisReply *rep = c ? redisCommand(c, "INFO memory") : NULL;
+		redisContext *c = serves ? node_ctx(ld, ni, &err) : NULL;
+		redisReply *rep = c && redisAppendCommand(c, "INFO memory") == REDIS_OK
+					  ? node_reply(ld, ni, EG_REPLY_BULK, INFO_BYTES, &err)
+					  : NULL;
 		if (rep && rep->type == REDIS_REPLY_STRING) {
 			const char *p = strstr(rep->str, "used_memory:");
 			if (p)
@@ -183,23 +201,18 @@ static int write_batch(struct loader *ld, const struct batch *b, size_t vmax)
 	for (unsigned g = 0; g < b->n; g++) {
 		size_t klen = eg_remote_key(key, ld->set_id, cfg->layers[b->layer].id, b->group0 + g);
 		int ni = eg_remote_slot_node(ld->map, eg_remote_slot(key, klen));
-		redisContext *c = ni < 0 ? NULL : node_ctx(ld, ni);
+		redisContext *c = ni < 0 ? NULL : node_ctx(ld, ni, &err);
 		if (!c)
-			return ni < 0 ? eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key) : -ECONNREFUSED;
+			return ni < 0 ? eg_fail(-EPROTO, "remote: no node serves the slot of '%s'", key) : err;
 		if (redisAppendCommand(c, "SET %b %b", key, klen, b->vals + (size_t)g * vmax, b->len[g]) != REDIS_OK)
 			return eg_fail(-ENOMEM, "out of memory");
 		ld->pending[ni]++;
 	}
 	for (int ni = 0; ni < ld->n_ctx; ni++) {
 		for (; ld->pending[ni]; ld->pending[ni]--) {
-			void *v = NULL;
-			if (err || redisGetReply(ld->ctx[ni], &v) != REDIS_OK) {
-				if (!err)
-					err = eg_fail(-ETIMEDOUT, "remote %s: %s", node_name(ld, ni, name, sizeof(name)),
-						      ld->ctx[ni]->errstr);
+			redisReply *rep;
+			if (err || !ld->ctx[ni].c || !(rep = node_reply(ld, ni, EG_REPLY_STATUS, 0, &err)))
 				continue;
-			}
-			redisReply *rep = v;
 			if (rep->type == REDIS_REPLY_ERROR) {
 				if (!strncmp(rep->str, "MOVED ", 6) || !strncmp(rep->str, "ASK ", 4) ||
 				    !strncmp(rep->str, "TRYAGAIN", 8))
@@ -219,8 +232,7 @@ static int write_batch(struct loader *ld, const struct batch *b, size_t vmax)
 static void loader_free(struct loader *ld)
 {
 	for (int i = 0; i < ld->n_ctx; i++)
-		if (ld->ctx[i])
-			redisFree(ld->ctx[i]);
+		drop_ctx(ld, i);
 	free(ld->ctx);
 	free(ld->pending);
 	eg_remote_close(ld->map);
@@ -277,18 +289,14 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	/* restart: the set is incomplete from now until every row is written again */
 	for (const char *const *what = (const char *const[]){ "done", "load", NULL }; o.restart && *what; what++) {
 		klen = eg_remote_meta_key(key, ld.set_id, *what);
-		if (!(rep = key_command(&ld, key, klen, "DEL %b", NULL, 0))) {
-			err = -ECONNREFUSED;
+		if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, &err, "DEL %b", NULL, 0)))
 			goto out;
-		}
 		freeReplyObject(rep);
 	}
 	/* complete already? then nothing to do */
 	klen = eg_remote_meta_key(key, ld.set_id, "done");
-	if (!(rep = key_command(&ld, key, klen, "EXISTS %b", NULL, 0))) {
-		err = -ECONNREFUSED;
+	if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, &err, "EXISTS %b", NULL, 0)))
 		goto out;
-	}
 	res.already_complete = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
 	freeReplyObject(rep);
 	if (res.already_complete) {
@@ -298,10 +306,8 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	}
 	/* resume after what an earlier run loaded */
 	klen = eg_remote_meta_key(key, ld.set_id, "load");
-	if (!(rep = key_command(&ld, key, klen, "GET %b", NULL, 0))) {
-		err = -ECONNREFUSED;
+	if (!(rep = key_command(&ld, key, klen, EG_REPLY_BULK, PROGRESS_BYTES, &err, "GET %b", NULL, 0)))
 		goto out;
-	}
 	if (rep->type == REDIS_REPLY_STRING && sscanf(rep->str, "%u %llu", &layer0, (unsigned long long *)&group0) == 2 &&
 	    layer0 <= st->cfg->n_layers) {
 		for (unsigned l = 0; l < layer0; l++)
@@ -329,9 +335,12 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 			if ((err = encode(&ld, &b, vmax)) < 0)
 				goto out;
 			int tries = 0;
-			while ((err = write_batch(&ld, &b, vmax)) == 1 && ++tries < MAX_RETRIES)
+			while ((err = write_batch(&ld, &b, vmax)) == 1 && ++tries < MAX_RETRIES) {
 				if ((err = eg_remote_refresh(ld.map)) < 0)
 					goto out;
+				for (int i = 0; i < ld.n_ctx; i++) /* a node's index may now be another address's */
+					drop_ctx(&ld, i);
+			}
 			if (err) {
 				if (err == 1)
 					err = eg_fail(-EPROTO, "remote: the slot map kept changing while loading");
@@ -344,10 +353,8 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 			klen = eg_remote_meta_key(key, ld.set_id, "load");
 			int tl = snprintf(text, sizeof(text), "%u %llu", g + b.n < groups ? l : l + 1,
 					  (unsigned long long)(g + b.n < groups ? g + b.n : 0));
-			if (!(rep = key_command(&ld, key, klen, "SET %b %b", text, (size_t)tl))) {
-				err = -ECONNREFUSED;
+			if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)tl)))
 				goto out;
-			}
 			freeReplyObject(rep);
 			if (o.progress && o.progress(o.progress_arg, res.rows_resumed + res.rows_loaded, res.rows_total)) {
 				err = eg_fail(-ECANCELED, "remote load cancelled: the set is marked incomplete; run again to "
@@ -359,10 +366,8 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	klen = eg_remote_meta_key(key, ld.set_id, "done");
 	int tl = snprintf(text, sizeof(text), "libengram remote set: %llu rows, %u layers, %u rows a key",
 			  (unsigned long long)res.rows_total, st->cfg->n_layers, EG_REMOTE_GROUP);
-	if (!(rep = key_command(&ld, key, klen, "SET %b %b", text, (size_t)tl))) {
-		err = -ECONNREFUSED;
+	if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)tl)))
 		goto out;
-	}
 	freeReplyObject(rep);
 	res.used_memory_after = used_memory(&ld, &res.masters);
 done:

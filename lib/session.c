@@ -1,20 +1,37 @@
-/* Sessions: the life cycle (create, destroy, the I/O backend and descriptors), the step (begin, push: hash the
- * tokens, ask for the rows' units for every layer, shortest lead first, handing to the I/O thread those that
- * need a read: session_handover.c) and the counters. Reading units is
- * session_read.c; gathering is session_gather.c; the shared state is session.h. */
+/* Sessions: the life cycle (create, destroy), the step (begin, push: hash the tokens into the step's rows, then
+ * ask the reader for them, every layer at once), the counters and the public calls of the reader's work
+ * (prefetch, gather). Everything that reads rows is the reader's (lib/reader/reader.h), called only through
+ * its header. */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "dtype.h"
-#include "file.h"
-#include "session.h"
+#include "grow.h"
+#include "reader/reader.h"
+#include "rowcache.h"
+#include "stats_publish.h"
+#include "store.h"
 
-#define TRACK_MIN (1u << 18)
+struct engram_session {
+	const engram_store *st;
+	const engram_config *cfg;
+	unsigned flags;
+	struct eg_reader *rd;
+	engram_hasher *hasher;
+	/* the step */
+	uint64_t **rows;                  /* [n_layers][cap_pos * columns] */
+	uint64_t *push_rows;              /* one push's rows, layer-major */
+	const uint64_t **layer_rows;      /* one push's rows of each layer, as the reader takes them */
+	size_t n_pos, cap_pos, push_cap;
+	struct engram_io_stats *step, *total; /* per layer; the reader adds to them under its lock */
+	struct eg_stats_pub *stats;       /* stats segment: this session's slot (stats_publish.c), or NULL */
+};
+
+struct eg_reader *eg_session_reader(engram_session *s)
+{
+	return s->rd;
+}
 
 static int grow_step(engram_session *s, size_t need)
 {
@@ -71,30 +88,9 @@ static int push(engram_session *s, const unsigned *seqs, unsigned seq, const int
 	s->n_pos += n;
 	if (s->flags & ENGRAM_SESSION_NO_PREFETCH)
 		return 0;
-	/* The layer that runs first has the shortest lead: its reads go first. Rows whose units the session holds or
-	 * reads already are requested here if the lock is free now (a warm step wakes no thread); from the first
-	 * row that needs a read on, the rows are handed to the I/O thread, which requests them. push never waits
-	 * for the lock. */
-	unsigned k = 0;
-	size_t done = 0;
-	if (pthread_mutex_trylock(&s->lock) == 0) {
-		for (; k < L && !err; k++) {
-			unsigned l = s->layer_order[k];
-			err = eg_sess_request_rows(s, l, s->rows[l] + (s->n_pos - n) * cols, n * cols, 1, &done);
-			if (done < n * cols)
-				break;
-		}
-		pthread_mutex_unlock(&s->lock);
-	}
-	if (err < 0 || k == L)
-		return err; /* every row asked for here */
-	uint64_t t = eg_sess_now_ns();
-	for (; k < L && !err; k++, done = 0) {
-		unsigned l = s->layer_order[k];
-		err = eg_sess_hand_rows(s, l, s->rows[l] + (s->n_pos - n) * cols + done, n * cols - done, 1, t);
-	}
-	eg_sess_hand_kick(s);
-	return err;
+	for (unsigned l = 0; l < L; l++)
+		s->layer_rows[l] = s->rows[l] + (s->n_pos - n) * cols;
+	return eg_reader_request(s->rd, s->layer_rows, n * cols, EG_READ_PIN | EG_READ_NOW);
 }
 
 ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *seqs, const int64_t *tokens,
@@ -104,23 +100,31 @@ ENGRAM_API int engram_session_prefetch_next(engram_session *s, const unsigned *s
 	unsigned L = s->cfg->n_layers, cols = s->cfg->columns;
 	int err;
 
-	if ((err = eg_sess_usable(s)) < 0 || (err = grow_push_rows(s, n)) < 0 ||
+	if ((err = eg_reader_usable(s->rd)) < 0 || (err = grow_push_rows(s, n)) < 0 ||
 	    (err = engram_hasher_peek_batch(s->hasher, seqs, tokens, mask, n, s->push_rows)) < 0)
 		return err;
-	uint64_t t = eg_sess_now_ns();
-	for (unsigned k = 0; k < L && !err; k++) {
-		unsigned l = s->layer_order[k];
-		err = eg_sess_hand_rows(s, l, s->push_rows + (size_t)l * n * cols, n * cols, 0, t);
-	}
-	eg_sess_hand_kick(s);
-	return err;
+	for (unsigned l = 0; l < L; l++)
+		s->layer_rows[l] = s->push_rows + (size_t)l * n * cols;
+	return eg_reader_request(s->rd, s->layer_rows, n * cols, 0);
+}
+
+ENGRAM_API int engram_session_prefetch_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n)
+{
+	EG_KEEP_ERRNO;
+	int err;
+
+	if ((err = eg_reader_usable(s->rd)) < 0)
+		return err;
+	if (eg_bad_layer(s->cfg, layer))
+		return -EINVAL;
+	return eg_reader_prefetch(s->rd, layer, rows, n);
 }
 
 ENGRAM_API int engram_session_push(engram_session *s, unsigned seq, const int64_t *tokens, const uint8_t *mask,
 				   size_t n)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : push(s, NULL, seq, tokens, mask, n);
 }
@@ -129,7 +133,7 @@ ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs
 					 const uint8_t *mask, size_t n)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : push(s, seqs, 0, tokens, mask, n);
 }
@@ -137,34 +141,19 @@ ENGRAM_API int engram_session_push_batch(engram_session *s, const unsigned *seqs
 ENGRAM_API int engram_session_begin(engram_session *s)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	if (err < 0)
 		return err;
-	pthread_mutex_lock(&s->lock);
-	eg_sess_take_requests(s, SIZE_MAX); /* the step's pushes are requested in the step they were made */
-	for (size_t i = 0; i < s->n_pinned; i++)
-		s->cache.u[s->pinned[i]].pins--;
-	eg_units_released(&s->cache);
-	s->n_pinned = 0;
+	eg_reader_begin(s->rd); /* clears the step's counters, under its lock */
 	s->n_pos = 0;
-	if (!s->evicted)
-		eg_seen_grow(&s->seen);
-	s->evicted = 0;
-	s->step_t0 = eg_sess_now_ns();
-	s->step_gen++;
-	memset(s->step, 0, s->cfg->n_layers * sizeof(*s->step));
-	if (s->remote) /* its tables are shared with the I/O thread (session_remote.c) */
-		eg_sess_remote_begin(s);
-	eg_stats_step(s); /* stats segment: every layer's counters published */
-	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
 ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : engram_hasher_reset(s->hasher, seq);
 }
@@ -172,7 +161,7 @@ ENGRAM_API int engram_session_reset(engram_session *s, unsigned seq)
 ENGRAM_API int engram_session_rewind(engram_session *s, unsigned seq, size_t n)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : engram_hasher_rewind(s->hasher, seq, n);
 }
@@ -181,7 +170,7 @@ ENGRAM_API int engram_session_seed(engram_session *s, unsigned seq, const int64_
 				   size_t n, unsigned flags)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : engram_hasher_seed(s->hasher, seq, tokens, mask, n, flags);
 }
@@ -189,7 +178,7 @@ ENGRAM_API int engram_session_seed(engram_session *s, unsigned seq, const int64_
 ENGRAM_API int engram_session_export(engram_session *s, unsigned seq, void *buf, size_t size)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : engram_hasher_export(s->hasher, seq, buf, size);
 }
@@ -197,7 +186,7 @@ ENGRAM_API int engram_session_export(engram_session *s, unsigned seq, void *buf,
 ENGRAM_API int engram_session_import(engram_session *s, unsigned seq, const void *buf, size_t size)
 {
 	EG_KEEP_ERRNO;
-	int err = eg_sess_usable(s);
+	int err = eg_reader_usable(s->rd);
 
 	return err < 0 ? err : engram_hasher_import(s->hasher, seq, buf, size);
 }
@@ -227,7 +216,7 @@ ENGRAM_API size_t engram_session_gather_bytes(const engram_session *s, unsigned 
 ENGRAM_API const char *engram_session_backend(const engram_session *s)
 {
 	EG_KEEP_ERRNO;
-	return s->backend;
+	return eg_reader_backend(s->rd);
 }
 
 /* The counters of one layer, or of all (layer < 0), with the CPU time of the session's own threads in the
@@ -238,8 +227,7 @@ static void stats_of(engram_session *s, int layer, int step, struct engram_io_st
 	const size_t first = offsetof(struct engram_io_stats, rows), end = offsetof(struct engram_io_stats, thread_cpu_ns);
 
 	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&s->lock);
-	eg_sess_take_requests(s, SIZE_MAX); /* what was pushed is counted as requested */
+	eg_reader_hold(s->rd); /* what was pushed is counted as requested */
 	/* every field from rows on is a uint64_t counter: summed as such */
 	for (unsigned l = 0; l < s->cfg->n_layers; l++)
 		if (layer < 0 || (unsigned)layer == l) {
@@ -247,10 +235,10 @@ static void stats_of(engram_session *s, int layer, int step, struct engram_io_st
 				*(uint64_t *)(void *)((char *)out + o) += *(const uint64_t *)(const void *)((const char *)&v[l] + o);
 			out->straddled += v[l].straddled; /* and the counters after thread_cpu_ns */
 		}
-	pthread_mutex_unlock(&s->lock);
+	eg_reader_release(s->rd);
 	out->size = sizeof(*out);
 	if (layer < 0 && !step)
-		out->thread_cpu_ns = eg_sess_thread_cpu_ns(s);
+		out->thread_cpu_ns = eg_reader_cpu_ns(s->rd);
 }
 
 ENGRAM_API int engram_session_stats(const engram_session *cs, int layer, unsigned flags, struct engram_io_stats *out)
@@ -260,7 +248,7 @@ ENGRAM_API int engram_session_stats(const engram_session *cs, int layer, unsigne
 	struct engram_io_stats v;
 	int err;
 
-	if ((err = eg_sess_usable(s)) < 0)
+	if ((err = eg_reader_usable(s->rd)) < 0)
 		return err;
 	if (flags & ~ENGRAM_STATS_STEP)
 		return eg_fail(-EINVAL, "engram_session_stats: unknown flags 0x%x", flags);
@@ -271,117 +259,83 @@ ENGRAM_API int engram_session_stats(const engram_session *cs, int layer, unsigne
 			     "engram_io_stats");
 }
 
+static int check_out(const engram_session *s, unsigned layer, enum engram_out out, size_t n, size_t dst_size)
+{
+	size_t ob;
+
+	if (eg_bad_layer(s->cfg, layer))
+		return -EINVAL;
+	ob = engram_out_row_bytes(s->st, layer, out);
+	if (!ob)
+		return eg_fail(-EINVAL, "output type %d is not native, bf16 or f32", (int)out);
+	if (n && dst_size / n < ob)
+		return eg_fail(-EINVAL, "buffer of %zu bytes is smaller than %zu rows of %zu bytes", dst_size, n, ob);
+	return 0;
+}
+
+ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer, const uint64_t *rows, size_t n,
+					  enum engram_out out, void *dst, size_t dst_size)
+{
+	EG_KEEP_ERRNO;
+	int err;
+
+	if ((err = eg_reader_usable(s->rd)) == 0 && (err = check_out(s, layer, out, n, dst_size)) == 0)
+		err = eg_reader_gather(s->rd, layer, rows, n, out, dst);
+	return err;
+}
+
+ENGRAM_API int engram_session_gather(engram_session *s, unsigned layer, enum engram_out out, void *dst,
+				     size_t dst_size)
+{
+	EG_KEEP_ERRNO;
+	size_t n = s->n_pos * s->cfg->columns;
+	int err;
+
+	if ((err = eg_reader_usable(s->rd)) == 0 && (err = check_out(s, layer, out, n, dst_size)) == 0)
+		err = eg_reader_gather(s->rd, layer, s->rows[layer], n, out, dst);
+	return err;
+}
+
+ENGRAM_API int engram_session_remote_stats(const engram_session *s, struct engram_remote_stats *out)
+{
+	EG_KEEP_ERRNO;
+	struct engram_remote_stats st;
+	int err;
+
+	if ((err = eg_reader_remote_stats(s->rd, &st)) < 0)
+		return err;
+	return eg_struct_out(out, &st, sizeof(st), EG_SIZE_THROUGH(struct engram_remote_stats, timeouts),
+			     "engram_remote_stats");
+}
+
 ENGRAM_API void engram_session_destroy(engram_session *s)
 {
 	EG_KEEP_ERRNO;
 	if (!s)
 		return;
-	eg_sess_progress_stop(s);
-	eg_sess_remote_close(s); /* the I/O thread's client: after the thread */
-	eg_stats_close(s);       /* stats segment: the slot given back (the last session's removes the file) */
-	for (unsigned i = 0; s->fd_buf && i < s->st->n_files; i++) {
-		if (s->fd_buf[i] >= 0)
-			close(s->fd_buf[i]);
-		if (s->fd_direct[i] >= 0)
-			close(s->fd_direct[i]);
-	}
-	free(s->fd_buf);
-	free(s->fd_direct);
-	eg_units_destroy(&s->track);
-	eg_units_destroy(&s->cache);
-	eg_units_destroy(&s->spill);
-	eg_seen_destroy(&s->seen);
-	free(s->seen_base);
-	if (s->bounce)
-		munmap(s->bounce, (size_t)s->depth * s->bounce_bytes);
-	free(s->req);
-	for (unsigned l = 0; s->pend && l < s->cfg->n_layers; l++)
-		free(s->pend[l].v);
-	free(s->pend);
-	free(s->sink);
-	for (unsigned i = 0; s->unit_sink && i < s->depth; i++)
-		free(s->unit_sink[i]);
-	free(s->unit_sink);
-	free(s->overflow);
-	eg_block_ctx_free(&s->bctx);
-	free(s->layer_order);
-	free(s->refs);
-	free(s->rc_buf);
+	eg_reader_destroy(s->rd);
+	eg_stats_close(s->stats); /* stats segment: the slot given back (the last session's removes the file) */
 	engram_hasher_destroy(s->hasher);
 	for (unsigned l = 0; s->rows && l < s->cfg->n_layers; l++)
 		free(s->rows[l]);
 	free(s->rows);
 	free(s->push_rows);
-	free(s->pinned);
-	eg_sess_hand_free(s);
+	free(s->layer_rows);
 	free(s->step);
 	free(s->total);
 	free(s);
 }
 
-/* Units of the store's tables that this session reads into the page cache (the others go through its cache), and
- * where each piece's begin in that count (seen_base, when not NULL). */
-static uint64_t page_cache_units(const engram_session *s, uint64_t *seen_base)
+/* stats segment: the reader's report at the end of a begin (layer -1) or a gather, under its lock, published */
+static void stats_report(void *arg, int layer, const struct eg_reader_report *r)
 {
-	uint64_t units = 0;
+	engram_session *s = arg;
 
-	for (unsigned i = 0; i < s->st->n_pieces; i++) {
-		const struct eg_piece *p = &s->st->pieces[i];
-		if (seen_base)
-			seen_base[i] = units;
-		if (!eg_sess_is_cached(s, p))
-			units += eg_n_units(p->t);
-	}
-	return units;
+	if (layer < 0)
+		eg_stats_step(s->stats, s->total, r->inflight, r->backlog, r->io_cpu_ns, r->remote);
+	else
+		eg_stats_gathered(s->stats, (unsigned)layer, &s->total[layer], r->rc_ram, r->inflight, r->backlog);
 }
-
-/* Bits for every unit of the tables this session reads into the page cache. */
-static int init_seen(engram_session *s, uint64_t page_cache_bytes)
-{
-	uint64_t bits;
-
-	if (!(s->seen_base = calloc(s->st->n_pieces ? s->st->n_pieces : 1, sizeof(*s->seen_base))))
-		return eg_fail(-ENOMEM, "out of memory");
-	bits = page_cache_units(s, s->seen_base);
-	/* two generations of half the page cache the session may count on each */
-	if (eg_seen_init(&s->seen, bits, page_cache_bytes / EG_PAGE / 2 ? page_cache_bytes / EG_PAGE / 2 : 0) < 0)
-		return eg_fail(-ENOMEM, "out of memory for the page map of %llu units", (unsigned long long)bits);
-	return 0;
-}
-
-static int open_fds(engram_session *s)
-{
-	unsigned n = s->st->n_files;
-
-	s->fd_buf = malloc(n * sizeof(int));
-	s->fd_direct = malloc(n * sizeof(int));
-	if (!s->fd_buf || !s->fd_direct) {
-		free(s->fd_buf);
-		free(s->fd_direct);
-		s->fd_buf = s->fd_direct = NULL;
-		return eg_fail(-ENOMEM, "out of memory");
-	}
-	for (unsigned i = 0; i < n; i++)
-		s->fd_buf[i] = s->fd_direct[i] = -1;
-	for (unsigned i = 0; i < n; i++) {
-		const struct eg_shard *sh = &s->st->shards[i];
-		const char *path = sh->path;
-		/* the file the store mapped, even if another was renamed over its path since */
-		s->fd_buf[i] = eg_reopen(sh->fd, 0, path);
-		if (s->fd_buf[i] < 0)
-			return eg_fail(s->fd_buf[i], "cannot open '%s': %s", path, engram_strerror(s->fd_buf[i]));
-		/* reads bring in exactly the pages asked for: no readahead around random rows */
-		posix_fadvise(s->fd_buf[i], 0, 0, POSIX_FADV_RANDOM);
-		if (s->mode == ENGRAM_MODE_DIRECT || s->rc) {
-			s->fd_direct[i] = eg_reopen(sh->fd, O_DIRECT, path);
-			if (s->fd_direct[i] < 0 && s->fd_direct[i] != -EINVAL) /* EINVAL: no O_DIRECT here (tmpfs) */
-				return eg_fail(s->fd_direct[i], "cannot open '%s' for direct I/O: %s", path,
-					       engram_strerror(s->fd_direct[i]));
-		}
-	}
-	return 0;
-}
-
 
 /* The options checked, defaults filled in. */
 static int session_options(struct engram_session_options *o, const engram_store *st,
@@ -410,104 +364,13 @@ static int session_options(struct engram_session_options *o, const engram_store 
 	return 0;
 }
 
-/* The largest unit and zstd frame of the store, and the slots of the private cache (0 when no unit is cached). */
-static int size_units(engram_session *s, uint64_t cache_bytes, uint64_t *slots)
-{
-	size_t max_frame = 0;
-	int any_cached = 0;
-
-	s->unit_max = eg_store_unit_max(s->st);
-	for (unsigned i = 0; i < s->st->n_pieces; i++) {
-		const struct eg_disk_table *t = s->st->pieces[i].t;
-		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
-			max_frame = t->max_frame;
-		any_cached |= eg_sess_is_cached(s, &s->st->pieces[i]);
-	}
-	s->bounce_bytes = max_frame ? (max_frame + 2 * EG_PAGE) / EG_PAGE * EG_PAGE : 0;
-	*slots = any_cached ? cache_bytes / s->unit_max : 0;
-	if (any_cached && *slots < 16)
-		*slots = 16;
-	if (*slots > EG_UNITS_MAX)
-		return eg_fail(-EINVAL, "cache of %llu bytes needs %llu slots of %zu bytes; at most %u are possible",
-			       (unsigned long long)cache_bytes, (unsigned long long)*slots, s->unit_max, EG_UNITS_MAX);
-	return 0;
-}
-
-/* The step's and the reads' buffers. Frame buffers are an anonymous mapping: a deep queue costs memory only as
- * reads use it. */
-static int alloc_buffers(engram_session *s)
-{
-	unsigned L = s->cfg->n_layers, depth = s->depth;
-
-	s->step = calloc(L, sizeof(*s->step));
-	s->total = calloc(L, sizeof(*s->total));
-	s->rows = calloc(L, sizeof(*s->rows));
-	s->pend = calloc(L, sizeof(*s->pend));
-	s->req = calloc(depth, sizeof(*s->req));
-	s->sink = eg_alloc_aligned((size_t)depth * SESSION_SINK);
-	s->unit_sink = calloc(depth, sizeof(*s->unit_sink));
-	s->overflow = eg_alloc_aligned(s->unit_max + s->bounce_bytes);
-	s->layer_order = malloc(L * sizeof(*s->layer_order));
-	if (s->rc)
-		s->rc_buf = malloc(SESSION_GATHER_CHUNK * s->rc->record_bytes);
-	if (s->bounce_bytes) {
-		void *m = mmap(NULL, (size_t)depth * s->bounce_bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		s->bounce = m == MAP_FAILED ? NULL : m;
-	}
-	if (!s->step || !s->total || !s->rows || !s->pend || !s->req || !s->sink || !s->unit_sink || !s->overflow ||
-	    !s->layer_order || (s->rc && !s->rc_buf) || (s->bounce_bytes && !s->bounce))
-		return eg_fail(-ENOMEM, "out of memory for a session of %u reads in flight", depth);
-	for (unsigned i = 0; i < depth; i++)
-		s->req[i].next_free = i + 1 < depth ? i + 1 : EG_NO_UNIT;
-	s->req_free = 0;
-	return 0;
-}
-
-/* Layer indexes by ascending layer id: the order their reads start. */
-static void sort_layers(engram_session *s)
-{
-	for (unsigned l = 0; l < s->cfg->n_layers; l++)
-		s->layer_order[l] = l;
-	for (unsigned i = 1; i < s->cfg->n_layers; i++) /* insertion sort: a few layers */
-		for (unsigned j = i; j > 0 && s->cfg->layers[s->layer_order[j]].id < s->cfg->layers[s->layer_order[j - 1]].id; j--) {
-			unsigned x = s->layer_order[j];
-			s->layer_order[j] = s->layer_order[j - 1];
-			s->layer_order[j - 1] = x;
-		}
-}
-
-/* The unit tables: the reads in flight into the page cache (never more units than the store has there, none in
- * direct mode), the private cache and, beside it, the spill table: SPILL_BYTES (at least SPILL_MIN entries, at
- * most SPILL_MAX) that a gather reads misses into, at depth, when its step holds the whole cache (mapped, so
- * untouched until then). */
-#define SPILL_BYTES (4u << 20)
-#define SPILL_MIN 8u
-#define SPILL_MAX 256u
-static int init_tables(engram_session *s, uint64_t slots)
-{
-	uint64_t track = s->depth * 4 > TRACK_MIN ? s->depth * 4 : TRACK_MIN, pc_units = page_cache_units(s, NULL);
-	size_t spill = s->unit_max ? SPILL_BYTES / s->unit_max : SPILL_MAX;
-	int err;
-
-	if (track > pc_units)
-		track = pc_units ? pc_units : 1;
-	spill = spill < SPILL_MIN ? SPILL_MIN : spill > SPILL_MAX ? SPILL_MAX : spill;
-	if ((err = eg_units_init(&s->track, (uint32_t)track, 0)) < 0 ||
-	    (slots && (err = eg_units_init(&s->cache, (uint32_t)slots, s->unit_max)) < 0) ||
-	    (slots && (err = eg_units_init(&s->spill, (uint32_t)spill, s->unit_max)) < 0))
-		return eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
-			       (unsigned long long)slots, s->unit_max);
-	return 0;
-}
-
 ENGRAM_API int engram_session_create(engram_session **out, const engram_store *st,
 				     const struct engram_session_options *opts)
 {
 	EG_KEEP_ERRNO;
 	struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
 	engram_session *s;
-	uint64_t slots;
+	unsigned L;
 	int err;
 
 	if (!out || !st)
@@ -519,23 +382,30 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 		return eg_fail(-ENOMEM, "out of memory");
 	s->st = st;
 	s->cfg = st->cfg;
-	s->mode = o.mode;
 	s->flags = o.flags;
-	s->rc = o.row_cache;
-	s->depth = o.queue_depth;
-	if ((err = size_units(s, o.cache_bytes, &slots)) < 0) {
-		free(s);
-		return err;
+	L = s->cfg->n_layers;
+	s->step = calloc(L, sizeof(*s->step));
+	s->total = calloc(L, sizeof(*s->total));
+	s->rows = calloc(L, sizeof(*s->rows));
+	s->layer_rows = calloc(L, sizeof(*s->layer_rows));
+	if (!s->step || !s->total || !s->rows || !s->layer_rows) {
+		engram_session_destroy(s);
+		return eg_fail(-ENOMEM, "out of memory");
 	}
-	eg_stats_open(s); /* stats segment: a slot taken, before the I/O thread starts (it publishes its CPU time) */
-	if ((err = alloc_buffers(s)) < 0 || (err = init_tables(s, slots)) < 0 ||
-	    (err = init_seen(s, o.page_cache_bytes)) < 0 || (err = open_fds(s)) < 0 ||
-	    (err = engram_hasher_create(&s->hasher, s->cfg, o.max_seqs)) < 0 || (err = eg_sess_progress_start(s)) < 0 ||
-	    (o.remote && (err = eg_sess_remote_open(s, o.remote, o.remote_timeout_ms)) < 0)) {
+	struct eg_reader_options ro = { .st = st, .mode = o.mode, .flags = o.flags, .queue_depth = o.queue_depth,
+					.cache_bytes = o.cache_bytes, .page_cache_bytes = o.page_cache_bytes,
+					.row_cache = o.row_cache, .remote = o.remote,
+					.remote_timeout_ms = o.remote_timeout_ms, .step = s->step, .total = s->total };
+	/* stats segment: a slot taken before the I/O thread starts (it samples its CPU time for the report) */
+	if ((s->stats = eg_stats_open(st, o.mode, o.flags, o.row_cache))) {
+		ro.report = stats_report;
+		ro.report_arg = s;
+	}
+	if ((err = engram_hasher_create(&s->hasher, s->cfg, o.max_seqs)) < 0 ||
+	    (err = eg_reader_create(&s->rd, &ro)) < 0) {
 		engram_session_destroy(s);
 		return err;
 	}
-	sort_layers(s);
 	*out = s;
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "faulty_io.h"
 #include "file.h"
 #include "util.h"
 

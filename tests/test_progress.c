@@ -1,8 +1,8 @@
 /* The session's I/O thread (lib/session_progress.c): reads complete and the backlog refills while the caller
  * sleeps, with no library call; a forked child gets ENGRAM_EFORKED from its parent's sessions and makes new
  * ones; destroy ends the thread; each io_uring feature can be switched off or refused, with the same rows.
- * The tests observe the thread through the session's own counter of published units, read under its lock
- * (not a library call), and never assert on time: a bound of minutes only keeps a broken build from hanging. */
+ * The tests observe the thread through the reader's own counter of published units, read under its lock
+ * (eg_reader_probe, not a public call), and never assert on time: a bound of minutes only keeps a broken build from hanging. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "engram.h"
-#include "file.h"
-#include "session.h"
+#include "faulty_io.h"
+#include "reader/reader.h"
 #include "util.h"
 
 static const char *shard(const char *codec)
@@ -42,18 +42,10 @@ static engram_session *session(engram_store *st, enum engram_mode mode, unsigned
 /* Whether the thread has requested every row push handed over, and published every unit it queued. */
 static int all_published(engram_session *s, uint64_t base)
 {
-	uint64_t units = 0;
-	int done;
+	struct eg_reader_probe p = { 0 };
 
-	pthread_mutex_lock(&s->lock);
-	pthread_mutex_lock(&s->hand_lock);
-	int handed = s->hand.n == 0 && s->taken_rec >= s->taken.n;
-	pthread_mutex_unlock(&s->hand_lock);
-	for (unsigned l = 0; l < s->cfg->n_layers; l++)
-		units += s->step[l].units;
-	done = handed && s->pend_n == 0 && s->published - base >= units && units > 0;
-	pthread_mutex_unlock(&s->lock);
-	return done;
+	eg_reader_probe(eg_session_reader(s), 0, &p);
+	return p.handed_all && p.backlog == 0 && p.published - base >= p.step_units && p.step_units > 0;
 }
 
 /* Sleep (the engine computing) until the thread has published every unit of the step. */
@@ -68,10 +60,10 @@ static void sleep_until_published(engram_session *s, uint64_t base)
 
 static uint64_t published(engram_session *s)
 {
-	pthread_mutex_lock(&s->lock);
-	uint64_t n = s->published;
-	pthread_mutex_unlock(&s->lock);
-	return n;
+	struct eg_reader_probe p = { 0 };
+
+	eg_reader_probe(eg_session_reader(s), 0, &p);
+	return p.published;
 }
 
 /* Push, sleep without calling the library, gather: every row is ready and the gather waited for none. */
@@ -134,7 +126,7 @@ static void test_queue_refilled_during_the_sleep(void **state)
 /* Misses are read at depth, not one by one: a session that prefetches nothing (every row a miss), and one whose
  * step holds its whole cache (16 entries, the least there is, for a step of hundreds of units: the rest go to
  * the spill table). Both gather the rows the store gathers, bit for bit, and read all but a few of their misses
- * ahead through the I/O thread (s->read_ahead) rather than alone in the gather (s->read_alone). */
+ * ahead through the I/O thread (read_ahead) rather than alone in the gather (read_alone). */
 static void test_misses_read_at_depth(void **state)
 {
 	static float want[2 * 64 * 12 * 64], got[2 * 64 * 12 * 64];
@@ -165,9 +157,9 @@ static void test_misses_read_at_depth(void **state)
 							sizeof(want)), "store gather");
 				assert_memory_equal(got, want, n * 64 * sizeof(float));
 			}
-			pthread_mutex_lock(&s->lock);
-			uint64_t ahead = s->read_ahead, alone = s->read_alone;
-			pthread_mutex_unlock(&s->lock);
+			struct eg_reader_probe p = { 0 };
+			eg_reader_probe(eg_session_reader(s), 0, &p);
+			uint64_t ahead = p.read_ahead, alone = p.read_alone;
 			if (ahead < 16 || alone > ahead / 8)
 				fail_msg("%s, %s: %llu misses read ahead, %llu alone", codecs[ci],
 					 k & 1 ? "no prefetch" : "a 16-entry cache", (unsigned long long)ahead,
@@ -365,9 +357,9 @@ static void test_thread_cpu_is_reported(void **state)
 
 static unsigned source_runs;
 
-static unsigned count_run(engram_session *s, void *arg)
+static unsigned count_run(struct eg_reader *rd, void *arg)
 {
-	(void)s;
+	(void)rd;
 	(void)arg;
 	__atomic_add_fetch(&source_runs, 1, __ATOMIC_RELAXED);
 	return 0;
@@ -384,12 +376,10 @@ static void test_another_source_is_driven(void **state)
 	must(engram_open(&st, shard("raw"), 0), "open");
 	for (unsigned k = 0; k < 2; k++) {
 		engram_session *s = session(st, ENGRAM_MODE_DIRECT, k ? ENGRAM_SESSION_NO_URING : 0, 0);
-		pthread_mutex_lock(&s->lock);
-		s->source = (struct eg_source){ .run = count_run };
-		pthread_mutex_unlock(&s->lock);
+		eg_reader_test_source(eg_session_reader(s), count_run, NULL);
 		for (unsigned w = 0; w < 3; w++) {
 			unsigned before = __atomic_load_n(&source_runs, __ATOMIC_RELAXED);
-			eg_sess_progress_wake(s);
+			eg_reader_wake(eg_session_reader(s));
 			for (int i = 0; i < 300000 && __atomic_load_n(&source_runs, __ATOMIC_RELAXED) == before; i++)
 				nanosleep(&ms, NULL);
 			assert_true(__atomic_load_n(&source_runs, __ATOMIC_RELAXED) > before);

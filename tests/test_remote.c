@@ -153,66 +153,16 @@ struct conn {
 	size_t n;
 };
 
-static void put(int fd, const void *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w <= 0)
-			return;
-		p = (const char *)p + w;
-		n -= (size_t)w;
-	}
-}
-
-static void putf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void putf(int fd, const char *fmt, ...)
-{
-	char b[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	int n = vsnprintf(b, sizeof(b), fmt, ap);
-	va_end(ap);
-	put(fd, b, (size_t)n);
-}
-
-/* One complete RESP array of bulk strings from c->buf: its arguments (NUL-terminated, in place); 0 if partial. */
-static int parse(struct conn *c, char **argv, int max, size_t *used)
-{
-	char *p = c->buf, *end = c->buf + c->n;
-	int argc;
-
-	if (p >= end || *p != '*' || !memchr(p, '\n', (size_t)(end - p)))
-		return 0;
-	argc = atoi(p + 1);
-	p = (char *)memchr(p, '\n', (size_t)(end - p)) + 1;
-	for (int i = 0; i < argc; i++) {
-		if (p >= end || !memchr(p, '\n', (size_t)(end - p)))
-			return 0;
-		int len = atoi(p + 1);
-		p = (char *)memchr(p, '\n', (size_t)(end - p)) + 1;
-		if (end - p < len + 2)
-			return 0;
-		if (i < max)
-			argv[i] = p;
-		p[len] = 0;
-		p += len + 2;
-	}
-	*used = (size_t)(p - c->buf);
-	return argc;
-}
-
 static void reply(struct fake *f, struct conn *c, int argc, char **argv)
 {
 	if (!strcasecmp(argv[0], "CLUSTER")) {
-		putf(c->fd, "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:%d\r\n$2\r\nid\r\n", f->owner_port);
+		resp_putf(c->fd, "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:%d\r\n$2\r\nid\r\n", f->owner_port);
 	} else if (!strcasecmp(argv[0], "EXISTS")) {
-		putf(c->fd, ":%d\r\n", f->done);
+		resp_putf(c->fd, ":%d\r\n", f->done);
 	} else if (!strcasecmp(argv[0], "ASKING")) {
 		c->asking = 1;
 		f->asking_seen++;
-		putf(c->fd, "+OK\r\n");
+		resp_putf(c->fd, "+OK\r\n");
 	} else if (!strcasecmp(argv[0], "GETRANGE") && argc == 4) {
 		unsigned long long group = strtoull(strrchr(argv[1], ':') + 1, NULL, 10);
 		unsigned long long start = strtoull(argv[2], NULL, 10), stop = strtoull(argv[3], NULL, 10);
@@ -223,11 +173,11 @@ static void reply(struct fake *f, struct conn *c, int argc, char **argv)
 		switch (f->behave) {
 		case MOVED:
 			f->owner_port = f->target_port;
-			putf(c->fd, "-MOVED %u 127.0.0.1:%d\r\n", slot, f->target_port);
+			resp_putf(c->fd, "-MOVED %u 127.0.0.1:%d\r\n", slot, f->target_port);
 			return;
-		case ASK: putf(c->fd, "-ASK %u 127.0.0.1:%d\r\n", slot, f->target_port); return;
+		case ASK: resp_putf(c->fd, "-ASK %u 127.0.0.1:%d\r\n", slot, f->target_port); return;
 		case SILENT: return;
-		case ABSENT: putf(c->fd, "$0\r\n\r\n"); return;
+		case ABSENT: resp_putf(c->fd, "$0\r\n\r\n"); return;
 		case CLOSE:
 			close(c->fd);
 			c->fd = -1;
@@ -249,7 +199,7 @@ static void reply(struct fake *f, struct conn *c, int argc, char **argv)
 			const struct eg_piece *p = eg_store_find(f->st, li, row);
 			if (!p || !p->data || t->record_size > sizeof(data)) {
 				f->bad_commands++;
-				putf(c->fd, "-ERR no such row\r\n");
+				resp_putf(c->fd, "-ERR no such row\r\n");
 				return;
 			}
 			eg_remote_encode(rec, f->st->shards[0].hdr->set_id, layer_id, row,
@@ -262,15 +212,15 @@ static void reply(struct fake *f, struct conn *c, int argc, char **argv)
 			rec[EG_REMOTE_HDR + 3] ^= 0xff;
 		if (stop - start + 1 != rb || start % rb) {
 			f->bad_commands++; /* counted, not asserted: cmocka's asserts belong to the test's thread */
-			putf(c->fd, "-ERR not one record\r\n");
+			resp_putf(c->fd, "-ERR not one record\r\n");
 			return;
 		}
-		putf(c->fd, "$%zu\r\n", rb);
-		put(c->fd, rec, rb);
-		putf(c->fd, "\r\n");
+		resp_putf(c->fd, "$%zu\r\n", rb);
+		resp_put(c->fd, rec, rb);
+		resp_putf(c->fd, "\r\n");
 	} else {
 		f->bad_commands++;
-		putf(c->fd, "-ERR unknown\r\n");
+		resp_putf(c->fd, "-ERR unknown\r\n");
 	}
 }
 
@@ -297,17 +247,12 @@ static void *serve(void *arg)
 		for (int i = 0; i < nc; i++) {
 			if (cs[i].fd < 0 || !(p[i + 1].revents & (POLLIN | POLLHUP)))
 				continue;
-			ssize_t r = recv(cs[i].fd, cs[i].buf + cs[i].n, sizeof(cs[i].buf) - cs[i].n, 0);
-			if (r <= 0) {
-				close(cs[i].fd);
-				cs[i].fd = -1;
+			if (resp_recv(&cs[i].fd, cs[i].buf, sizeof(cs[i].buf), &cs[i].n) < 0)
 				continue;
-			}
-			cs[i].n += (size_t)r;
 			char *argv[8];
 			size_t used;
 			int argc;
-			while (cs[i].fd >= 0 && (argc = parse(&cs[i], argv, 8, &used)) > 0) {
+			while (cs[i].fd >= 0 && (argc = resp_parse(cs[i].buf, cs[i].n, argv, 8, &used)) > 0) {
 				reply(f, &cs[i], argc, argv);
 				memmove(cs[i].buf, cs[i].buf + used, cs[i].n - used);
 				cs[i].n -= used;

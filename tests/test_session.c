@@ -16,9 +16,10 @@
 #include <unistd.h>
 
 #include "engram.h"
-#include "file.h"
+#include "faulty_io.h"
 #include "residency.h"
-#include "session.h"
+#include "reader/reader.h"
+#include "store.h"
 #include "util.h"
 
 struct fx {
@@ -470,7 +471,9 @@ static void test_later_layer_waits_for_the_gate(void **state)
 	for (int k = 0; k < 2; k++) {
 		o.flags = k ? ENGRAM_SESSION_NO_URING : 0;
 		must(engram_session_create(&s, st, &o), "session");
-		assert_int_equal(s->gate, 64);
+		struct eg_reader_probe p = { 0 };
+		eg_reader_probe(eg_session_reader(s), 0, &p);
+		assert_int_equal(p.gate, 64);
 		/* one token in each of 8 slots: the first push alone gives layer 0 more units than the gate */
 		const unsigned seqs[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
 		for (unsigned t = 0; t < 2; t++) {
@@ -482,11 +485,12 @@ static void test_later_layer_waits_for_the_gate(void **state)
 		size_t in0 = 0, in1 = 0, pend0 = 1, pend1 = 0;
 		for (int i = 0; i < 5000 && (pend0 || in0 <= 64); i++) {
 			usleep(1000);
-			pthread_mutex_lock(&s->lock);
-			eg_sess_take_requests(s, SIZE_MAX);
-			in0 = s->pend[0].inflight, in1 = s->pend[1].inflight;
-			pend0 = s->pend[0].n, pend1 = s->pend[1].n;
-			pthread_mutex_unlock(&s->lock);
+			size_t inflight[2], waiting[2];
+			p.inflight = inflight;
+			p.waiting = waiting;
+			eg_reader_probe(eg_session_reader(s), 1, &p);
+			in0 = inflight[0], in1 = inflight[1];
+			pend0 = waiting[0], pend1 = waiting[1];
 		}
 		if (pend0 || in0 <= 64 || in1 || !pend1)
 			fail_msg("layer 0: %zu in flight, %zu waiting; layer 1: %zu in flight, %zu waiting", in0, pend0,
@@ -678,6 +682,7 @@ static void test_track_table_sized_by_store_units(void **state)
 	struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
 	struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 	uint64_t units = 0;
+	struct eg_reader_probe p = { 0 };
 
 	(void)state;
 	must(engram_open(&st, pack(&tiny_f32, "raw"), 0), "open");
@@ -687,13 +692,15 @@ static void test_track_table_sized_by_store_units(void **state)
 	}
 	o.mode = ENGRAM_MODE_PAGECACHE;
 	must(engram_session_create(&s, st, &o), "page-cache session");
-	if (s->track.n > units)
-		fail_msg("page-cache session: a track table of %u slots for a store of %llu units", s->track.n,
+	eg_reader_probe(eg_session_reader(s), 0, &p);
+	if (p.track_entries > units)
+		fail_msg("page-cache session: a track table of %u slots for a store of %llu units", p.track_entries,
 			 (unsigned long long)units);
 	engram_session_destroy(s);
 	o.mode = ENGRAM_MODE_DIRECT;
 	must(engram_session_create(&s, st, &o), "direct session");
-	assert_int_equal(s->track.n, 1);
+	eg_reader_probe(eg_session_reader(s), 0, &p);
+	assert_int_equal(p.track_entries, 1);
 	engram_session_destroy(s);
 	engram_close(st);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -631,6 +632,72 @@ static void test_floor_text(void **state)
 			 1);
 }
 
+/* CPU seconds (user + system) of the children waited for so far: the replays sh() ran, and their shells. */
+static double children_cpu_s(void)
+{
+	struct rusage ru;
+
+	assert_int_equal(getrusage(RUSAGE_CHILDREN, &ru), 0);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Where the CPU of a read goes, engine thread (in the library) and I/O thread apart: a cold direct run reads,
+ * each part is positive, both together are at most the process's CPU, which is at most what the process used
+ * by the kernel's count; the per-read figures are those over the run's reads, and the text report gives them. */
+static void test_cpu_engine_and_io_thread(void **state)
+{
+	char out[700];
+	json_t *doc, *r, *t, *pr;
+	char *text;
+
+	(void)state;
+	double c0 = children_cpu_s();
+	doc = replay_json("--tokens %s --max-steps 10 --batch 8 --step-ms 2 --cold --mode direct --depth 1 --disk-iops "
+			  "20000 --disk-latency-us 100",
+			  tokens());
+	double child = children_cpu_s() - c0;
+	r = json_array_get(runs_of(doc, 1), 0);
+	t = json_object_get(r, "time_s");
+	pr = json_object_get(r, "cpu_us_per_read");
+	double ios = (double)u(r, "ios"), eng = real(t, "engine_cpu"), io = real(t, "io_thread");
+	double proc = real(t, "process_cpu");
+	assert_true(ios > 0);
+	if (!(eng > 0 && io > 0))
+		fail_msg("reads happened, but the engine thread used %g s and the I/O thread %g s", eng, io);
+	if (eng + io > proc)
+		fail_msg("engine %g s + I/O thread %g s > the process's %g s", eng, io, proc);
+	if (proc > child + 1e-3)
+		fail_msg("the process's CPU %g s > %g s, what the kernel counted for the replay's process", proc, child);
+	/* the engine's CPU is in the spans whose wall time is time_s.library */
+	if (eng > real(t, "library") + 1e-3)
+		fail_msg("the engine thread's CPU in the library %g s > its wall time there %g s", eng, real(t, "library"));
+	/* (the JSON's reals have 6 significant digits) */
+	assert_true(fabs(real(pr, "engine") / (eng * 1e6 / ios) - 1) < 2e-5);
+	assert_true(fabs(real(pr, "io_thread") / (io * 1e6 / ios) - 1) < 2e-5);
+	assert_true(fabs(real(pr, "process") / (proc * 1e6 / ios) - 1) < 2e-5);
+	json_decref(doc);
+
+	snprintf(out, sizeof(out), "%s/cpu.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 6 --batch 8 --no-wait --cold --mode direct > %s",
+			    tool_path("engram-stat"), shard(), tokens(), out),
+			 0);
+	text = read_file(out, NULL);
+	double e_us = 0, i_us = 0, sum_us = 0, p_us = 0, e_s, i_s;
+	unsigned long long n = 0;
+	const char *line = strstr(text, "\ncpu       ");
+	if (!line || sscanf(line, "\ncpu       %lf us a read on the engine thread in the library (push and gather), %lf us "
+				 "on the I/O thread:\n          %lf us a read over %llu reads (%lf s + %lf s); the process "
+				 "%lf us a read",
+			    &e_us, &i_us, &sum_us, &n, &e_s, &i_s, &p_us) != 7)
+		fail_msg("the report lacks the CPU a read:\n%s", text);
+	assert_true(n > 0 && e_us > 0 && i_us > 0 && fabs(e_us + i_us - sum_us) < 0.011 && p_us >= sum_us - 0.011);
+	free(text);
+	assert_int_equal(sh("%s replay %s --tokens %s --max-steps 3 --batch 4 --no-wait --cold --sweep depth=0,1 | "
+			    "grep -q 'WALL_S  ENG_US   IO_US$'",
+			    tool_path("engram-stat"), shard(), tokens()),
+			 0);
+}
+
 static void test_text_report(void **state)
 {
 	char out[700];
@@ -953,6 +1020,7 @@ int main(void)
 		cmocka_unit_test(test_floor_of_the_run),
 		cmocka_unit_test(test_floor_text),
 		cmocka_unit_test(test_text_report),
+		cmocka_unit_test(test_cpu_engine_and_io_thread),
 		cmocka_unit_test(test_row_tier),
 		cmocka_unit_test(test_tier_sweep),
 		cmocka_unit_test(test_page_budget_cgroup),

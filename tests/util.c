@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -488,4 +489,64 @@ uint16_t bf16_of(float f)
 	if ((u & 0x7fffffffu) > 0x7f800000u)
 		return (uint16_t)((u | 0x00400000u) >> 16);
 	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+void resp_put(int fd, const void *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return;
+		p = (const char *)p + w;
+		n -= (size_t)w;
+	}
+}
+
+void resp_putf(int fd, const char *fmt, ...)
+{
+	char b[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(b, sizeof(b), fmt, ap);
+	va_end(ap);
+	resp_put(fd, b, (size_t)n);
+}
+
+int resp_parse(char *buf, size_t n, char **argv, int max, size_t *used)
+{
+	char *p = buf, *end = buf + n;
+	int argc;
+
+	if (p >= end || *p != '*' || !memchr(p, '\n', (size_t)(end - p)))
+		return 0;
+	argc = atoi(p + 1);
+	p = (char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+	for (int i = 0; i < argc; i++) {
+		if (p >= end || !memchr(p, '\n', (size_t)(end - p)))
+			return 0;
+		int len = atoi(p + 1);
+		p = (char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+		if (end - p < len + 2)
+			return 0;
+		if (i < max)
+			argv[i] = p;
+		p[len] = 0;
+		p += len + 2;
+	}
+	*used = (size_t)(p - buf);
+	return argc;
+}
+
+int resp_recv(int *fd, char *buf, size_t cap, size_t *n)
+{
+	ssize_t r = recv(*fd, buf + *n, cap - *n, 0);
+
+	if (r <= 0) {
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	*n += (size_t)r;
+	return 0;
 }

@@ -88,6 +88,15 @@ void sh_fails(int status, const char *msg, const char *fmt, ...) __attribute__((
 char *read_file(const char *path, size_t *len);
 /* Fail the test with what, the error's name and engram_last_error() when err < 0. */
 void must(int err, const char *what);
+
+/* Fake Redis nodes (test_remote, test_remote_hostile): n bytes (or a printf) sent whole to a socket, MSG_NOSIGNAL
+ * (a peer that closed ends it); and one complete command (a RESP array of bulk strings) from buf's n bytes: its
+ * arguments (NUL-terminated, in place: at most max), *used its bytes; 0 if buf holds less than one. */
+void resp_put(int fd, const void *p, size_t n);
+void resp_putf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int resp_parse(char *buf, size_t n, char **argv, int max, size_t *used);
+/* What a client sent on *fd appended to buf (of cap bytes, *n held): 0, or -1 when it closed (*fd closed, -1). */
+int resp_recv(int *fd, char *buf, size_t cap, size_t *n);
 /* A CMocka teardown that removes the scratch directory. */
 int cleanup_tmpdir(void **state);
 

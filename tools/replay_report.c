@@ -12,6 +12,15 @@ double replay_ratio(double num, double den)
 	return den > 0 ? num / den : NAN;
 }
 
+struct replay_cpu_per_read replay_cpu_per_read(const struct replay_result *r)
+{
+	double ios = (double)r->all.ios;
+
+	return (struct replay_cpu_per_read){ .engine_us = replay_ratio(r->engine_cpu_s * 1e6, ios),
+					     .io_thread_us = replay_ratio((double)r->all.thread_cpu_ns / 1e3, ios),
+					     .process_us = replay_ratio(r->process_cpu_s * 1e6, ios) };
+}
+
 const char *replay_mode_name(enum engram_mode m)
 {
 	return m == ENGRAM_MODE_DIRECT ? "direct" : "pagecache";

@@ -121,8 +121,11 @@ struct replay_result {
 	struct replay_dist gather_us;   /* per step: gathers */
 	double ready_min, ready_mean, ready_p95, ready_p99; /* per step's ready rate; pN: N% of steps at or above */
 	double wall_s, compute_s, stall_s;
-	double engine_cpu_s;            /* CPU of the replaying thread over the measured steps: the library's calls
-					   and replay's own bookkeeping (its compute is a sleep) */
+	double engine_cpu_s;            /* CPU of the engine (replaying) thread in the library's calls over the
+					   measured steps: the spans stall_s times (begin, pushes, prefetch, gathers) */
+	double process_cpu_s;           /* CPU of the whole process over the same steps: the engine thread, the
+					   library's threads (all.thread_cpu_ns), the kernel's io_uring workers and
+					   replay's own bookkeeping */
 	uint64_t ahead_rows;            /* rows requested by the look-ahead (depth >= 2) */
 	uint64_t drafts, drafts_accepted, draft_rows; /* speculative drafts, and the rows their prefetch requested */
 	/* --draft-tokens: draft positions pushed, and the rows of those rejected (rewound): reads for nothing */
@@ -154,6 +157,12 @@ struct replay_result {
 int replay_disk_agrees(const struct replay_result *r);
 /* Fraction, or NaN when the denominator is 0. */
 double replay_ratio(double num, double den);
+/* CPU us a read of the run (over all.ios; NaN when it read nothing): the engine thread's in the library
+ * (engine_cpu_s), the library's own threads' (all.thread_cpu_ns: its I/O thread) and the whole process's. */
+struct replay_cpu_per_read {
+	double engine_us, io_thread_us, process_us;
+};
+struct replay_cpu_per_read replay_cpu_per_read(const struct replay_result *r);
 
 void replay_print_text(FILE *f, const struct replay_info *info, const struct replay_result *r, size_t n_runs);
 /* The JSON document (a malloc'd string, free()), or NULL when out of memory. */

@@ -20,13 +20,33 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* CPU ns the calling thread has used. */
-static uint64_t thread_cpu_ns(void)
+/* CPU ns of a CPU-time clock: CLOCK_THREAD_CPUTIME_ID (the calling thread) or CLOCK_PROCESS_CPUTIME_ID (every
+ * thread of the process, the library's and the kernel's io_uring workers among them). */
+static uint64_t cpu_ns(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The engine thread's CPU in the library: the spans of its calls (those the stall times), added up while on
+ * (after the warm-up). */
+struct cpu_spans {
+	int on;
+	uint64_t t0, ns;
+};
+
+static void span_begin(struct cpu_spans *c)
+{
+	if (c->on)
+		c->t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static void span_end(struct cpu_spans *c)
+{
+	if (c->on)
+		c->ns += cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c->t0;
 }
 
 static void sleep_until(uint64_t t)
@@ -338,12 +358,14 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 
 	long flt0 = 0;
 	int64_t io0 = 0;
-	uint64_t start = 0, cpu0 = 0, compute_ns = 0, stall_total = 0;
+	uint64_t start = 0, proc0 = 0, compute_ns = 0, stall_total = 0;
+	struct cpu_spans lib_cpu = { 0 };
 	size_t ahead = 1;
 	for (size_t step = 0; step < sc->n_steps; step++) {
 		uint64_t t0, shift = 0, gather_ns = 0;
 		uint64_t prefill = 0;
-		if (step == warm) { /* the counters start */
+		if (step == warm) { /* the counters start; the process's CPU clock encloses the I/O thread's */
+			proc0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
 			for (unsigned l = 0; l <= L; l++) {
 				base[l] = ENGRAM_INIT(struct engram_io_stats);
 				engram_session_stats(s, l < L ? (int)l : -1, 0, &base[l]);
@@ -353,8 +375,9 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			flt0 = replay_major_faults();
 			io0 = replay_kernel_read_bytes();
 			start = now_ns();
-			cpu0 = thread_cpu_ns();
 		}
+		lib_cpu.on = step >= warm;
+		span_begin(&lib_cpu);
 		t0 = now_ns();
 		engram_session_begin(s);
 		size_t n_verify = 0;
@@ -401,6 +424,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 				}
 		}
 		uint64_t push_ns = now_ns() - t0;
+		span_end(&lib_cpu);
 		uint64_t step_ns = (uint64_t)llround((in->step_ms + in->prefill_ms_per_token * (double)prefill) * 1e6);
 		size_t n = engram_session_positions(s) * cols;
 		/* the library's time is time the layers do not run: each call delays the compute after it */
@@ -408,9 +432,11 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		for (unsigned l = 0; l < L; l++) {
 			if (!in->no_wait && step >= warm)
 				sleep_until(t0 + (uint64_t)llround(c->lead_frac[l] * (double)step_ns) + shift);
+			span_begin(&lib_cpu);
 			uint64_t g0 = now_ns();
 			err = engram_session_gather(s, l, c->out, buf, n * ob);
 			uint64_t g = now_ns() - g0;
+			span_end(&lib_cpu);
 			if (err < 0) {
 				tool_lib_error(err);
 				goto out;
@@ -424,6 +450,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		/* the drafts of the next step's tokens come with this step's sampling, at its end */
 		if (!in->no_wait && step >= warm)
 			sleep_until(t0 + step_ns + shift);
+		if (r->set.draft_accept >= 0) /* the drafts' span: verified (rewound) or prefetched */
+			span_begin(&lib_cpu);
 		if (verify) { /* verified: the rejected drafts go from each slot's history (the step keeps them) */
 			uint64_t d0 = now_ns();
 			for (size_t k = 0; k < n_verify; k++)
@@ -442,6 +470,8 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 		}
 		if (step < warm)
 			continue;
+		if (r->set.draft_accept >= 0)
+			span_end(&lib_cpu);
 		compute_ns += step_ns;
 		stall_total += push_ns + gather_ns;
 		r->positions += engram_session_positions(s);
@@ -453,7 +483,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 			   step - warm);
 	}
 	uint64_t wall = now_ns() - start;
-	r->engine_cpu_s = (double)(thread_cpu_ns() - cpu0) / 1e9;
+	r->engine_cpu_s = (double)lib_cpu.ns / 1e9;
 	long flt1 = replay_major_faults();
 	int64_t io1 = replay_kernel_read_bytes();
 
@@ -467,6 +497,7 @@ int replay_run(const struct replay_ctx *c, struct replay_result *r)
 	r->kernel_read_bytes = io0 >= 0 && io1 >= 0 ? io1 - io0 : -1;
 	r->all = ENGRAM_INIT(struct engram_io_stats);
 	engram_session_stats(s, -1, 0, &r->all);
+	r->process_cpu_s = (double)(cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - proc0) / 1e9;
 	stats_since(&r->all, &base[L]);
 	r->distinct_rows = r->distinct_bytes = 0;
 	for (unsigned l = 0; l < L; l++) {

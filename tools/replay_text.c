@@ -228,6 +228,25 @@ static void print_headline(FILE *f, const struct replay_info *in, const struct r
 	fputc('\n', f);
 }
 
+/* What a read cost in CPU: the engine thread's in the library and the I/O thread's, apart. */
+static void print_cpu(FILE *f, const struct replay_result *r)
+{
+	struct replay_cpu_per_read c = replay_cpu_per_read(r);
+	double io_s = (double)r->all.thread_cpu_ns / 1e9;
+
+	if (isnan(c.engine_us)) {
+		fprintf(f, "cpu       no reads: %.3f s on the engine thread in the library, %.3f s on the I/O thread, "
+			   "%.3f s the process\n",
+			r->engine_cpu_s, io_s, r->process_cpu_s);
+		return;
+	}
+	fprintf(f, "cpu       %.2f us a read on the engine thread in the library (push and gather), %.2f us on the "
+		   "I/O thread:\n          %.2f us a read over %llu reads (%.3f s + %.3f s); the process %.2f us a "
+		   "read (%.3f s)\n",
+		c.engine_us, c.io_thread_us, c.engine_us + c.io_thread_us, (unsigned long long)r->all.ios,
+		r->engine_cpu_s, io_s, c.process_us, r->process_cpu_s);
+}
+
 static void print_one(FILE *f, const struct replay_info *in, const struct replay_result *r)
 {
 	char b[64], c[64], d[32], e[32];
@@ -281,6 +300,7 @@ static void print_one(FILE *f, const struct replay_info *in, const struct replay
 	else
 		fprintf(f, "time      %.3f s wall: %.3f s compute, %.3f s in the library\n", r->wall_s, r->compute_s,
 			r->stall_s);
+	print_cpu(f, r);
 	if (!isnan(r->floor_share.mean)) {
 		fputs("\nIn short: ", f);
 		print_against_floor(f, r);
@@ -422,14 +442,16 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 	}
 	fputc('\n', f);
 	print_settings_head(f, sw);
-	fprintf(f, "%9s %8s %8s %8s %8s %6s %6s %8s %8s %10s %6s %8s\n", "NOT_READY", "MISSES", "UNITS", "READS",
-		"READ_MIB", "DEDUP", "AMPL", "MAJFLT", "DISK_MIB", "KERNEL_MIB", "K_AMPL", "WALL_S");
+	fprintf(f, "%9s %8s %8s %8s %8s %6s %6s %8s %8s %10s %6s %8s %7s %7s\n", "NOT_READY", "MISSES", "UNITS",
+		"READS", "READ_MIB", "DEDUP", "AMPL", "MAJFLT", "DISK_MIB", "KERNEL_MIB", "K_AMPL", "WALL_S", "ENG_US",
+		"IO_US");
 	for (size_t i = 0; i < n; i++) {
 		const struct replay_result *x = &r[i];
 		double kb = x->kernel_read_bytes < 0 ? NAN : (double)x->kernel_read_bytes;
+		struct replay_cpu_per_read cpu = replay_cpu_per_read(x);
 		print_settings(f, sw, &x->set);
-		char h[32];
-		fprintf(f, "%9llu %8llu %8llu %8llu %8s %6s %6s %8ld %8s %10s %6s %8s\n",
+		char h[32], u[32], v[32];
+		fprintf(f, "%9llu %8llu %8llu %8llu %8s %6s %6s %8ld %8s %10s %6s %8s %7s %7s\n",
 			(unsigned long long)x->all.not_ready, (unsigned long long)x->all.misses,
 			(unsigned long long)x->all.units, (unsigned long long)x->all.ios,
 			num(a, sizeof(a), 1, (double)x->all.bytes / (1024.0 * 1024)),
@@ -438,7 +460,8 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 			x->major_faults, num(h, sizeof(h), 1, (double)x->all.disk_bytes / (1024.0 * 1024)),
 			num(d, sizeof(d), 1, kb / (1024.0 * 1024)),
 			num(e, sizeof(e), 2, replay_ratio(kb, (double)x->distinct_bytes)),
-			num(g, sizeof(g), 2, x->wall_s));
+			num(g, sizeof(g), 2, x->wall_s), num(u, sizeof(u), 2, cpu.engine_us),
+			num(v, sizeof(v), 2, cpu.io_thread_us));
 	}
 	fprintf(f, "\nREADY, L<id>: rows in memory when their gather was called / rows gathered (all layers, each "
 		   "layer); RAM: rows\nwhose bytes came from RAM with no disk read on their behalf / rows gathered; "
@@ -447,7 +470,8 @@ static void print_sweep(FILE *f, const struct replay_info *in, const struct repl
 		   "read needed, push to completion;\nDEDUP: rows gathered per unit read; AMPL: bytes read / (distinct "
 		   "rows x record bytes); MAJFLT: major\npage faults; DISK_MIB: bytes the session counted read from the "
 		   "disk; KERNEL_MIB, K_AMPL: read_bytes\nof /proc/self/io (the same, if the session counts right), and "
-		   "it over distinct row bytes\n");
+		   "it over distinct row bytes;\nENG_US, IO_US: CPU us a read on the engine thread in the library "
+		   "(push and gather) and on the I/O thread\n");
 	if (in->cal.known)
 		fprintf(f, "FLOOR%%: the floor's mean over steps: the stall share an ideal prefetcher would have with "
 			   "the run's disk\nreads on this disk (measured before the runs, or given; engram-stat(1))\n");

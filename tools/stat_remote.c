@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		   "  copy the set's rows into the Redis Cluster of which HOST:PORT is a node (redis://HOST:PORT\n"
 		   "  also), for sessions given --remote / engram_session_options.remote. Resumable: an interrupted\n"
 		   "  load leaves the set marked incomplete (never served) and the next run continues it.\n"
-		   "  --timeout MS   every wait on a node (default 5000)\n"
+		   "  --timeout MS   the longest a wait on the cluster lasts (default 5000): the open, then each reply\n"
 		   "  --limit ROWS   stop (as if interrupted) after this many rows in this run\n"
 		   "  --restart      load every row again (the set incomplete meanwhile): repairs a damaged copy\n"
 		   "  --quiet        no progress line\n");

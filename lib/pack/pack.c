@@ -1,8 +1,6 @@
 /* engram_pack(): checkpoint (or synthetic) rows to shard files. Rows are streamed a batch of pages at a
  * time, so memory stays bounded whatever the table size; zstd blocks of a batch compress in parallel. */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +9,11 @@
 
 #include <jansson.h>
 #include <zstd.h>
-#include <zstd_errors.h>
 
 #include "family.h"
 #include "layout.h"
 #include "pack.h"
+#include "pack_zstd.h"
 #include "sha256.h"
 #include "tokenizer.h"
 
@@ -59,76 +57,6 @@ static uint64_t align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) / a * a;
 }
 
-/* ---- zstd batch compression ---- */
-
-struct zjob {
-	struct packer *pk;
-	const uint8_t *src;
-	size_t npages, nblocks;
-	atomic_size_t next;
-	atomic_int err;
-};
-
-static void compress_blocks(struct zjob *j, unsigned worker)
-{
-	struct packer *pk = j->pk;
-	size_t bsize = eg_layout_block_bytes(pk->ppb);
-	size_t b;
-
-	while ((b = atomic_fetch_add(&j->next, 1)) < j->nblocks) {
-		size_t pages = j->npages - b * pk->ppb < pk->ppb ? j->npages - b * pk->ppb : pk->ppb;
-		const uint8_t *in = j->src + b * bsize;
-		if (pk->filter == EG_FILTER_SHUFFLE) {
-			uint8_t *scratch = pk->shuffled + (size_t)worker * bsize;
-			eg_shuffle(scratch, in, pages * EG_PAGE, pk->elem);
-			in = scratch;
-		}
-		size_t r = ZSTD_compressCCtx(pk->cctx[worker], pk->frames_buf + b * pk->frame_cap, pk->frame_cap, in,
-					     pages * EG_PAGE, pk->level);
-		if (ZSTD_isError(r)) {
-			atomic_store(&j->err, ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO);
-			pk->frame_len[b] = 0;
-		} else {
-			pk->frame_len[b] = r;
-		}
-	}
-}
-
-struct zworker {
-	struct zjob *job;
-	unsigned id;
-};
-
-static void *zworker_main(void *arg)
-{
-	struct zworker *w = arg;
-
-	compress_blocks(w->job, w->id);
-	return NULL;
-}
-
-static int compress_batch(struct packer *pk, size_t npages, size_t nblocks)
-{
-	struct zjob job = { .pk = pk, .src = pk->batch, .npages = npages, .nblocks = nblocks };
-	pthread_t tid[64];
-	struct zworker w[64];
-	unsigned started = 0;
-
-	atomic_init(&job.next, 0);
-	atomic_init(&job.err, 0);
-	for (unsigned i = 1; i < pk->threads && i < nblocks; i++) {
-		w[i] = (struct zworker){ &job, i };
-		if (pthread_create(&tid[i], NULL, zworker_main, &w[i]) != 0)
-			break;
-		started = i;
-	}
-	compress_blocks(&job, 0);
-	for (unsigned i = 1; i <= started; i++)
-		pthread_join(tid[i], NULL);
-	int err = atomic_load(&job.err);
-	return err ? eg_fail(err, "zstd compression failed: %s", strerror(-err)) : 0;
-}
-
 /* ---- writing one piece ---- */
 
 static void batch_geometry(uint32_t rec, uint32_t ppb, size_t *pages, size_t *rows);
@@ -157,7 +85,9 @@ static int flush_batch(struct packer *pk, struct eg_outfile *f, struct piece_out
 		*off += npages * EG_PAGE;
 		po->t.data_length += npages * EG_PAGE;
 	} else {
-		if ((err = compress_batch(pk, npages, nblocks)) < 0)
+		const struct eg_zbatch z = { pk->cctx, pk->threads, pk->level, pk->filter, pk->elem, pk->ppb,
+					     pk->shuffled, pk->frames_buf, pk->frame_cap, pk->frame_len };
+		if ((err = eg_zbatch_compress(&z, pk->batch, npages, nblocks)) < 0)
 			return err;
 		for (size_t b = 0; b < nblocks; b++) {
 			const uint8_t *frame = pk->frames_buf + b * pk->frame_cap;

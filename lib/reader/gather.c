@@ -1,0 +1,458 @@
+/* Gathering a layer's rows through a session. First, after collecting the reads that completed, every row of
+ * the call is located and classified as it stands at that instant: ready (its bytes are in memory: a unit read
+ * and cached, a page this session brought into the page cache), not ready (its read is queued or in flight)
+ * or a miss (never requested). Only then does anything wait: each row's unit is waited for, or read now, and
+ * the rows are converted into the caller's buffer a chunk at a time. The public gather calls are the
+ * session's (lib/session.c). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "dtype.h"
+#include "grow.h"
+#include "layout.h"
+#include "policy.h"
+#include "reader_int.h"
+
+
+/* Log-linear histogram of the lead a read needed (ENGRAM_LEAD_BUCKETS, see engram.h): bucket 0 below 1 us,
+ * then four buckets per power of two. */
+static unsigned lead_bucket(uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b;
+
+	if (us < 1)
+		return 0;
+	unsigned e = 63 - (unsigned)__builtin_clzll(us); /* 2^e <= us < 2^(e+1) */
+	unsigned q = e >= 2 ? (unsigned)((us >> (e - 2)) & 3) : (unsigned)((us << (2 - e)) & 3);
+	b = 1 + 4 * e + q;
+	return b < ENGRAM_LEAD_BUCKETS ? b : ENGRAM_LEAD_BUCKETS - 1;
+}
+
+static void count_lead(struct eg_reader *rd, unsigned layer, const struct eg_unit *u, uint64_t step_t0)
+{
+	if (u->t_req && u->t_done >= step_t0 && u->t_done >= u->t_req) {
+		unsigned b = lead_bucket(u->t_done - u->t_req);
+		rd->step[layer].lead_hist[b]++;
+		rd->total[layer].lead_hist[b]++;
+	}
+}
+
+static int grow_refs(struct eg_reader *rd, size_t n)
+{
+	struct row_ref *v = eg_array_grown(rd->refs, sizeof(*v), &rd->cap_refs, n, 1024);
+
+	if (!v)
+		return eg_fail(-ENOMEM, "out of memory for a gather of %zu rows", n);
+	rd->refs = v;
+	return 0;
+}
+
+/* Locate every row and classify it, without waiting: ready or not, and whether its bytes are in RAM with no
+ * disk read on their behalf in this step (ram). *trusted counts the rows held ready because their page was
+ * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram.
+ * The state and ram of each row are the policy's (policy.h), which cachesim.c replays too. */
+static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, uint64_t *trusted,
+		    uint64_t *trusted_ram, uint64_t *rc_ram)
+{
+	const struct eg_piece *p = NULL;
+	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = rd->step_t0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct row_ref *r = &rd->refs[i];
+		const uint64_t row = EG_READ_ONCE(rows[i]); /* the caller's: read once, checked, then used */
+		if (rd->rc)
+			eg_rc_prefetch_ahead(rd->rc, layer, rows, n, i);
+		if (!p || row - p->t->row_begin >= p->t->row_count) {
+			if (!(p = eg_store_find(rd->st, layer, row)))
+				return eg_fail(-EINVAL, "row %llu of layer %d is not in this store",
+					       (unsigned long long)row, rd->cfg->layers[layer].id);
+			if (!p->data)
+				return eg_store_no_data(p);
+		}
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
+		uint32_t pi = eg_rd_piece_index(rd, p);
+		r->p = p;
+		r->off = off;
+		r->unit = eg_unit_of(p->t, off);
+		r->row = row;
+		r->cached = (uint8_t)eg_rd_is_cached(rd, p);
+		r->in_rc = rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row));
+		r->ahead = 0;
+		const struct eg_units *t = eg_rd_table(rd, r->cached);
+		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
+		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
+		int in_ram;
+		if (r->in_rc) {
+			r->state = (uint8_t)eg_policy_classify(u, 1, t0, &in_ram);
+			ready++;
+			ram += (uint64_t)in_ram;
+			*rc_ram += (uint64_t)in_ram; /* the row cache served it from RAM (the report's) */
+			continue;
+		}
+		/* page-cache mode: a read completed before this step proves nothing now; the seen bits say whether
+		 * the page is still trusted to be there */
+		if (!r->cached && u && u->state == EG_UNIT_READY && u->t_done < t0)
+			u = NULL;
+		if (!r->cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
+			/* in the page cache: brought in before this step, or found there by this step's probe */
+			in_ram = !u || !u->disk || u->t_done < t0;
+			r->state = ROW_READY;
+			ready++;
+			ram += (uint64_t)in_ram;
+			++*trusted;
+			*trusted_ram += (uint64_t)in_ram;
+			continue;
+		}
+		r->state = (uint8_t)eg_policy_classify(u, 0, t0, &in_ram);
+		ready += r->state == ROW_READY;
+		not_ready += r->state == ROW_NOT_READY;
+		ram += (uint64_t)in_ram;
+		if (!r->cached && r->state == ROW_READY) { /* read into the page cache this step */
+			++*trusted;
+			*trusted_ram += (uint64_t)in_ram;
+		}
+	}
+	COUNT(rd, layer, rows, n);
+	COUNT(rd, layer, ready, ready);
+	COUNT(rd, layer, not_ready, not_ready);
+	COUNT(rd, layer, misses, n - ready - not_ready);
+	COUNT(rd, layer, ram, ram);
+	return 0;
+}
+
+#define HELD_SPILL 0x80000000u /* a held entry of the spill table, not the cache */
+
+struct chunk {
+	const uint8_t *src[READER_GATHER_CHUNK];
+	uint32_t held[READER_GATHER_CHUNK]; /* cache slots (or spill entries, | HELD_SPILL) pinned until the chunk
+						is converted, or EG_NO_UNIT */
+	size_t k;
+	size_t n_refs, scanned;              /* the call's rows; misses looked for ahead up to here (read_ahead) */
+	uint32_t dtype, hd;
+	enum engram_out out;
+	size_t ob;
+	uint8_t *dst;
+};
+
+/* Let go of the cache slots the chunk holds. Only a slot left with no pin can be evicted now: the CLOCK is
+ * told so only then (a step holding the whole cache would otherwise sweep it again for every row read past it). */
+static void release(struct eg_reader *rd, struct chunk *c)
+{
+	int freed = 0, spilled = 0;
+
+	for (size_t i = 0; i < c->k; i++) {
+		uint32_t h = c->held[i];
+		if (h == EG_NO_UNIT)
+			continue;
+		if (h & HELD_SPILL)
+			spilled |= --rd->spill.u[h & ~HELD_SPILL].pins == 0;
+		else
+			freed |= --rd->cache.u[h].pins == 0;
+	}
+	if (freed)
+		eg_units_released(&rd->cache);
+	if (spilled)
+		eg_units_released(&rd->spill);
+	c->k = 0;
+}
+
+/* Convert the chunk's rows into the caller's buffer and let go of them. The lock is let go of meanwhile: the
+ * rows are held (pinned slots, pages of the mapping, copies), and a page-cache row may fault its page in. */
+static void flush(struct eg_reader *rd, struct chunk *c)
+{
+	pthread_mutex_unlock(&rd->lock);
+	if (c->k)
+		eg_convert_rows(c->dtype, c->hd, c->out, c->src, c->k, c->dst);
+	pthread_mutex_lock(&rd->lock);
+	c->dst += c->k * c->ob;
+	release(rd, c);
+}
+
+/* Misses are read at depth. At a row of a cached unit that no table holds (never requested, evicted, or past
+ * a cache the step holds whole), that unit and those of the misses after it in this call, up to half the spill
+ * table, are handed to the I/O thread at the front of the queue: into free cache entries (pinned for the step,
+ * as push's) or, when the cache has none, into the spill table, whose entry each such row holds (a pin, let go
+ * of when the row is resolved) so that the next batch cannot take it first; the gather then waits for each as
+ * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside. */
+static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, unsigned *queued)
+{
+	uint32_t pi = eg_rd_piece_index(rd, r->p);
+	uint64_t key = eg_unit_key(pi, r->unit);
+	uint32_t slot;
+	int tab = EG_TAB_CACHE, err;
+
+	if (eg_units_find(&rd->cache, key) != EG_NO_UNIT)
+		return 0; /* requested, read or being read */
+	if ((slot = eg_units_find(&rd->spill, key)) != EG_NO_UNIT) {
+		rd->spill.u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
+		r->ahead = 1;
+		return 0;
+	}
+	if ((slot = eg_units_alloc(&rd->cache, key)) == EG_NO_UNIT) {
+		tab = EG_TAB_SPILL;
+		if ((slot = eg_units_alloc(&rd->spill, key)) == EG_NO_UNIT)
+			return 1; /* nowhere to read it to now */
+	}
+	struct eg_unit *u = &eg_rd_table(rd, tab)->u[slot];
+	u->state = EG_UNIT_INFLIGHT;
+	u->t_req = 0; /* a miss: no lead to count */
+	u->disk = 0;
+	if ((err = eg_rd_request_first(rd, layer, pi, r->unit, slot, tab)) < 0) {
+		eg_units_drop(eg_rd_table(rd, tab), slot);
+		return err;
+	}
+	++*queued;
+	rd->read_ahead++;
+	if (tab == EG_TAB_CACHE)
+		return eg_rd_pin(rd, slot);
+	u->pins = 1;
+	r->ahead = 1;
+	return 0;
+}
+
+static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from, struct chunk *c)
+{
+	size_t i = (size_t)(from - rd->refs);
+	unsigned queued = 0, max = rd->spill.n / 2 ? rd->spill.n / 2 : 1;
+	int err;
+
+	flush(rd, c); /* the chunk's spill entries are let go of: reusable */
+	err = ahead_one(rd, layer, from, &queued);
+	if (c->scanned <= i)
+		c->scanned = i + 1;
+	for (; !err && c->scanned < c->n_refs && queued < max; c->scanned++) {
+		struct row_ref *r = &rd->refs[c->scanned];
+		if (r->cached && !r->in_rc)
+			err = ahead_one(rd, layer, r, &queued);
+	}
+	if (queued)
+		eg_rd_progress_wake_locked(rd);
+	return err < 0 ? err : 0;
+}
+
+/* After a gather (done or failed): no row holds a spill entry any more. */
+static void ahead_done(struct eg_reader *rd)
+{
+	for (uint32_t k = 0; k < rd->spill.n; k++)
+		rd->spill.u[k].pins = 0;
+	eg_units_released(&rd->spill);
+}
+
+/* The chunk's next row: the record in unit (the unit's bytes), held as `held` until the chunk is converted; the
+ * row tier keeps the rows a gather reads, not their pages. */
+static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, const uint8_t *unit,
+		     uint32_t held)
+{
+	c->held[c->k] = held;
+	c->src[c->k] = unit + (r->off - eg_unit_off(r->p->t, r->unit));
+	if (rd->rc)
+		eg_rc_put(rd->rc, eg_rc_key(layer, r->row), c->src[c->k], r->p->t->record_size);
+	c->k++;
+}
+
+/* The same from entry slot of table t (the cache, or the spill table with held | HELD_SPILL): pinned for the
+ * chunk. */
+static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, struct eg_units *t,
+		       uint32_t slot, uint32_t held)
+{
+	t->u[slot].ref = 1;
+	t->u[slot].pins++;
+	take_row(rd, layer, r, c, eg_units_data(t, slot), held);
+}
+
+/* A row whose unit was read ahead into spill entry sp: waited for and taken (0), or 1 when its read failed (the
+ * entry is let go of: the caller reads the unit alone). */
+static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r, struct chunk *c, uint32_t sp)
+{
+	int err;
+
+	if (rd->spill.u[sp].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, &rd->spill, sp, layer)) < 0)
+		return err;
+	if (r->ahead) { /* the scan's hold, now the chunk's */
+		rd->spill.u[sp].pins--;
+		r->ahead = 0;
+	}
+	if (rd->spill.u[sp].err) {
+		eg_units_drop(&rd->spill, sp);
+		return 1;
+	}
+	take_entry(rd, layer, r, c, &rd->spill, sp, sp | HELD_SPILL);
+	return 0;
+}
+
+/* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
+ * (cachesim.c's engram_cachesim_gather() reads a miss into the cache, held for the step, as read_ahead() does
+ * when the cache has room). */
+static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
+{
+	const struct eg_piece *p = r->p;
+	uint32_t pi = eg_rd_piece_index(rd, p);
+	uint64_t key = eg_unit_key(pi, r->unit);
+	struct eg_units *t = eg_rd_table(rd, r->cached);
+	uint32_t slot;
+	int err;
+
+	if (r->in_rc) {
+		uint8_t *dst = rd->rc_buf + c->k * rd->rc->record_bytes;
+		if (eg_rc_get(rd->rc, eg_rc_key(layer, r->row), dst, p->t->record_size)) {
+			c->held[c->k] = EG_NO_UNIT;
+			c->src[c->k++] = dst;
+			return 0;
+		}
+		/* replaced since it was classified (another session wanted the slot): read it as a miss */
+	}
+	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
+	slot = eg_units_find(t, key);
+	if (r->state == ROW_READY && !r->cached &&
+	    eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
+		/* a page this session brought in; if its read was this step's, it had a lead */
+		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
+			count_lead(rd, layer, &t->u[slot], step_t0);
+		c->held[c->k] = EG_NO_UNIT;
+		c->src[c->k++] = p->data + r->off;
+		return 0;
+	}
+	if (slot == EG_NO_UNIT && r->cached) {
+		/* a miss: it and the misses after it are read at depth, into the cache or the spill table */
+		if ((err = read_ahead(rd, layer, r, c)) < 0)
+			return err;
+		uint32_t sp;
+		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(&rd->spill, key)) != EG_NO_UNIT &&
+		    (err = take_spilled(rd, layer, r, c, sp)) <= 0)
+			return err;
+		/* in the cache: waited for below as a pushed row's; nowhere: read alone */
+	}
+	if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, t, slot, layer)) < 0)
+		return err;
+	if (slot != EG_NO_UNIT && t->u[slot].err) {
+		if (!r->cached) {
+			/* the read failed: report it, and let a later request try again */
+			err = eg_rd_unit_error(p, t->u[slot].err);
+			eg_units_drop(t, slot);
+			return err;
+		}
+		if (t->u[slot].pins) {
+			/* pinned by the step: retry the read in place */
+			if ((err = eg_rd_load_unit(rd, layer, p, r->unit, eg_units_data(t, slot))) < 0)
+				return err;
+			t->u[slot].err = 0;
+		} else {
+			eg_units_drop(t, slot);
+			slot = EG_NO_UNIT;
+		}
+	}
+	if (slot != EG_NO_UNIT)
+		count_lead(rd, layer, &t->u[slot], step_t0);
+	if (!r->cached) {
+		/* page-cache mode reads through the mapping; a page never requested faults in now (from the disk,
+		 * unless the page cache holds it: the only case a miss costs no disk read) */
+		if (r->state == ROW_MISS) {
+			unsigned missing = eg_rd_probe(rd, p, r->unit);
+			if (!missing)
+				COUNT(rd, layer, ram, 1);
+			else
+				COUNT(rd, layer, disk_bytes, (uint64_t)missing * EG_PAGE);
+			eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
+		}
+		c->held[c->k] = EG_NO_UNIT;
+		c->src[c->k++] = p->data + r->off;
+		return 0;
+	}
+	if (slot == EG_NO_UNIT) {
+		rd->read_alone++;
+		slot = eg_units_alloc(t, key);
+		if (slot == EG_NO_UNIT) {
+			/* nothing evictable: convert what we have, then this row alone from a spare buffer */
+			flush(rd, c);
+			if ((err = eg_rd_load_unit(rd, layer, p, r->unit, rd->overflow)) < 0)
+				return err;
+			take_row(rd, layer, r, c, rd->overflow, EG_NO_UNIT);
+			flush(rd, c);
+			return 0;
+		}
+		if ((err = eg_rd_load_unit(rd, layer, p, r->unit, eg_units_data(t, slot))) < 0) {
+			eg_units_drop(t, slot);
+			return err;
+		}
+		t->u[slot].state = EG_UNIT_READY;
+	}
+	take_entry(rd, layer, r, c, t, slot, slot);
+	return 0;
+}
+
+/* Major page faults of the calling thread so far, or -1. */
+static long thread_major_faults(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_majflt : -1;
+}
+
+/* Pages the session trusted to be in the page cache (brought in by it, not read again) may have been evicted
+ * since: reading them through the mapping then faulted them in from the disk. Each such major fault of the
+ * gather is a row that was not in memory when the gather was called: it moves from ready to misses, from
+ * ram to the disk (a fault reads one page: the mapping is MADV_RANDOM). Rows of one call sharing an evicted
+ * page fault once and are counted once. */
+static void count_evicted(struct eg_reader *rd, unsigned layer, uint64_t faults, uint64_t trusted, uint64_t trusted_ram)
+{
+	uint64_t x = faults < trusted ? faults : trusted;
+
+	COUNT(rd, layer, ready, -x);
+	COUNT(rd, layer, misses, x);
+	COUNT(rd, layer, ram, -(x < trusted_ram ? x : trusted_ram));
+	COUNT(rd, layer, disk_bytes, faults * EG_PAGE);
+	/* the kernel keeps fewer pages than the session trusted: trust fewer */
+	eg_seen_shrink(&rd->seen);
+	rd->evicted = 1;
+}
+
+int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		     uint8_t *dst)
+{
+	const struct eg_disk_table *lt = eg_store_layer_table(rd->st, layer);
+	struct chunk c = { .k = 0, .n_refs = n, .out = out, .dst = dst };
+	uint64_t step_t0 = rd->step_t0, trusted = 0, trusted_ram = 0, rc_ram = 0;
+	long f0 = -1;
+	int err;
+
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_take_requests(rd, SIZE_MAX); /* what was pushed and not yet requested, before anything is classified */
+	if (rd->remote || !n || !lt) {
+		pthread_mutex_unlock(&rd->lock);
+		if (rd->remote)
+			return eg_rd_remote_gather(rd, layer, rows, n, out, dst);
+		return n ? eg_fail(-EINVAL, "layer %d has no table in this store", rd->cfg->layers[layer].id) : 0;
+	}
+	c.dtype = lt->dtype; /* one per layer: checked when the store was opened */
+	c.hd = lt->head_dim;
+	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
+	/* the I/O thread has published what completed: rows ready now count as ready */
+	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram, &rc_ram)) < 0) {
+		pthread_mutex_unlock(&rd->lock);
+		return err;
+	}
+	if (trusted)
+		f0 = thread_major_faults();
+	for (size_t i = 0; i < n; i++) {
+		if ((err = resolve(rd, layer, &rd->refs[i], step_t0, &c)) < 0)
+			break;
+		if (c.k == READER_GATHER_CHUNK)
+			flush(rd, &c);
+	}
+	if (err)
+		release(rd, &c);
+	else
+		flush(rd, &c);
+	if (c.scanned) /* read_ahead() ran: spill entries may still be held by rows it scanned */
+		ahead_done(rd);
+	long f1 = f0 >= 0 ? thread_major_faults() : -1;
+	if (f0 >= 0 && f1 > f0)
+		count_evicted(rd, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
+	if (!err)
+		eg_rd_report(rd, (int)layer, rc_ram);
+	pthread_mutex_unlock(&rd->lock);
+	return err;
+}

@@ -1,0 +1,323 @@
+/* The reader's I/O thread: the library's own progress. It makes the reader's backend (so that an
+ * io_uring ring has one issuer), then loops: request the rows push handed over (handover.c), a batch
+ * at a time, start backlog reads while requests are free (read.c, earliest layer first), submit them, sleep in the backend until a completion or a kick, finish the
+ * completions outside the lock (short reads, zstd decoding and checksums), publish them under the lock
+ * (units ready, the row cache filled) and wake a gather waiting for one. The caller's thread only hands rows
+ * over (push, prefetch) and kicks the thread when it sleeps; a gather sleeps on a
+ * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
+ * the pread pool's condition variable) when nothing is to be done.
+ *
+ * Another source of completions (the remote tier) joins the loop through rd->source (reader_int.h): the loop calls
+ * its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the loop from
+ * its own thread with eg_rd_wake() (the same kick as push's: an eventfd read kept in the ring, or
+ * the pool's condition variable). A source with sockets of its own (the remote tier's client) also gives
+ * wait(): the thread calls it outside the lock on every turn, and, when the backend has no read in flight or to
+ * start, sleeps in it (the source polls its sockets and an eventfd of its own, which its kick() writes) instead
+ * of in the backend; a wake then kicks the source (rd->idle says where the thread sleeps).
+ *
+ * fork: the child has none of the parent's threads. eg_fork_gen counts forks (pthread_atfork); a session made
+ * before the fork returns ENGRAM_EFORKED in the child, and its destroy frees it without joining or locking. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "file.h"
+#include "reader_int.h"
+
+/* Reads started between two submissions: the first of a large backlog reach the disk while the rest are
+ * prepared, and push waits for the lock at most this long. */
+#define ISSUE_BATCH 64
+/* A later layer's reads start while at most this many of earlier layers' are in flight (read.c). */
+#define LAYER_GATE 64
+/* Rows requested between two issues (handover.c). */
+#define REQUEST_BATCH 256
+
+static unsigned eg_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void forked_child(void)
+{
+	__atomic_add_fetch(&eg_fork_gen, 1, __ATOMIC_RELAXED);
+}
+
+static void register_fork(void)
+{
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
+int eg_reader_usable(const struct eg_reader *rd)
+{
+	if (rd->fork_gen != __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED))
+		return eg_fail(ENGRAM_EFORKED, "this session was made by the parent of this process (it forked): "
+			       "make a new one from the store");
+	return 0;
+}
+
+/* io_uring set-up errors that mean "no io_uring here", not a failure: the kernel lacks it (ENOSYS), a seccomp
+ * filter or io_uring_disabled forbids it (EPERM, EACCES), the memlock limit is too small (ENOMEM), or the kernel
+ * does not know a flag asked for (EINVAL). Documented in engram.h and libengram(3); tested in test_faults. */
+static int uring_refused(int err)
+{
+	return err == -ENOSYS || err == -EPERM || err == -EACCES || err == -ENOMEM || err == -EINVAL;
+}
+
+/* 1 unless the environment variable name is set to 0 (features on by default), or to anything but 0 when
+ * dflt is 0. */
+static int env_switch(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		return dflt;
+	return strcmp(v, "0") != 0;
+}
+
+/* The backend, made in the thread that drives it. */
+static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, int want_uring)
+{
+	int fds[2 * 256], err = 0;
+	unsigned n_fds = 0;
+	void *bufs[3];
+	size_t len[3];
+	unsigned n_bufs = 0;
+
+	for (unsigned i = 0; i < rd->st->n_files && n_fds + 2 <= sizeof(fds) / sizeof(fds[0]); i++) {
+		fds[n_fds++] = rd->fd_buf[i];
+		if (rd->fd_direct[i] >= 0)
+			fds[n_fds++] = rd->fd_direct[i];
+	}
+	/* registered buffers: the regions reads land in, each at most 1 GiB */
+	if (rd->cache.mem && (size_t)rd->cache.n * rd->cache.entry_bytes <= (1u << 30)) {
+		bufs[n_bufs] = rd->cache.mem;
+		len[n_bufs++] = (size_t)rd->cache.n * rd->cache.entry_bytes;
+	}
+	if (rd->bounce && (size_t)rd->depth * rd->bounce_bytes <= (1u << 30)) {
+		bufs[n_bufs] = rd->bounce;
+		len[n_bufs++] = (size_t)rd->depth * rd->bounce_bytes;
+	}
+	if (!want_uring) {
+		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring not requested)");
+	} else if ((err = eg_fault_setup(EG_FAULT_RING)) == 0 &&
+		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs)) == 0) {
+		snprintf(rd->backend, sizeof(rd->backend), "%s", rd->io->name);
+	} else if (uring_refused(err)) {
+		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring: %s)", strerror(-err));
+	} else {
+		return eg_fail(err, "cannot set up io_uring: %s", strerror(-err));
+	}
+	if (!rd->io && (err = eg_io_pool_create(&rd->io, rd->depth, rd->depth < 32 ? rd->depth : 32)) < 0)
+		return eg_fail(err, "cannot start the read threads: %s", strerror(-err));
+	if (eg_fault_hook && eg_fault_hook->wrap) /* the tests' faulty backend (tests/faulty_io.c) */
+		rd->io = eg_fault_hook->wrap(rd->io, rd);
+	return 0;
+}
+
+struct start_args {
+	struct eg_reader *rd;
+	struct eg_uring_opts uo;
+	int want_uring;
+	char msg[512];
+};
+
+static void loop(struct eg_reader *rd);
+
+#define CPU_EVERY_NS 100000000ull
+
+/* The thread's CPU time into rd->io_cpu_ns, at most every CPU_EVERY_NS (for the report; only with one). */
+static void sample_cpu(struct eg_reader *rd)
+{
+	struct timespec now, cpu;
+
+	if (!rd->report || clock_gettime(CLOCK_MONOTONIC_COARSE, &now) < 0)
+		return;
+	uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	if (t < rd->io_cpu_next || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) < 0)
+		return;
+	rd->io_cpu_next = t + CPU_EVERY_NS;
+	__atomic_store_n(&rd->io_cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+			 __ATOMIC_RELAXED);
+}
+
+/* A gather waits and the unit it waits for is published: wake it (and only then, so that a gather waiting for
+ * a late row is not woken by every completion before it). */
+static int awaited_done(const struct eg_reader *rd)
+{
+	return rd->waiters && (!rd->awaited || rd->awaited->state != EG_UNIT_INFLIGHT);
+}
+
+static void *progress_main(void *arg)
+{
+	struct start_args *a = arg;
+	struct eg_reader *rd = a->rd;
+	int err = make_backend(rd, &a->uo, a->want_uring);
+
+	pthread_mutex_lock(&rd->lock);
+	rd->start_err = err;
+	if (err < 0) /* the detail is this thread's: handed to the caller's */
+		snprintf(a->msg, sizeof(a->msg), "%s", engram_last_error());
+	rd->started = 1;
+	pthread_cond_broadcast(&rd->done);
+	if (!err)
+		loop(rd);
+	pthread_mutex_unlock(&rd->lock);
+	return NULL;
+}
+
+/* The loop, entered and left with the lock held. */
+static void loop(struct eg_reader *rd)
+{
+	for (;;) {
+		uint64_t p0 = rd->published;
+		int more = 0;
+		if (rd->stop) {
+			eg_rd_drop_backlog(rd);
+		} else {
+			/* what push handed over is requested a batch at a time, its first reads started before the
+			 * rest are looked up; issuing may publish too (pages the probe found cached, reads that could
+			 * not start) */
+			more = eg_rd_take_requests(rd, REQUEST_BATCH);
+			more |= eg_rd_issue(rd, ISSUE_BATCH);
+			if (!more)
+				more = !eg_rd_hand_sleep(rd);
+		}
+		if (rd->published != p0 && awaited_done(rd))
+			pthread_cond_broadcast(&rd->done);
+		/* another source of completions (the remote tier) starts its requests and publishes here */
+		if (rd->source.run && rd->source.run(rd, rd->source.arg) && awaited_done(rd))
+			pthread_cond_broadcast(&rd->done);
+		if (rd->stop && !rd->io->inflight)
+			break;
+		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
+		int src = rd->source.wait && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
+		rd->idle = more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
+		pthread_mutex_unlock(&rd->lock);
+		sample_cpu(rd);
+		int n = rd->io->ops->submit(rd->io);
+		if (src)
+			rd->source.wait(rd, rd->source.arg, src_sleep);
+		if (src_sleep) {
+			pthread_mutex_lock(&rd->lock);
+			rd->idle = PROG_BUSY;
+			if (n < 0 && !rd->io_err)
+				rd->io_err = n;
+			continue;
+		}
+		if (n >= 0) /* with more to start: what has completed, without waiting */
+			n = rd->io->ops->reap(rd->io, !more, rd->cqes, rd->depth);
+		unsigned k = 0;
+		for (int i = 0; i < n; i++)
+			if (!eg_rd_finish_read(rd, &rd->cqes[i]))
+				rd->cqes[k++] = rd->cqes[i];
+		pthread_mutex_lock(&rd->lock);
+		rd->idle = PROG_BUSY;
+		for (unsigned i = 0; i < k; i++)
+			eg_rd_publish(rd, &rd->cqes[i]);
+		if (n < 0 && !rd->io_err)
+			rd->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
+		if ((k && awaited_done(rd)) || (n < 0 && rd->waiters))
+			pthread_cond_broadcast(&rd->done);
+		if (n < 0 && !rd->stop) {
+			while (!rd->stop)
+				pthread_cond_wait(&rd->work, &rd->lock);
+			break;
+		}
+	}
+}
+
+void eg_reader_wake(struct eg_reader *rd)
+{
+	eg_rd_wake(rd);
+}
+
+int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer)
+{
+	uint64_t t0 = eg_rd_now_ns();
+	int err = 0;
+
+	rd->waiters++;
+	rd->awaited = &t->u[slot];
+	while (t->u[slot].state == EG_UNIT_INFLIGHT && !rd->io_err)
+		pthread_cond_wait(&rd->done, &rd->lock);
+	rd->waiters--;
+	rd->awaited = NULL;
+	if (t->u[slot].state == EG_UNIT_INFLIGHT)
+		err = eg_fail(rd->io_err, "reading rows: %s", engram_strerror(rd->io_err));
+	COUNT(rd, layer, wait_ns, eg_rd_now_ns() - t0);
+	return err;
+}
+
+int eg_rd_progress_start(struct eg_reader *rd)
+{
+	struct start_args a = { .rd = rd };
+	int err;
+
+	pthread_once(&fork_once, register_fork);
+	rd->fork_gen = __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED);
+	a.want_uring = !(rd->flags & ENGRAM_SESSION_NO_URING) && !env_switch("ENGRAM_NO_URING", 0);
+	a.uo.sqpoll = !!(rd->flags & ENGRAM_SESSION_SQPOLL);
+	a.uo.single_issuer = env_switch("ENGRAM_URING_SINGLE_ISSUER", 1);
+	a.uo.fixed_files = env_switch("ENGRAM_URING_FIXED_FILES", 1);
+	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 0);
+	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
+	const char *g = getenv("ENGRAM_LAYER_GATE");
+	rd->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;
+	if (!(rd->cqes = malloc(rd->depth * sizeof(*rd->cqes))))
+		return eg_fail(-ENOMEM, "out of memory");
+	if (pthread_mutex_init(&rd->lock, NULL) || pthread_mutex_init(&rd->hand_lock, NULL) ||
+	    pthread_cond_init(&rd->done, NULL) || pthread_cond_init(&rd->work, NULL))
+		return eg_fail(-ENOMEM, "out of memory for the I/O thread's locks");
+	if ((err = pthread_create(&rd->thread, NULL, progress_main, &a)) != 0)
+		return eg_fail(-err, "cannot start the I/O thread: %s", strerror(err));
+	rd->thread_live = 1;
+	pthread_mutex_lock(&rd->lock);
+	while (!rd->started)
+		pthread_cond_wait(&rd->done, &rd->lock);
+	err = rd->start_err;
+	pthread_mutex_unlock(&rd->lock);
+	if (err < 0) {
+		pthread_join(rd->thread, NULL);
+		rd->thread_live = 0;
+		return eg_fail(err, "%s", a.msg);
+	}
+	return 0;
+}
+
+void eg_rd_progress_stop(struct eg_reader *rd)
+{
+	int forked = rd->thread_live && eg_reader_usable(rd) < 0;
+
+	if (rd->thread_live && !forked) {
+		pthread_mutex_lock(&rd->lock);
+		rd->stop = 1;
+		eg_rd_progress_wake_locked(rd);
+		pthread_cond_signal(&rd->work);
+		pthread_mutex_unlock(&rd->lock);
+		pthread_join(rd->thread, NULL);
+	}
+	if (rd->io)
+		rd->io->ops->destroy(rd->io, forked);
+	rd->io = NULL;
+	if (rd->cqes && !forked) {
+		pthread_mutex_destroy(&rd->lock);
+		pthread_mutex_destroy(&rd->hand_lock);
+		pthread_cond_destroy(&rd->done);
+		pthread_cond_destroy(&rd->work);
+	}
+	rd->thread_live = 0;
+	eg_block_ctx_free(&rd->io_bctx);
+	free(rd->cqes);
+	rd->cqes = NULL;
+}
+
+uint64_t eg_reader_cpu_ns(struct eg_reader *rd)
+{
+	uint64_t ns = rd->io ? rd->io->ops->cpu_ns(rd->io) : 0;
+	clockid_t c;
+	struct timespec ts;
+
+	if (rd->thread_live && pthread_getcpuclockid(rd->thread, &c) == 0 && clock_gettime(c, &ts) == 0)
+		ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ns;
+}

@@ -1,0 +1,429 @@
+/* Reading units, in the order a read goes. Request (the I/O thread, from the rows push and prefetch handed over:
+ * handover.c; or a gather taking the rest itself): a unit wanted is found in its table, or given an entry
+ * (policy.h decides which) and queued on its layer's backlog; nothing else. Issue (the I/O thread, progress.c):
+ * queued reads take free requests, earliest layer first (the layer gathered first starts first), and go to the
+ * eg_io backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
+ * checked and decoded, then the units are published ready, the row cache filled, and the backlog refilled.
+ * Last, what a gather does itself: read a unit now, probe the page cache, name a failed read's file.
+ *
+ * Everything here but the decoding of a completion runs under rd->lock (reader_int.h says what it guards). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "file.h"
+#include "grow.h"
+#include "layout.h"
+#include "policy.h"
+#include "reader_int.h"
+
+/* A unit's error as its table keeps it (int16): corruption as -EBADMSG, anything out of range as -EIO. */
+static int16_t unit_err(int err)
+{
+	if (err == ENGRAM_ECORRUPT)
+		return -EBADMSG;
+	return (int16_t)(err < -32767 ? -EIO : err);
+}
+
+/* ---- request: the I/O thread, from what was handed over (handover.c) ---- */
+
+/* Queue q on its layer's backlog: at the back, or at the front (a gather's own read, wanted first). */
+static int enqueue(struct eg_reader *rd, const struct pending *q, int front)
+{
+	struct pend_queue *pq = &rd->pend[q->layer];
+
+	if (pq->n == pq->cap) {
+		struct pending *v = eg_ring_grown(pq->v, sizeof(*v), &pq->head, pq->n, &pq->cap, 1024);
+		if (!v)
+			return eg_fail(-ENOMEM, "out of memory for queued reads");
+		pq->v = v;
+	}
+	if (front) {
+		pq->head = (pq->head + pq->cap - 1) % pq->cap;
+		pq->v[pq->head] = *q;
+		pq->n++;
+	} else {
+		pq->v[(pq->head + pq->n++) % pq->cap] = *q;
+	}
+	rd->pend_n++;
+	return 0;
+}
+
+int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
+{
+	if (rd->n_pinned == rd->cap_pinned) {
+		uint32_t *v = eg_array_grown(rd->pinned, sizeof(*v), &rd->cap_pinned, rd->n_pinned + 1, 1024);
+		if (!v)
+			return eg_fail(-ENOMEM, "out of memory");
+		rd->pinned = v;
+	}
+	rd->cache.u[slot].pins++;
+	rd->pinned[rd->n_pinned++] = slot;
+	return 0;
+}
+
+/* Make sure a unit is read or being read (pin it for the step when asked); *queued is set when a read was
+ * queued for it. hits_only: a unit that needs a read is left alone, and 1 returned. */
+static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin,
+			int hits_only, int *queued)
+{
+	int cached = eg_rd_is_cached(rd, p);
+	struct eg_units *t = eg_rd_table(rd, cached);
+	uint32_t pi = eg_rd_piece_index(rd, p);
+	uint64_t key = eg_unit_key(pi, unit);
+	uint32_t slot;
+	int err;
+
+	if (!cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, unit), eg_unit_pages(p->t, unit)))
+		return 0;
+	slot = eg_units_find(t, key);
+	/* page-cache mode: a read completed before this step, of a page the seen bits no longer trust, proves
+	 * nothing now (the kernel may have dropped the page since) */
+	if (!cached && slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < rd->step_t0) {
+		eg_units_drop(t, slot);
+		slot = EG_NO_UNIT;
+	}
+	if (hits_only && (slot == EG_NO_UNIT || t->u[slot].err))
+		return 1;
+	switch (eg_policy_request(t, key, slot, &slot)) {
+	case EG_POL_LEAVE:
+		return 0; /* gather will read it */
+	case EG_POL_HIT:
+		break;
+	case EG_POL_READ:
+		t->u[slot].state = EG_UNIT_INFLIGHT;
+		t->u[slot].t_req = rd->req_t;
+		t->u[slot].disk = 0;
+		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
+				     .cached = (uint8_t)cached, .gen = rd->step_gen };
+		if ((err = enqueue(rd, &q, 0)) < 0) {
+			eg_units_drop(t, slot);
+			return err;
+		}
+		*queued = 1;
+		break;
+	}
+	return pin && cached ? eg_rd_pin(rd, slot) : 0;
+}
+
+int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done)
+{
+	uint64_t units = 0, straddled = 0;
+	size_t k = 0;
+	int err = 0;
+
+	if (done)
+		*done = 0;
+	if (rd->remote) /* rows no RAM tier holds come from the cluster: requested from the hand-over (handover.c) */
+		return 0;
+	for (; k < n && !err; k++) {
+		const uint64_t row = EG_READ_ONCE(rows[k]); /* the caller's: read once, checked, then used */
+		const struct eg_piece *p = eg_store_find(rd->st, layer, row);
+		int queued = 0;
+		if (rd->rc)
+			eg_rc_prefetch_ahead(rd->rc, layer, rows, n, k);
+		if (!p || !p->data)
+			continue; /* gather reports it (a metadata-only shard: no data to read) */
+		if (rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row)))
+			continue; /* in RAM already, as a row */
+		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin), unit = eg_unit_of(p->t, off);
+		err = request_unit(rd, layer, p, unit, pin, done != NULL, &queued);
+		units += (uint64_t)queued;
+		straddled += (uint64_t)(queued && eg_unit_straddles(p->t, unit));
+	}
+	if (err > 0) /* hits only: this row needs a read */
+		err = 0, k--;
+	if (done)
+		*done = k;
+	COUNT(rd, layer, units, units);
+	COUNT(rd, layer, straddled, straddled);
+	COUNT(rd, layer, requested, k);
+	return err;
+}
+
+/* ---- issue: the I/O thread ---- */
+
+/* How a unit is read: the one place that decides it. A unit the session caches is read with O_DIRECT whenever
+ * the session has a direct descriptor (direct mode, or a row cache: engram.h), through the page cache
+ * otherwise. The file range is the unit's frame (checked against the frame index) or its pages; an O_DIRECT
+ * read covers the whole pages around a frame, which starts delta bytes into them. */
+struct unit_plan {
+	int fd;
+	uint64_t off;   /* where the read starts */
+	size_t len;     /* bytes of the unit: the frame, or the pages */
+	size_t span;    /* bytes read: len, or len widened to whole pages */
+	uint32_t delta; /* the unit's first byte within the read */
+};
+
+static int plan_unit(const struct eg_reader *rd, const struct eg_piece *p, uint64_t unit, int cached,
+		     struct unit_plan *u)
+{
+	const struct eg_disk_table *t = p->t;
+	unsigned shard = (unsigned)(p->shard - rd->st->shards);
+
+	if (t->codec == EG_CODEC_ZSTD) {
+		uint64_t start, end;
+		int err = eg_block_range(p, unit, &start, &end);
+		if (err < 0)
+			return err;
+		u->off = t->data_offset + start;
+		u->len = (size_t)(end - start);
+	} else {
+		u->off = t->data_offset + eg_unit_off(t, unit);
+		u->len = eg_unit_len(t, unit);
+	}
+	u->fd = rd->fd_buf[shard];
+	u->delta = 0;
+	u->span = u->len;
+	if (cached && rd->fd_direct[shard] >= 0) {
+		u->fd = rd->fd_direct[shard];
+		u->delta = (uint32_t)(u->off % EG_PAGE);
+		u->off -= u->delta;
+		u->span = (u->delta + u->len + EG_PAGE - 1) / EG_PAGE * EG_PAGE;
+	}
+	return 0;
+}
+
+static void release_request(struct eg_reader *rd, uint32_t tag)
+{
+	rd->pend[rd->req[tag].layer].inflight--;
+	rd->req[tag].next_free = rd->req_free;
+	rd->req_free = tag;
+}
+
+/* Start the read of a unit in request tag (page-cache mode: missing of its pages were not cached). */
+static int start_read(struct eg_reader *rd, uint32_t tag, const struct pending *q, unsigned missing)
+{
+	const struct eg_piece *p = &rd->st->pieces[q->piece];
+	struct request *r = &rd->req[tag];
+	struct unit_plan u;
+	int err;
+
+	if ((err = plan_unit(rd, p, q->unit, q->cached, &u)) < 0)
+		return err;
+	*r = (struct request){ .slot = q->slot, .cached = q->cached, .layer = q->layer, .piece = q->piece,
+			       .unit = q->unit, .fd = u.fd, .off = u.off, .len = u.span, .delta = u.delta,
+			       .gen = q->gen, .missing = missing };
+	if (p->t->codec == EG_CODEC_ZSTD) {
+		r->frame_len = (uint32_t)u.len;
+		r->buf = rd->bounce + (size_t)tag * rd->bounce_bytes;
+	} else if (q->cached) {
+		r->buf = eg_units_data(eg_rd_table(rd, q->cached), q->slot);
+	} else if (u.len == EG_PAGE) {
+		/* The page cache fills whole pages: reading one byte of a one-page unit brings it in without
+		 * copying 4 KiB to a buffer nobody reads. */
+		r->buf = rd->sink + (size_t)tag * READER_SINK;
+		r->len = 1;
+	} else {
+		if (!rd->unit_sink[tag] && !(rd->unit_sink[tag] = eg_alloc_aligned(rd->unit_max)))
+			return eg_fail(-ENOMEM, "out of memory for a read buffer");
+		r->buf = rd->unit_sink[tag];
+	}
+	if ((err = rd->io->ops->read(rd->io, r->fd, r->buf, r->len, r->off, tag)) < 0)
+		return eg_fail(err, "queueing a read: %s", engram_strerror(err));
+	COUNT_FOR(rd, q->layer, q->gen, bytes, u.span);
+	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
+	return 0;
+}
+
+/* A unit is published ready (or failed): its waiters may go on. */
+static void set_ready(struct eg_reader *rd, struct eg_unit *u, int err, int disk)
+{
+	u->err = err < 0 ? unit_err(err) : 0;
+	u->state = EG_UNIT_READY;
+	u->t_done = eg_rd_now_ns();
+	u->disk = (uint8_t)disk;
+	rd->published++;
+	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
+		eg_units_released(&rd->cache);
+		eg_units_released(&rd->track);
+		eg_units_released(&rd->spill);
+	}
+}
+
+/* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. Its seen
+ * bits say so from now on; its slot is let go (a waiter sees it leave the in-flight state), so that the track
+ * table holds only reads, and its lookups stay in cache. */
+static void found_in_page_cache(struct eg_reader *rd, const struct pending *q)
+{
+	const struct eg_disk_table *t = rd->st->pieces[q->piece].t;
+
+	eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, q->piece, q->unit), eg_unit_pages(t, q->unit));
+	eg_units_drop(&rd->track, q->slot);
+	rd->published++;
+	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
+	COUNT_FOR(rd, q->layer, q->gen, bytes, eg_unit_len(t, q->unit));
+}
+
+/* Take a free request for q and start it; a failure is recorded in the unit, which gather reports. */
+static void start(struct eg_reader *rd, const struct pending *q)
+{
+	uint32_t tag = rd->req_free;
+	unsigned missing = 0;
+	int err;
+
+	if (!q->cached && !(missing = eg_rd_probe(rd, &rd->st->pieces[q->piece], q->unit))) {
+		found_in_page_cache(rd, q);
+		return;
+	}
+	rd->req_free = rd->req[tag].next_free;
+	rd->req[tag].layer = q->layer; /* counted in flight until released */
+	rd->pend[q->layer].inflight++;
+	if ((err = start_read(rd, tag, q, missing)) < 0) {
+		release_request(rd, tag);
+		set_ready(rd, &eg_rd_table(rd, q->cached)->u[q->slot], err, 0);
+	}
+}
+
+int eg_rd_issue(struct eg_reader *rd, unsigned max)
+{
+	unsigned l = 0, n = 0;
+	size_t before = 0; /* reads in flight of the layers before l */
+
+	for (; rd->pend_n && rd->req_free != EG_NO_UNIT; n++) {
+		if (n == max)
+			return 1;
+		while (!rd->pend[l].n)
+			before += rd->pend[l++].inflight;
+		/* The layer gathered first is read first. A device given every read of a step at once serves them in
+		 * its own order, so the first layer's last read can complete after most of the later layers': a later
+		 * layer's reads start only once at most `gate` of the earlier layers' are in flight. */
+		if (before > rd->gate)
+			return 0;
+		struct pend_queue *pq = &rd->pend[l];
+		struct pending q = pq->v[pq->head];
+		pq->head = (pq->head + 1) % pq->cap;
+		pq->n--;
+		rd->pend_n--;
+		start(rd, &q);
+	}
+	return 0;
+}
+
+int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab)
+{
+	struct pending q = { .slot = slot, .piece = piece, .unit = unit, .layer = (uint16_t)layer,
+			     .cached = (uint8_t)tab, .gen = rd->step_gen };
+
+	return enqueue(rd, &q, 1);
+}
+
+void eg_rd_drop_backlog(struct eg_reader *rd)
+{
+	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
+		struct pend_queue *pq = &rd->pend[l];
+		for (; pq->n; pq->n--, pq->head = (pq->head + 1) % pq->cap) {
+			const struct pending *q = &pq->v[pq->head];
+			set_ready(rd, &eg_rd_table(rd, q->cached)->u[q->slot], -ECANCELED, 0);
+		}
+	}
+	rd->pend_n = 0;
+}
+
+/* ---- complete: the I/O thread ---- */
+
+int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c)
+{
+	struct request *r = &rd->req[c->tag];
+	size_t need = r->frame_len ? r->delta + r->frame_len : r->len;
+	int res = c->res;
+
+	if (res > 0 && r->done + (size_t)res < need) {
+		/* short read: ask for the rest (its request was just freed, so this cannot be refused) */
+		r->done += (size_t)res;
+		if (rd->io->ops->read(rd->io, r->fd, r->buf + r->done, r->len - r->done, r->off + r->done, c->tag) == 0)
+			return 1;
+		res = -EIO;
+	}
+	if (res == 0)
+		res = ENGRAM_ETRUNC; /* end of file inside a unit: the file shrank */
+	if (res > 0 && r->frame_len) {
+		/* the slot is in flight: nobody else touches its data until it is published */
+		const struct eg_piece *p = &rd->st->pieces[r->piece];
+		uint8_t *dst = eg_units_data(eg_rd_table(rd, r->cached), r->slot);
+		if (eg_block_decode(&rd->io_bctx, p, r->unit, r->buf + r->delta, r->frame_len, dst) < 0)
+			res = ENGRAM_ECORRUPT;
+	} else if (res > 0 && r->cached && rd->st->pieces[r->piece].t->codec == EG_CODEC_EXTERNAL) {
+		/* a GGUF's pages read whole: checked against the index's checksums (a GGUF written under the store) */
+		const struct eg_piece *p = &rd->st->pieces[r->piece];
+		if (eg_block_check_span(p, eg_unit_off(p->t, r->unit), r->buf, r->len) < 0)
+			res = ENGRAM_ECORRUPT;
+	}
+	c->res = res;
+	return 0;
+}
+
+void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
+{
+	struct request *r = &rd->req[c->tag];
+	struct eg_units *t = eg_rd_table(rd, r->cached);
+	const struct eg_piece *p = &rd->st->pieces[r->piece];
+
+	/* a direct read, or a page-cache read of pages the probe found missing: the disk's */
+	set_ready(rd, &t->u[r->slot], c->res, 1);
+	if (c->res > 0) /* a cached unit's read as issued (whole pages with O_DIRECT), or the pages it brought in (a
+			   straddling row's read may find its first page cached, read for the row before it) */
+		COUNT_FOR(rd, r->layer, r->gen, disk_bytes, r->cached ? r->len : (uint64_t)EG_PAGE * r->missing);
+	if (!r->cached && c->res > 0)
+		eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
+	if (r->cached && c->res > 0 && rd->rc)
+		eg_policy_fill_rows(rd->rc, r->layer, p->t, r->unit, eg_units_data(t, r->slot));
+	release_request(rd, (uint32_t)c->tag);
+}
+
+/* ---- what a gather reads itself ---- */
+
+/* mincore(2) of the unit's pages in the store's mapping: it reads nothing. (A RWF_NOWAIT read of a byte, the probe
+ * of old, starts the read of a missing page before it returns EAGAIN; on a fast disk the read could complete
+ * first, and the probe then reported a page the disk had just read as one the page cache held.) */
+unsigned eg_rd_probe(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit)
+{
+	const unsigned pages = eg_unit_pages(p->t, unit); /* raw units only: pages */
+	const uint8_t *at = p->data + eg_unit_off(p->t, unit);
+	unsigned char vec[64];
+	unsigned missing = 0;
+
+	(void)rd;
+	if (eg_fault_hook && eg_fault_hook->probe && !eg_fault_hook->probe())
+		return pages;
+	for (unsigned k = 0; k < pages; k += 64) {
+		unsigned m = pages - k < 64 ? pages - k : 64;
+		if (mincore((void *)(at + (size_t)k * EG_PAGE), (size_t)m * EG_PAGE, vec) < 0)
+			return pages;
+		for (unsigned i = 0; i < m; i++)
+			missing += !(vec[i] & 1);
+	}
+	return missing;
+}
+
+int eg_rd_load_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst)
+{
+	struct unit_plan u;
+	int err;
+
+	if ((err = plan_unit(rd, p, unit, 1, &u)) < 0)
+		return err;
+	COUNT(rd, layer, ios, 1);
+	COUNT(rd, layer, bytes, u.span);
+	COUNT(rd, layer, disk_bytes, u.span);
+	if (p->t->codec != EG_CODEC_ZSTD) {
+		if ((err = eg_pread_full(u.fd, dst, u.span, u.len, u.off, p->shard->path)) < 0)
+			return err;
+		return p->t->codec == EG_CODEC_EXTERNAL ? eg_block_check_span(p, eg_unit_off(p->t, unit), dst, u.span) : 0;
+	}
+	uint8_t *frame = rd->overflow + rd->unit_max; /* sized for the largest aligned frame span */
+	if ((err = eg_pread_full(u.fd, frame, u.span, u.delta + u.len, u.off, p->shard->path)) < 0)
+		return err;
+	return eg_block_decode(&rd->bctx, p, unit, frame + u.delta, u.len, dst);
+}
+
+int eg_rd_unit_error(const struct eg_piece *p, int err)
+{
+	if (err == -EBADMSG)
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': a block of layer %d failed its checksum or decoding",
+			       p->shard->path, p->t->layer_id);
+	return eg_fail(err, "reading '%s': %s", p->shard->path, engram_strerror(err));
+}
