@@ -5,7 +5,8 @@
  * (units ready, the row cache filled) and wake a gather waiting for one. The caller's thread only hands rows
  * over (push, prefetch) and kicks the thread when it sleeps; a gather sleeps on a
  * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
- * the pread pool's condition variable) when nothing is to be done.
+ * the pread pool's condition variable) when nothing is to be done. With a report (reader.h), the thread also
+ * samples its own CPU time, at most every 100 ms, for it.
  *
  * Another source of completions (the remote tier) joins the loop through rd->source (reader_int.h): the loop calls
  * its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the loop from

@@ -1,6 +1,7 @@
 /* The reader's life cycle (create: its descriptors, unit tables, buffers and I/O thread; destroy), the step's
  * edges (begin; the requests of a push, handed to the I/O thread from the first row that needs a read) and what
- * the session and the tests read of it (the counters, under the lock; a probe). */
+ * the session and the tests read of it (the counters, under the lock; the report at the end of a begin or a
+ * gather; a probe). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -254,12 +255,13 @@ void eg_reader_begin(struct eg_reader *rd)
 
 void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram)
 {
-	struct eg_reader_report r = { .backlog = rd->pend_n, .rc_ram = rc_ram,
-				      .io_cpu_ns = __atomic_load_n(&rd->io_cpu_ns, __ATOMIC_RELAXED) };
+	struct eg_reader_report r;
 	struct engram_remote_stats rs;
 
-	if (!rd->report)
+	if (!rd->report) /* no stats segment: nothing to do */
 		return;
+	r = (struct eg_reader_report){ .backlog = rd->pend_n, .rc_ram = rc_ram,
+				       .io_cpu_ns = __atomic_load_n(&rd->io_cpu_ns, __ATOMIC_RELAXED) };
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++)
 		r.inflight += rd->pend[l].inflight;
 	if (layer < 0 && rd->remote) {
