@@ -25,7 +25,7 @@ struct eg_reader;
 struct eg_piece;
 
 /* What the reader tells its session at the end of each begin and of each gather of its own (not the remote
- * tier's), under its lock: what only the reader knows, for the session's stats segment (lib/stats_publish.c). */
+ * tier's), under its lock: what only the reader knows, for the session's stats segment. */
 struct eg_reader_report {
 	uint64_t inflight, backlog;               /* reads in flight, and waiting for a request, in all layers */
 	uint64_t rc_ram;                          /* a gather's: its rows the row cache served from RAM */
