@@ -43,14 +43,15 @@ PSHARED := $(B)/libengram-pack.so.$(VERSION)
 PSONAME := libengram-pack.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
 STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
-	tools/residency.c tools/keymap.c
+	tools/residency.c tools/keymap.c tools/stats_view.c tools/top_view.c tools/metrics_prom.c tools/metrics_http.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o $(B)/tests/faulty_io.o
 # helpers of the tools that tests and benches use too: an archive, so that each program takes what it calls
 TOOL_HELP := $(B)/tools/toolhelp.a
 TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer gguf rowcache remote
+
+FUZZ_TARGETS := shard shard_struct safetensors npy config tokenizer gguf rowcache statseg remote
 FUZZ_REPLAY := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 # a replay that make check does not run: test_fuzz_replay checks its time limit with a target that hangs
 FUZZ_REPLAY_SLEEP := $(B)/tests/fuzz_replay_sleep
@@ -68,7 +69,7 @@ all: lib tools
 
 lib: $(STATIC) $(B)/libengram.so $(PSTATIC) $(B)/libengram-pack.so
 tools: $(TOOLS)
-tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP)
+tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP) $(B)/tests/stats_gatherer
 benches: $(BENCHES) $(B)/bench/libbench_step.so
 
 # lib/'s headers are for the libraries and the tests and benchmarks that reach into them: the tools see only
@@ -115,8 +116,9 @@ PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUD
 PC_REQUIRES := liburing libzstd libxxhash jansson hiredis
 PC_PACK_REQUIRES := libzstd libxxhash jansson libutf8proc
 
+# the tool alone serves HTTP (metrics --listen): the library never links libmicrohttpd
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS) -lmicrohttpd
 
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
@@ -127,6 +129,10 @@ $(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o $(B)/tools/replay_flo
 
 $(TESTS): $(B)/tests/%: $(B)/tests/%.o $(TEST_UTIL) $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS) -lcmocka
+
+# a process gathering rows, for scripts/stats-tests (engram-stat top and metrics against a live engine)
+$(B)/tests/stats_gatherer: $(B)/tests/stats_gatherer.o $(STATIC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Fuzz targets: replayed over their corpus (fixtures/fuzz/NAME) by make check; fuzzed by make fuzz.
 $(B)/tests/fuzz/replay_%.o: tests/fuzz/replay.c
@@ -172,6 +178,7 @@ check:
 	@scripts/check-abi $(B)
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
+	@B=$(B) SANITIZE=$(SANITIZE) scripts/stats-tests
 	@$(MAKE) --no-print-directory python-check
 
 python-check: all

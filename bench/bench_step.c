@@ -12,7 +12,11 @@
  * the steps (gather_us: one gather call); step_mean_us: the mean of every timed step. digest: the sum of the
  * gathered bytes as little-endian 64-bit words over the warm-up pass (mod 2^64), as step_python.py computes it.
  *
- * usage: bench_step -s SHARD [-t TOKENS.npy] [-S SEQS] [-n STEPS] [-r PASSES] [-d bf16|f32|native]
+ * With -P, the cost of publishing the counters (libengram(3), METRICS): two sessions on the store, one publishing
+ * (the default) and one with ENGRAM_SESSION_NO_STATS, their passes alternated (on, off, on, ...) so that both
+ * meet the same machine; one line each, with stats=on and stats=off after mode=c.
+ *
+ * usage: bench_step -s SHARD [-t TOKENS.npy] [-S SEQS] [-n STEPS] [-r PASSES] [-d bf16|f32|native] [-P]
  *
  * Built with -DBENCH_STEP_LIBRARY as $(B)/bench/libbench_step.so (against libengram.so), it is bench_step_pass()
  * alone: step_python.py then runs C steps in its own process, alternating step by step with the binding's, so
@@ -132,8 +136,9 @@ static double best_us(uint64_t *v, unsigned passes, size_t m)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: bench_step -s SHARD [-t TOKENS.npy] [-S SEQS] [-n STEPS] [-r PASSES] [-d bf16|f32|native]\n"
-		   "  defaults: fixtures/tokens/fortunes-en.npy, 64 sequences, 500 steps, 5 timed passes, bf16\n");
+	fprintf(f, "usage: bench_step -s SHARD [-t TOKENS.npy] [-S SEQS] [-n STEPS] [-r PASSES] [-d bf16|f32|native] [-P]\n"
+		   "  defaults: fixtures/tokens/fortunes-en.npy, 64 sequences, 500 steps, 5 timed passes, bf16\n"
+		   "  -P: a publishing session beside one with ENGRAM_SESSION_NO_STATS, passes alternated\n");
 }
 
 int main(int argc, char **argv)
@@ -141,9 +146,9 @@ int main(int argc, char **argv)
 	const char *shard = NULL, *tokens = "fixtures/tokens/fortunes-en.npy", *dname = "bf16";
 	unsigned S = 64, N = 500, R = 5;
 	enum engram_out out = ENGRAM_OUT_BF16;
-	int c, err;
+	int c, err, pair = 0;
 
-	while ((c = getopt(argc, argv, "s:t:S:n:r:d:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:S:n:r:d:Ph")) != -1) {
 		switch (c) {
 		case 's': shard = optarg; break;
 		case 't': tokens = optarg; break;
@@ -151,6 +156,7 @@ int main(int argc, char **argv)
 		case 'n': N = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'r': R = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'd': dname = optarg; break;
+		case 'P': pair = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -178,15 +184,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	engram_store *st;
-	engram_session *s;
+	engram_session *s[2] = { NULL, NULL }; /* [1]: -P's session without publishing */
 	struct engram_session_options so = ENGRAM_INIT(struct engram_session_options);
+	const unsigned K = pair ? 2 : 1;
 	so.max_seqs = S;
 	so.mode = ENGRAM_MODE_PAGECACHE;
 	if ((err = engram_open(&st, shard, 0)) < 0)
 		die("open", err);
 	if ((err = engram_preload(st, -1)) < 0)
 		die("preload", err);
-	if ((err = engram_session_create(&s, st, &so)) < 0)
+	if ((err = engram_session_create(&s[0], st, &so)) < 0)
+		die("session", err);
+	so.flags = ENGRAM_SESSION_NO_STATS;
+	if (pair && (err = engram_session_create(&s[1], st, &so)) < 0)
 		die("session", err);
 	const unsigned L = engram_config_num_layers(engram_store_config(st));
 	const size_t bytes = (size_t)S * engram_config_columns(engram_store_config(st)) * engram_out_row_bytes(st, 0, out);
@@ -205,34 +215,44 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_step: out of memory\n");
 			return 1;
 		}
-	uint64_t *t_begin = xcalloc((size_t)R * N, sizeof(uint64_t)), *t_push = xcalloc((size_t)R * N, sizeof(uint64_t));
-	uint64_t *t_gather = xcalloc((size_t)R * N * L, sizeof(uint64_t)), *t_step = xcalloc((size_t)R * N, sizeof(uint64_t));
-	uint64_t digest = 0, total = 0;
+	uint64_t *t_begin[2], *t_push[2], *t_gather[2], *t_step[2], digest[2] = { 0, 0 };
+	for (unsigned j = 0; j < K; j++) {
+		t_begin[j] = xcalloc((size_t)R * N, sizeof(uint64_t));
+		t_push[j] = xcalloc((size_t)R * N, sizeof(uint64_t));
+		t_gather[j] = xcalloc((size_t)R * N * L, sizeof(uint64_t));
+		t_step[j] = xcalloc((size_t)R * N, sizeof(uint64_t));
+	}
 
 	for (unsigned r = 0; r <= R; r++) {
 		size_t k = (size_t)(r ? r - 1 : 0) * N;
-		if ((err = bench_step_pass(s, 1, S, N, seqs, steps, L, (void *const *)buf, bytes, out, t_begin + k,
-					   t_push + k, t_gather + k * L, t_step + k, r ? NULL : &digest)) < 0)
-			die("step", err);
+		for (unsigned j = 0; j < K; j++) /* -P: the two sessions' passes alternate */
+			if ((err = bench_step_pass(s[j], 1, S, N, seqs, steps, L, (void *const *)buf, bytes, out,
+						   t_begin[j] + k, t_push[j] + k, t_gather[j] + k * L, t_step[j] + k,
+						   r ? NULL : &digest[j])) < 0)
+				die("step", err);
 	}
-	for (size_t k = 0; k < (size_t)R * N; k++)
-		total += t_step[k];
-	printf("mode=c seqs=%u steps=%u passes=%u dtype=%s layers=%u step_us=%.2f begin_us=%.2f push_batch_us=%.2f "
-	       "gather_us=%.2f step_mean_us=%.2f digest=%016" PRIx64 "\n",
-	       S, N, R, dname, L, best_us(t_step, R, N), best_us(t_begin, R, N), best_us(t_push, R, N),
-	       best_us(t_gather, R, (size_t)N * L),
-	       (double)total / 1e3 / ((double)R * N), digest);
-	engram_session_destroy(s);
+	for (unsigned j = 0; j < K; j++) {
+		uint64_t total = 0;
+		for (size_t k = 0; k < (size_t)R * N; k++)
+			total += t_step[j][k];
+		printf("mode=c%s seqs=%u steps=%u passes=%u dtype=%s layers=%u step_us=%.2f begin_us=%.2f "
+		       "push_batch_us=%.2f gather_us=%.2f step_mean_us=%.2f digest=%016" PRIx64 "\n",
+		       pair ? (j ? " stats=off" : " stats=on") : "", S, N, R, dname, L, best_us(t_step[j], R, N),
+		       best_us(t_begin[j], R, N), best_us(t_push[j], R, N), best_us(t_gather[j], R, (size_t)N * L),
+		       (double)total / 1e3 / ((double)R * N), digest[j]);
+		free(t_begin[j]);
+		free(t_push[j]);
+		free(t_gather[j]);
+		free(t_step[j]);
+	}
+	engram_session_destroy(s[0]);
+	engram_session_destroy(s[1]);
 	engram_close(st);
 	for (unsigned li = 0; li < L; li++)
 		free(buf[li]);
 	free(buf);
 	free(seqs);
 	free(steps);
-	free(t_begin);
-	free(t_push);
-	free(t_gather);
-	free(t_step);
 	engram_free(tok);
 	return 0;
 }

@@ -518,6 +518,7 @@ enum engram_mode {
 #define ENGRAM_SESSION_NO_URING 1u    /* use the pread pool even where io_uring works */
 #define ENGRAM_SESSION_NO_PREFETCH 2u /* push only hashes: every row is read when gathered (a baseline) */
 #define ENGRAM_SESSION_SQPOLL 4u      /* io_uring submission by a kernel thread (costs a core while busy) */
+#define ENGRAM_SESSION_NO_STATS 8u    /* publish no counters for engram-stat top (ENGRAM_STATS=0 does it for all) */
 #define ENGRAM_DEFAULT_QUEUE_DEPTH 128u /* engram_session_options.queue_depth 0: reads in flight at most */
 
 struct engram_session_options {
@@ -888,6 +889,67 @@ struct engram_remote_load_result {
 };
 ENGRAM_API int engram_remote_load(const engram_store *store, const struct engram_remote_load_options *opts,
 				  struct engram_remote_load_result *result);
+
+/*
+ * Live counters (libengram(3), METRICS): each process with sessions publishes their counters in a stats segment
+ * of its own, a file named ENGRAM_STATS_PREFIX<pid> in engram_stats_dir(), which engram-stat top and metrics
+ * read. The structs below are the segment's sessions as a reader gets them: the counters of
+ * engram_session_stats() per layer, copied at the end of each gather (that layer) and each begin (every layer),
+ * with what the session keeps beside them.
+ */
+#define ENGRAM_STATS_PREFIX "engram-stats-"
+#define ENGRAM_STATS_LAYERS 64       /* layers a session publishes (the first ones of a config with more) */
+#define ENGRAM_STATS_SESSIONS 16     /* sessions a process publishes at once (more are counted, not shown) */
+#define ENGRAM_STATS_WAIT_BUCKETS 32 /* wait_hist: bucket 0 counts gather calls that waited less than 1 us,
+					bucket b >= 1 those that waited [2^(b-1), 2^b) us; the last also longer */
+struct engram_stats_layer {
+	uint32_t layer_id, pad;
+	/* engram_io_stats' counters, as engram_session_stats() gives them for this layer */
+	uint64_t rows, ready, not_ready, misses, requested, units, ios, bytes, wait_ns, ram, disk_bytes;
+	uint64_t lead_hist[ENGRAM_LEAD_BUCKETS];
+	uint64_t row_cache;  /* of ram: rows the row cache served (found there when their gather began, and not put
+				there by a read of this step) */
+	uint64_t gathers;    /* gather calls */
+	uint64_t wait_hist[ENGRAM_STATS_WAIT_BUCKETS]; /* each gather call's wait_ns */
+};
+struct engram_stats_session {
+	uint8_t set_id[16];
+	char set_path[128];   /* the store's first shard (cut to fit), NUL-terminated */
+	uint32_t n_layers;    /* layers[0..n_layers) */
+	uint32_t mode;        /* enum engram_mode */
+	uint64_t steps;       /* engram_session_begin calls */
+	uint64_t inflight;    /* gauge: reads in flight */
+	uint64_t backlog;     /* gauge: reads waiting for a request */
+	uint64_t thread_cpu_ns; /* CPU time of the session's I/O thread (sampled by that thread, about 10 times a
+				   second) */
+	uint32_t has_remote, has_row_cache;
+	/* engram_session_remote_stats(), when has_remote */
+	uint64_t remote_rows, remote_bytes, remote_fallbacks, remote_errors, remote_timeouts, remote_absent, remote_bad,
+		remote_node_failures;
+	/* the row cache, when has_row_cache: its slots and those ever filled, its counters (of every process
+	 * sharing it) */
+	uint64_t rc_slots, rc_filled, rc_record_bytes, rc_hits, rc_misses, rc_inserts;
+	struct engram_stats_layer layers[ENGRAM_STATS_LAYERS];
+};
+struct engram_stats_process {
+	int pid;
+	int stale;            /* the process is gone, or its pid is another process's now */
+	uint64_t start_time;  /* the process's start, in clock ticks after boot (/proc/PID/stat) */
+	uint64_t unpublished; /* sessions open beyond ENGRAM_STATS_SESSIONS */
+	unsigned n_sessions;  /* sessions[0..n_sessions): the open ones */
+	struct engram_stats_session sessions[ENGRAM_STATS_SESSIONS];
+};
+/* The directory of the segments: $ENGRAM_STATS_DIR, else $XDG_RUNTIME_DIR when it is a directory of this user's
+ * that no one else may write, else /dev/shm. Static or environment storage. */
+ENGRAM_API const char *engram_stats_dir(void);
+/* Read one segment (a path, or a buffer of len bytes for the fuzzer; pid_hint the pid its name says, or 0) into
+ * *out (heap-allocate it: it is large). The file must be a regular file of this user's, mode 0600 (not followed
+ * when a link); a consistent snapshot of every session is taken without blocking the writer. Returns 0 (stale set
+ * when its process is gone or another's), -EACCES (owner or mode), ENGRAM_EMAGIC, ENGRAM_EVERSION (a segment of
+ * another layout), ENGRAM_ETRUNC, ENGRAM_ECORRUPT, -EAGAIN (being written at every try, or being created), -errno;
+ * engram_last_error() names the file. */
+ENGRAM_API int engram_stats_read(const char *path, struct engram_stats_process *out);
+ENGRAM_API int engram_stats_parse(const void *buf, size_t len, int pid_hint, struct engram_stats_process *out);
 #ifdef __cplusplus
 }
 #endif

@@ -564,6 +564,15 @@ ENGRAM_API int engram_rowcache_remove(const char *name)
 	return 0;
 }
 
+void eg_rc_counters(const struct engram_rowcache *rc, uint64_t *filled, uint64_t *hits, uint64_t *misses,
+		    uint64_t *inserts)
+{
+	*filled = atomic_load_explicit(&rc->h->filled, memory_order_relaxed);
+	*hits = atomic_load_explicit(&rc->h->hits, memory_order_relaxed);
+	*misses = atomic_load_explicit(&rc->h->misses, memory_order_relaxed);
+	*inserts = atomic_load_explicit(&rc->h->inserts, memory_order_relaxed);
+}
+
 ENGRAM_API int engram_rowcache_info(const engram_rowcache *rc, struct engram_rowcache_info *info)
 {
 	EG_KEEP_ERRNO;

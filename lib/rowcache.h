@@ -41,6 +41,10 @@ void eg_rc_put(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, siz
 void eg_rc_fill(struct engram_rowcache *rc, uint64_t key, const uint8_t *src, size_t len);
 /* 1 while some slot was never written (eg_rc_fill may still insert). */
 int eg_rc_filling(const struct engram_rowcache *rc);
+/* Its counters without a scan (the stats segment's, at every step): slots ever filled, and those of
+ * engram_rowcache_info. */
+void eg_rc_counters(const struct engram_rowcache *rc, uint64_t *filled, uint64_t *hits, uint64_t *misses,
+		    uint64_t *inserts);
 /* A private row cache of the sets and ways that a budget of bytes gives rows of record_bytes, holding keys only
  * (a slot is its header): the policy alone, for simulations (cachesim.c). Every eg_rc_* call on it
  * passes len 0 (and dst/src NULL); engram_rowcache_close frees it. Returns 0, -EINVAL (a budget too small for one

@@ -10,6 +10,7 @@
 #include "grow.h"
 #include "reader/reader.h"
 #include "rowcache.h"
+#include "stats_publish.h"
 #include "store.h"
 
 struct engram_session {
@@ -24,6 +25,7 @@ struct engram_session {
 	const uint64_t **layer_rows;      /* one push's rows of each layer, as the reader takes them */
 	size_t n_pos, cap_pos, push_cap;
 	struct engram_io_stats *step, *total; /* per layer; the reader adds to them under its lock */
+	struct eg_stats_pub *stats;       /* stats segment: this session's slot (stats_publish.c), or NULL */
 };
 
 struct eg_reader *eg_session_reader(engram_session *s)
@@ -312,6 +314,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	if (!s)
 		return;
 	eg_reader_destroy(s->rd);
+	eg_stats_close(s->stats); /* stats segment: the slot given back (the last session's removes the file) */
 	engram_hasher_destroy(s->hasher);
 	for (unsigned l = 0; s->rows && l < s->cfg->n_layers; l++)
 		free(s->rows[l]);
@@ -321,6 +324,17 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	free(s->step);
 	free(s->total);
 	free(s);
+}
+
+/* stats segment: the reader's report at the end of a begin (layer -1) or a gather, under its lock, published */
+static void stats_report(void *arg, int layer, const struct eg_reader_report *r)
+{
+	engram_session *s = arg;
+
+	if (layer < 0)
+		eg_stats_step(s->stats, s->total, r->inflight, r->backlog, r->io_cpu_ns, r->remote);
+	else
+		eg_stats_gathered(s->stats, (unsigned)layer, &s->total[layer], r->rc_ram, r->inflight, r->backlog);
 }
 
 /* The options checked, defaults filled in. */
@@ -382,6 +396,11 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 					.cache_bytes = o.cache_bytes, .page_cache_bytes = o.page_cache_bytes,
 					.row_cache = o.row_cache, .remote = o.remote,
 					.remote_timeout_ms = o.remote_timeout_ms, .step = s->step, .total = s->total };
+	/* stats segment: a slot taken before the I/O thread starts (it samples its CPU time for the report) */
+	if ((s->stats = eg_stats_open(st, o.mode, o.flags, o.row_cache))) {
+		ro.report = stats_report;
+		ro.report_arg = s;
+	}
 	if ((err = engram_hasher_create(&s->hasher, s->cfg, o.max_seqs)) < 0 ||
 	    (err = eg_reader_create(&s->rd, &ro)) < 0) {
 		engram_session_destroy(s);

@@ -20,6 +20,8 @@ static const struct {
 	{ "plan", stat_plan, "size a config's tables on disk and in memory before any weights" },
 	{ "cachesim", stat_cachesim, "the share of row lookups RAM serves at each budget and policy, simulated" },
 	{ "remote-load", stat_remote_load, "copy a set's rows into a Redis Cluster for the remote tier" },
+	{ "top", stat_top, "a live view of the sessions of running processes: rows/s, RAM share, stalls, reads" },
+	{ "metrics", stat_metrics, "the running processes' counters for Prometheus (stdout, --listen, --textfile)" },
 };
 
 static void usage(FILE *f)

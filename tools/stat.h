@@ -11,5 +11,7 @@ int stat_tokenmap(int argc, char **argv);
 int stat_plan(int argc, char **argv);
 int stat_cachesim(int argc, char **argv);
 int stat_remote_load(int argc, char **argv);
+int stat_top(int argc, char **argv);
+int stat_metrics(int argc, char **argv);
 
 #endif

@@ -55,7 +55,7 @@ static int grow_refs(struct eg_reader *rd, size_t n)
  * brought into the page cache by this session (seen), and *trusted_ram those of them counted in ram.
  * The state and ram of each row are the policy's (policy.h), which cachesim.c replays too. */
 static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, uint64_t *trusted,
-		    uint64_t *trusted_ram)
+		    uint64_t *trusted_ram, uint64_t *rc_ram)
 {
 	const struct eg_piece *p = NULL;
 	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = rd->step_t0;
@@ -89,6 +89,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 			r->state = (uint8_t)eg_policy_classify(u, 1, t0, &in_ram);
 			ready++;
 			ram += (uint64_t)in_ram;
+			*rc_ram += (uint64_t)in_ram; /* the row cache served it from RAM (the report's) */
 			continue;
 		}
 		/* page-cache mode: a read completed before this step proves nothing now; the seen bits say whether
@@ -413,7 +414,7 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 {
 	const struct eg_disk_table *lt = eg_store_layer_table(rd->st, layer);
 	struct chunk c = { .k = 0, .n_refs = n, .out = out, .dst = dst };
-	uint64_t step_t0 = rd->step_t0, trusted = 0, trusted_ram = 0;
+	uint64_t step_t0 = rd->step_t0, trusted = 0, trusted_ram = 0, rc_ram = 0;
 	long f0 = -1;
 	int err;
 
@@ -429,7 +430,7 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 	c.hd = lt->head_dim;
 	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
 	/* the I/O thread has published what completed: rows ready now count as ready */
-	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram)) < 0) {
+	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram, &rc_ram)) < 0) {
 		pthread_mutex_unlock(&rd->lock);
 		return err;
 	}
@@ -450,6 +451,8 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
 		count_evicted(rd, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
+	if (!err)
+		eg_rd_report(rd, (int)layer, rc_ram);
 	pthread_mutex_unlock(&rd->lock);
 	return err;
 }

@@ -5,7 +5,8 @@
  * (units ready, the row cache filled) and wake a gather waiting for one. The caller's thread only hands rows
  * over (push, prefetch) and kicks the thread when it sleeps; a gather sleeps on a
  * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
- * the pread pool's condition variable) when nothing is to be done.
+ * the pread pool's condition variable) when nothing is to be done. With a report (reader.h), the thread also
+ * samples its own CPU time, at most every 100 ms, for it.
  *
  * Another source of completions (the remote tier) joins the loop through rd->source (reader_int.h): the loop calls
  * its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the loop from
@@ -123,6 +124,23 @@ struct start_args {
 
 static void loop(struct eg_reader *rd);
 
+#define CPU_EVERY_NS 100000000ull
+
+/* The thread's CPU time into rd->io_cpu_ns, at most every CPU_EVERY_NS (for the report; only with one). */
+static void sample_cpu(struct eg_reader *rd)
+{
+	struct timespec now, cpu;
+
+	if (!rd->report || clock_gettime(CLOCK_MONOTONIC_COARSE, &now) < 0)
+		return;
+	uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	if (t < rd->io_cpu_next || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) < 0)
+		return;
+	rd->io_cpu_next = t + CPU_EVERY_NS;
+	__atomic_store_n(&rd->io_cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+			 __ATOMIC_RELAXED);
+}
+
 /* A gather waits and the unit it waits for is published: wake it (and only then, so that a gather waiting for
  * a late row is not woken by every completion before it). */
 static int awaited_done(const struct eg_reader *rd)
@@ -176,6 +194,7 @@ static void loop(struct eg_reader *rd)
 		int src = rd->source.wait && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
 		rd->idle = more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
 		pthread_mutex_unlock(&rd->lock);
+		sample_cpu(rd);
 		int n = rd->io->ops->submit(rd->io);
 		if (src)
 			rd->source.wait(rd, rd->source.arg, src_sleep);

@@ -1,6 +1,7 @@
 /* The reader's life cycle (create: its descriptors, unit tables, buffers and I/O thread; destroy), the step's
  * edges (begin; the requests of a push, handed to the I/O thread from the first row that needs a read) and what
- * the session and the tests read of it (the counters, under the lock; a probe). */
+ * the session and the tests read of it (the counters, under the lock; the report at the end of a begin or a
+ * gather; a probe). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -174,7 +175,8 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 	if (!(rd = calloc(1, sizeof(*rd))))
 		return eg_fail(-ENOMEM, "out of memory");
 	*rd = (struct eg_reader){ .st = o->st, .cfg = o->st->cfg, .mode = o->mode, .flags = o->flags,
-				  .rc = o->row_cache, .depth = o->queue_depth, .step = o->step, .total = o->total };
+				  .rc = o->row_cache, .depth = o->queue_depth, .step = o->step, .total = o->total,
+				  .report = o->report, .report_arg = o->report_arg };
 	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = alloc_buffers(rd)) < 0 ||
 	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
@@ -247,7 +249,26 @@ void eg_reader_begin(struct eg_reader *rd)
 	memset(rd->step, 0, rd->cfg->n_layers * sizeof(*rd->step));
 	if (rd->remote) /* its tables are shared with the I/O thread (remote_tier.c) */
 		eg_rd_remote_begin(rd);
+	eg_rd_report(rd, -1, 0);
 	pthread_mutex_unlock(&rd->lock);
+}
+
+void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram)
+{
+	struct eg_reader_report r;
+	struct engram_remote_stats rs;
+
+	if (!rd->report) /* no stats segment: nothing to do */
+		return;
+	r = (struct eg_reader_report){ .backlog = rd->pend_n, .rc_ram = rc_ram,
+				       .io_cpu_ns = __atomic_load_n(&rd->io_cpu_ns, __ATOMIC_RELAXED) };
+	for (unsigned l = 0; l < rd->cfg->n_layers; l++)
+		r.inflight += rd->pend[l].inflight;
+	if (layer < 0 && rd->remote) {
+		eg_rd_remote_counters(rd, &rs);
+		r.remote = &rs;
+	}
+	rd->report(rd->report_arg, layer, &r);
 }
 
 int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t n, unsigned flags)

@@ -24,6 +24,16 @@
 struct eg_reader;
 struct eg_piece;
 
+/* What the reader tells its session at the end of each begin and of each gather of its own (not the remote
+ * tier's), under its lock: what only the reader knows, for the session's stats segment. */
+struct eg_reader_report {
+	uint64_t inflight, backlog;               /* reads in flight, and waiting for a request, in all layers */
+	uint64_t rc_ram;                          /* a gather's: its rows the row cache served from RAM */
+	uint64_t io_cpu_ns;                       /* the I/O thread's CPU time, as it sampled it last (at most
+						     every 100 ms, itself: no system call on the caller's thread) */
+	const struct engram_remote_stats *remote; /* begin's: the remote tier's counters, or NULL */
+};
+
 struct eg_reader_options {
 	const engram_store *st;
 	enum engram_mode mode;
@@ -37,6 +47,10 @@ struct eg_reader_options {
 	/* the session's counters, per layer: the reader adds to them under its lock (the step's are cleared by
 	 * eg_reader_begin); read them between eg_reader_hold() and eg_reader_release() */
 	struct engram_io_stats *step, *total;
+	/* called at the end of each begin (layer -1) and of each gather that succeeded (its layer), under the
+	 * reader's lock: it must not call the reader; NULL: none (and the I/O thread samples no CPU time) */
+	void (*report)(void *arg, int layer, const struct eg_reader_report *r);
+	void *report_arg;
 };
 
 /* A reader of st's tables with its I/O thread started; destroy frees it (and stops the thread). */

@@ -169,6 +169,11 @@ struct eg_reader {
 	uint64_t req_t;                   /* the request time of the units being requested (lock) */
 	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
 	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
+	/* the report to the session (eg_reader_options; reader.c) */
+	void (*report)(void *arg, int layer, const struct eg_reader_report *r);
+	void *report_arg;
+	uint64_t io_cpu_ns;               /* the I/O thread's CPU time, stored by it (relaxed atomic), read by report */
+	uint64_t io_cpu_next;             /* the I/O thread's: when it samples it next (ns, coarse clock) */
 };
 
 enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_SRC /* in rd->source.wait() */ };
@@ -295,6 +300,11 @@ void eg_rd_remote_begin(struct eg_reader *rd);
 int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n);
 int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
 			  uint8_t *dst);
+/* Its counters, as engram_session_remote_stats gives them (under the lock; rd->remote set). */
+void eg_rd_remote_counters(const struct eg_reader *rd, struct engram_remote_stats *out);
+
+/* reader.c: the report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
+void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram);
 
 
 #endif

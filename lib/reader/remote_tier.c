@@ -507,21 +507,25 @@ next:
 	return err < 0 ? err : 0;
 }
 
+void eg_rd_remote_counters(const struct eg_reader *rd, struct engram_remote_stats *out)
+{
+	const struct eg_remote_stats *cs = &rd->remote->cst;
+
+	*out = rd->remote->st;
+	out->size = sizeof(*out);
+	out->wire_bytes = cs->bytes_in + cs->bytes_out;
+	out->node_failures = cs->node_failures;
+	out->moved = cs->moved;
+	out->ask = cs->ask;
+	out->max_outage_ms = cs->max_outage_ms;
+}
+
 int eg_reader_remote_stats(struct eg_reader *rd, struct engram_remote_stats *out)
 {
-	struct eg_remote_stats cs;
-
 	if (!rd->remote)
 		return eg_fail(-EINVAL, "the session has no remote tier");
 	pthread_mutex_lock(&rd->lock); /* the I/O thread's counters too */
-	*out = rd->remote->st;
-	cs = rd->remote->cst;
+	eg_rd_remote_counters(rd, out);
 	pthread_mutex_unlock(&rd->lock);
-	out->size = sizeof(*out);
-	out->wire_bytes = cs.bytes_in + cs.bytes_out;
-	out->node_failures = cs.node_failures;
-	out->moved = cs.moved;
-	out->ask = cs.ask;
-	out->max_outage_ms = cs.max_outage_ms;
 	return 0;
 }

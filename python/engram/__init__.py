@@ -32,6 +32,7 @@ from ._config import Config
 from ._hasher import Hasher
 from ._lib import REWIND_MAX, SEQ_STATE_MAX
 from ._lib import lib as _cdll
+from ._metrics import MetricsCollector, metrics
 from ._rowcache import RowCache
 from ._session import Session
 from ._stats import IoStats
@@ -39,7 +40,7 @@ from ._store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "Hasher", "Store", "Session", "RowCache", "CacheSim", "IoStats", "Error", "InvalidArgument", "FileNotFound",
+__all__ = ["Config", "Hasher", "Store", "Session", "RowCache", "CacheSim", "IoStats", "metrics", "MetricsCollector", "Error", "InvalidArgument", "FileNotFound",
            "IsADirectory", "PermissionDenied", "REWIND_MAX", "SEQ_STATE_MAX", "library_version", "library_path",
            "EMAGIC", "EENDIAN", "EVERSION", "ETRUNC", "ECORRUPT", "ECONFIG", "EPARSE", "ETOKMAP", "ESHAPE", "EDTYPE",
            "ENODATA", "EFORKED"]

@@ -22,7 +22,7 @@ VERSION_MAJOR = 0  # of the soname above; engram_version_number() / 10000 must m
 # enum engram_out, enum engram_mode, ENGRAM_SESSION_* flags
 OUT_NATIVE, OUT_BF16, OUT_F32 = 0, 1, 2
 MODE_DIRECT, MODE_PAGECACHE = 0, 1
-SESSION_NO_URING, SESSION_NO_PREFETCH, SESSION_SQPOLL = 1, 2, 4
+SESSION_NO_URING, SESSION_NO_PREFETCH, SESSION_SQPOLL, SESSION_NO_STATS = 1, 2, 4, 8
 LEAD_BUCKETS = 96  # ENGRAM_LEAD_BUCKETS
 STATS_STEP = 1  # ENGRAM_STATS_STEP
 REWIND_MAX = 32  # ENGRAM_REWIND_MAX
@@ -279,6 +279,9 @@ _FUNCS = {
     "engram_gather_rows": (c_int, [_p, c_uint, _p, c_size_t, c_int, _p, c_size_t]),
     "engram_read_row": (c_int, [_p, c_uint, c_uint64, _p, c_size_t]),
     "engram_session_remote_stats": (c_int, [_p, POINTER(RemoteStats)]),
+    # the stats segments' reader (exported in the private node for engram.metrics(); its struct: _metrics.py)
+    "engram_stats_dir": (c_char_p, []),
+    "engram_stats_read": (c_int, [c_char_p, _p]),
 }
 
 _PACK_FUNCS = {

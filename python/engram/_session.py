@@ -74,7 +74,10 @@ class Session(NoCopy):
 
     A session belongs to one thread at a time (a second thread calling in meanwhile gets RuntimeError, never a
     corrupted session); use one session per engine thread, all on one shared Store. Calls that wait or copy
-    (push, push_batch, prefetch_next, gather, gather_rows, prefetch_rows) release the GIL."""
+    (push, push_batch, prefetch_next, gather, gather_rows, prefetch_rows) release the GIL.
+
+    Its counters are published for engram-stat top and metrics (and engram.metrics()) unless publish_stats=False
+    or ENGRAM_STATS=0 is in the environment (libengram(3), METRICS)."""
 
     _HOW = ("make one session per thread with store.session(); in another process open the store by path "
             "(engram.Store(path)) and make its sessions there (a slot's history moves with export_state/import_state)")
@@ -84,7 +87,7 @@ class Session(NoCopy):
                  prefetch: bool = True, sqpoll: bool = False, row_cache: Optional[RowCache] = None,
                  page_cache_bytes: Optional[int] = None, page_cache_mb: Optional[int] = None,
                  refuse_negative: bool = False, remote: Optional[str] = None,
-                 remote_timeout_ms: Optional[int] = None) -> None:
+                 remote_timeout_ms: Optional[int] = None, publish_stats: bool = True) -> None:
         self._ptr = None
         o = _lib.new(_lib.SessionOptions)
         o.max_seqs = _count(max_seqs, "max_seqs", False)
@@ -94,7 +97,7 @@ class Session(NoCopy):
         o.queue_depth = _count(queue_depth, "queue_depth", True)
         o.cache_bytes = _size(cache_bytes, cache_mb, "cache")
         o.flags = ((0 if uring else _lib.SESSION_NO_URING) | (0 if prefetch else _lib.SESSION_NO_PREFETCH) |
-                   (_lib.SESSION_SQPOLL if sqpoll else 0))
+                   (_lib.SESSION_SQPOLL if sqpoll else 0) | (0 if publish_stats else _lib.SESSION_NO_STATS))
         o.page_cache_bytes = _size(page_cache_bytes, page_cache_mb, "page_cache")
         self._refuse_negative = bool(refuse_negative)
         if remote is not None and not isinstance(remote, str):

@@ -1,0 +1,215 @@
+"""engram.metrics() and engram.MetricsCollector: this process's libengram counters, as engram-stat top and
+engram-stat metrics show them (libengram(3), METRICS), for an engine's own /metrics.
+
+The counters are read from the process's stats segment (the file its sessions publish to; the library's own
+reader takes a consistent snapshot without stopping any session), so reading them from a scrape thread never
+enters a session. The families and labels are engram-stat metrics' (python/tests/test_metrics.py compares the two
+on a live session).
+"""
+import ctypes
+import os
+from ctypes import c_char, c_int, c_uint8, c_uint32, c_uint64
+from typing import Any, Dict, Iterator, List, Optional
+
+from . import _lib
+from ._errors import Error, error
+
+STATS_LAYERS = 64        # ENGRAM_STATS_LAYERS
+STATS_SESSIONS = 16      # ENGRAM_STATS_SESSIONS
+STATS_WAIT_BUCKETS = 32  # ENGRAM_STATS_WAIT_BUCKETS
+STATS_PREFIX = "engram-stats-"  # ENGRAM_STATS_PREFIX
+_LEAD_EDGES = 24  # engram-stat metrics' lead buckets: le = 2^b us, b < 24 (SV_LEAD_EDGES)
+
+_LAYER_COUNTERS = ("rows", "ready", "not_ready", "misses", "requested", "units", "ios", "bytes", "wait_ns", "ram",
+                   "disk_bytes")
+
+
+class _Layer(ctypes.Structure):
+    _fields_ = ([("layer_id", c_uint32), ("pad", c_uint32)] + [(k, c_uint64) for k in _LAYER_COUNTERS] +
+                [("lead_hist", c_uint64 * _lib.LEAD_BUCKETS), ("row_cache", c_uint64), ("gathers", c_uint64),
+                 ("wait_hist", c_uint64 * STATS_WAIT_BUCKETS)])
+
+
+_SESSION_COUNTERS = ("steps", "inflight", "backlog", "thread_cpu_ns")
+_REMOTE = ("remote_rows", "remote_bytes", "remote_fallbacks", "remote_errors", "remote_timeouts", "remote_absent",
+           "remote_bad", "remote_node_failures")
+_RC = ("rc_slots", "rc_filled", "rc_record_bytes", "rc_hits", "rc_misses", "rc_inserts")
+
+
+class _Session(ctypes.Structure):
+    _fields_ = ([("set_id", c_uint8 * 16), ("set_path", c_char * 128), ("n_layers", c_uint32), ("mode", c_uint32)] +
+                [(k, c_uint64) for k in _SESSION_COUNTERS] + [("has_remote", c_uint32), ("has_row_cache", c_uint32)] +
+                [(k, c_uint64) for k in _REMOTE + _RC] + [("layers", _Layer * STATS_LAYERS)])
+
+
+class _Process(ctypes.Structure):
+    _fields_ = [("pid", c_int), ("stale", c_int), ("start_time", c_uint64), ("unpublished", c_uint64),
+                ("n_sessions", ctypes.c_uint), ("sessions", _Session * STATS_SESSIONS)]
+
+
+def _layer_dict(v: _Layer) -> Dict[str, Any]:
+    d = {"layer_id": v.layer_id}
+    d.update({k: getattr(v, k) for k in _LAYER_COUNTERS})
+    d.update(row_cache=v.row_cache, gathers=v.gathers, lead_hist=list(v.lead_hist), wait_hist=list(v.wait_hist))
+    return d
+
+
+def _add(into: Dict[str, Any], d: Dict[str, Any]) -> None:
+    for k, v in d.items():
+        if k == "layer_id":
+            continue
+        into[k] = [a + b for a, b in zip(into[k], v)] if isinstance(v, list) else into[k] + v
+
+
+def metrics(pid: Optional[int] = None) -> Dict[str, Any]:
+    """The counters of this process's sessions (or of process pid, another of this user's), summed by table set
+    and layer as engram-stat top -1 --json gives them: {"pid", "stale", "sessions", "thread_cpu_ns", "sets": [{"set",
+    "path", "mode", "sessions", "steps", "reads_inflight", "reads_backlog", "remote" (None or a dict), "row_cache"
+    (None or a dict), "layers": [{"layer_id", "rows", "ready", ..., "lead_hist", "wait_hist"}]}]}. A process without
+    open sessions (or with publishing off: ENGRAM_STATS=0, Session(publish_stats=False)) has no sets."""
+    pid = os.getpid() if pid is None else _lib.as_index(pid, "pid")
+    path = os.path.join(_lib.lib.engram_stats_dir().decode(), f"{STATS_PREFIX}{pid}")
+    out = {"pid": pid, "stale": False, "sessions": 0, "thread_cpu_ns": 0, "sets": []}
+    if not os.path.exists(path):
+        return out
+    p = _Process()
+    try:
+        _lib.lib.engram_stats_read(path.encode(), ctypes.byref(p))
+    except Error as e:  # the errcheck's, raised again naming the file
+        raise error(-e.errno, filename=path) from None
+    out.update(stale=bool(p.stale), sessions=p.n_sessions + p.unpublished)
+    sets: Dict[str, Dict[str, Any]] = {}
+    for s in p.sessions[:p.n_sessions]:
+        out["thread_cpu_ns"] += s.thread_cpu_ns
+        key = bytes(s.set_id[:8]).hex()
+        t = sets.get(key)
+        if t is None:
+            t = sets[key] = {"set": key, "path": s.set_path.decode(errors="replace"),
+                             "mode": "pagecache" if s.mode == _lib.MODE_PAGECACHE else "direct", "sessions": 0,
+                             "steps": 0, "reads_inflight": 0, "reads_backlog": 0, "remote": None, "row_cache": None,
+                             "layers": []}
+        t["sessions"] += 1
+        t["steps"] += s.steps
+        t["reads_inflight"] += s.inflight
+        t["reads_backlog"] += s.backlog
+        if s.has_remote:
+            r = {k[len("remote_"):]: getattr(s, k) for k in _REMOTE}
+            if t["remote"] is None:
+                t["remote"] = r
+            else:
+                _add(t["remote"], r)
+        if s.has_row_cache and (t["row_cache"] is None or s.rc_slots >= t["row_cache"]["slots"]):
+            t["row_cache"] = {"slots": s.rc_slots, "filled": s.rc_filled, "record_bytes": s.rc_record_bytes,
+                              "hits": s.rc_hits, "misses": s.rc_misses, "inserts": s.rc_inserts}
+        for v in s.layers[:s.n_layers]:
+            d = _layer_dict(v)
+            have = next((x for x in t["layers"] if x["layer_id"] == d["layer_id"]), None)
+            if have is None:
+                t["layers"].append(d)
+            else:
+                _add(have, d)
+    out["sets"] = list(sets.values())
+    return out
+
+
+# (family, help, layer field, scale): engram-stat metrics' per-layer counters (tools/metrics_prom.c)
+_LAYER_FAMILIES = (
+    ("engram_rows", "Rows gathered (engram_io_stats.rows).", "rows", 1),
+    ("engram_rows_ready", "Rows whose bytes were in memory when their gather call began.", "ready", 1),
+    ("engram_rows_not_ready", "Rows requested before the gather whose read had not completed when it began.",
+     "not_ready", 1),
+    ("engram_rows_missed", "Rows neither in memory nor being read when their gather began.", "misses", 1),
+    ("engram_rows_requested", "Rows requested by push or prefetch.", "requested", 1),
+    ("engram_units_requested", "Distinct pages or zstd blocks requested, after deduplication.", "units", 1),
+    ("engram_reads", "Reads issued, a gather's own included.", "ios", 1),
+    ("engram_read_bytes", "Bytes the reads brought in.", "bytes", 1),
+    ("engram_disk_bytes", "Bytes read from the disk: direct reads, uncached page-cache reads, faulted pages.",
+     "disk_bytes", 1),
+    ("engram_gather_wait_seconds", "Time gathers spent waiting for reads not yet completed.", "wait_ns", 1e-9),
+    ("engram_gathers", "Gather calls.", "gathers", 1),
+)
+
+
+# (kind, family, help, value of a set or None): engram-stat metrics' per-set families
+_SET_FAMILIES = (
+    ("gauge", "engram_reads_inflight", "Reads in flight.", lambda s: s["reads_inflight"]),
+    ("gauge", "engram_reads_backlog", "Reads waiting for a free request.", lambda s: s["reads_backlog"]),
+    ("counter", "engram_steps", "Steps begun (engram_session_begin calls).", lambda s: s["steps"]),
+    ("counter", "engram_remote_rows", "Rows the remote tier gave, verified.",
+     lambda s: s["remote"] and s["remote"]["rows"]),
+    ("counter", "engram_remote_fallbacks", "Rows the remote tier could not give, read from the local shard.",
+     lambda s: s["remote"] and s["remote"]["fallbacks"]),
+    ("gauge", "engram_row_cache_slots", "Rows the row cache can hold.",
+     lambda s: s["row_cache"] and s["row_cache"]["slots"]),
+    ("gauge", "engram_row_cache_filled_slots", "Row cache slots ever filled.",
+     lambda s: s["row_cache"] and s["row_cache"]["filled"]),
+)
+
+
+class MetricsCollector:
+    """A prometheus_client collector of this process's libengram counters: the families of engram-stat metrics
+    (engram_rows_total, engram_rows_ram_total{tier}, engram_gather_wait_seconds histogram, ...), labelled pid, set
+    and layer. An engine that serves /metrics with prometheus_client adds them with one call:
+
+        prometheus_client.REGISTRY.register(engram.MetricsCollector())
+    """
+
+    def __init__(self, pid: Optional[int] = None) -> None:
+        self._pid = pid
+
+    def describe(self) -> List[Any]:
+        return []  # families depend on the sessions open at collect time: no pre-declared names
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        m = metrics(self._pid)
+        pid = str(m["pid"])
+        lab = ["pid", "set", "layer"]
+        rows = [(s, ly) for s in m["sets"] for ly in s["layers"]]
+        for name, doc, key, scale in _LAYER_FAMILIES:
+            f = CounterMetricFamily(name, doc, labels=lab)
+            for s, ly in rows:
+                f.add_metric([pid, s["set"], str(ly["layer_id"])], ly[key] * scale)
+            yield f
+        f = CounterMetricFamily("engram_rows_ram", "Rows gathered from RAM with no read on their behalf in their step,"
+                                " by tier.", labels=lab + ["tier"])
+        for s, ly in rows:
+            rc = min(ly["row_cache"], ly["ram"]) if s["row_cache"] is not None else 0
+            if s["row_cache"] is not None:
+                f.add_metric([pid, s["set"], str(ly["layer_id"]), "row_cache"], rc)
+            tier = "page_cache" if s["mode"] == "pagecache" else "private_cache"
+            f.add_metric([pid, s["set"], str(ly["layer_id"]), tier], ly["ram"] - rc)
+        yield f
+        h = HistogramMetricFamily("engram_gather_wait_seconds", "Each gather call's wait for reads not yet completed.",
+                                  labels=lab)
+        for s, ly in rows:
+            c, buckets = 0, []
+            for b in range(STATS_WAIT_BUCKETS - 1):
+                c += ly["wait_hist"][b]
+                buckets.append((repr((1 << b) * 1e-6), c))
+            buckets.append(("+Inf", c + ly["wait_hist"][-1]))
+            h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, ly["wait_ns"] * 1e-9)
+        yield h
+        # the lead's quarter-octave buckets read at powers of two; the session keeps no sum (nor, in
+        # prometheus_client's form, a _count: the +Inf bucket is the count)
+        h = HistogramMetricFamily("engram_read_lead_seconds", "The lead each gathered row's read needed: from its "
+                                  "request to its completion.", labels=lab)
+        for s, ly in rows:
+            hist = ly["lead_hist"]
+            buckets = [(repr((1 << b) * 1e-6), sum(hist[:4 * b + 1])) for b in range(_LEAD_EDGES)]
+            buckets.append(("+Inf", sum(hist)))
+            h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, None)
+        yield h
+        for kind, name, doc, value in _SET_FAMILIES:
+            f = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=["pid", "set"])
+            for s in m["sets"]:
+                v = value(s)
+                if v is not None:
+                    f.add_metric([pid, s["set"]], v)
+            yield f
+        g = GaugeMetricFamily("engram_sessions", "Sessions open.", labels=["pid"])
+        g.add_metric([pid], m["sessions"])
+        yield g
+        c = CounterMetricFamily("engram_thread_cpu_seconds", "CPU time of the sessions' I/O threads.", labels=["pid"])
+        c.add_metric([pid], m["thread_cpu_ns"] * 1e-9)
+        yield c

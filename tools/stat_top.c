@@ -1,0 +1,219 @@
+/* engram-stat top: a live view of the counters of the user's processes with sessions (or of the PIDs named),
+ * refreshed every interval as top and varnishstat do. On a terminal it draws on the alternate screen, reads keys
+ * without echo (q quits) and puts the terminal back however it ends (q, Ctrl-C, SIGTERM, SIGHUP); in a pipe it
+ * prints plain blocks of lines, no escape codes. -1 prints one snapshot; --json one JSON document; --clean removes
+ * the segments of processes that are gone. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stat.h"
+#include "toolutil.h"
+#include "top_view.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engram-stat top [-1] [--json] [--interval S] [--clean] [PID...]\n"
+		   "  shows, for every process of the user with sessions (or the PIDs named), per table set and\n"
+		   "  layer: rows/s, the ready and RAM-served shares (by tier), the stall per gather and per second,\n"
+		   "  disk reads/s and MB/s, reads in flight, the read lead's p50 and p99, remote rows/s and\n"
+		   "  fallbacks/s, the row cache's fill (libengram(3), METRICS); refreshed every second; q quits\n"
+		   "  -1             one snapshot (totals since each session began), then exit\n"
+		   "  --json         JSON: one document with -1, else one a refresh\n"
+		   "  --interval S   refresh every S seconds (default 1)\n"
+		   "  --clean        remove the segments of processes that are gone (shown STALE, or unreadable\n"
+		   "                 and their process gone), then exit\n");
+}
+
+static volatile sig_atomic_t stop;
+static struct termios saved;
+static int tty_set;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void restore(void)
+{
+	if (tty_set) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+		fputs("\033[?25h\033[?1049l", stdout); /* cursor back, the main screen back */
+		fflush(stdout);
+		tty_set = 0;
+	}
+}
+
+/* The terminal: keys one at a time without echo, the alternate screen, no cursor. */
+static void setup_tty(void)
+{
+	struct termios t;
+
+	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved) < 0)
+		return;
+	t = saved;
+	t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	t.c_cc[VMIN] = 0;
+	t.c_cc[VTIME] = 0;
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &t) < 0)
+		return;
+	tty_set = 1;
+	atexit(restore);
+	fputs("\033[?1049h\033[?25l", stdout);
+}
+
+/* Sleep for secs, or until q is typed or a signal stops us. */
+static void wait_key(double secs, int keys)
+{
+	struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+	struct timespec t0, t;
+	char c;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		double left = secs - ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9);
+		if (stop || left <= 0)
+			return;
+		if (!keys) {
+			struct timespec ts = { (time_t)left, (long)((left - (double)(time_t)left) * 1e9) };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0 && read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'))
+			stop = 1;
+	}
+}
+
+static int clean(const int *pids, size_t n_pids)
+{
+	struct sv_snap snap;
+	int status = 0;
+	unsigned removed = 0;
+
+	if (sv_load(&snap, pids, n_pids) < 0)
+		return 1;
+	for (size_t i = 0; i < snap.n; i++) {
+		const struct sv_proc *p = &snap.procs[i];
+		char proc[32];
+		struct stat sb;
+		snprintf(proc, sizeof(proc), "/proc/%d", p->pid);
+		/* stale; or unreadable, of ours, and its name's process gone (a segment cut short by a crash) */
+		if (p->err ? lstat(p->path, &sb) != 0 || sb.st_uid != geteuid() || access(proc, F_OK) == 0 : !p->stale)
+			continue;
+		if (unlink(p->path) < 0 && errno != ENOENT) {
+			tool_error("cannot remove '%s': %s", p->path, strerror(errno));
+			status = 1;
+		} else {
+			printf("removed %s (pid %d is gone)\n", p->path, p->pid);
+			removed++;
+		}
+	}
+	if (!removed && !status)
+		printf("no stale segment in %s\n", engram_stats_dir());
+	sv_free(&snap);
+	return status || tool_flush_stdout() < 0;
+}
+
+static int show(const struct sv_snap *now, const struct sv_snap *prev, int json, int redraw)
+{
+	if (redraw) {
+		time_t t = time(NULL);
+		char when[32];
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&t));
+		printf("\033[H\033[2J" "engram-stat top  %s  (q quits)\n\n", when);
+	}
+	int bad = json ? top_json(stdout, now, prev) : top_text(stdout, now, prev);
+	if (!json && !redraw)
+		putchar('\n'); /* blocks apart in a pipe */
+	return bad || tool_flush_stdout() < 0 ? -1 : 0;
+}
+
+int stat_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },   { "interval", required_argument, NULL, 'i' },
+		{ "clean", no_argument, NULL, 'c' },  { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, once = 0, json = 0, do_clean = 0, status = 0, *pids = NULL;
+	double interval = 1;
+	size_t n_pids = 0;
+	struct sv_snap snap[2];
+
+	while ((c = getopt_long(argc, argv, "1h", opts, NULL)) != -1) {
+		switch (c) {
+		case '1': once = 1; break;
+		case 'j': json = 1; break;
+		case 'c': do_clean = 1; break;
+		case 'i':
+			if (tool_parse_double("--interval", optarg, 0.05, 86400, &interval) < 0)
+				return 2;
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (sv_pids(argc, argv, optind, &pids, &n_pids) < 0) {
+		free(pids);
+		return 2;
+	}
+	if (do_clean) {
+		status = clean(pids, n_pids);
+		free(pids);
+		return status;
+	}
+	if (sv_load(&snap[0], pids, n_pids) < 0) {
+		free(pids);
+		return 1;
+	}
+	if (once) {
+		status = show(&snap[0], NULL, json, 0) < 0;
+		sv_free(&snap[0]);
+		free(pids);
+		return status;
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	int redraw = isatty(STDOUT_FILENO) && !json;
+	if (redraw)
+		setup_tty();
+	/* the first view has no interval yet: totals; then rates over each interval */
+	struct sv_snap *now = &snap[0], *prev = NULL;
+	while (!stop) {
+		if (show(now, prev, json, redraw) < 0) {
+			status = 1;
+			break;
+		}
+		wait_key(interval, tty_set);
+		if (stop)
+			break;
+		struct sv_snap *next = now == &snap[0] ? &snap[1] : &snap[0];
+		if (prev)
+			sv_free(prev);
+		if (sv_load(next, pids, n_pids) < 0) {
+			status = 1;
+			prev = NULL;
+			break;
+		}
+		prev = now;
+		now = next;
+	}
+	restore();
+	sv_free(now);
+	if (prev)
+		sv_free(prev);
+	free(pids);
+	return status;
+}

@@ -1,0 +1,226 @@
+/* The live counters of the user's processes, read and summed by table set (stats_view.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stats_view.h"
+#include "toolutil.h"
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct sv_proc *x = a, *y = b;
+
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static void add_words(uint64_t *dst, const uint64_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+/* Add a session's counters into its set's sum: its layers by id, its gauges and tiers. The row cache's counters
+ * are the cache's, not the session's: a cache shared by sessions is counted once (the largest slots seen). */
+static void add_session(struct sv_set *s, const struct engram_stats_session *d)
+{
+	struct engram_stats_session *t = &s->sum;
+
+	for (unsigned i = 0; i < d->n_layers; i++) {
+		const struct engram_stats_layer *l = &d->layers[i];
+		unsigned k = 0;
+		while (k < t->n_layers && t->layers[k].layer_id != l->layer_id)
+			k++;
+		if (k == t->n_layers) {
+			if (k == ENGRAM_STATS_LAYERS)
+				continue;
+			t->n_layers++;
+			memset(&t->layers[k], 0, sizeof(t->layers[k]));
+			t->layers[k].layer_id = l->layer_id;
+		}
+		/* every field after the id is a counter */
+		add_words(&t->layers[k].rows, &l->rows,
+			  (sizeof(*l) - offsetof(struct engram_stats_layer, rows)) / sizeof(uint64_t));
+	}
+	t->steps += d->steps;
+	t->inflight += d->inflight;
+	t->backlog += d->backlog;
+	t->thread_cpu_ns += d->thread_cpu_ns;
+	t->has_remote |= d->has_remote;
+	add_words(&t->remote_rows, &d->remote_rows,
+		  offsetof(struct engram_stats_session, rc_slots) / 8 - offsetof(struct engram_stats_session, remote_rows) / 8);
+	if (d->has_row_cache && d->rc_slots >= t->rc_slots) {
+		t->has_row_cache = 1;
+		t->rc_slots = d->rc_slots;
+		t->rc_filled = d->rc_filled;
+		t->rc_record_bytes = d->rc_record_bytes;
+		t->rc_hits = d->rc_hits;
+		t->rc_misses = d->rc_misses;
+		t->rc_inserts = d->rc_inserts;
+	}
+	s->sessions++;
+}
+
+static int group(struct sv_proc *p, const struct engram_stats_process *sp)
+{
+	if (!(p->sets = calloc(sp->n_sessions ? sp->n_sessions : 1, sizeof(*p->sets))))
+		return -1;
+	p->pid = sp->pid;
+	p->stale = sp->stale;
+	p->unpublished = sp->unpublished;
+	p->sessions = sp->n_sessions;
+	for (unsigned i = 0; i < sp->n_sessions; i++) {
+		const struct engram_stats_session *d = &sp->sessions[i];
+		char set[17];
+		for (int b = 0; b < 8; b++)
+			snprintf(set + 2 * b, 3, "%02x", d->set_id[b]);
+		unsigned k = 0;
+		while (k < p->n_sets && strcmp(p->sets[k].set, set))
+			k++;
+		if (k == p->n_sets) {
+			p->n_sets++;
+			memcpy(p->sets[k].set, set, sizeof(set));
+			snprintf(p->sets[k].path, sizeof(p->sets[k].path), "%s", d->set_path);
+			p->sets[k].mode = d->mode;
+		}
+		add_session(&p->sets[k], d);
+		p->thread_cpu_ns += d->thread_cpu_ns;
+	}
+	return 0;
+}
+
+static int wanted(int pid, const int *pids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return 1;
+	return !n;
+}
+
+int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
+{
+	const char *dir = engram_stats_dir();
+	const size_t plen = strlen(ENGRAM_STATS_PREFIX);
+	struct engram_stats_process *sp = malloc(sizeof(*sp));
+	struct timespec ts;
+	struct dirent *e;
+	DIR *d;
+	size_t cap = 0;
+
+	memset(snap, 0, sizeof(*snap));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snap->t_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (!sp) {
+		tool_error("out of memory");
+		return -1;
+	}
+	if (!(d = opendir(dir))) {
+		free(sp);
+		if (errno == ENOENT)
+			return 0; /* no process made one yet */
+		tool_error("cannot read the stats directory '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		char *end;
+		if (strncmp(e->d_name, ENGRAM_STATS_PREFIX, plen))
+			continue;
+		long pid = strtol(e->d_name + plen, &end, 10);
+		if (*end || pid <= 0 || pid > 1 << 30 || !wanted((int)pid, pids, n_pids))
+			continue;
+		if (snap->n == cap) {
+			struct sv_proc *v = realloc(snap->procs, (cap = cap ? 2 * cap : 8) * sizeof(*v));
+			if (!v)
+				goto oom;
+			snap->procs = v;
+		}
+		struct sv_proc *p = &snap->procs[snap->n++];
+		memset(p, 0, sizeof(*p));
+		p->pid = (int)pid;
+		snprintf(p->path, sizeof(p->path), "%s/%s", dir, e->d_name);
+		if ((p->err = engram_stats_read(p->path, sp)) < 0)
+			snprintf(p->errmsg, sizeof(p->errmsg), "%s", engram_last_error());
+		else if (group(p, sp) < 0)
+			goto oom;
+	}
+	closedir(d);
+	free(sp);
+	if (snap->n)
+		qsort(snap->procs, snap->n, sizeof(*snap->procs), by_pid);
+	return 0;
+oom:
+	closedir(d);
+	free(sp);
+	sv_free(snap);
+	tool_error("out of memory");
+	return -1;
+}
+
+void sv_free(struct sv_snap *snap)
+{
+	for (size_t i = 0; i < snap->n; i++)
+		free(snap->procs[i].sets);
+	free(snap->procs);
+	memset(snap, 0, sizeof(*snap));
+}
+
+const struct sv_set *sv_find(const struct sv_snap *snap, int pid, const char *set)
+{
+	for (size_t i = 0; i < snap->n; i++)
+		if (snap->procs[i].pid == pid && !snap->procs[i].err)
+			for (unsigned k = 0; k < snap->procs[i].n_sets; k++)
+				if (!strcmp(snap->procs[i].sets[k].set, set))
+					return &snap->procs[i].sets[k];
+	return NULL;
+}
+
+const struct engram_stats_layer *sv_layer(const struct sv_set *s, uint32_t layer_id)
+{
+	for (unsigned k = 0; s && k < s->sum.n_layers; k++)
+		if (s->sum.layers[k].layer_id == layer_id)
+			return &s->sum.layers[k];
+	return NULL;
+}
+
+const char *sv_cache_tier(const struct sv_set *s)
+{
+	return s->mode == ENGRAM_MODE_PAGECACHE ? "page_cache" : "private_cache";
+}
+
+double sv_wait_edge(unsigned b)
+{
+	return (double)(1ull << b) * 1e-6;
+}
+
+double sv_lead_edge(unsigned b)
+{
+	return (double)(1ull << b) * 1e-6;
+}
+
+/* Lead bucket 0 is below 1 us; bucket 1 + 4e + q is [2^e (1 + q/4), 2^e (1 + (q+1)/4)) us: below 2^b us are
+ * buckets 0 .. 4b. */
+uint64_t sv_lead_below(const uint64_t *lead_hist, unsigned b)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i <= 4 * b && i < ENGRAM_LEAD_BUCKETS; i++)
+		n += lead_hist[i];
+	return n;
+}
+
+int sv_pids(int argc, char **argv, int first, int **pids, size_t *n)
+{
+	*n = 0;
+	*pids = NULL;
+	if (first >= argc)
+		return 0;
+	if (!(*pids = calloc((size_t)(argc - first), sizeof(**pids)))) {
+		tool_error("out of memory");
+		return -1;
+	}
+	for (int i = first; i < argc; i++)
+		if (tool_parse_int("PID", argv[i], 1, 1 << 30, &(*pids)[(*n)++]) < 0)
+			return -1;
+	return 0;
+}

@@ -1,0 +1,58 @@
+/* The live counters of the user's processes as engram-stat top and metrics show them: the stats segments read
+ * (engram_stats_read), each process's sessions summed by table set, and the figures derived from them, with one
+ * name each (libengram(3), METRICS). */
+#ifndef ENGRAM_STATS_VIEW_H
+#define ENGRAM_STATS_VIEW_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define ENGRAM_STATIC_LINKING_ONLY
+#include "engram.h"
+
+/* One table set of one process: its sessions' counters summed, layer by layer (same layer ids). */
+struct sv_set {
+	char set[17];              /* the first 8 bytes of the set id, hex: the label */
+	char path[128];
+	uint32_t mode;             /* the first session's */
+	unsigned sessions;
+	struct engram_stats_session sum; /* n_layers, layers[], gauges, remote and row-cache figures summed */
+};
+
+struct sv_proc {
+	char path[512];            /* its segment */
+	int pid, stale;
+	int err;                   /* reading it failed: errmsg says why (nothing else is set) */
+	char errmsg[512];
+	unsigned sessions;
+	uint64_t unpublished, thread_cpu_ns;
+	unsigned n_sets;
+	struct sv_set *sets;
+};
+
+struct sv_snap {
+	uint64_t t_ns;             /* CLOCK_MONOTONIC when read */
+	size_t n;
+	struct sv_proc *procs;     /* by pid */
+};
+
+/* Read every segment of engram_stats_dir() (or only those of the n pids given). Returns 0 or -1 (out of memory,
+ * the directory unreadable: printed). */
+int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids);
+void sv_free(struct sv_snap *snap);
+/* The same set of the same process in another snapshot, or NULL. */
+const struct sv_set *sv_find(const struct sv_snap *snap, int pid, const char *set);
+/* Layer layer_id of a set, or NULL. */
+const struct engram_stats_layer *sv_layer(const struct sv_set *s, uint32_t layer_id);
+/* The tier the rest of ram came from: "page_cache" or "private_cache" (a session's mode). */
+const char *sv_cache_tier(const struct sv_set *s);
+/* Upper edge (seconds) of bucket b of a gather-wait histogram, and of the lead histogram's b-th power of two
+ * (the edges where its quarter buckets meet: b = 0 .. SV_LEAD_EDGES - 1); the lead buckets summed below it. */
+double sv_wait_edge(unsigned b);
+#define SV_LEAD_EDGES 24
+double sv_lead_edge(unsigned b);
+uint64_t sv_lead_below(const uint64_t *lead_hist, unsigned b);
+/* The PIDs of the arguments argv[first..argc) (a command's operands). Returns 0 or -1 (printed). */
+int sv_pids(int argc, char **argv, int first, int **pids, size_t *n);
+
+#endif
