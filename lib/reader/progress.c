@@ -89,12 +89,14 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 		if (rd->fd_direct[i] >= 0)
 			fds[n_fds++] = rd->fd_direct[i];
 	}
-	/* The private cache, up to READER_RESIDENT_MAX, made resident here, once, before any read: else each page
-	 * is faulted in by the first read into it (in the kernel's page pinning, on this thread) and its zeroing
-	 * paid per read. A kernel without MADV_POPULATE_WRITE (before 5.14) leaves the faults to the reads. */
+	/* With fixed buffers, the private cache, up to READER_RESIDENT_MAX, is made resident here, once, before any
+	 * read (also where the kernel then refuses the registration). Not by default: create would cost the
+	 * zeroing of the whole cache (bench/RESULTS.md, round 4); reads make it resident a chunk at a time
+	 * (eg_units_populate). */
 	size_t cache_len = (size_t)rd->cache.n * rd->cache.entry_bytes;
 	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX) {
-		(void)madvise(rd->cache.mem, cache_len, MADV_POPULATE_WRITE);
+		if (uo->fixed_bufs && want_uring && madvise(rd->cache.mem, cache_len, MADV_POPULATE_WRITE) == 0)
+			rd->cache.resident = cache_len;
 		bufs[n_bufs] = rd->cache.mem; /* and registered: reads into it are fixed reads, no pinning per read */
 		len[n_bufs++] = cache_len;
 	}
@@ -246,7 +248,7 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	a.uo.sqpoll = !!(rd->flags & ENGRAM_SESSION_SQPOLL);
 	a.uo.single_issuer = env_switch("ENGRAM_URING_SINGLE_ISSUER", 1);
 	a.uo.fixed_files = env_switch("ENGRAM_URING_FIXED_FILES", 1);
-	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 1);
+	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 0);
 	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
 	const char *g = getenv("ENGRAM_LAYER_GATE");
 	rd->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;

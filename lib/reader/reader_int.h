@@ -26,8 +26,8 @@
 #include "store.h"
 #include "reader.h"
 
-/* The largest buffer made resident and registered with the ring at create (io_uring's limit for one
- * registered buffer): the private cache and the frame buffers up to this size; a larger one fills as it is read. */
+/* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
+ * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
 #define READER_RESIDENT_MAX ((size_t)1 << 30)
 #define READER_SINK 64 /* bytes of a one-byte page-cache read's landing place: one cache line per request */
 
