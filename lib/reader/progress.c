@@ -94,6 +94,11 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 	 * zeroing of the whole cache (bench/RESULTS.md, round 4); reads make it resident a chunk at a time
 	 * (eg_units_populate). */
 	size_t cache_len = (size_t)rd->cache.n * rd->cache.entry_bytes;
+	/* Else (by default), the cache's chunks are registered as they become resident, at the first read into
+	 * each: fixed reads without the whole cache pinned at create. */
+	void *lazy = rd->cache.mem && uo->fixed_cache ? rd->cache.mem : NULL;
+	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX && uo->fixed_bufs)
+		lazy = NULL;
 	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX) {
 		if (uo->fixed_bufs && want_uring && madvise(rd->cache.mem, cache_len, MADV_POPULATE_WRITE) == 0)
 			rd->cache.resident = cache_len;
@@ -107,7 +112,8 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 	if (!want_uring) {
 		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring not requested)");
 	} else if ((err = eg_fault_setup(EG_FAULT_RING)) == 0 &&
-		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs)) == 0) {
+		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs, lazy,
+						 cache_len, EG_UNITS_POPULATE)) == 0) {
 		snprintf(rd->backend, sizeof(rd->backend), "%s", rd->io->name);
 	} else if (uring_refused(err)) {
 		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring: %s)", strerror(-err));
@@ -250,6 +256,7 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	a.uo.fixed_files = env_switch("ENGRAM_URING_FIXED_FILES", 1);
 	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 0);
 	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
+	a.uo.fixed_cache = env_switch("ENGRAM_URING_FIXED_CACHE", 1);
 	const char *g = getenv("ENGRAM_LAYER_GATE");
 	rd->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;
 	if (!(rd->cqes = malloc(rd->depth * sizeof(*rd->cqes))))

@@ -57,8 +57,6 @@ void eg_units_destroy(struct eg_units *t)
 	memset(t, 0, sizeof(*t));
 }
 
-#define EG_UNITS_POPULATE ((size_t)1 << 20)
-
 void eg_units_populate(struct eg_units *t, uint32_t i)
 {
 	size_t end = ((size_t)i + 1) * t->entry_bytes, size = (size_t)t->n * t->entry_bytes;

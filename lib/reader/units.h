@@ -44,6 +44,7 @@ struct eg_units {
 /* Make entry i's memory resident before a read lands in it, with the rest of its EG_UNITS_POPULATE chunk and
  * those before it (entries are first handed out in order): one madvise a chunk instead of a page fault, in the
  * kernel's pinning of each read, a page. */
+#define EG_UNITS_POPULATE ((size_t)1 << 20)
 void eg_units_populate(struct eg_units *t, uint32_t i);
 
 /* An entry may have become evictable (unpinned, or no longer in flight): the next eg_units_alloc sweeps again.
