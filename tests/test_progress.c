@@ -282,8 +282,10 @@ static void test_uring_features_switch_and_fall_back(void **state)
 {
 	static float want[STEP_BYTES / sizeof(float)], got[STEP_BYTES / sizeof(float)];
 	static const char *const env[] = { "ENGRAM_URING_SINGLE_ISSUER", "ENGRAM_URING_FIXED_FILES",
-					   "ENGRAM_URING_BATCH", "ENGRAM_URING_FIXED_BUFFERS" };
-	static const char *const name[] = { "single-issuer", "fixed-files", "unbatched", "fixed-buffers" };
+					   "ENGRAM_URING_BATCH", "ENGRAM_URING_FIXED_BUFFERS",
+					   "ENGRAM_URING_FIXED_CACHE" };
+	static const char *const name[] = { "single-issuer", "fixed-files", "unbatched", "fixed-buffers",
+					    "fixed-cache" };
 	engram_store *st = NULL;
 	engram_session *s;
 
@@ -298,14 +300,16 @@ static void test_uring_features_switch_and_fall_back(void **state)
 	}
 	s = session(st, ENGRAM_MODE_DIRECT, 0, 8);
 	const int has_uring = strncmp(engram_session_backend(s), "io_uring", 8) == 0;
+	if (has_uring) /* the cache's chunks registered as reads reach them, by default */
+		assert_non_null(strstr(engram_session_backend(s), "fixed-cache"));
 	engram_session_destroy(s);
 	if (!has_uring) {
 		engram_close(st);
 		skip();
 	}
-	for (unsigned i = 0; i < 4; i++) {
-		/* the default's opposite: off for the first three, on for fixed buffers */
-		setenv(env[i], i < 3 ? "0" : "1", 1);
+	for (unsigned i = 0; i < 5; i++) {
+		/* the default's opposite: off for all but fixed buffers, on for them */
+		setenv(env[i], i != 3 ? "0" : "1", 1);
 		s = session(st, ENGRAM_MODE_DIRECT, 0, 8);
 		const char *b = engram_session_backend(s);
 		if (i == 2)

@@ -46,14 +46,18 @@ struct eg_uring_opts {
 	unsigned fixed_files : 1;   /* registered descriptors */
 	unsigned fixed_bufs : 1;    /* registered buffers (reads into them are fixed reads) */
 	unsigned batch : 1;         /* submit and reap in batches (else one read, one completion at a time) */
+	unsigned fixed_cache : 1;   /* register the lazy buffer's chunks as reads reach them */
 };
 
 /* io_uring with room for depth reads; -ENOSYS, -EPERM, -ENOMEM ... when the kernel refuses a ring. A feature
  * the kernel refuses is left out (the ring is made without it) and said in the backend's name. fds: the
  * descriptors reads will use (registered with fixed_files). bufs/buf_len: buffers reads land in (registered
- * with fixed_bufs). Must be called in the thread that will drive the ring. */
+ * with fixed_bufs). lazy/lazy_len (or NULL): a buffer registered a chunk (bytes) at a time, at the first read
+ * into each chunk, which the caller has made resident by then. Must be called in the thread that will drive
+ * the ring. */
 int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring_opts *o, const int *fds,
-		       unsigned n_fds, void *const *bufs, const size_t *buf_len, unsigned n_bufs);
+		       unsigned n_fds, void *const *bufs, const size_t *buf_len, unsigned n_bufs, void *lazy,
+		       size_t lazy_len, size_t chunk);
 /* depth pread workers' worth of queue served by `threads` threads. */
 int eg_io_pool_create(struct eg_io **out, unsigned depth, unsigned threads);
 

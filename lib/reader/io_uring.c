@@ -33,6 +33,9 @@ struct uring_io {
 	uint8_t *reg[MAX_REGIONS]; /* registered buffers */
 	size_t reg_len[MAX_REGIONS];
 	unsigned n_reg;
+	uint8_t *lazy;             /* a buffer registered a chunk at a time, at the first read into each */
+	size_t lazy_len, chunk;
+	uint8_t *chunk_state;      /* per chunk: 0 not yet, 1 registered (index MAX_REGIONS + chunk), 2 refused */
 	char name[96];
 };
 
@@ -63,6 +66,28 @@ static int arm_kick(struct uring_io *u)
 	return 0;
 }
 
+/* The registered index of the lazy buffer's chunk holding [buf, buf + len), registering the chunk at its first
+ * read (the reader has made it resident: its pinning faults nothing in); -1 where the read spans two chunks or
+ * the kernel refused the chunk (RLIMIT_MEMLOCK): a plain read. */
+static int lazy_index(struct uring_io *u, uint8_t *buf, size_t len)
+{
+	size_t k = (size_t)(buf - u->lazy) / u->chunk, at = k * u->chunk;
+
+	if (buf + len > u->lazy + at + u->chunk)
+		return -1;
+	if (!u->chunk_state[k]) {
+		size_t n = u->lazy_len - at < u->chunk ? u->lazy_len - at : u->chunk;
+		struct iovec v = { u->lazy + at, n };
+		__u64 tag = 0;
+		u->chunk_state[k] = eg_fault_setup(EG_FAULT_REGISTER) == 0 &&
+					    io_uring_register_buffers_update_tag(&u->ring, MAX_REGIONS + (unsigned)k, &v,
+										 &tag, 1) == 1
+				    ? 1
+				    : 2;
+	}
+	return u->chunk_state[k] == 1 ? MAX_REGIONS + (int)k : -1;
+}
+
 static int uring_read(struct eg_io *io, int fd, void *buf, size_t len, uint64_t off, uint64_t tag)
 {
 	struct uring_io *u = (struct uring_io *)io;
@@ -76,6 +101,8 @@ static int uring_read(struct eg_io *io, int fd, void *buf, size_t len, uint64_t 
 	for (unsigned k = 0; k < u->n_reg; k++)
 		if ((uint8_t *)buf >= u->reg[k] && (uint8_t *)buf + len <= u->reg[k] + u->reg_len[k])
 			i = (int)k;
+	if (i < 0 && u->lazy && (uint8_t *)buf >= u->lazy && (uint8_t *)buf + len <= u->lazy + u->lazy_len)
+		i = lazy_index(u, (uint8_t *)buf, len);
 	if (i >= 0)
 		io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, i);
 	else
@@ -174,6 +201,7 @@ static void uring_destroy(struct eg_io *io, int forked)
 	io_uring_queue_exit(&u->ring);
 	close(u->efd);
 	free(u->fixed);
+	free(u->chunk_state);
 	free(u);
 }
 
@@ -226,8 +254,42 @@ static int register_files(struct uring_io *u, const int *fds, unsigned n_fds)
 	return 0;
 }
 
+/* With fixed_bufs, bufs registered whole; a lazy buffer's chunks registered at their first reads. One sparse
+ * table holds both (kernels from 5.19); where the kernel refuses it, bufs are registered as a plain table. */
+static void register_buffers(struct uring_io *u, void *const *bufs, const size_t *buf_len, unsigned n_bufs,
+			     void *lazy, size_t lazy_len, size_t chunk)
+{
+	struct iovec v[MAX_REGIONS];
+	__u64 tags[MAX_REGIONS] = { 0 };
+	size_t n_chunks = lazy && chunk ? (lazy_len + chunk - 1) / chunk : 0;
+	int whole = u->o.fixed_bufs && n_bufs <= MAX_REGIONS && n_bufs > 0;
+
+	for (unsigned i = 0; whole && i < n_bufs; i++)
+		v[i] = (struct iovec){ bufs[i], buf_len[i] };
+	if (n_chunks && n_chunks <= 16384 - MAX_REGIONS && (u->chunk_state = calloc(n_chunks, 1)) &&
+	    eg_fault_setup(EG_FAULT_REGISTER) == 0 &&
+	    io_uring_register_buffers_sparse(&u->ring, MAX_REGIONS + (unsigned)n_chunks) == 0) {
+		u->lazy = lazy;
+		u->lazy_len = lazy_len;
+		u->chunk = chunk;
+		if (whole && io_uring_register_buffers_update_tag(&u->ring, 0, v, tags, n_bufs) != (int)n_bufs)
+			whole = 0;
+	} else {
+		free(u->chunk_state);
+		u->chunk_state = NULL;
+		if (whole && (eg_fault_setup(EG_FAULT_REGISTER) < 0 || io_uring_register_buffers(&u->ring, v, n_bufs) < 0))
+			whole = 0;
+	}
+	for (unsigned i = 0; whole && i < n_bufs; i++) {
+		u->reg[i] = bufs[i];
+		u->reg_len[i] = buf_len[i];
+	}
+	u->n_reg = whole ? n_bufs : 0;
+}
+
 int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring_opts *o, const int *fds,
-		       unsigned n_fds, void *const *bufs, const size_t *buf_len, unsigned n_bufs)
+		       unsigned n_fds, void *const *bufs, const size_t *buf_len, unsigned n_bufs, void *lazy,
+		       size_t lazy_len, size_t chunk)
 {
 	struct uring_io *u = calloc(1, sizeof(*u));
 	unsigned entries = 1;
@@ -255,22 +317,11 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring
 	}
 	if (u->o.fixed_files && register_files(u, fds, n_fds) < 0)
 		u->o.fixed_files = 0; /* refused (an old kernel, a limit, no memory): plain descriptors */
-	if (u->o.fixed_bufs && n_bufs <= MAX_REGIONS) {
-		struct iovec v[MAX_REGIONS];
-		for (unsigned i = 0; i < n_bufs; i++)
-			v[i] = (struct iovec){ bufs[i], buf_len[i] };
-		if (eg_fault_setup(EG_FAULT_REGISTER) == 0 && io_uring_register_buffers(&u->ring, v, n_bufs) == 0) {
-			for (unsigned i = 0; i < n_bufs; i++) {
-				u->reg[i] = bufs[i];
-				u->reg_len[i] = buf_len[i];
-			}
-			u->n_reg = n_bufs;
-		}
-	}
+	register_buffers(u, bufs, buf_len, n_bufs, lazy, lazy_len, chunk);
 	u->o.fixed_bufs = u->n_reg > 0;
-	snprintf(u->name, sizeof(u->name), "io_uring%s%s%s%s%s", u->o.sqpoll ? " (SQPOLL)" : "",
+	snprintf(u->name, sizeof(u->name), "io_uring%s%s%s%s%s%s", u->o.sqpoll ? " (SQPOLL)" : "",
 		 u->o.single_issuer ? " single-issuer" : "", u->o.fixed_files ? " fixed-files" : "",
-		 u->o.fixed_bufs ? " fixed-buffers" : "", u->o.batch ? "" : " unbatched");
+		 u->o.fixed_bufs ? " fixed-buffers" : "", u->lazy ? " fixed-cache" : "", u->o.batch ? "" : " unbatched");
 	u->base.ops = &uring_ops;
 	u->base.name = u->name;
 	u->base.depth = depth;

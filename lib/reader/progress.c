@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "file.h"
@@ -89,19 +90,31 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 		if (rd->fd_direct[i] >= 0)
 			fds[n_fds++] = rd->fd_direct[i];
 	}
-	/* registered buffers: the regions reads land in, each at most 1 GiB */
-	if (rd->cache.mem && (size_t)rd->cache.n * rd->cache.entry_bytes <= (1u << 30)) {
-		bufs[n_bufs] = rd->cache.mem;
-		len[n_bufs++] = (size_t)rd->cache.n * rd->cache.entry_bytes;
+	/* With fixed buffers, the private cache, up to READER_RESIDENT_MAX, is made resident here, once, before any
+	 * read (also where the kernel then refuses the registration). Not by default: create would cost the
+	 * zeroing of the whole cache (bench/RESULTS.md, round 4); reads make it resident a chunk at a time
+	 * (eg_units_populate). */
+	size_t cache_len = (size_t)rd->cache.n * rd->cache.entry_bytes;
+	/* Else (by default), the cache's chunks are registered as they become resident, at the first read into
+	 * each: fixed reads without the whole cache pinned at create. */
+	void *lazy = rd->cache.mem && uo->fixed_cache ? rd->cache.mem : NULL;
+	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX && uo->fixed_bufs)
+		lazy = NULL;
+	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX) {
+		if (uo->fixed_bufs && want_uring && madvise(rd->cache.mem, cache_len, MADV_POPULATE_WRITE) == 0)
+			rd->cache.resident = cache_len;
+		bufs[n_bufs] = rd->cache.mem; /* and registered: reads into it are fixed reads, no pinning per read */
+		len[n_bufs++] = cache_len;
 	}
-	if (rd->bounce && (size_t)rd->depth * rd->bounce_bytes <= (1u << 30)) {
+	if (rd->bounce && (size_t)rd->depth * rd->bounce_bytes <= READER_RESIDENT_MAX) {
 		bufs[n_bufs] = rd->bounce;
 		len[n_bufs++] = (size_t)rd->depth * rd->bounce_bytes;
 	}
 	if (!want_uring) {
 		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring not requested)");
 	} else if ((err = eg_fault_setup(EG_FAULT_RING)) == 0 &&
-		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs)) == 0) {
+		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs, lazy,
+						 cache_len, EG_UNITS_POPULATE)) == 0) {
 		snprintf(rd->backend, sizeof(rd->backend), "%s", rd->io->name);
 	} else if (uring_refused(err)) {
 		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring: %s)", strerror(-err));
@@ -262,6 +275,7 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	a.uo.fixed_files = env_switch("ENGRAM_URING_FIXED_FILES", 1);
 	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 0);
 	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
+	a.uo.fixed_cache = env_switch("ENGRAM_URING_FIXED_CACHE", 1);
 	const char *g = getenv("ENGRAM_LAYER_GATE");
 	rd->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;
 	if (!(rd->cqes = malloc(rd->depth * sizeof(*rd->cqes))))

@@ -211,6 +211,7 @@ static int start_read(struct eg_reader *rd, uint32_t tag, const struct pending *
 		r->frame_len = (uint32_t)u.len;
 		r->buf = rd->bounce + (size_t)tag * rd->bounce_bytes;
 	} else if (q->cached) {
+		eg_units_populate(eg_rd_table(rd, q->cached), q->slot);
 		r->buf = eg_units_data(eg_rd_table(rd, q->cached), q->slot);
 	} else if (u.len == EG_PAGE) {
 		/* The page cache fills whole pages: reading one byte of a one-page unit brings it in without

@@ -26,6 +26,9 @@
 #include "store.h"
 #include "reader.h"
 
+/* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
+ * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
+#define READER_RESIDENT_MAX ((size_t)1 << 30)
 #define READER_SINK 64 /* bytes of a one-byte page-cache read's landing place: one cache line per request */
 
 /* A read in flight. */

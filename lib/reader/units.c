@@ -57,6 +57,20 @@ void eg_units_destroy(struct eg_units *t)
 	memset(t, 0, sizeof(*t));
 }
 
+void eg_units_populate(struct eg_units *t, uint32_t i)
+{
+	size_t end = ((size_t)i + 1) * t->entry_bytes, size = (size_t)t->n * t->entry_bytes;
+
+	if (end <= t->resident)
+		return;
+	end = (end + EG_UNITS_POPULATE - 1) / EG_UNITS_POPULATE * EG_UNITS_POPULATE;
+	if (end > size)
+		end = size;
+	/* a kernel without MADV_POPULATE_WRITE (before 5.14), or no memory now: the reads fault pages in */
+	(void)madvise(t->mem + t->resident, end - t->resident, MADV_POPULATE_WRITE);
+	t->resident = end;
+}
+
 uint32_t eg_units_find(const struct eg_units *t, uint64_t key)
 {
 	for (uint32_t i = t->bucket[bucket_of(t, key)]; i != EG_NO_UNIT; i = t->u[i].next)

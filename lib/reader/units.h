@@ -36,9 +36,16 @@ struct eg_units {
 	uint32_t free_head;
 	uint8_t *mem;         /* n x entry_bytes, page-aligned, or NULL */
 	size_t entry_bytes;
+	size_t resident;      /* bytes of mem from its start made resident by eg_units_populate */
 	uint64_t epoch;       /* counts the changes that may make an entry evictable (eg_units_released) */
 	uint64_t failed_at;   /* epoch + 1 when a CLOCK sweep last found nothing to evict, else 0 */
 };
+
+/* Make entry i's memory resident before a read lands in it, with the rest of its EG_UNITS_POPULATE chunk and
+ * those before it (entries are first handed out in order): one madvise a chunk instead of a page fault, in the
+ * kernel's pinning of each read, a page. */
+#define EG_UNITS_POPULATE ((size_t)1 << 20)
+void eg_units_populate(struct eg_units *t, uint32_t i);
 
 /* An entry may have become evictable (unpinned, or no longer in flight): the next eg_units_alloc sweeps again.
  * Until then, an alloc after a sweep that found nothing fails at once instead of sweeping every entry twice

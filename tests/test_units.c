@@ -1,0 +1,54 @@
+/* The reader's unit tables (lib/reader/units.c): the private cache's memory becomes resident ahead of the reads
+ * into it, a chunk at a time, and not before. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "reader/units.h"
+
+/* Pages of [p, p + n) resident now. */
+static size_t resident_pages(const uint8_t *p, size_t n)
+{
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE), pages = n / ps, k = 0;
+	unsigned char v[4096];
+
+	assert_true(pages <= sizeof(v));
+	assert_int_equal(mincore((void *)p, n, v), 0);
+	for (size_t i = 0; i < pages; i++)
+		k += v[i] & 1;
+	return k;
+}
+
+static void test_cache_becomes_resident_a_chunk_ahead_of_reads(void **state)
+{
+	const size_t mib = (size_t)1 << 20, ps = (size_t)sysconf(_SC_PAGESIZE);
+	struct eg_units t;
+
+	(void)state;
+	assert_int_equal(eg_units_init(&t, 1024, 8192), 0); /* 8 MiB */
+	madvise(t.mem, 8 * mib, MADV_NOHUGEPAGE); /* page by page whatever the system's THP setting */
+	assert_int_equal(resident_pages(t.mem, 8 * mib), 0);   /* nothing at create */
+	eg_units_populate(&t, 0);
+	assert_int_equal(resident_pages(t.mem, mib), mib / ps); /* entry 0's chunk */
+	assert_int_equal(resident_pages(t.mem + mib, 7 * mib), 0);
+	eg_units_populate(&t, 127); /* the last entry of the first MiB: nothing more */
+	assert_int_equal(resident_pages(t.mem + mib, 7 * mib), 0);
+	eg_units_populate(&t, 300); /* in the third MiB: it and the second */
+	assert_int_equal(resident_pages(t.mem, 3 * mib), 3 * mib / ps);
+	assert_int_equal(resident_pages(t.mem + 3 * mib, 5 * mib), 0);
+	eg_units_populate(&t, 1023);
+	assert_int_equal(resident_pages(t.mem, 8 * mib), 8 * mib / ps);
+	eg_units_destroy(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cache_becomes_resident_a_chunk_ahead_of_reads),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
