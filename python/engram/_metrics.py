@@ -130,19 +130,25 @@ _LAYER_FAMILIES = (
 )
 
 
-# (kind, family, help, value of a set or None): engram-stat metrics' per-set families
+# (kind, family, help, section, key): engram-stat metrics' per-set families (tools/metrics_prom.c set_fams), read from
+# the set's dict (section None), its "remote" or its "row_cache" (sets without that section have no sample)
 _SET_FAMILIES = (
-    ("gauge", "engram_reads_inflight", "Reads in flight.", lambda s: s["reads_inflight"]),
-    ("gauge", "engram_reads_backlog", "Reads waiting for a free request.", lambda s: s["reads_backlog"]),
-    ("counter", "engram_steps", "Steps begun (engram_session_begin calls).", lambda s: s["steps"]),
-    ("counter", "engram_remote_rows", "Rows the remote tier gave, verified.",
-     lambda s: s["remote"] and s["remote"]["rows"]),
-    ("counter", "engram_remote_fallbacks", "Rows the remote tier could not give, read from the local shard.",
-     lambda s: s["remote"] and s["remote"]["fallbacks"]),
-    ("gauge", "engram_row_cache_slots", "Rows the row cache can hold.",
-     lambda s: s["row_cache"] and s["row_cache"]["slots"]),
-    ("gauge", "engram_row_cache_filled_slots", "Row cache slots ever filled.",
-     lambda s: s["row_cache"] and s["row_cache"]["filled"]),
+    ("counter", "engram_steps", "Steps begun (engram_session_begin calls).", None, "steps"),
+    ("gauge", "engram_reads_inflight", "Reads in flight.", None, "reads_inflight"),
+    ("gauge", "engram_reads_backlog", "Reads waiting for a free request.", None, "reads_backlog"),
+    ("counter", "engram_remote_rows", "Rows the remote tier gave, verified.", "remote", "rows"),
+    ("counter", "engram_remote_bytes", "Row bytes the remote tier gave.", "remote", "bytes"),
+    ("counter", "engram_remote_fallbacks", "Rows the remote tier could not give, read from the local shard.", "remote",
+     "fallbacks"),
+    ("counter", "engram_remote_node_failures", "Times a cluster node was given up on.", "remote", "node_failures"),
+    ("gauge", "engram_row_cache_slots", "Rows the row cache can hold.", "row_cache", "slots"),
+    ("gauge", "engram_row_cache_filled_slots", "Row cache slots ever filled.", "row_cache", "filled"),
+    ("counter", "engram_row_cache_hits", "Row cache lookups that found their row (every process sharing it).",
+     "row_cache", "hits"),
+    ("counter", "engram_row_cache_misses", "Row cache lookups that did not (every process sharing it).", "row_cache",
+     "misses"),
+    ("counter", "engram_row_cache_inserts", "Rows inserted into the row cache (every process sharing it).",
+     "row_cache", "inserts"),
 )
 
 
@@ -190,23 +196,46 @@ class MetricsCollector:
             buckets.append(("+Inf", c + ly["wait_hist"][-1]))
             h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, ly["wait_ns"] * 1e-9)
         yield h
-        # the lead's quarter-octave buckets read at powers of two; the session keeps no sum (nor, in
-        # prometheus_client's form, a _count: the +Inf bucket is the count)
+        # the lead's quarter-octave buckets read at powers of two; the session keeps no sum, and prometheus_client
+        # writes a _count only beside a _sum: the tool's _count (the +Inf bucket's) is added as a sample of its own
         h = HistogramMetricFamily("engram_read_lead_seconds", "The lead each gathered row's read needed: from its "
                                   "request to its completion.", labels=lab)
         for s, ly in rows:
             hist = ly["lead_hist"]
             buckets = [(repr((1 << b) * 1e-6), sum(hist[:4 * b + 1])) for b in range(_LEAD_EDGES)]
             buckets.append(("+Inf", sum(hist)))
-            h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, None)
+            values = [pid, s["set"], str(ly["layer_id"])]
+            h.add_metric(values, buckets, None)
+            h.add_sample("engram_read_lead_seconds_count", dict(zip(lab, values)), sum(hist))
         yield h
-        for kind, name, doc, value in _SET_FAMILIES:
+        for kind, name, doc, section, key in _SET_FAMILIES:
             f = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=["pid", "set"])
             for s in m["sets"]:
-                v = value(s)
-                if v is not None:
-                    f.add_metric([pid, s["set"]], v)
+                d = s if section is None else s[section]
+                if d is not None:
+                    f.add_metric([pid, s["set"]], d[key])
             yield f
+        g = GaugeMetricFamily("engram_row_cache_bytes", "The row cache's capacity in row bytes (slots x record).",
+                              labels=["pid", "set"])
+        for s in m["sets"]:
+            if s["row_cache"] is not None:
+                g.add_metric([pid, s["set"]], s["row_cache"]["slots"] * s["row_cache"]["record_bytes"])
+        yield g
+        # errors by kind as the tool splits them: absent and bad of errors, the rest (a node down), and timeouts
+        f = CounterMetricFamily("engram_remote_errors", "Rows the remote tier could not give, by kind.",
+                                labels=["pid", "set", "kind"])
+        for s in m["sets"]:
+            r = s["remote"]
+            if r is not None:
+                for kind, v in (("absent", r["absent"]), ("bad", r["bad"]),
+                                ("node", r["errors"] - r["absent"] - r["bad"]), ("timeout", r["timeouts"])):
+                    f.add_metric([pid, s["set"], kind], v)
+        yield f
+        g = GaugeMetricFamily("engram_set_info", "A table set a process serves: its first shard.",
+                              labels=["pid", "set", "path"])
+        for s in m["sets"]:
+            g.add_metric([pid, s["set"], s["path"]], 1)
+        yield g
         g = GaugeMetricFamily("engram_sessions", "Sessions open.", labels=["pid"])
         g.add_metric([pid], m["sessions"])
         yield g

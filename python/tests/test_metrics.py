@@ -62,22 +62,78 @@ def _samples(text):
     return out
 
 
+def _families(text):
+    """{family: (type, help)} of an exposition's HELP and TYPE lines."""
+    help_ = dict(re.findall(r'^# HELP (\S+) (.*)$', text, re.M))
+    return {name: (kind, help_.get(name)) for name, kind in re.findall(r'^# TYPE (\S+) (\S+)$', text, re.M)}
+
+
+# engram-stat metrics' families about the other processes' segments: a process's own collector has none
+TOOL_ONLY = {"engram_stats_segments_stale", "engram_stats_segments_unreadable"}
+
+
+def compare_with_engram_stat(prometheus_client):
+    """The collector's exposition against engram-stat metrics' for this process: the same families (name, type and
+    HELP), every one but the tool-only two, and every sample but the CPU time equal. Returns the collector's
+    samples."""
+    reg = prometheus_client.CollectorRegistry()
+    reg.register(engram.MetricsCollector())
+    text = prometheus_client.generate_latest(reg).decode()
+    tool_text = run(tool("engram-stat"), "metrics", str(os.getpid()), env=dict(os.environ)).stdout
+    theirs_fams = _families(tool_text)
+    assert TOOL_ONLY <= set(theirs_fams)
+    assert _families(text) == {k: v for k, v in theirs_fams.items() if k not in TOOL_ONLY}
+    mine, theirs = _samples(text), _samples(tool_text)
+    mine = {k: v for k, v in mine.items() if not k[0].endswith("_created")}
+    theirs = {k: v for k, v in theirs.items() if k[0] not in TOOL_ONLY}
+    assert mine and any(k[0] == "engram_rows_total" and v > 0 for k, v in mine.items())
+    # the same samples, and every value but the CPU time (sampled by the I/O thread between the two reads) the
+    # tool's, exactly
+    assert set(mine) == set(theirs)
+    for k, v in mine.items():
+        if k[0] != "engram_thread_cpu_seconds_total":
+            assert theirs[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    return mine
+
+
+def _sample_names(samples, pid_set):
+    return {k[0] for k in samples if ("set", pid_set) in k[1]}
+
+
 def test_collector_equals_engram_stat_metrics(packed, segments):
     prometheus_client = pytest.importorskip("prometheus_client")
     store = engram.Store(packed("tiny-f32"))
     s = store.session(2)
     _gather(s, store.config, 5)
     s.begin()  # publishes every layer: the segment now holds what both read
-    reg = prometheus_client.CollectorRegistry()
-    reg.register(engram.MetricsCollector())
-    mine = _samples(prometheus_client.generate_latest(reg).decode())
-    theirs = _samples(run(tool("engram-stat"), "metrics", str(os.getpid()), env=dict(os.environ)).stdout)
-    mine = {k: v for k, v in mine.items() if not k[0].endswith("_created")}
-    assert mine and any(k[0] == "engram_rows_total" and v > 0 for k, v in mine.items())
-    # every sample but the CPU time (sampled by the I/O thread between the two reads) is the tool's, exactly
-    for k, v in mine.items():
-        if k[0] != "engram_thread_cpu_seconds_total":
-            assert theirs.get(k) == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    mine = compare_with_engram_stat(prometheus_client)
+    (st,) = engram.metrics()["sets"]
+    names = _sample_names(mine, st["set"])
+    # a set without a remote tier or a row cache has none of their samples (as in the tool)
+    assert "engram_set_info" in names and not {n for n in names if n.startswith(("engram_remote_", "engram_row_cache_"))}
+    assert mine[("engram_set_info", frozenset({("pid", str(os.getpid())), ("set", st["set"]),
+                                               ("path", store.path)}))] == 1
+
+
+def test_collector_equals_engram_stat_metrics_with_a_row_cache(packed, segments):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    store = engram.Store(packed("tiny-f32"))
+    rc = engram.RowCache(store, mb=1)
+    s = store.session(2, mode="direct", row_cache=rc)
+    _gather(s, store.config, 9)  # the keys repeat every 7 steps: rows found in the row cache
+    s.begin()
+    mine = compare_with_engram_stat(prometheus_client)
+    (st,) = engram.metrics()["sets"]
+    key = frozenset({("pid", str(os.getpid())), ("set", st["set"])})
+    r = st["row_cache"]
+    assert r["hits"] > 0 and r["slots"] > 0 and r["record_bytes"] > 0
+    for name, v in (("engram_row_cache_hits_total", r["hits"]), ("engram_row_cache_misses_total", r["misses"]),
+                    ("engram_row_cache_inserts_total", r["inserts"]), ("engram_row_cache_slots", r["slots"]),
+                    ("engram_row_cache_bytes", r["slots"] * r["record_bytes"])):
+        assert mine[(name, key)] == v, name
+    assert not {n for n in _sample_names(mine, st["set"]) if n.startswith("engram_remote_")}
+    s.close()
+    rc.close()
 
 
 def test_a_planted_segment_is_an_error(segments):
