@@ -61,6 +61,11 @@ def _size(nbytes, mb, what):
     return v
 
 
+def _destroy(ptr: int, *_parents: Any) -> None:
+    """A session's finalizer: the parents (its store and row cache) stay alive until it has run."""
+    lib.engram_session_destroy(ptr)
+
+
 def _busy():
     return RuntimeError("engram.Session used by two threads at once: a session belongs to one thread at a time")
 
@@ -126,7 +131,9 @@ class Session(NoCopy):
                                for li in range(len(cfg.layer_ids)) for kind in _out.NAMES.values()}
             lib.engram_session_create(ctypes.byref(ptr), sp, ctypes.byref(o))
             self._ptr = ptr.value
-            self._finalizer = weakref.finalize(self, lib.engram_session_destroy, ptr.value)
+            # the finalizer holds the store and row cache: when all three die in one garbage cycle, the collector
+            # runs finalizers in any order, and a store freed before its session's destroy is a use after free
+            self._finalizer = weakref.finalize(self, _destroy, ptr.value, store, row_cache)
             self._finalizer.atexit = False
             store._adopt(self)
             if row_cache:

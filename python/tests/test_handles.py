@@ -90,6 +90,28 @@ except ValueError as e:
     assert "closed: session is closed" in p.stdout
 
 
+def test_a_store_and_its_sessions_dying_in_one_garbage_cycle(synthetic):
+    """A store, its row cache and a session unreachable together (a failed test's traceback, an engine object that
+    refers to itself): the collector finalizes them in any order, and the session is destroyed before its parents."""
+    p = _run_child(f"""
+import gc, numpy as np, engram
+gc.disable()
+for with_rc in (True, False, True, False):
+    st = engram.Store({synthetic!r})
+    rc = engram.RowCache(st, 1 << 20) if with_rc else None
+    s = st.session(2, mode="direct", row_cache=rc)
+    s.begin(); s.push_batch(np.arange(2), np.array([1, 2]))
+    for lid in st.config.layer_ids:
+        s.gather(lid, "f32")
+    cycle = [st, rc, s]
+    cycle.append(cycle)
+    del st, rc, s, cycle
+    gc.collect()
+print("collected")
+""")
+    assert p.returncode == 0 and p.stdout == "collected\n", (p.returncode, p.stderr)
+
+
 def test_close_double_close_and_use_after_close(synthetic):
     store = engram.Store(synthetic)
     s = store.session(1)
