@@ -323,14 +323,6 @@ static void on_row(void *arg, uint64_t tag, enum eg_remote_status st, const uint
 	}
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Open a client on f, ask for rows 0..n-1 of layer LAYER, run it until all are delivered; the seconds it took. */
 static double fetch(struct fake *f, int n, unsigned timeout_ms, struct got *g)
 {

@@ -217,14 +217,6 @@ static void hostile_stop(struct hostile *h)
 
 /* ---- measures ---- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The process's peak resident memory, bytes. */
 static long peak_rss(void)
 {

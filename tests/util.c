@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -569,4 +570,12 @@ int resp_recv(int *fd, char *buf, size_t cap, size_t *n)
 	}
 	*n += (size_t)r;
 	return 0;
+}
+
+double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -91,6 +91,8 @@ void sh_fails(int status, const char *msg, const char *fmt, ...) __attribute__((
 char *read_file(const char *path, size_t *len);
 /* Fail the test with what, the error's name and engram_last_error() when err < 0. */
 void must(int err, const char *what);
+/* Seconds of CLOCK_MONOTONIC: what a test measures its own timeouts and deadlines with. */
+double now_s(void);
 
 /* Fake Redis nodes (test_remote, test_remote_hostile): n bytes (or a printf) sent whole to a socket, MSG_NOSIGNAL
  * (a peer that closed ends it); and one complete command (a RESP array of bulk strings) from buf's n bytes: its
