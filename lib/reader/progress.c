@@ -208,7 +208,9 @@ static void loop(struct eg_reader *rd)
 		rd->idle = more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
 		pthread_mutex_unlock(&rd->lock);
 		sample_cpu(rd);
-		int n = rd->io->ops->submit(rd->io);
+		/* reap submits what was queued in the same system call as its wait; a source's poll needs the
+		 * reads started first */
+		int n = src ? rd->io->ops->submit(rd->io) : 0;
 		if (src)
 			rd->source.wait(rd, rd->source.arg, src_sleep);
 		if (src_sleep) {
