@@ -64,11 +64,32 @@ void eg_units_populate(struct eg_units *t, uint32_t i)
 	if (end <= t->resident)
 		return;
 	end = (end + EG_UNITS_POPULATE - 1) / EG_UNITS_POPULATE * EG_UNITS_POPULATE;
-	if (end > size)
-		end = size;
+	eg_units_populate_to(t, end < size ? end : size);
+}
+
+void eg_units_populate_to(struct eg_units *t, size_t end)
+{
+	if (end <= t->resident)
+		return;
 	/* a kernel without MADV_POPULATE_WRITE (before 5.14), or no memory now: the reads fault pages in */
 	(void)madvise(t->mem + t->resident, end - t->resident, MADV_POPULATE_WRITE);
 	t->resident = end;
+}
+
+size_t eg_units_ahead(const struct eg_units *t, size_t margin, size_t chunk)
+{
+	size_t used = (size_t)t->used * t->entry_bytes, size = (size_t)t->n * t->entry_bytes;
+	size_t want = used < margin ? 2 * used : used + margin;
+
+	if (!t->mem || !used)
+		return 0;
+	/* whole chunks of eg_units_populate's: the resident part stays a prefix of whole pages */
+	want = (want + EG_UNITS_POPULATE - 1) / EG_UNITS_POPULATE * EG_UNITS_POPULATE;
+	if (want > size)
+		want = size;
+	if (want <= t->resident)
+		return 0;
+	return want - t->resident > chunk ? t->resident + chunk : want;
 }
 
 uint32_t eg_units_find(const struct eg_units *t, uint64_t key)
@@ -94,6 +115,8 @@ uint32_t eg_units_alloc(struct eg_units *t, uint64_t key)
 
 	if (i != EG_NO_UNIT) {
 		t->free_head = t->u[i].next;
+		if (i >= t->used)
+			t->used = i + 1;
 	} else {
 		if (t->failed_at == t->epoch + 1)
 			return EG_NO_UNIT; /* nothing was released since the last sweep found nothing */

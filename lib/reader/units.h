@@ -37,6 +37,7 @@ struct eg_units {
 	uint8_t *mem;         /* n x entry_bytes, page-aligned, or NULL */
 	size_t entry_bytes;
 	size_t resident;      /* bytes of mem from its start made resident by eg_units_populate */
+	uint32_t used;        /* entries handed out from the free list at least once: the first `used` */
 	uint64_t epoch;       /* counts the changes that may make an entry evictable (eg_units_released) */
 	uint64_t failed_at;   /* epoch + 1 when a CLOCK sweep last found nothing to evict, else 0 */
 };
@@ -46,6 +47,14 @@ struct eg_units {
  * kernel's pinning of each read, a page. */
 #define EG_UNITS_POPULATE ((size_t)1 << 20)
 void eg_units_populate(struct eg_units *t, uint32_t i);
+
+/* How far to make the memory resident ahead of use, while nothing else is to be done: the end of the next
+ * chunk (of at most `chunk` bytes, a multiple of the page) up to min(2 x used, used + margin) bytes of entries
+ * (rounded up to EG_UNITS_POPULATE), or 0 when that is resident already (or nothing is used yet: a session that
+ * never reads pays nothing). The I/O thread calls
+ * eg_units_populate_to() with it, so that a burst of reads lands in memory made resident between bursts. */
+size_t eg_units_ahead(const struct eg_units *t, size_t margin, size_t chunk);
+void eg_units_populate_to(struct eg_units *t, size_t end);
 
 /* An entry may have become evictable (unpinned, or no longer in flight): the next eg_units_alloc sweeps again.
  * Until then, an alloc after a sweep that found nothing fails at once instead of sweeping every entry twice
