@@ -510,12 +510,9 @@ enum { OPT_MEM_MB = RS_OPT_END, OPT_POLICY, OPT_CACHE_MB, OPT_PROFILE, OPT_HOT_S
 int stat_cachesim(int argc, char **argv)
 {
 	static const struct option own[] = {
-		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
-		{ "policy", required_argument, NULL, OPT_POLICY },
-		{ "cache-mb", required_argument, NULL, OPT_CACHE_MB },
-		{ "profile", required_argument, NULL, OPT_PROFILE },
-		{ "hot-share", required_argument, NULL, OPT_HOT_SHARE },
-		{ "json", no_argument, NULL, OPT_JSON },
+		{ "mem-mb", required_argument, NULL, OPT_MEM_MB }, { "policy", required_argument, NULL, OPT_POLICY },
+		{ "cache-mb", required_argument, NULL, OPT_CACHE_MB }, { "profile", required_argument, NULL, OPT_PROFILE },
+		{ "hot-share", required_argument, NULL, OPT_HOT_SHARE }, { "json", no_argument, NULL, OPT_JSON },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct replay_info info = { 0 };
