@@ -350,12 +350,6 @@ int eg_bad_layer(const engram_config *c, unsigned li)
 	return 1;
 }
 
-ENGRAM_API unsigned engram_config_num_layers(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->n_layers;
-}
-
 ENGRAM_API int engram_config_layer_id(const engram_config *c, unsigned li)
 {
 	EG_KEEP_ERRNO;
@@ -369,30 +363,6 @@ ENGRAM_API int engram_config_layer_index(const engram_config *c, int layer_id)
 		if (c->layers[i].id == layer_id)
 			return (int)i;
 	return eg_fail(-EINVAL, "layer %d has no Engram table in this config", layer_id);
-}
-
-ENGRAM_API unsigned engram_config_max_ngram(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->max_ngram;
-}
-
-ENGRAM_API unsigned engram_config_num_heads(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->n_heads;
-}
-
-ENGRAM_API unsigned engram_config_head_dim(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->head_dim;
-}
-
-ENGRAM_API unsigned engram_config_columns(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->columns;
 }
 
 ENGRAM_API uint64_t engram_config_table_rows(const engram_config *c, unsigned li)
@@ -429,32 +399,22 @@ ENGRAM_API uint64_t engram_config_multiplier(const engram_config *c, unsigned li
 	return bad_layer_item(c, li, "multiplier", k, c->max_ngram) ? 0 : c->layers[li].mult[k];
 }
 
-ENGRAM_API uint64_t engram_config_raw_vocab(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->raw_vocab;
-}
+/* The accessors that return one field of the config: they cannot fail and, like every public function, leave
+ * errno alone. */
+#define CONFIG_GETTER(type, fn, value)                                                                              \
+	ENGRAM_API type fn(const engram_config *c)                                                                  \
+	{                                                                                                           \
+		EG_KEEP_ERRNO;                                                                                      \
+		return value;                                                                                       \
+	}
 
-ENGRAM_API uint64_t engram_config_compressed_vocab(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->cvocab;
-}
-
-ENGRAM_API int64_t engram_config_pad_id(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->pad_id;
-}
-
-ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return c->cpad;
-}
-
-ENGRAM_API int engram_config_family(const engram_config *c)
-{
-	EG_KEEP_ERRNO;
-	return (int)c->family;
-}
+CONFIG_GETTER(unsigned, engram_config_num_layers, c->n_layers)
+CONFIG_GETTER(unsigned, engram_config_max_ngram, c->max_ngram)
+CONFIG_GETTER(unsigned, engram_config_num_heads, c->n_heads)
+CONFIG_GETTER(unsigned, engram_config_head_dim, c->head_dim)
+CONFIG_GETTER(unsigned, engram_config_columns, c->columns)
+CONFIG_GETTER(uint64_t, engram_config_raw_vocab, c->raw_vocab)
+CONFIG_GETTER(uint64_t, engram_config_compressed_vocab, c->cvocab)
+CONFIG_GETTER(int64_t, engram_config_pad_id, c->pad_id)
+CONFIG_GETTER(int64_t, engram_config_compressed_pad, c->cpad)
+CONFIG_GETTER(int, engram_config_family, (int)c->family)

@@ -435,17 +435,20 @@ int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64
 			       (unsigned long long)h->row_divisor, h->split_parts);
 	if (h->pad_id < 0 || (uint64_t)h->pad_id >= h->raw_vocab)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': pad id %lld is outside the token map", path, (long long)h->pad_id);
-	p->n_layers = L;
-	p->max_ngram = N;
-	p->n_heads = h->n_heads;
-	p->head_dim = h->head_dim;
-	p->pad_id = h->pad_id;
-	p->seed = h->seed;
-	p->compressed_vocab = (int64_t)h->compressed_vocab;
-	p->family = h->family;
-	p->raw_vocab = fam->token_map ? 0 : h->raw_vocab;
-	p->row_divisor = h->row_divisor;
-	p->split_parts = h->split_parts;
+	/* the parameters the section states; every other field zero */
+	*p = (struct eg_hash_params){
+		.n_layers = L,
+		.max_ngram = N,
+		.n_heads = h->n_heads,
+		.head_dim = h->head_dim,
+		.pad_id = h->pad_id,
+		.seed = h->seed,
+		.compressed_vocab = (int64_t)h->compressed_vocab,
+		.family = h->family,
+		.raw_vocab = fam->token_map ? 0 : h->raw_vocab,
+		.row_divisor = h->row_divisor,
+		.split_parts = h->split_parts,
+	};
 	memcpy(p->vocab_size, h->vocab_size, sizeof(p->vocab_size));
 	const uint8_t *q = (const uint8_t *)(h + 1);
 	for (unsigned l = 0; l < L; l++)

@@ -127,40 +127,31 @@ static uint32_t pcg64_next32(struct pcg64 *rng)
 	return (uint32_t)next;
 }
 
-/* rng is the inclusive range, rng < 0xFFFFFFFF. */
-static uint32_t bounded_lemire_uint32(struct pcg64 *bitgen, uint32_t rng)
+/* The next draw of 32 or 64 bits. */
+static uint64_t pcg64_next_bits(struct pcg64 *rng, unsigned bits)
 {
-	const uint32_t rng_excl = rng + 1;
-	uint64_t m = (uint64_t)pcg64_next32(bitgen) * rng_excl;
-	uint32_t leftover = (uint32_t)m;
-
-	if (leftover < rng_excl) {
-		const uint32_t threshold = (UINT32_MAX - rng) % rng_excl;
-
-		while (leftover < threshold) {
-			m = (uint64_t)pcg64_next32(bitgen) * rng_excl;
-			leftover = (uint32_t)m;
-		}
-	}
-	return (uint32_t)(m >> 32);
+	return bits == 32 ? pcg64_next32(rng) : pcg64_next64(rng);
 }
 
-/* rng is the inclusive range, rng < 0xFFFFFFFFFFFFFFFF. */
-static uint64_t bounded_lemire_uint64(struct pcg64 *bitgen, uint64_t rng)
+/* numpy's bounded_lemire_uint32 (bits 32, rng < 0xFFFFFFFF) and bounded_lemire_uint64 (bits 64) in one: rng is
+ * the inclusive range; a draw of that many bits times the range's size, redrawn while its low bits fall below
+ * the threshold that makes the result unbiased. The same draws, in the same order, and the same results. */
+static uint64_t bounded_lemire(struct pcg64 *bitgen, uint64_t rng, unsigned bits)
 {
+	const uint64_t low = bits == 32 ? UINT32_MAX : UINT64_MAX;
 	const uint64_t rng_excl = rng + 1;
-	u128 m = (u128)pcg64_next64(bitgen) * rng_excl;
-	uint64_t leftover = (uint64_t)m;
+	u128 m = (u128)pcg64_next_bits(bitgen, bits) * rng_excl;
+	uint64_t leftover = (uint64_t)m & low;
 
 	if (leftover < rng_excl) {
-		const uint64_t threshold = (UINT64_MAX - rng) % rng_excl;
+		const uint64_t threshold = (low - rng) % rng_excl;
 
 		while (leftover < threshold) {
-			m = (u128)pcg64_next64(bitgen) * rng_excl;
-			leftover = (uint64_t)m;
+			m = (u128)pcg64_next_bits(bitgen, bits) * rng_excl;
+			leftover = (uint64_t)m & low;
 		}
 	}
-	return (uint64_t)(m >> 64);
+	return (uint64_t)(m >> bits);
 }
 
 void eg_rng_integers_i64(uint64_t seed, int64_t high, size_t n, int64_t *out)
@@ -179,9 +170,9 @@ void eg_rng_integers_i64(uint64_t seed, int64_t high, size_t n, int64_t *out)
 			out[i] = (int64_t)pcg64_next32(&bitgen);
 	} else if (rng < 0xFFFFFFFFu) {
 		for (size_t i = 0; i < n; i++)
-			out[i] = (int64_t)bounded_lemire_uint32(&bitgen, (uint32_t)rng);
+			out[i] = (int64_t)bounded_lemire(&bitgen, rng, 32);
 	} else {
 		for (size_t i = 0; i < n; i++)
-			out[i] = (int64_t)bounded_lemire_uint64(&bitgen, rng);
+			out[i] = (int64_t)bounded_lemire(&bitgen, rng, 64);
 	}
 }

@@ -6,8 +6,6 @@
 
 #include "metrics_prom.h"
 
-enum fam_kind { F_COUNTER, F_GAUGE };
-
 /* A per-layer counter: its offset in struct engram_stats_layer and the unit's scale. */
 struct layer_fam {
 	const char *name, *help;
@@ -146,36 +144,43 @@ static void histograms(FILE *f, const struct sv_snap *snap)
 
 /* A per-set figure of the summed session (offset into struct engram_stats_session). */
 struct set_fam {
-	const char *name, *help, *type;
+	const char *name, *help; /* a counter when its name ends in _total, else a gauge */
 	size_t off;
 	int only; /* 1: sets with a remote tier, 2: with a row cache */
 };
 #define SF(f) offsetof(struct engram_stats_session, f)
 static const struct set_fam set_fams[] = {
-	{ "engram_steps_total", "Steps begun (engram_session_begin calls).", "counter", SF(steps), 0 },
-	{ "engram_reads_inflight", "Reads in flight.", "gauge", SF(inflight), 0 },
-	{ "engram_reads_backlog", "Reads waiting for a free request.", "gauge", SF(backlog), 0 },
-	{ "engram_remote_rows_total", "Rows the remote tier gave, verified.", "counter", SF(remote_rows), 1 },
-	{ "engram_remote_bytes_total", "Row bytes the remote tier gave.", "counter", SF(remote_bytes), 1 },
-	{ "engram_remote_fallbacks_total", "Rows the remote tier could not give, read from the local shard.", "counter",
+	{ "engram_steps_total", "Steps begun (engram_session_begin calls).", SF(steps), 0 },
+	{ "engram_reads_inflight", "Reads in flight.", SF(inflight), 0 },
+	{ "engram_reads_backlog", "Reads waiting for a free request.", SF(backlog), 0 },
+	{ "engram_remote_rows_total", "Rows the remote tier gave, verified.", SF(remote_rows), 1 },
+	{ "engram_remote_bytes_total", "Row bytes the remote tier gave.", SF(remote_bytes), 1 },
+	{ "engram_remote_fallbacks_total", "Rows the remote tier could not give, read from the local shard.",
 	  SF(remote_fallbacks), 1 },
-	{ "engram_remote_node_failures_total", "Times a cluster node was given up on.", "counter",
-	  SF(remote_node_failures), 1 },
-	{ "engram_row_cache_slots", "Rows the row cache can hold.", "gauge", SF(rc_slots), 2 },
-	{ "engram_row_cache_filled_slots", "Row cache slots ever filled.", "gauge", SF(rc_filled), 2 },
-	{ "engram_row_cache_hits_total", "Row cache lookups that found their row (every process sharing it).", "counter",
+	{ "engram_remote_node_failures_total", "Times a cluster node was given up on.", SF(remote_node_failures), 1 },
+	{ "engram_row_cache_slots", "Rows the row cache can hold.", SF(rc_slots), 2 },
+	{ "engram_row_cache_filled_slots", "Row cache slots ever filled.", SF(rc_filled), 2 },
+	{ "engram_row_cache_hits_total", "Row cache lookups that found their row (every process sharing it).",
 	  SF(rc_hits), 2 },
-	{ "engram_row_cache_misses_total", "Row cache lookups that did not (every process sharing it).", "counter",
+	{ "engram_row_cache_misses_total", "Row cache lookups that did not (every process sharing it).",
 	  SF(rc_misses), 2 },
-	{ "engram_row_cache_inserts_total", "Rows inserted into the row cache (every process sharing it).", "counter",
+	{ "engram_row_cache_inserts_total", "Rows inserted into the row cache (every process sharing it).",
 	  SF(rc_inserts), 2 },
 };
+
+/* The TYPE of a counter or gauge family: Prometheus names a counter, and only a counter, ..._total. */
+static const char *kind_of(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n > 6 && strcmp(name + n - 6, "_total") == 0 ? "counter" : "gauge";
+}
 
 static void set_figures(FILE *f, const struct sv_snap *snap)
 {
 	for (size_t k = 0; k < sizeof(set_fams) / sizeof(set_fams[0]); k++) {
 		const struct set_fam *m = &set_fams[k];
-		head(f, m->name, m->help, m->type);
+		head(f, m->name, m->help, kind_of(m->name));
 		FOR_SETS(snap, p, s) {
 			if ((m->only == 1 && !s->sum.has_remote) || (m->only == 2 && !s->sum.has_row_cache))
 				continue;

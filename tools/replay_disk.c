@@ -62,12 +62,14 @@ int replay_disk_read_bytes(const engram_store *st, double *per_layer)
 {
 	const engram_config *cfg = engram_store_config(st);
 	unsigned L = engram_config_num_layers(cfg);
-	uint64_t *stored = calloc(L ? L : 1, sizeof(*stored)), *frames = calloc(L ? L : 1, sizeof(*frames));
+	struct {
+		uint64_t stored, frames;
+	} *sum = calloc(L ? L : 1, sizeof(*sum)); /* per layer */
 	int err, status = -1;
 
-	if (!stored || !frames) {
+	if (!sum) {
 		tool_error("out of memory");
-		goto out;
+		return -1;
 	}
 	for (unsigned i = 0; i < engram_store_num_tables(st); i++) {
 		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
@@ -76,16 +78,15 @@ int replay_disk_read_bytes(const engram_store *st, double *per_layer)
 			goto out;
 		}
 		if (ti.layer_index < L) {
-			stored[ti.layer_index] += ti.stored_bytes;
-			frames[ti.layer_index] += piece_frames(&ti);
+			sum[ti.layer_index].stored += ti.stored_bytes;
+			sum[ti.layer_index].frames += piece_frames(&ti);
 		}
 	}
 	for (unsigned l = 0; l < L; l++)
-		per_layer[l] = frames[l] ? (double)stored[l] / (double)frames[l] : PAGE;
+		per_layer[l] = sum[l].frames ? (double)sum[l].stored / (double)sum[l].frames : PAGE;
 	status = 0;
 out:
-	free(stored);
-	free(frames);
+	free(sum);
 	return status;
 }
 

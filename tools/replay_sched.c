@@ -137,17 +137,20 @@ static double next_unit(uint64_t *state)
 int replay_zipf(int64_t **out, size_t n, double alpha, uint64_t vocab, int64_t bos, size_t seq_len, uint64_t seed)
 {
 	uint64_t m = vocab - (bos >= 0 && (uint64_t)bos < vocab ? 1 : 0), state = seed;
-	int64_t *ids = NULL, *v = NULL;
-	double *cdf = NULL;
-	int status = -1;
+	int64_t *ids, *v;
+	double *cdf;
 
 	if (vocab < 2 || m > SIZE_MAX / sizeof(double))
 		return -1;
 	ids = malloc(m * sizeof(*ids));
 	cdf = malloc(m * sizeof(*cdf));
 	v = malloc((n ? n : 1) * sizeof(*v));
-	if (!ids || !cdf || !v)
-		goto out;
+	if (!ids || !cdf || !v) { /* nothing fails past here */
+		free(ids);
+		free(cdf);
+		free(v);
+		return -1;
+	}
 	for (uint64_t i = 0, k = 0; i < vocab; i++)
 		if ((int64_t)i != bos)
 			ids[k++] = (int64_t)i;
@@ -176,12 +179,8 @@ int replay_zipf(int64_t **out, size_t n, double alpha, uint64_t vocab, int64_t b
 		}
 		v[i] = ids[lo];
 	}
-	*out = v;
-	v = NULL;
-	status = 0;
-out:
 	free(ids);
 	free(cdf);
-	free(v);
-	return status;
+	*out = v;
+	return 0;
 }

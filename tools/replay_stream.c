@@ -15,7 +15,9 @@ void replay_stream_defaults(struct replay_info *info)
 	info->cut_bos = 1;
 }
 
-int replay_stream_option(int c, const char *arg, struct replay_info *info, struct replay_stream_args *a)
+/* One option of getopt_long: 1 when it is one of these (parsed into info and a), 0 when not, -1 when its value
+ * is bad (the error printed). */
+static int stream_option(int c, const char *arg, struct replay_info *info, struct replay_stream_args *a)
 {
 	uint64_t v;
 	int bad = 0;
@@ -63,6 +65,48 @@ int replay_stream_option(int c, const char *arg, struct replay_info *info, struc
 	default: return 0;
 	}
 	return bad ? -1 : 1;
+}
+
+static const struct option stream_options[] = {
+	{ "tokens", required_argument, NULL, RS_OPT_TOKENS },
+	{ "zipf", required_argument, NULL, RS_OPT_ZIPF },
+	{ "zipf-tokens", required_argument, NULL, RS_OPT_ZIPF_TOKENS },
+	{ "seed", required_argument, NULL, RS_OPT_SEED },
+	{ "bos", required_argument, NULL, RS_OPT_BOS },
+	{ "seq-len", required_argument, NULL, RS_OPT_SEQ_LEN },
+	{ "batch", required_argument, NULL, RS_OPT_BATCH },
+	{ "prefill", required_argument, NULL, RS_OPT_PREFILL },
+	{ "max-steps", required_argument, NULL, RS_OPT_MAX_STEPS },
+	{ "warmup-steps", required_argument, NULL, RS_OPT_WARMUP },
+	{ "warmup-tokens", required_argument, NULL, RS_OPT_WARMUP_TOKENS },
+};
+
+#define MAX_OPTIONS 64 /* the stream's, a command's own, --help and the end */
+
+int replay_stream_getopt(int argc, char **argv, const struct option *own, struct replay_info *info,
+			 struct replay_stream_args *a)
+{
+	const size_t n_stream = sizeof(stream_options) / sizeof(stream_options[0]);
+	struct option opts[MAX_OPTIONS];
+	size_t n = 0;
+	int c, mine;
+
+	for (; n < n_stream; n++)
+		opts[n] = stream_options[n];
+	for (; own->name; own++) {
+		if (n == MAX_OPTIONS - 2) {
+			tool_error("internal: a command has more than %d options", MAX_OPTIONS - 2 - (int)n_stream);
+			return RS_OPT_BAD;
+		}
+		opts[n++] = *own;
+	}
+	opts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	opts[n] = (struct option){ NULL, 0, NULL, 0 };
+	do {
+		c = getopt_long(argc, argv, "h", opts, NULL);
+		mine = c == -1 ? 0 : stream_option(c, optarg, info, a);
+	} while (mine > 0);
+	return mine < 0 ? RS_OPT_BAD : c;
 }
 
 void replay_stream_usage(FILE *f)

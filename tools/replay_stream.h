@@ -26,18 +26,6 @@ enum {
 	RS_OPT_END /* a command's own option codes start here */
 };
 
-/* The getopt_long entries of these options, for a command's option table. */
-#define REPLAY_STREAM_OPTIONS                                                                                        \
-	{ "tokens", required_argument, NULL, RS_OPT_TOKENS }, { "zipf", required_argument, NULL, RS_OPT_ZIPF },      \
-		{ "zipf-tokens", required_argument, NULL, RS_OPT_ZIPF_TOKENS },                                      \
-		{ "seed", required_argument, NULL, RS_OPT_SEED }, { "bos", required_argument, NULL, RS_OPT_BOS },    \
-		{ "seq-len", required_argument, NULL, RS_OPT_SEQ_LEN },                                              \
-		{ "batch", required_argument, NULL, RS_OPT_BATCH },                                                  \
-		{ "prefill", required_argument, NULL, RS_OPT_PREFILL },                                              \
-		{ "max-steps", required_argument, NULL, RS_OPT_MAX_STEPS },                                          \
-		{ "warmup-steps", required_argument, NULL, RS_OPT_WARMUP },                                          \
-		{ "warmup-tokens", required_argument, NULL, RS_OPT_WARMUP_TOKENS }
-
 /* What the options say beyond struct replay_info's fields. */
 struct replay_stream_args {
 	const char *tokens_arg, *zipf_arg;
@@ -48,9 +36,13 @@ struct replay_stream_args {
 
 /* The defaults of replay_info's stream and schedule fields (batch 16, prefill 32, 200,000 Zipf tokens, BOS 0). */
 void replay_stream_defaults(struct replay_info *info);
-/* One option of getopt_long: 1 when it is one of these (parsed into info and a), 0 when not, -1 when its value
- * is bad (the error printed). */
-int replay_stream_option(int c, const char *arg, struct replay_info *info, struct replay_stream_args *a);
+/* replay_stream_getopt's answer when a stream option's value is bad (the error printed: a usage error). */
+#define RS_OPT_BAD (-2)
+/* getopt_long over these options, then the command's own (own[]: ended by an entry with a NULL name), then
+ * --help; the stream's are parsed here, into info and a. Returns the next of the command's own ('h' for --help,
+ * '?' for one getopt_long does not know, as it returns them), -1 after the last, or RS_OPT_BAD. */
+int replay_stream_getopt(int argc, char **argv, const struct option *own, struct replay_info *info,
+			 struct replay_stream_args *a);
 /* The "stream:" and "schedule:" lines of a command's --help. */
 void replay_stream_usage(FILE *f);
 /* After getopt_long: one SHARD operand (argv[optind]) and exactly one of --tokens and --zipf, or the error ("CMD

@@ -509,15 +509,10 @@ enum { OPT_MEM_MB = RS_OPT_END, OPT_POLICY, OPT_CACHE_MB, OPT_PROFILE, OPT_HOT_S
 
 int stat_cachesim(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		REPLAY_STREAM_OPTIONS,
-		{ "mem-mb", required_argument, NULL, OPT_MEM_MB },
-		{ "policy", required_argument, NULL, OPT_POLICY },
-		{ "cache-mb", required_argument, NULL, OPT_CACHE_MB },
-		{ "profile", required_argument, NULL, OPT_PROFILE },
-		{ "hot-share", required_argument, NULL, OPT_HOT_SHARE },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "help", no_argument, NULL, 'h' },
+	static const struct option own[] = {
+		{ "mem-mb", required_argument, NULL, OPT_MEM_MB }, { "policy", required_argument, NULL, OPT_POLICY },
+		{ "cache-mb", required_argument, NULL, OPT_CACHE_MB }, { "profile", required_argument, NULL, OPT_PROFILE },
+		{ "hot-share", required_argument, NULL, OPT_HOT_SHARE }, { "json", no_argument, NULL, OPT_JSON },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct replay_info info = { 0 };
@@ -538,13 +533,9 @@ int stat_cachesim(int argc, char **argv)
 	char *doc = NULL;
 
 	replay_stream_defaults(&info);
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int mine = replay_stream_option(c, optarg, &info, &sa);
-		if (mine < 0)
-			return 2;
-		if (mine)
-			continue;
+	while ((c = replay_stream_getopt(argc, argv, own, &info, &sa)) != -1) {
 		switch (c) {
+		case RS_OPT_BAD: return 2;
 		case OPT_MEM_MB:
 			if (parse_budgets(optarg, mb, &n_mb) < 0)
 				return 2;

@@ -303,8 +303,7 @@ static int set_option(struct replay_cmd *c, int opt, const char *arg)
 /* The command line into c. Returns -1 to go on, or the exit status (0 after --help). */
 static int parse_args(struct replay_cmd *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		REPLAY_STREAM_OPTIONS,
+	static const struct option own[] = {
 		{ "step-ms", required_argument, NULL, OPT_STEP_MS },
 		{ "prefill-ms-per-token", required_argument, NULL, OPT_PREFILL_MS },
 		{ "layers-total", required_argument, NULL, OPT_LAYERS_TOTAL },
@@ -331,18 +330,14 @@ static int parse_args(struct replay_cmd *c, int argc, char **argv)
 		{ "remote-timeout", required_argument, NULL, OPT_REMOTE_TIMEOUT },
 		{ "verify", no_argument, NULL, OPT_VERIFY },
 		{ "verify-shard", required_argument, NULL, OPT_VERIFY_SHARD },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt, err;
 
 	replay_stream_defaults(&c->info);
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int mine = replay_stream_option(opt, optarg, &c->info, &c->sa);
-		if (mine < 0)
+	while ((opt = replay_stream_getopt(argc, argv, own, &c->info, &c->sa)) != -1) {
+		if (opt == RS_OPT_BAD)
 			return 2;
-		if (mine)
-			continue;
 		if (opt == 'h') {
 			usage(stdout);
 			return 0;

@@ -44,19 +44,16 @@ static const struct range post_unicode9[] = {
 	{ 0x1E2AE, 0x1E2AE }, { 0x1E2EC, 0x1E2EF }, { 0x1E4EC, 0x1E4EF }, { 0x1F16C, 0x1F16C }, { 0x1FBF0, 0x1FBF9 },
 };
 
-/* Lowercase mappings of Unicode 16.0 and 17.0 (utf8proc's 15.0 has none for these). */
-static const struct range lower_new[] = {
-	{ 0x1C89, 0x1C8A },   { 0xA7CB, 0x0264 },   { 0xA7CC, 0xA7CD },   { 0xA7CE, 0xA7CF },   { 0xA7D2, 0xA7D3 },
-	{ 0xA7D4, 0xA7D5 },   { 0xA7DA, 0xA7DB },   { 0xA7DC, 0x019B },   { 0x10D50, 0x10D70 }, { 0x10D51, 0x10D71 },
-	{ 0x10D52, 0x10D72 }, { 0x10D53, 0x10D73 }, { 0x10D54, 0x10D74 }, { 0x10D55, 0x10D75 }, { 0x10D56, 0x10D76 },
-	{ 0x10D57, 0x10D77 }, { 0x10D58, 0x10D78 }, { 0x10D59, 0x10D79 }, { 0x10D5A, 0x10D7A }, { 0x10D5B, 0x10D7B },
-	{ 0x10D5C, 0x10D7C }, { 0x10D5D, 0x10D7D }, { 0x10D5E, 0x10D7E }, { 0x10D5F, 0x10D7F }, { 0x10D60, 0x10D80 },
-	{ 0x10D61, 0x10D81 }, { 0x10D62, 0x10D82 }, { 0x10D63, 0x10D83 }, { 0x10D64, 0x10D84 }, { 0x10D65, 0x10D85 },
-	{ 0x16EA0, 0x16EBB }, { 0x16EA1, 0x16EBC }, { 0x16EA2, 0x16EBD }, { 0x16EA3, 0x16EBE }, { 0x16EA4, 0x16EBF },
-	{ 0x16EA5, 0x16EC0 }, { 0x16EA6, 0x16EC1 }, { 0x16EA7, 0x16EC2 }, { 0x16EA8, 0x16EC3 }, { 0x16EA9, 0x16EC4 },
-	{ 0x16EAA, 0x16EC5 }, { 0x16EAB, 0x16EC6 }, { 0x16EAC, 0x16EC7 }, { 0x16EAD, 0x16EC8 }, { 0x16EAE, 0x16EC9 },
-	{ 0x16EAF, 0x16ECA }, { 0x16EB0, 0x16ECB }, { 0x16EB1, 0x16ECC }, { 0x16EB2, 0x16ECD }, { 0x16EB3, 0x16ECE },
-	{ 0x16EB4, 0x16ECF }, { 0x16EB5, 0x16ED0 }, { 0x16EB6, 0x16ED1 }, { 0x16EB7, 0x16ED2 }, { 0x16EB8, 0x16ED3 },
+/* Lowercase mappings of Unicode 16.0 and 17.0 (utf8proc's 15.0 has none for these): the code points of each
+ * range lowercase to those from its 'to' on, in order. */
+static const struct lower_run {
+	struct range from; /* first: cmp_range reads it */
+	int32_t to;
+} lower_new[] = {
+	{ { 0x1C89, 0x1C89 }, 0x1C8A },   { { 0xA7CB, 0xA7CB }, 0x0264 },   { { 0xA7CC, 0xA7CC }, 0xA7CD },
+	{ { 0xA7CE, 0xA7CE }, 0xA7CF },   { { 0xA7D2, 0xA7D2 }, 0xA7D3 },   { { 0xA7D4, 0xA7D4 }, 0xA7D5 },
+	{ { 0xA7DA, 0xA7DA }, 0xA7DB },   { { 0xA7DC, 0xA7DC }, 0x019B },   { { 0x10D50, 0x10D65 }, 0x10D70 },
+	{ { 0x16EA0, 0x16EB8 }, 0x16EBB },
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -138,11 +135,27 @@ int eg_text_set(struct eg_text *t, const char *s, size_t n)
 	return eg_text_append(t, s, n);
 }
 
-static void swap_text(struct eg_text *a, struct eg_text *b)
+/* The end of a transform that wrote its result into out: unless err, t becomes out (an empty string, never NULL,
+ * when out is empty) and out what t was; out is freed either way. Returns err. */
+static int take_text(struct eg_text *t, struct eg_text *out, int err)
 {
-	struct eg_text t = *a;
-	*a = *b;
-	*b = t;
+	if (!err && !out->s)
+		err = eg_text_set(out, "", 0);
+	if (!err) {
+		struct eg_text old = *t;
+		*t = *out;
+		*out = old;
+	}
+	eg_text_free(out);
+	return err;
+}
+
+/* The end of a transform that wrote its result over t's first w bytes. */
+static void cut_text(struct eg_text *t, size_t w)
+{
+	if (t->s)
+		t->s[w] = 0;
+	t->n = w;
 }
 
 /* Bytes of the well-formed sequence at s[0..n), or 0 when s starts an ill-formed one; then *part is the length
@@ -192,10 +205,7 @@ int eg_utf8_lossy(struct eg_text *t)
 		len = utf8_seq(s + i, t->n - i, &part);
 		err = len ? eg_text_append(&out, t->s + i, len) : eg_text_append(&out, "\xEF\xBF\xBD", 3);
 	}
-	if (!err)
-		swap_text(t, &out);
-	eg_text_free(&out);
-	return err;
+	return take_text(t, &out, err);
 }
 
 size_t eg_utf8_decode(const char *str, int32_t *cp)
@@ -273,12 +283,7 @@ int eg_u_normalize(struct eg_text *t, enum eg_nf form)
 	}
 	if (!err)
 		err = map_segment(&out, t->s + seg, t->n - seg, opts[form]);
-	if (!err && !out.s)
-		err = eg_text_set(&out, "", 0);
-	if (!err)
-		swap_text(t, &out);
-	eg_text_free(&out);
-	return err;
+	return take_text(t, &out, err);
 }
 
 int eg_u_strip_accents(struct eg_text *t)
@@ -294,18 +299,8 @@ int eg_u_strip_accents(struct eg_text *t)
 		}
 		i += len;
 	}
-	if (t->s)
-		t->s[w] = 0;
-	t->n = w;
+	cut_text(t, w);
 	return 0;
-}
-
-static int cmp_key(const void *key, const void *elem)
-{
-	int32_t c = *(const int32_t *)key;
-	const struct range *r = elem;
-
-	return c < r->lo ? -1 : c > r->lo;
 }
 
 int eg_u_lowercase(struct eg_text *t)
@@ -316,7 +311,7 @@ int eg_u_lowercase(struct eg_text *t)
 	for (size_t i = 0; i < t->n && !err;) {
 		int32_t c;
 		size_t len = eg_utf8_decode(t->s + i, &c);
-		const struct range *r;
+		const struct lower_run *r;
 		if (c < 0x80) {
 			char b = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
 			err = eg_text_append(&out, &b, 1);
@@ -324,19 +319,14 @@ int eg_u_lowercase(struct eg_text *t)
 			/* Rust's full lowercase: "i" and a combining dot above, the one unconditional
 			 * mapping to two characters */
 			err = eg_text_append(&out, "i\xCC\x87", 3);
-		} else if ((r = bsearch(&c, lower_new, COUNT(lower_new), sizeof(lower_new[0]), cmp_key))) {
-			err = append_cp(&out, r->hi);
+		} else if ((r = bsearch(&c, lower_new, COUNT(lower_new), sizeof(lower_new[0]), cmp_range))) {
+			err = append_cp(&out, r->to + (c - r->from.lo));
 		} else {
 			err = append_cp(&out, utf8proc_tolower(c));
 		}
 		i += len;
 	}
-	if (!err && !out.s)
-		err = eg_text_set(&out, "", 0);
-	if (!err)
-		swap_text(t, &out);
-	eg_text_free(&out);
-	return err;
+	return take_text(t, &out, err);
 }
 
 int eg_u_strip(struct eg_text *t, int left, int right)
@@ -386,12 +376,7 @@ int eg_u_replace(struct eg_text *t, const char *pat, size_t pn, const char *with
 	} while ((m = memmem(p, (size_t)(end - p), pat, pn)));
 	if (!err)
 		err = eg_text_append(&out, p, (size_t)(end - p));
-	if (!err && !out.s)
-		err = eg_text_set(&out, "", 0);
-	if (!err)
-		swap_text(t, &out);
-	eg_text_free(&out);
-	return err;
+	return take_text(t, &out, err);
 }
 
 /* [ \t\r\n]+ to one space. */
@@ -409,9 +394,7 @@ static void squeeze_spaces(struct eg_text *t)
 			t->s[w++] = t->s[i++];
 		}
 	}
-	if (t->s)
-		t->s[w] = 0;
-	t->n = w;
+	cut_text(t, w);
 }
 
 #define SENTINEL "\xEE\x80\x80" /* U+E000 */
