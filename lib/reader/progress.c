@@ -36,6 +36,8 @@
 #define LAYER_GATE 64
 /* Rows requested between two issues (handover.c). */
 #define REQUEST_BATCH 256
+/* A waiting gather is woken once this many units were published since it began to wait (awaited_done). */
+#define WAKE_BATCH 32
 /* Idle, the private cache is made resident this far ahead of the entries used, a chunk a turn (units.h): more
  * than a batch-64 step's reads of 4 KiB (about 3,200), so that a burst's reads land in memory zeroed between
  * bursts, and a push waits for the thread at most one chunk's zeroing (about 0.1 ms). */
@@ -161,10 +163,21 @@ static void sample_cpu(struct eg_reader *rd)
 }
 
 /* A gather waits and the unit it waits for is published: wake it (and only then, so that a gather waiting for
- * a late row is not woken by every completion before it). */
+ * a late row is not woken by every completion before it); and, once it is, only when WAKE_BATCH units have been
+ * published since it began to wait or its layer has no read left queued or in flight. A gather walks its rows in
+ * order and waits for the first one not in yet; woken for each unit as it lands it slept again at once, dozens of
+ * times a layer (a futex wake and two context switches each, on the way of a burst's reads): woken for a batch,
+ * it converts the rows in by then in one go, and after the layer's last read at most a batch of rows is left. */
 static int awaited_done(const struct eg_reader *rd)
 {
-	return rd->waiters && (!rd->awaited || rd->awaited->state != EG_UNIT_INFLIGHT);
+	const struct pend_queue *l;
+
+	if (!rd->waiters || !rd->awaited)
+		return rd->waiters != 0;
+	if (rd->awaited->state == EG_UNIT_INFLIGHT)
+		return 0;
+	l = &rd->pend[rd->awaited_layer];
+	return rd->published - rd->awaited_pub >= WAKE_BATCH || (!l->n && !l->inflight);
 }
 
 static void *progress_main(void *arg)
@@ -278,6 +291,8 @@ int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned
 
 	rd->waiters++;
 	rd->awaited = &t->u[slot];
+	rd->awaited_layer = layer;
+	rd->awaited_pub = rd->published;
 	while (t->u[slot].state == EG_UNIT_INFLIGHT && !rd->io_err)
 		pthread_cond_wait(&rd->done, &rd->lock);
 	rd->waiters--;

@@ -157,6 +157,8 @@ struct eg_reader {
 	int start_err;
 	unsigned waiters;                 /* caller threads waiting for a unit */
 	const struct eg_unit *awaited;    /* the unit a gather waits for, or NULL */
+	unsigned awaited_layer;           /* its layer, and rd->published when the gather began to wait */
+	uint64_t awaited_pub;
 	int io_err;                       /* the backend failed: every later wait reports it */
 	uint64_t published;               /* units made ready or failed by the thread, for the tests */
 	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
