@@ -415,8 +415,9 @@ ENGRAM_API int engram_gather_rows(const engram_store *s, unsigned layer_index, c
  * cache holds rows: each slot one record and 24 bytes of bookkeeping (8 slots a set, CLOCK replacement within
  * a set). Sessions given one (engram_session_options.row_cache) look rows up there first, read the rest with
  * O_DIRECT (the page cache is not used) and keep the rows they read. While the cache still has slots never
- * written, the other rows of each page read go into them too (as a page cache would keep them); such a row is
- * the first to be replaced until it is asked for. A session refuses (-EINVAL) a row cache of another table set.
+ * written, the other rows of each page read go into them too (as a page cache would keep them), when the gather
+ * takes the row the page was read for; such a row is the first to be replaced until it is asked for. A gather
+ * makes every change, in its rows' order, so the cache's content does not depend on when reads complete. A session refuses (-EINVAL) a row cache of another table set.
  *
  * A row cache is private to the process (name NULL), or a POSIX shared-memory segment (name "/something") that
  * every process of a node opening the same name maps: one copy of the hot rows per node, whatever the number

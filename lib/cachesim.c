@@ -5,9 +5,13 @@
  * behalf in this step, as engram_io_stats.ram counts it. The policies use the library's own structures: the
  * reader's unit table (CLOCK; pins for a step's units), rowcache.c's row cache (a keys-only instance of the geometry
  * a budget gives), and layout.h's units; and the reader's own decisions (lib/reader/policy.h): which unit a push
- * requests, where a gathered row stands and whether it counts as RAM, which rows a unit read fills into the row
- * cache. What the simulation does not replay is timing: a session's reads complete while the engine computes,
- * and a gather reads its misses ahead at depth (test_stat_cachesim compares the two). */
+ * requests, where a gathered row stands and whether it counts as RAM, what a gather puts into the row cache (its
+ * row, and the other rows of a unit just read). What the simulation does not replay is timing, and nothing it
+ * decides depends on it: a session's reads complete while the engine computes, but its row cache changes only in
+ * its gathers, in their rows' order, and a gather's reads ahead take their units' entries in the rows' order, as
+ * here (a row whose entry went since its scan, or that left the row cache since the gather began, is read with no
+ * entry). The rows served from RAM are those of a replay of the same schedule (pushes and gathers; no prefetch
+ * of later steps), exactly: test_stat_cachesim compares the two. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,7 +325,7 @@ static void count_read(struct engram_cachesim *s, uint64_t key)
  * of the LRU list), or read now into a free entry or the policy's victim (page-lru: as many as free the pages it
  * takes), or EG_NO_UNIT when none can go (every unit pinned by the step, or a budget of no pages). A unit not
  * held is a read whether or not an entry takes it (the gather reads it then). *read: it was read now. */
-static uint32_t unit_request(struct engram_cachesim *s, unsigned layer, uint64_t key, int *read)
+static uint32_t unit_request(struct engram_cachesim *s, uint64_t key, int *read)
 {
 	const int lru = s->policy == ENGRAM_CACHESIM_PAGE_LRU;
 	uint32_t i, found = s->units ? eg_units_find(&s->u, key) : EG_NO_UNIT;
@@ -352,10 +356,8 @@ static uint32_t unit_request(struct engram_cachesim *s, unsigned layer, uint64_t
 		s->u.u[i].state = EG_UNIT_READY;
 		s->u.u[i].disk = 1;
 		s->u.u[i].t_done = s->step + 1;
+		s->u.u[i].fill = EG_FILL_PENDING; /* its rows go into the row cache when a gather takes one */
 		*read = 1;
-		if (s->rc) /* the other rows of the unit, as the session's completion fills them */
-			eg_policy_fill_rows(s->rc, layer, s->st->pieces[eg_unit_key_piece(key)].t, eg_unit_key_unit(key),
-					    NULL);
 		break;
 	}
 	if (lru)
@@ -383,7 +385,7 @@ static void request(struct engram_cachesim *s, unsigned layer, uint64_t row, uin
 		return;
 	if (s->rc && eg_rc_has(s->rc, key))
 		return;
-	if ((i = unit_request(s, layer, ukey, &read)) != EG_NO_UNIT)
+	if ((i = unit_request(s, ukey, &read)) != EG_NO_UNIT)
 		hold_for_step(s, i);
 }
 
@@ -438,7 +440,9 @@ ENGRAM_API int engram_cachesim_push(engram_cachesim *s, unsigned li, const uint6
 	return 0;
 }
 
-/* A layer's gather: classify each row (the reader's policy), then resolve it: a miss read now into the cache. */
+/* A layer's gather: classify each row (the reader's policy), then resolve it in order as the session's resolve()
+ * does: a miss read now into the cache (or with no entry when none can go, or when the row was in the row cache
+ * at the classification and is gone since), the unit marked used, the row kept in the row cache. */
 ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uint64_t *rows, size_t n)
 {
 	EG_KEEP_ERRNO;
@@ -469,12 +473,17 @@ ENGRAM_API int engram_cachesim_gather(engram_cachesim *s, unsigned li, const uin
 		uint64_t key = eg_rc_key(li, rows[k]);
 		if (s->cls[k] == CLS_HOT || (s->cls[k] == CLS_RC && eg_rc_get(s->rc, key, NULL, 0)))
 			continue;
-		int read;
-		uint32_t i = unit_request(s, li, s->ukeys[k], &read);
-		if (i != EG_NO_UNIT && read)
+		int read = 0;
+		uint32_t i;
+		if (s->cls[k] == CLS_RC && (i = eg_units_find(&s->u, s->ukeys[k])) == EG_NO_UNIT)
+			count_read(s, s->ukeys[k]); /* gone from the row cache since: read alone, with no entry */
+		else if ((i = unit_request(s, s->ukeys[k], &read)) != EG_NO_UNIT && read)
 			hold_for_step(s, i); /* a miss read ahead into the cache is held for the step, as a push's */
-		if (s->rc)
-			eg_rc_put(s->rc, key, NULL, 0);
+		if (i != EG_NO_UNIT)
+			s->u.u[i].ref = 1; /* taken: used since CLOCK's hand passed, a miss read now too */
+		if (s->rc) /* the row, and the unit's other rows if it was just read, as the session's take_row() */
+			eg_policy_keep_row(s->rc, li, s->st->pieces[eg_unit_key_piece(s->ukeys[k])].t, rows[k], NULL,
+					   i != EG_NO_UNIT ? &s->u.u[i] : NULL, eg_unit_key_unit(s->ukeys[k]), NULL);
 	}
 	if (s->measure) {
 		s->lookups += n;

@@ -81,6 +81,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		r->cached = (uint8_t)eg_rd_is_cached(rd, p);
 		r->in_rc = rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row));
 		r->ahead = 0;
+		r->scanned = 0;
 		const struct eg_units *t = eg_rd_table(rd, r->cached);
 		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
@@ -184,8 +185,11 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 	uint32_t slot;
 	int tab = EG_TAB_CACHE, err;
 
-	if (eg_units_find(&rd->cache, key) != EG_NO_UNIT)
+	r->scanned = 1;
+	if ((slot = eg_units_find(&rd->cache, key)) != EG_NO_UNIT) {
+		rd->cache.u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
 		return 0; /* requested, read or being read */
+	}
 	if ((slot = eg_units_find(&rd->spill, key)) != EG_NO_UNIT) {
 		rd->spill.u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
 		r->ahead = 1;
@@ -206,8 +210,10 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 	}
 	++*queued;
 	rd->read_ahead++;
-	if (tab == EG_TAB_CACHE)
+	if (tab == EG_TAB_CACHE) {
+		u->ref = 1;
 		return eg_rd_pin(rd, slot);
+	}
 	u->pins = 1;
 	r->ahead = 1;
 	return 0;
@@ -233,23 +239,30 @@ static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from
 	return err < 0 ? err : 0;
 }
 
-/* After a gather (done or failed): no row holds a spill entry any more. */
+/* After a gather (done or failed): no row holds a spill entry any more, and the units read into them are let go
+ * of. The spill table is the gather's room for reads past its step's cache, not a cache beside it: the next
+ * gather finds only what the cache holds, as cachesim.c's does (a read still in flight after a failed gather
+ * lands in its entry, and is found). */
 static void ahead_done(struct eg_reader *rd)
 {
-	for (uint32_t k = 0; k < rd->spill.n; k++)
+	for (uint32_t k = 0; k < rd->spill.n; k++) {
 		rd->spill.u[k].pins = 0;
+		if (rd->spill.u[k].key && rd->spill.u[k].state != EG_UNIT_INFLIGHT)
+			eg_units_drop(&rd->spill, k);
+	}
 	eg_units_released(&rd->spill);
 }
 
-/* The chunk's next row: the record in unit (the unit's bytes), held as `held` until the chunk is converted; the
- * row tier keeps the rows a gather reads, not their pages. */
+/* The chunk's next row: the record in unit (the unit's bytes; its entry u, or NULL), held as `held` until the
+ * chunk is converted; the row tier keeps the rows a gather reads, not their pages, and (policy.h) fills the
+ * other rows of a unit just read from its bytes here, in the gather's row order, memory the gather touches. */
 static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, const uint8_t *unit,
-		     uint32_t held)
+		     struct eg_unit *u, uint32_t held)
 {
 	c->held[c->k] = held;
 	c->src[c->k] = unit + (r->off - eg_unit_off(r->p->t, r->unit));
 	if (rd->rc)
-		eg_rc_put(rd->rc, eg_rc_key(layer, r->row), c->src[c->k], r->p->t->record_size);
+		eg_policy_keep_row(rd->rc, layer, r->p->t, r->row, c->src[c->k], u, r->unit, unit);
 	c->k++;
 }
 
@@ -258,9 +271,10 @@ static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref 
 static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, struct eg_units *t,
 		       uint32_t slot, uint32_t held)
 {
-	t->u[slot].ref = 1;
+	if (!r->scanned || t != &rd->cache) /* a row the scan passed was counted as a use then (ahead_one()) */
+		t->u[slot].ref = 1;
 	t->u[slot].pins++;
-	take_row(rd, layer, r, c, eg_units_data(t, slot), held);
+	take_row(rd, layer, r, c, eg_units_data(t, slot), &t->u[slot], held);
 }
 
 /* A row whose unit was read ahead into spill entry sp: waited for and taken (0), or 1 when its read failed (the
@@ -283,9 +297,24 @@ static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r,
 	return 0;
 }
 
+/* A row read with no entry of a unit table: convert what the chunk has, then this row alone from a spare
+ * buffer. */
+static int take_alone(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c)
+{
+	int err;
+
+	flush(rd, c);
+	if ((err = eg_rd_load_unit(rd, layer, r->p, r->unit, rd->overflow)) < 0)
+		return err;
+	take_row(rd, layer, r, c, rd->overflow, NULL, EG_NO_UNIT);
+	flush(rd, c);
+	return 0;
+}
+
 /* The bytes of one located row: wait for its unit, or read it now, and point c->src[c->k] at the record
- * (cachesim.c's engram_cachesim_gather() reads a miss into the cache, held for the step, as read_ahead() does
- * when the cache has room). */
+ * (cachesim.c's engram_cachesim_gather() makes the same decisions on keys alone, in the same order: a miss read
+ * into the cache, held for the step, as read_ahead() does when the cache has room; a row read with no entry
+ * where take_alone() reads it). */
 static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
 	const struct eg_piece *p = r->p;
@@ -302,7 +331,6 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 			c->src[c->k++] = dst;
 			return 0;
 		}
-		/* replaced since it was classified (another session wanted the slot): read it as a miss */
 	}
 	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
 	slot = eg_units_find(t, key);
@@ -316,14 +344,21 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		return 0;
 	}
 	if (slot == EG_NO_UNIT && r->cached) {
-		/* a miss: it and the misses after it are read at depth, into the cache or the spill table */
-		if ((err = read_ahead(rd, layer, r, c)) < 0)
+		/* a miss: it and the misses after it are read at depth, into the cache or the spill table. A row the
+		 * scan has passed (its unit's entry taken since by a row past it, or none to be had), or one in the
+		 * row cache when classified and replaced since (which the scan passes), is read alone with no entry:
+		 * an entry now would be taken after those of the rows past it, out of the rows' order (policy.h) */
+		if (!r->scanned && !r->in_rc && (err = read_ahead(rd, layer, r, c)) < 0)
 			return err;
-		uint32_t sp;
+		uint32_t sp = EG_NO_UNIT;
 		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(&rd->spill, key)) != EG_NO_UNIT &&
 		    (err = take_spilled(rd, layer, r, c, sp)) <= 0)
 			return err;
-		/* in the cache: waited for below as a pushed row's; nowhere: read alone */
+		if (slot == EG_NO_UNIT && sp == EG_NO_UNIT) {
+			rd->read_alone++;
+			return take_alone(rd, layer, r, c);
+		}
+		/* in the cache: waited for below as a pushed row's; a failed read ahead: read alone */
 	}
 	if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, t, slot, layer)) < 0)
 		return err;
@@ -339,6 +374,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 			if ((err = eg_rd_load_unit(rd, layer, p, r->unit, eg_units_data(t, slot))) < 0)
 				return err;
 			t->u[slot].err = 0;
+			t->u[slot].fill = EG_FILL_PENDING;
 		} else {
 			eg_units_drop(t, slot);
 			slot = EG_NO_UNIT;
@@ -364,20 +400,16 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 	if (slot == EG_NO_UNIT) {
 		rd->read_alone++;
 		slot = eg_units_alloc(t, key);
-		if (slot == EG_NO_UNIT) {
-			/* nothing evictable: convert what we have, then this row alone from a spare buffer */
-			flush(rd, c);
-			if ((err = eg_rd_load_unit(rd, layer, p, r->unit, rd->overflow)) < 0)
-				return err;
-			take_row(rd, layer, r, c, rd->overflow, EG_NO_UNIT);
-			flush(rd, c);
-			return 0;
-		}
+		if (slot == EG_NO_UNIT) /* nothing evictable */
+			return take_alone(rd, layer, r, c);
 		if ((err = eg_rd_load_unit(rd, layer, p, r->unit, eg_units_data(t, slot))) < 0) {
 			eg_units_drop(t, slot);
 			return err;
 		}
-		t->u[slot].state = EG_UNIT_READY;
+		t->u[slot].state = EG_UNIT_READY; /* read from the disk in this step, as the I/O thread's (read.c) */
+		t->u[slot].disk = 1;
+		t->u[slot].t_done = eg_rd_now_ns();
+		t->u[slot].fill = EG_FILL_PENDING;
 	}
 	take_entry(rd, layer, r, c, t, slot, slot);
 	return 0;

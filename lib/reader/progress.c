@@ -2,8 +2,9 @@
  * io_uring ring has one issuer), then loops: request the rows push handed over (handover.c), a batch
  * at a time, start backlog reads while requests are free (read.c, earliest layer first), submit them, sleep in the backend until a completion or a kick, finish the
  * completions outside the lock (short reads, zstd decoding and checksums), publish them under the lock
- * (units ready, the row cache filled) and wake a gather waiting for one; with nothing of that to do, make the
- * private cache resident ahead of the reads to come (populate_ahead) before it sleeps. The caller's thread only hands rows
+ * (units ready; a gather fills the row cache from them: policy.h) and wake a gather waiting for one; with nothing
+ * of that to do, make the private cache resident ahead of the reads to come (populate_ahead) before it sleeps.
+ * The caller's thread only hands rows
  * over (push, prefetch) and kicks the thread when it sleeps; a gather sleeps on a
  * condition variable until its unit is published. Nothing spins: the thread sleeps in io_uring_enter (or on
  * the pread pool's condition variable) when nothing is to be done. With a report (reader.h), the thread also

@@ -3,7 +3,8 @@
  * (policy.h decides which) and queued on its layer's backlog; nothing else. Issue (the I/O thread, progress.c):
  * queued reads take free requests, earliest layer first (the layer gathered first starts first), and go to the
  * eg_io backend (io_uring or the pread pool). Complete (the I/O thread): short reads are retried, zstd blocks
- * checked and decoded, then the units are published ready, the row cache filled, and the backlog refilled.
+ * checked and decoded, then the units are published ready (their rows go into the row cache only when a gather
+ * takes them: policy.h), and the backlog refilled.
  * Last, what a gather does itself: read a unit now, probe the page cache, name a failed read's file.
  *
  * Everything here but the decoding of a completion runs under rd->lock (reader_int.h says what it guards). */
@@ -370,8 +371,8 @@ void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
 		COUNT_FOR(rd, r->layer, r->gen, disk_bytes, r->cached ? r->len : (uint64_t)EG_PAGE * r->missing);
 	if (!r->cached && c->res > 0)
 		eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
-	if (r->cached && c->res > 0 && rd->rc)
-		eg_policy_fill_rows(rd->rc, r->layer, p->t, r->unit, eg_units_data(t, r->slot));
+	if (r->cached && c->res > 0) /* its other rows go into the row cache when a gather takes one (policy.h) */
+		t->u[r->slot].fill = EG_FILL_PENDING;
 	release_request(rd, (uint32_t)c->tag);
 }
 

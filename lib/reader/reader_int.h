@@ -79,6 +79,7 @@ struct row_ref {
 	uint8_t cached;
 	uint8_t in_rc;       /* found in the row cache when classified */
 	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
+	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
 };
 
 /* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread

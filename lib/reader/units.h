@@ -22,6 +22,7 @@ struct eg_unit {
 	uint8_t ref;      /* CLOCK: used since the hand last passed */
 	int16_t err;      /* -errno of a failed read, kept until the unit is reused */
 	uint8_t disk;     /* its data came from the disk (not the page cache) */
+	uint8_t fill;     /* enum eg_fill: the row cache's fill from its data (lib/reader/policy.h) */
 	uint64_t t_req;   /* CLOCK_MONOTONIC ns when its read was requested, and when it completed */
 	uint64_t t_done;
 };
