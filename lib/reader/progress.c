@@ -37,7 +37,7 @@
 #define LAYER_GATE 64
 /* Rows requested between two issues (handover.c). */
 #define REQUEST_BATCH 256
-/* A waiting gather is woken once this many units were published since it began to wait (awaited_done). */
+/* A waiting gather is woken once this many units were published since it began to wait (eg_rd_awaited_done). */
 #define WAKE_BATCH 32
 /* Idle, the private cache is made resident this far ahead of the entries used, a chunk a turn (units.h): more
  * than a batch-64 step's reads of 4 KiB (about 3,200), so that a burst's reads land in memory zeroed between
@@ -169,7 +169,7 @@ static void sample_cpu(struct eg_reader *rd)
  * order and waits for the first one not in yet; woken for each unit as it lands it slept again at once, dozens of
  * times a layer (a futex wake and two context switches each, on the way of a burst's reads): woken for a batch,
  * it converts the rows in by then in one go, and after the layer's last read at most a batch of rows is left. */
-static int awaited_done(const struct eg_reader *rd)
+int eg_rd_awaited_done(const struct eg_reader *rd)
 {
 	const struct pend_queue *l;
 
@@ -232,10 +232,10 @@ static void loop(struct eg_reader *rd)
 			if (!more)
 				more = !eg_rd_hand_sleep(rd);
 		}
-		if (rd->published != p0 && awaited_done(rd))
+		if (rd->published != p0 && eg_rd_awaited_done(rd))
 			pthread_cond_broadcast(&rd->done);
 		/* another source of completions (the remote tier) starts its requests and publishes here */
-		if (rd->source.run && rd->source.run(rd, rd->source.arg) && awaited_done(rd))
+		if (rd->source.run && rd->source.run(rd, rd->source.arg) && eg_rd_awaited_done(rd))
 			pthread_cond_broadcast(&rd->done);
 		if (rd->stop && !rd->io->inflight)
 			break;
@@ -270,7 +270,7 @@ static void loop(struct eg_reader *rd)
 			eg_rd_publish(rd, &rd->cqes[i]);
 		if (n < 0 && !rd->io_err)
 			rd->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
-		if ((k && awaited_done(rd)) || (n < 0 && rd->waiters))
+		if ((k && eg_rd_awaited_done(rd)) || (n < 0 && rd->waiters))
 			pthread_cond_broadcast(&rd->done);
 		if (n < 0 && !rd->stop) {
 			while (!rd->stop)

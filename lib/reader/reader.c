@@ -345,7 +345,7 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 		.published = rd->published, .backlog = rd->pend_n, .step_units = out->step_units,
 		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = rd->gate,
 		.track_entries = rd->track.n, .handed_all = out->handed_all,
-		.gather_waits = rd->waiters && rd->awaited && rd->awaited->state == EG_UNIT_INFLIGHT,
+		.gather_waits = rd->waiters && !eg_rd_awaited_done(rd),
 		.stopping = rd->stop, .inflight = out->inflight, .waiting = out->waiting,
 	};
 	pthread_mutex_unlock(&rd->lock);

@@ -98,7 +98,7 @@ struct eg_reader_probe {
 	unsigned gate;         /* the layer gate in use (ENGRAM_LAYER_GATE) */
 	unsigned track_entries; /* entries of the page-cache mode's unit table */
 	int handed_all;        /* the I/O thread has taken (and requested) every row handed over */
-	int gather_waits;      /* a gather waits for a unit in flight */
+	int gather_waits;      /* a gather sleeps on reads in flight (its unit, or the rest of a batch: progress.c) */
 	int stopping;          /* the reader is being destroyed: its I/O thread finishes */
 	size_t *inflight, *waiting; /* the caller's arrays of a value per layer, or NULL: reads in flight, queued */
 };

@@ -295,6 +295,9 @@ void eg_rd_progress_stop(struct eg_reader *rd);
 /* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
  * wait_ns. */
 int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer);
+/* Under lock: whether a gather that waits (if any) is to be woken now: its unit is in, and a batch of units or its
+ * layer's last with it. While this is 0 and rd->waiters is not, a gather sleeps on reads in flight. */
+int eg_rd_awaited_done(const struct eg_reader *rd);
 
 #define READER_GATHER_CHUNK 256
 
