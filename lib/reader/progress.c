@@ -239,7 +239,8 @@ static void loop(struct eg_reader *rd)
 			pthread_cond_broadcast(&rd->done);
 		if (rd->stop && !rd->io->inflight)
 			break;
-		if (!more && !rd->stop && !rd->io->inflight && !rd->waiters && populate_ahead(rd))
+		/* (not with a source that polls sockets of its own: its replies are read only in its wait) */
+		if (!more && !rd->stop && !rd->io->inflight && !rd->waiters && !rd->source.wait && populate_ahead(rd))
 			continue; /* and look for work again before the next chunk */
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
 		int src = rd->source.wait && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
