@@ -680,6 +680,10 @@ struct engram_io_stats {
 	 * the rows lie as the GGUF has them, e.g. 90-byte IQ4_NL rows): each is one read of the two pages the row
 	 * spans, counted so in bytes and disk_bytes. 0 for packed tables, whose rows never straddle. */
 	uint64_t straddled;
+	/* Time (ns) the session had reads of its backend in flight: from the I/O thread's first read after none
+	 * was in flight to the completion of the last, summed; ios / read_busy_ns is the pace the disk was read at
+	 * while it was read. In the session's all-layers totals only, like thread_cpu_ns. */
+	uint64_t read_busy_ns;
 };
 
 #define ENGRAM_STATS_STEP 1u /* engram_session_stats: the current step's counters (reset by engram_session_begin) */

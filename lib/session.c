@@ -235,6 +235,8 @@ static void stats_of(engram_session *s, int layer, int step, struct engram_io_st
 				*(uint64_t *)(void *)((char *)out + o) += *(const uint64_t *)(const void *)((const char *)&v[l] + o);
 			out->straddled += v[l].straddled; /* and the counters after thread_cpu_ns */
 		}
+	if (layer < 0 && !step)
+		out->read_busy_ns = eg_reader_busy_ns(s->rd);
 	eg_reader_release(s->rd);
 	out->size = sizeof(*out);
 	if (layer < 0 && !step)

@@ -359,6 +359,45 @@ static void test_thread_cpu_is_reported(void **state)
 	engram_close(st);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The time reads were in flight is reported for the whole session (not a layer, not a step): none before a read,
+ * then some, and no more than the session has lived; with either backend. */
+static void test_read_busy_is_reported(void **state)
+{
+	static float buf[STEP_BYTES / sizeof(float)];
+	engram_store *st = NULL;
+	struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats), l0 = ENGRAM_INIT(struct engram_io_stats);
+	struct engram_io_stats step = ENGRAM_INIT(struct engram_io_stats);
+
+	(void)state;
+	must(engram_open(&st, shard("zstd"), 0), "open");
+	for (unsigned k = 0; k < 2; k++) {
+		uint64_t t0 = mono_ns();
+		engram_session *s = session(st, ENGRAM_MODE_DIRECT, k ? ENGRAM_SESSION_NO_URING : 0, 0);
+		must(engram_session_stats(s, -1, 0, &a), "stats");
+		assert_int_equal(a.read_busy_ns, 0);
+		gather_step(s, buf, STEP_BYTES);
+		must(engram_session_stats(s, -1, 0, &a), "stats");
+		uint64_t lived = mono_ns() - t0;
+		must(engram_session_stats(s, 0, 0, &l0), "stats");
+		must(engram_session_stats(s, -1, ENGRAM_STATS_STEP, &step), "stats");
+		assert_true(a.ios > 0);
+		assert_true(a.read_busy_ns > 0);
+		assert_true(a.read_busy_ns <= lived);
+		assert_int_equal(l0.read_busy_ns, 0);
+		assert_int_equal(step.read_busy_ns, 0);
+		engram_session_destroy(s);
+	}
+	engram_close(st);
+}
+
 static unsigned source_runs;
 
 static unsigned count_run(struct eg_reader *rd, void *arg)
@@ -403,6 +442,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_ends_the_thread),
 		cmocka_unit_test(test_uring_features_switch_and_fall_back),
 		cmocka_unit_test(test_thread_cpu_is_reported),
+		cmocka_unit_test(test_read_busy_is_reported),
 		cmocka_unit_test(test_another_source_is_driven),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);

@@ -129,11 +129,11 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		head = NULL;
 	}
 	/* time_s: wall, compute and library (the engine thread's time in it), engine_cpu: that thread's CPU in
-	 * the same spans, io_thread: the CPU of the library's own threads, process_cpu: the whole process's;
-	 * cpu_us_per_read: the three over the run's reads */
+	 * the same spans, io_thread: the CPU of the library's own threads, process_cpu: the whole process's,
+	 * reading: the time reads were in flight; cpu_us_per_read: the three CPU times over the run's reads */
 	struct replay_cpu_per_read cpu = replay_cpu_per_read(r);
 	json_t *rest = json_pack(
-		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o,s:o,s:o,s:o},"
+		"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:{s:I,s:I,s:I,s:I},s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o},"
 		"s:{s:o,s:o,s:o},s:{s:I,s:o,s:o},s:o}",
 		"distinct_rows", jint(r->distinct_rows), "distinct_row_bytes", jint(r->distinct_bytes), "dedup_ratio",
 		jreal(replay_ratio((double)r->all.rows, (double)r->all.units)), "read_amplification",
@@ -144,7 +144,7 @@ static json_t *jrun(const struct replay_info *in, const struct replay_result *r)
 		(json_int_t)r->drafts_accepted, "draft_rows", (json_int_t)r->draft_rows, "time_s", "wall",
 		jreal(r->wall_s), "compute", jreal(r->compute_s), "library", jreal(r->stall_s), "io_thread",
 		jreal((double)r->all.thread_cpu_ns / 1e9), "engine_cpu", jreal(r->engine_cpu_s), "process_cpu",
-		jreal(r->process_cpu_s), "cpu_us_per_read", "engine", jreal(cpu.engine_us), "io_thread",
+		jreal(r->process_cpu_s), "reading", jreal((double)r->all.read_busy_ns / 1e9), "cpu_us_per_read", "engine", jreal(cpu.engine_us), "io_thread",
 		jreal(cpu.io_thread_us), "process", jreal(cpu.process_us), "kernel", "major_faults",
 		(json_int_t)r->major_faults, "read_bytes",
 		r->kernel_read_bytes < 0 ? json_null() : json_integer(r->kernel_read_bytes), "read_amplification",

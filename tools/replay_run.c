@@ -171,6 +171,7 @@ static void stats_since(struct engram_io_stats *now, const struct engram_io_stat
 	now->ram -= then->ram;
 	now->disk_bytes -= then->disk_bytes;
 	now->straddled -= then->straddled;
+	now->read_busy_ns -= then->read_busy_ns;
 }
 
 /* The floor of a step (replay_floor.h) from its disk reads of each layer: disk bytes the session counted in

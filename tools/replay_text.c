@@ -245,6 +245,10 @@ static void print_cpu(FILE *f, const struct replay_result *r)
 		   "read (%.3f s)\n",
 		c.engine_us, c.io_thread_us, c.engine_us + c.io_thread_us, (unsigned long long)r->all.ios,
 		r->engine_cpu_s, io_s, c.process_us, r->process_cpu_s);
+	if (r->all.read_busy_ns)
+		fprintf(f, "pace      %.1f k reads/s while reads were in flight (%.3f s of the run's %.3f s)\n",
+			(double)r->all.ios / ((double)r->all.read_busy_ns * 1e-9) / 1e3, (double)r->all.read_busy_ns * 1e-9,
+			r->wall_s);
 }
 
 static void print_one(FILE *f, const struct replay_info *in, const struct replay_result *r)

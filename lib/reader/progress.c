@@ -215,6 +215,18 @@ static int populate_ahead(struct eg_reader *rd)
 	return 1;
 }
 
+/* A period with reads in flight begins (the thread is about to submit the first) or ends (the last is reaped):
+ * two clock reads a burst, none a read. */
+static void busy_mark(struct eg_reader *rd)
+{
+	if (!rd->io->inflight == !rd->busy_since)
+		return;
+	uint64_t t = eg_rd_now_ns();
+	if (rd->busy_since)
+		rd->busy_ns += t - rd->busy_since;
+	rd->busy_since = rd->io->inflight ? t : 0;
+}
+
 /* The loop, entered and left with the lock held. */
 static void loop(struct eg_reader *rd)
 {
@@ -232,6 +244,7 @@ static void loop(struct eg_reader *rd)
 			if (!more)
 				more = !eg_rd_hand_sleep(rd);
 		}
+		busy_mark(rd);
 		if (rd->published != p0 && eg_rd_awaited_done(rd))
 			pthread_cond_broadcast(&rd->done);
 		/* another source of completions (the remote tier) starts its requests and publishes here */
@@ -267,6 +280,7 @@ static void loop(struct eg_reader *rd)
 				rd->cqes[k++] = rd->cqes[i];
 		pthread_mutex_lock(&rd->lock);
 		rd->idle = PROG_BUSY;
+		busy_mark(rd);
 		for (unsigned i = 0; i < k; i++)
 			eg_rd_publish(rd, &rd->cqes[i]);
 		if (n < 0 && !rd->io_err)
@@ -367,6 +381,13 @@ void eg_rd_progress_stop(struct eg_reader *rd)
 	eg_block_ctx_free(&rd->io_bctx);
 	free(rd->cqes);
 	rd->cqes = NULL;
+}
+
+uint64_t eg_reader_busy_ns(struct eg_reader *rd)
+{
+	uint64_t t = rd->busy_since ? eg_rd_now_ns() : 0;
+
+	return rd->busy_ns + (t > rd->busy_since ? t - rd->busy_since : 0);
 }
 
 uint64_t eg_reader_cpu_ns(struct eg_reader *rd)

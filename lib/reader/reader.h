@@ -63,6 +63,9 @@ int eg_reader_usable(const struct eg_reader *rd);
 const char *eg_reader_backend(const struct eg_reader *rd);
 /* CPU ns the reader's threads (the I/O thread and the backend's) have used. */
 uint64_t eg_reader_cpu_ns(struct eg_reader *rd);
+/* ns the backend has had reads in flight (engram_io_stats.read_busy_ns; the current period included), between
+ * eg_reader_hold() and eg_reader_release(). */
+uint64_t eg_reader_busy_ns(struct eg_reader *rd);
 
 /* A new step: the last step's units let go of, its requests made, the step's counters cleared. */
 void eg_reader_begin(struct eg_reader *rd);

@@ -180,6 +180,9 @@ struct eg_reader {
 	void *report_arg;
 	uint64_t io_cpu_ns;               /* the I/O thread's CPU time, stored by it (relaxed atomic), read by report */
 	uint64_t io_cpu_next;             /* the I/O thread's: when it samples it next (ns, coarse clock) */
+	/* the time the backend had reads in flight: the periods ended, and the start of the current one or 0
+	 * (the I/O thread's, under lock) */
+	uint64_t busy_ns, busy_since;
 };
 
 enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_SRC /* in rd->source.wait() */ };

@@ -116,6 +116,7 @@ class IoStats(ctypes.Structure):
         ("disk_bytes", c_uint64),
         ("thread_cpu_ns", c_uint64),
         ("straddled", c_uint64),
+        ("read_busy_ns", c_uint64),
     ]
 
 

@@ -21,6 +21,7 @@ class IoStats(NamedTuple):
     disk_bytes: int
     thread_cpu_ns: int
     straddled: int
+    read_busy_ns: int
 
     def __getitem__(self, key: Any) -> Any:  # st["rows"] as well as st[0]
         if isinstance(key, str):
@@ -59,6 +60,8 @@ _DOCS = {
                      "with no layer and step=False), 0 elsewhere",
     "straddled": "of units, those of rows that straddle a 4 KiB page of a table indexed in place (a GGUF's own "
                  "rows): each one read of the row's two pages, counted so in bytes and disk_bytes",
+    "read_busy_ns": "nanoseconds the session had reads in flight (ios / read_busy_ns: the pace the disk was read "
+                    "at while it was read): in the session's totals of all layers only, like thread_cpu_ns",
 }
 for _name, _doc in _DOCS.items():
     getattr(IoStats, _name).__doc__ = _doc
