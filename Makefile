@@ -167,6 +167,15 @@ fuzz-merge:
 $(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
+# bench_gather against an earlier commit's library (BASE_B: that tree's build directory, after its make benches):
+# scripts/bench gather runs the two drivers, identical but for the library, on one page cache
+$(B)/bench/bench_gather-base: bench/bench_gather.c FORCE
+	@test -n "$(BASE_B)" || { echo "make: BASE_B (an earlier tree's build directory) is not set" >&2; exit 2; }
+	@mkdir -p $(dir $@)
+	$(CC) -I$(BASE_B)/../include -I$(BASE_B)/../lib -I$(BASE_B)/../tools $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
+		$(BASE_B)/tools/toolhelp.a $(BASE_B)/libengram-pack.a $(BASE_B)/libengram.a $(LIBS) $(PACK_LIBS)
+FORCE:
+
 # bench_step's pass alone, against libengram.so: bench/step_python.py runs it in its own process
 $(B)/bench/libbench_step.so: bench/bench_step.c $(B)/libengram.so
 	@mkdir -p $(dir $@)

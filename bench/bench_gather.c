@@ -37,7 +37,7 @@ struct opts {
 	unsigned seqs, steps, qd, repeats, threads;
 	unsigned gap_us;
 	uint64_t cache_mb;
-	int fill_random;
+	int fill_random, fill_keep, kept; /* kept: fill_keep found the file resident */
 	unsigned session_flags; /* ENGRAM_SESSION_* added to every cold session */
 	int push_batch;         /* a step is one engram_session_push_batch instead of a push per lane */
 };
@@ -307,12 +307,20 @@ static void *fill_random_thread(void *arg)
  * ways. o.fill_random 0: engram_preload() reads the tables in order, so readahead builds large folios, which
  * the kernel maps with 2 MiB entries where it can (ext4 on Linux 6.16 and later). 1: every page read alone
  * at a random offset with readahead off, as a page-cache session or demand paging leaves it: a folio per
- * page. Returns the store. */
+ * page. o.fill_keep: a file wholly resident is left as it is (the folios an earlier process's fill made: two
+ * builds compared on the same ones), else filled in order. Returns the store. */
 static engram_store *fill_cache(const char *path)
 {
 	engram_store *st;
+	struct stat sb;
 	int err;
 
+	if (o.fill_keep && stat(path, &sb) == 0 && resident_pages(path) == ((uint64_t)sb.st_size + 4095) / 4096) {
+		if ((err = engram_open(&st, path, 0)) < 0)
+			die(path, err);
+		o.kept = 1;
+		return st;
+	}
 	drop_cache(path);
 	if (!o.fill_random) {
 		if ((err = engram_open(&st, path, 0)) < 0 || (err = engram_preload(st, -1)) < 0)
@@ -320,7 +328,6 @@ static engram_store *fill_cache(const char *path)
 		return st;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
 	enum { T = 32 };
 	pthread_t th[T];
 	struct fill_arg a[T];
@@ -547,8 +554,10 @@ static void warm(const struct plan *p)
 	uint8_t *dst = xmalloc(p->per_layer * ob_max);
 
 	st = fill_cache(o.shard);
-	printf("# warm: '%s' dropped, then read %s; %" PRIu64 " of %" PRIu64 " pages resident\n", o.shard,
-	       o.fill_random ? "a page at a time at random offsets" : "by engram_preload", resident_pages(o.shard),
+	printf("# warm: '%s' %s; %" PRIu64 " of %" PRIu64 " pages resident\n", o.shard,
+	       o.kept ? "resident already, as an earlier fill left it" : o.fill_random ?
+	       "dropped, then read a page at a time at random offsets" : "dropped, then read by engram_preload",
+	       resident_pages(o.shard),
 	       (p->file_size + 4095) / 4096);
 
 	struct warm_ctx c = { .st = st, .out = ENGRAM_OUT_NATIVE };
@@ -844,8 +853,9 @@ static void usage(FILE *f)
 		"  -D, --dump-dir DIR    with warm: write offsets.npy, layout.txt, expected.npy for gather_numpy.py\n"
 		"  -b, --push-batch      cold steps push all lanes with one engram_session_push_batch\n"
 		"  -P, --sqpoll          cold sessions submit through an io_uring SQPOLL kernel thread\n"
-		"  -F, --fill HOW        with warm: fill the dropped page cache 'seq' (in order: large folios) or\n"
-		"                        'random' (4 KiB reads at random offsets: a folio per page) (seq)\n"
+		"  -F, --fill HOW        with warm: fill the dropped page cache 'seq' (in order: large folios),\n"
+		"                        'random' (4 KiB reads at random offsets: a folio per page), or 'keep'\n"
+		"                        (a file wholly resident as it is, else 'seq'; two builds on one cache) (seq)\n"
 		"modes:\n"
 		"  warm                  page cache full: engram_gather_rows native/f32/bf16, plain memcpy loop,\n"
 		"                        page-cache session (push + gather, and gather alone)\n"
@@ -902,11 +912,12 @@ int main(int argc, char **argv)
 		case 'P': o.session_flags |= ENGRAM_SESSION_SQPOLL; break;
 		case 'b': o.push_batch = 1; break;
 		case 'F':
-			if (strcmp(optarg, "seq") && strcmp(optarg, "random")) {
-				fprintf(stderr, "bench_gather: --fill is 'seq' or 'random', not '%s'\n", optarg);
+			if (strcmp(optarg, "seq") && strcmp(optarg, "random") && strcmp(optarg, "keep")) {
+				fprintf(stderr, "bench_gather: --fill is 'seq', 'random' or 'keep', not '%s'\n", optarg);
 				return 2;
 			}
 			o.fill_random = !strcmp(optarg, "random");
+			o.fill_keep = !strcmp(optarg, "keep");
 			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
