@@ -83,7 +83,12 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		r->ahead = 0;
 		r->scanned = 0;
 		const struct eg_units *t = eg_rd_table(rd, r->cached);
-		uint32_t slot = eg_units_find(t, eg_unit_key(pi, r->unit));
+		/* a page this session trusts: its unit matters only when a page-cache read completed in this step
+		 * (was the page read for this row now, or held before?); with none, no lookup, as for a warm
+		 * session's every row */
+		int seen = !r->cached && !r->in_rc &&
+			   eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
+		uint32_t slot = seen && rd->track_done_t < t0 ? EG_NO_UNIT : eg_units_find(t, eg_unit_key(pi, r->unit));
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
 		int in_ram;
 		if (r->in_rc) {
@@ -97,7 +102,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		 * the page is still trusted to be there */
 		if (!r->cached && u && u->state == EG_UNIT_READY && u->t_done < t0)
 			u = NULL;
-		if (!r->cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
+		if (seen) {
 			/* in the page cache: brought in before this step, or found there by this step's probe */
 			in_ram = !u || !u->disk || u->t_done < t0;
 			r->state = ROW_READY;
@@ -332,10 +337,12 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 			return 0;
 		}
 	}
-	/* found again rather than trusted from classify(): reading a miss may have reused a slot since */
-	slot = eg_units_find(t, key);
-	if (r->state == ROW_READY && !r->cached &&
-	    eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit))) {
+	/* found again rather than trusted from classify(): reading a miss may have reused a slot since. A page this
+	 * session trusts needs its unit only for a lead, which only a read completed in this step has. */
+	int trusted = r->state == ROW_READY && !r->cached &&
+		      eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
+	slot = trusted && rd->track_done_t < step_t0 ? EG_NO_UNIT : eg_units_find(t, key);
+	if (trusted) {
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(rd, layer, &t->u[slot], step_t0);

@@ -231,13 +231,17 @@ static int start_read(struct eg_reader *rd, uint32_t tag, const struct pending *
 	return 0;
 }
 
-/* A unit is published ready (or failed): its waiters may go on. */
-static void set_ready(struct eg_reader *rd, struct eg_unit *u, int err, int disk)
+/* A unit of table t is published ready (or failed): its waiters may go on. */
+static void set_ready(struct eg_reader *rd, struct eg_units *t, uint32_t slot, int err, int disk)
 {
+	struct eg_unit *u = &t->u[slot];
+
 	u->err = err < 0 ? unit_err(err) : 0;
 	u->state = EG_UNIT_READY;
 	u->t_done = eg_rd_now_ns();
 	u->disk = (uint8_t)disk;
+	if (t == &rd->track)
+		rd->track_done_t = u->t_done;
 	rd->published++;
 	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
 		eg_units_released(&rd->cache);
@@ -276,7 +280,7 @@ static void start(struct eg_reader *rd, const struct pending *q)
 	rd->pend[q->layer].inflight++;
 	if ((err = start_read(rd, tag, q, missing)) < 0) {
 		release_request(rd, tag);
-		set_ready(rd, &eg_rd_table(rd, q->cached)->u[q->slot], err, 0);
+		set_ready(rd, eg_rd_table(rd, q->cached), q->slot, err, 0);
 	}
 }
 
@@ -319,7 +323,7 @@ void eg_rd_drop_backlog(struct eg_reader *rd)
 		struct pend_queue *pq = &rd->pend[l];
 		for (; pq->n; pq->n--, pq->head = (pq->head + 1) % pq->cap) {
 			const struct pending *q = &pq->v[pq->head];
-			set_ready(rd, &eg_rd_table(rd, q->cached)->u[q->slot], -ECANCELED, 0);
+			set_ready(rd, eg_rd_table(rd, q->cached), q->slot, -ECANCELED, 0);
 		}
 	}
 	rd->pend_n = 0;
@@ -365,7 +369,7 @@ void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
 	const struct eg_piece *p = &rd->st->pieces[r->piece];
 
 	/* a direct read, or a page-cache read of pages the probe found missing: the disk's */
-	set_ready(rd, &t->u[r->slot], c->res, 1);
+	set_ready(rd, t, r->slot, c->res, 1);
 	if (c->res > 0) /* a cached unit's read as issued (whole pages with O_DIRECT), or the pages it brought in (a
 			   straddling row's read may find its first page cached, read for the row before it) */
 		COUNT_FOR(rd, r->layer, r->gen, disk_bytes, r->cached ? r->len : (uint64_t)EG_PAGE * r->missing);

@@ -162,6 +162,8 @@ struct eg_reader {
 	uint64_t awaited_pub;
 	int io_err;                       /* the backend failed: every later wait reports it */
 	uint64_t published;               /* units made ready or failed by the thread, for the tests */
+	uint64_t track_done_t;            /* t_done of the page-cache unit (track) published last: below the step's
+					     start, none was in this step (gather.c skips its lookups then) */
 	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
