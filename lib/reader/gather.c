@@ -40,6 +40,22 @@ static void count_lead(struct eg_reader *rd, unsigned layer, const struct eg_uni
 	}
 }
 
+/* Whether a page-cache row's page is one this session trusts (brought in, or found by a probe, and not aged). */
+static int row_trusted(struct eg_reader *rd, const struct row_ref *r)
+{
+	uint32_t pi = eg_rd_piece_index(rd, r->p);
+
+	return !r->cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(r->p->t, r->unit));
+}
+
+/* The row's unit in t, or EG_NO_UNIT. A trusted page's unit says only whether a read of this step (since t0)
+ * brought it in, which no unit can when no page-cache read completed since: then no lookup, as for a warm
+ * session's every row (each lookup is a cache miss in a large table). */
+static uint32_t row_unit(const struct eg_reader *rd, const struct eg_units *t, uint64_t key, int trusted, uint64_t t0)
+{
+	return trusted && rd->track_done_t < t0 ? EG_NO_UNIT : eg_units_find(t, key);
+}
+
 static int grow_refs(struct eg_reader *rd, size_t n)
 {
 	struct row_ref *v = eg_array_grown(rd->refs, sizeof(*v), &rd->cap_refs, n, 1024);
@@ -83,12 +99,8 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		r->ahead = 0;
 		r->scanned = 0;
 		const struct eg_units *t = eg_rd_table(rd, r->cached);
-		/* a page this session trusts: its unit matters only when a page-cache read completed in this step
-		 * (was the page read for this row now, or held before?); with none, no lookup, as for a warm
-		 * session's every row */
-		int seen = !r->cached && !r->in_rc &&
-			   eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
-		uint32_t slot = seen && rd->track_done_t < t0 ? EG_NO_UNIT : eg_units_find(t, eg_unit_key(pi, r->unit));
+		int seen = !r->in_rc && row_trusted(rd, r);
+		uint32_t slot = row_unit(rd, t, eg_unit_key(pi, r->unit), seen, t0);
 		const struct eg_unit *u = slot != EG_NO_UNIT ? &t->u[slot] : NULL;
 		int in_ram;
 		if (r->in_rc) {
@@ -337,11 +349,10 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 			return 0;
 		}
 	}
-	/* found again rather than trusted from classify(): reading a miss may have reused a slot since. A page this
-	 * session trusts needs its unit only for a lead, which only a read completed in this step has. */
-	int trusted = r->state == ROW_READY && !r->cached &&
-		      eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
-	slot = trusted && rd->track_done_t < step_t0 ? EG_NO_UNIT : eg_units_find(t, key);
+	/* found again rather than trusted from classify(): reading a miss may have reused a slot since (a trusted
+	 * page's unit only for its lead) */
+	int trusted = r->state == ROW_READY && row_trusted(rd, r);
+	slot = row_unit(rd, t, key, trusted, step_t0);
 	if (trusted) {
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
