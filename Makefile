@@ -31,7 +31,10 @@ LIBS := -luring -ljansson -lzstd -lxxhash -lhiredis -lpthread -lm
 PACK_LIBS := -ljansson -lzstd -lxxhash -lutf8proc -lpthread -lm
 
 B := build
-LIB_SRC := $(wildcard lib/*.c lib/reader/*.c)
+# libengram's build units (lib/README.md): common/ below all, hash/ and remote/ on it, the store and row cache,
+# reader/ on those, the session, stats and cachesim on top; the packer (pack/) on common/ alone
+LIB_UNITS := common hash remote reader
+LIB_SRC := $(wildcard lib/*.c $(LIB_UNITS:%=lib/%/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 STATIC := $(B)/libengram.a
 SHARED := $(B)/libengram.so.$(VERSION)
@@ -72,12 +75,19 @@ tools: $(TOOLS)
 tests: $(TESTS) $(FUZZ_REPLAY) $(FUZZ_REPLAY_SLEEP) $(B)/tests/stats_gatherer
 benches: $(BENCHES) $(B)/bench/libbench_step.so
 
+# A unit compiles with the include paths of what it may use and nothing else, so that the compiler keeps the
+# fences: common/ sees itself; hash/ and remote/ see common/; the reader sees common/, remote/ and the store and
+# row cache at lib/'s top; the files at the top see every serving unit; the packer sees common/ and itself.
 # lib/'s headers are for the libraries and the tests and benchmarks that reach into them: the tools see only
-# include/ (the public API). The packer's headers likewise; tests and benchmarks also use helpers of the tools
-# (tools/residency.h, tools/toolutil.h)
-$(B)/lib/%.o: EXTRA_INC = -Ilib
-$(B)/lib/pack/%.o: EXTRA_INC = -Ilib -Ilib/pack
-$(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = -Ilib -Ilib/pack -Itools
+# include/ (the public API); tests and benchmarks also use helpers of the tools (tools/residency.h, toolutil.h)
+LIB_INC := -Ilib/common -Ilib/hash -Ilib/remote -Ilib
+$(B)/lib/%.o: EXTRA_INC = $(LIB_INC)
+$(B)/lib/common/%.o: EXTRA_INC = -Ilib/common
+$(B)/lib/hash/%.o: EXTRA_INC = -Ilib/common
+$(B)/lib/remote/%.o: EXTRA_INC = -Ilib/common
+$(B)/lib/reader/%.o: EXTRA_INC = -Ilib/common -Ilib/remote -Ilib
+$(B)/lib/pack/%.o: EXTRA_INC = -Ilib/common -Ilib
+$(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = $(LIB_INC) -Ilib/reader -Ilib/pack -Itools
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -154,7 +164,7 @@ fuzz:
 		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt" \
 		$(FB)/libengram.a $(FB)/libengram-pack.a
 	@for t in $(FUZZ_TARGETS); do \
-		clang -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -Ilib/pack -Itests/fuzz -O1 -g \
+		clang -std=c11 -D_GNU_SOURCE -Iinclude $(LIB_INC) -Ilib/pack -Itests/fuzz -O1 -g \
 			-fsanitize=fuzzer,$(FUZZ_SANITIZE) tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_file.c \
 			$(FB)/libengram-pack.a $(FB)/libengram.a $(LIBS) $(PACK_LIBS) -o $(FB)/fuzz_$$t || exit 1; \
 	done
@@ -172,7 +182,7 @@ $(BENCHES): $(B)/bench/%: $(B)/bench/%.o $(TOOL_HELP) $(PSTATIC) $(STATIC)
 $(B)/bench/bench_gather-base: bench/bench_gather.c FORCE
 	@test -n "$(BASE_B)" || { echo "make: BASE_B (an earlier tree's build directory) is not set" >&2; exit 2; }
 	@mkdir -p $(dir $@)
-	$(CC) -I$(BASE_B)/../include -I$(BASE_B)/../lib -I$(BASE_B)/../tools $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
+	$(CC) -I$(BASE_B)/../include $(LIB_INC:-Ilib%=-I$(BASE_B)/../lib%) -I$(BASE_B)/../tools $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
 		$(BASE_B)/tools/toolhelp.a $(BASE_B)/libengram-pack.a $(BASE_B)/libengram.a $(LIBS) $(PACK_LIBS)
 FORCE:
 

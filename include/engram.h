@@ -639,7 +639,7 @@ ENGRAM_API int engram_session_gather_rows(engram_session *s, unsigned layer_inde
  * holds everything longer.
  * The count is part of engram_io_stats' layout, so it never changes: were it to grow, ram and disk_bytes would
  * move and a caller built against an older header would read them at the wrong offsets. A longer or finer
- * histogram is a new field at the end of the struct, with a count of its own (lib/abi.c checks the layout with
+ * histogram is a new field at the end of the struct, with a count of its own (lib/common/abi.c checks the layout with
  * static_asserts). */
 #define ENGRAM_LEAD_BUCKETS 96
 

@@ -1,5 +1,5 @@
 /* A disk that misbehaves, for tests: the settings of tests/faulty_io.c, which installs the library's one fault
- * hook (lib/file.h) in every test program. A session made while a read fault or slow_disk is set reads through a
+ * hook (lib/common/file.h) in every test program. A session made while a read fault or slow_disk is set reads through a
  * faulty backend, a wrapper of the real one's eg_io_ops; synchronous reads (eg_pread_full) see the read faults
  * too. All zero (the default): the real backends, untouched. */
 #ifndef ENGRAM_TEST_FAULTY_IO_H

@@ -1,4 +1,4 @@
-/* The page-cache session's memory of what it brought in (lib/seen.c): a unit is trusted for two
+/* The page-cache session's memory of what it brought in (lib/reader/seen.c): a unit is trusted for two
  * generations after its last use, then read again. */
 #include <stdarg.h>
 #include <stddef.h>

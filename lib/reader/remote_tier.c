@@ -1,5 +1,5 @@
 /* The reader's remote tier (engram_session_options.remote): rows no RAM tier holds are read from a Redis Cluster
- * through the client of lib/remote.c, and from the local shard when the cluster cannot give them.
+ * through the client of lib/remote/remote.c, and from the local shard when the cluster cannot give them.
  *
  * Threads. The client is the session's I/O thread's (progress.c), driven as its eg_source: the engine
  * thread never makes a socket call. Push (and prefetch), under the session's lock, records the rows of the step

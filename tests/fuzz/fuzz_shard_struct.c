@@ -20,7 +20,7 @@
  * The base sets are packed at start-up with engram_pack (synthetic rows) from fixtures/fuzz/micro.*: raw and zstd,
  * each dtype, byte-plane shuffle on and off, rows larger than a page, split sets (a manifest and its shards), and a
  * table of 32 pages (more than a small session cache holds).
- * Every file of the set is resealed with eg_shard_seal (lib/format.c, the writer's checksums) and written to a
+ * Every file of the set is resealed with eg_shard_seal (lib/common/format.c, the writer's checksums) and written to a
  * memfd; then the store is opened, verified, and a step of tokens is pushed and gathered by sessions in both modes,
  * on io_uring and on the pread pool. Each session gather must equal engram_gather_rows of the session's rows, byte
  * for byte, or both must fail with an error message; anything else aborts (a wrong row), as does a sanitizer

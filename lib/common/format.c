@@ -1,4 +1,4 @@
-/* The on-disk structures of format 1 (lib/format.h, man/engram.5): the one place that encodes and decodes the
+/* The on-disk structures of format 1 (lib/common/format.h, man/engram.5): the one place that encodes and decodes the
  * header, the section table, the hash section, the table directory and the manifest of a split set. Decoders
  * check in LMDB's order: magic, byte order, version, checksum, declared sizes, then bounds against the file. */
 #include <byteswap.h>

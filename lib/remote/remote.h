@@ -1,4 +1,4 @@
-/* The remote row tier: rows of a table set held in a Redis Cluster (lib/remote.c and remote_map.c: the client;
+/* The remote row tier: rows of a table set held in a Redis Cluster (lib/remote/remote.c and remote_map.c: the client;
  * remote_key.c: keys, slots and values; remote_load.c: copying a set into a cluster).
  *
  * Layout in the cluster (chosen by measurement, see remote_key.c): rows are grouped EG_REMOTE_GROUP to a key,

@@ -325,7 +325,7 @@ static inline uint32_t eg_dtype_granule(uint32_t dt)
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * Encoding and decoding (lib/format.c): the one owner of these structures. Decoders check every field against
+ * Encoding and decoding (lib/common/format.c): the one owner of these structures. Decoders check every field against
  * the file before anything uses it, in LMDB's order (magic, byte order, version, checksum, sizes, bounds), and
  * fail with eg_fail() naming the file (path) and the structure; encoders fill the fixed fields and checksums.
  */
