@@ -86,7 +86,7 @@ $(B)/lib/common/%.o: EXTRA_INC = -Ilib/common
 $(B)/lib/hash/%.o: EXTRA_INC = -Ilib/common
 $(B)/lib/remote/%.o: EXTRA_INC = -Ilib/common
 $(B)/lib/reader/%.o: EXTRA_INC = -Ilib/common -Ilib/remote -Ilib
-$(B)/lib/pack/%.o: EXTRA_INC = -Ilib/common -Ilib
+$(B)/lib/pack/%.o: EXTRA_INC = -Ilib/common
 $(B)/tests/%.o $(B)/bench/%.o: EXTRA_INC = $(LIB_INC) -Ilib/reader -Ilib/pack -Itools
 
 $(B)/%.o: %.c

@@ -357,7 +357,7 @@ EG_PRIVATE void eg_external_stamp(struct eg_disk_external *x, const struct stat 
 EG_PRIVATE int eg_external_differs(const struct eg_disk_external *x, const struct stat *st, char *what, size_t cap);
 
 /* Header from the first `have` bytes of a file of file_size bytes. */
-int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
+EG_PRIVATE int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, uint64_t file_size, const char *path);
 /* A complete header: magic, versions, sizes, set, shard index/count, flags (EG_HDR_*), section table and the
  * checksums. */
 EG_PRIVATE void eg_header_encode(struct eg_disk_header *h, const uint8_t set_id[16], uint32_t shard_index,
@@ -382,9 +382,9 @@ struct eg_sections {
 	unsigned n_external;
 	int no_data;                                            /* the header's EG_HDR_NO_DATA */
 };
-int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
+EG_PRIVATE int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct eg_disk_header *h, const char *path);
 /* Free the copies of one section (those of the hash and token map are needed at open only), or of all (type 0). */
-void eg_sections_free(struct eg_sections *s, uint32_t type);
+EG_PRIVATE void eg_sections_free(struct eg_sections *s, uint32_t type);
 /* A section entry for len bytes of data at off, with its checksum. */
 EG_PRIVATE void eg_section_encode(struct eg_disk_section *sec, uint32_t type, uint64_t off, const void *data,
 				  uint64_t len);
