@@ -117,9 +117,9 @@ PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUD
 PC_REQUIRES := liburing libzstd libxxhash jansson hiredis
 PC_PACK_REQUIRES := libzstd libxxhash jansson libutf8proc
 
-# the tool alone serves HTTP (metrics --listen): the library never links libmicrohttpd
+# engram-stat metrics --listen serves HTTP with an epoll server of its own (tools/metrics_http.c)
 $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS) -lmicrohttpd
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
