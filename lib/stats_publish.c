@@ -48,7 +48,7 @@ struct eg_stats_pub *eg_stats_open(const engram_store *st, enum engram_mode mode
 	p->pid = getpid();
 	p->rc = rc;
 	memcpy(p->sh.set_id, st->shards[0].hdr->set_id, sizeof(p->sh.set_id));
-	snprintf(p->sh.set_path, sizeof(p->sh.set_path), "%s", st->shards[0].path);
+	eg_copy_cut(p->sh.set_path, sizeof(p->sh.set_path), st->shards[0].path);
 	p->sh.n_layers = L;
 	p->sh.mode = (uint32_t)mode;
 	p->sh.has_remote = 0; /* known at the first step (the remote tier opens after the slot is taken) */

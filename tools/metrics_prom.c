@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "metrics_prom.h"
+#include "toolutil.h"
+
+static int out_of_memory; /* a label value could not be escaped: the exposition is incomplete */
 
 /* A per-layer counter: its offset in struct engram_stats_layer and the unit's scale. */
 struct layer_fam {
@@ -78,6 +81,21 @@ static void labels(FILE *f, const char *name, const char *suffix, const struct s
 		fprintf(f, ",set=\"%s\"", s->set);
 	if (l)
 		fprintf(f, ",layer=\"%u\"", l->layer_id);
+}
+
+/* A label value from a file or segment: valid UTF-8 whatever its bytes (a byte that begins no character as the
+ * text \\xNN, tool_utf8_escape), then escaped as the format wants (\\, \" and \n). */
+static void label_value(FILE *f, const char *v)
+{
+	char *u = tool_utf8_escape(v);
+
+	if (!u) {
+		out_of_memory = 1;
+		return;
+	}
+	for (const char *c = u; *c; c++)
+		fprintf(f, *c == '\\' || *c == '"' ? "\\%c" : *c == '\n' ? "\\n" : "%c", *c);
+	free(u);
 }
 
 static void layer_counters(FILE *f, const struct sv_snap *snap)
@@ -211,8 +229,7 @@ static void set_figures(FILE *f, const struct sv_snap *snap)
 	FOR_SETS(snap, p, s) {
 		labels(f, "engram_set_info", "", p, s, NULL);
 		fputs(",path=\"", f);
-		for (const char *c = s->path; *c; c++) /* label values escape \, " and newlines */
-			fprintf(f, *c == '\\' || *c == '"' ? "\\%c" : *c == '\n' ? "\\n" : "%c", *c);
+		label_value(f, s->path);
 		fputs("\"} 1\n", f);
 	}
 }
@@ -245,9 +262,10 @@ static void process_figures(FILE *f, const struct sv_snap *snap)
 
 int prom_write(FILE *f, const struct sv_snap *snap)
 {
+	out_of_memory = 0;
 	layer_counters(f, snap);
 	histograms(f, snap);
 	set_figures(f, snap);
 	process_figures(f, snap);
-	return fflush(f) != 0 || ferror(f) ? -1 : 0;
+	return fflush(f) != 0 || ferror(f) || out_of_memory ? -1 : 0;
 }

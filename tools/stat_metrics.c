@@ -9,6 +9,7 @@
 #include "metrics_http.h"
 #include "metrics_prom.h"
 #include "stat.h"
+#include "textfile.h"
 #include "toolutil.h"
 
 static void usage(FILE *f)
@@ -19,30 +20,30 @@ static void usage(FILE *f)
 		   "  --listen ADDR:PORT  serve them at http://ADDR:PORT/metrics until SIGINT or SIGTERM (an IPv4\n"
 		   "                      address: 127.0.0.1 keeps them on this machine; PORT 0 picks one)\n"
 		   "  --textfile DIR      write DIR/engram.prom whole (renamed into place) for node_exporter's\n"
-		   "                      textfile collector: once, or every S seconds with --interval\n");
+		   "                      textfile collector: once, or every S seconds with --interval; a link or\n"
+		   "                      FIFO there is replaced, never followed; a DIR others may write must be\n"
+		   "                      sticky\n");
 }
 
 static int write_textfile(const char *dir, const int *pids, size_t n_pids)
 {
-	struct tool_out o;
+	struct textfile t;
 	struct sv_snap snap;
-	char path[4096];
 
-	snprintf(path, sizeof(path), "%s/engram.prom", dir);
 	if (sv_load(&snap, pids, n_pids) < 0)
 		return 1;
-	if (tool_out_open(&o, path) < 0) {
+	if (textfile_open(&t, dir, "engram.prom") < 0) {
 		sv_free(&snap);
 		return 1;
 	}
-	int bad = prom_write(o.f, &snap) < 0;
+	int bad = prom_write(t.f, &snap) < 0;
 	sv_free(&snap);
 	if (bad) {
-		tool_out_abort(&o);
-		tool_error("cannot write '%s'", path);
+		tool_error("cannot write '%s/engram.prom'", dir);
+		textfile_abort(&t);
 		return 1;
 	}
-	return tool_out_commit(&o) < 0;
+	return textfile_commit(&t) < 0;
 }
 
 int stat_metrics(int argc, char **argv)

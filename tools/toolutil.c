@@ -580,3 +580,41 @@ int tool_flush_stdout(void)
 	tool_error("cannot write the output: %s", strerror(errno));
 	return -1;
 }
+
+size_t tool_utf8_seq(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	unsigned c = s[0];
+	size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+
+	if (!len || len > n)
+		return 0;
+	for (size_t k = 1; k < len; k++) {
+		/* the second byte's range excludes overlong forms (E0, F0), surrogates (ED) and past U+10FFFF (F4) */
+		unsigned lo = k > 1 ? 0x80 : c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+		unsigned hi = k > 1 ? 0xBF : c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+		if (s[k] < lo || s[k] > hi)
+			return 0;
+	}
+	return len;
+}
+
+char *tool_utf8_escape(const char *s)
+{
+	size_t n = strlen(s), o = 0;
+	char *out = malloc(4 * n + 1);
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0, len; i < n; i += len) {
+		if ((len = tool_utf8_seq(s + i, n - i))) {
+			memcpy(out + o, s + i, len);
+			o += len;
+		} else {
+			o += (size_t)sprintf(out + o, "\\x%02x", (unsigned char)s[i]);
+			len = 1;
+		}
+	}
+	out[o] = 0;
+	return out;
+}

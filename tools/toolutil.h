@@ -61,6 +61,14 @@ void tool_print_geometry(const engram_config *cfg);  /* and the rows of tables n
 /* A byte count for people: "512 B", "324.0 KiB", "195.3 GiB" (powers of 1024, one decimal). */
 void tool_format_bytes(char *buf, size_t size, uint64_t bytes);
 
+/* Text read from files and segments, made valid UTF-8 for JSON and Prometheus: the length of the well-formed
+ * UTF-8 sequence at s[0..n) (1 to 4), or 0 when s[0] begins none (RFC 3629: no overlong form, surrogate or code
+ * point past U+10FFFF). */
+size_t tool_utf8_seq(const char *s, size_t n);
+/* s with each byte that begins no well-formed sequence written as the four characters \xNN (as Python's
+ * backslashreplace does), the rest as it is: malloc'd, or NULL when out of memory. */
+char *tool_utf8_escape(const char *s);
+
 /* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
 void tool_put_u64(FILE *f, uint64_t v);
 

@@ -3,9 +3,11 @@
  * the rows gathered over the same span. */
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "replay_report.h"
+#include "toolutil.h"
 #include "top_view.h"
 
 /* One layer's figures over a span. */
@@ -130,6 +132,18 @@ static json_t *jnum(double v)
 	return isnan(v) ? json_null() : json_real(v);
 }
 
+/* A string from a file or segment, as valid UTF-8 (tool_utf8_escape); NULL when out of memory. */
+static json_t *jstr(const char *s)
+{
+	char *u = tool_utf8_escape(s);
+	json_t *j = u ? json_string(u) : NULL;
+
+	free(u);
+	return j;
+}
+
+/* Every json_pack below is checked: a value it cannot make (out of memory) fails the document, never drops a
+ * set or process silently. */
 static json_t *jlayer(const struct fig *g)
 {
 	const struct engram_stats_layer *d = &g->d;
@@ -154,47 +168,69 @@ static json_t *jset(const struct sv_set *s, const struct sv_set *ps, double secs
 	for (unsigned j = 0; layers && j < t->n_layers; j++) {
 		struct fig g;
 		figures(&g, s, &t->layers[j], ps, secs);
-		json_array_append_new(layers, jlayer(&g));
+		if (json_array_append_new(layers, jlayer(&g)) < 0) {
+			json_decref(layers);
+			return NULL;
+		}
 	}
-	o = json_pack("{ss ss ss sI sI sI sI so}", "set", s->set, "path", s->path, "mode",
+	if (!layers)
+		return NULL;
+	o = json_pack("{ss so ss sI sI sI sI so}", "set", s->set, "path", jstr(s->path), "mode",
 		      s->mode == ENGRAM_MODE_PAGECACHE ? "pagecache" : "direct", "sessions", (json_int_t)s->sessions,
 		      "steps", (json_int_t)t->steps, "reads_inflight", (json_int_t)t->inflight, "reads_backlog",
 		      (json_int_t)t->backlog, "layers", layers);
 	if (!o)
 		return NULL;
-	json_object_set_new(o, "remote", t->has_remote ? json_pack("{sI sI sI sI sI sI sI sI}", "rows",
+	if (json_object_set_new(o, "remote", t->has_remote ? json_pack("{sI sI sI sI sI sI sI sI}", "rows",
 		(json_int_t)t->remote_rows, "bytes", (json_int_t)t->remote_bytes, "fallbacks", (json_int_t)t->remote_fallbacks,
 		"errors", (json_int_t)t->remote_errors, "timeouts", (json_int_t)t->remote_timeouts, "absent",
 		(json_int_t)t->remote_absent, "bad", (json_int_t)t->remote_bad, "node_failures",
-		(json_int_t)t->remote_node_failures) : json_null());
-	json_object_set_new(o, "row_cache", t->has_row_cache ? json_pack("{sI sI sI sI sI sI so}", "slots",
+		(json_int_t)t->remote_node_failures) : json_null()) < 0 ||
+	    json_object_set_new(o, "row_cache", t->has_row_cache ? json_pack("{sI sI sI sI sI sI so}", "slots",
 		(json_int_t)t->rc_slots, "filled", (json_int_t)t->rc_filled, "record_bytes", (json_int_t)t->rc_record_bytes,
 		"hits", (json_int_t)t->rc_hits, "misses", (json_int_t)t->rc_misses, "inserts", (json_int_t)t->rc_inserts,
-		"fill", jnum(ratio(t->rc_filled, t->rc_slots))) : json_null());
+		"fill", jnum(ratio(t->rc_filled, t->rc_slots))) : json_null()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
 	return o;
+}
+
+static json_t *jproc(const struct sv_proc *p, const struct sv_snap *prev, double secs)
+{
+	json_t *sets = json_array();
+
+	for (unsigned k = 0; sets && !p->err && k < p->n_sets; k++)
+		if (json_array_append_new(sets, jset(&p->sets[k], prev ? sv_find(prev, p->pid, p->sets[k].set) : NULL,
+						     secs)) < 0) {
+			json_decref(sets);
+			return NULL;
+		}
+	if (!sets)
+		return NULL;
+	return json_pack("{si sb so so sI sI sI so}", "pid", p->pid, "stale", p->stale, "segment", jstr(p->path),
+			 "error", p->err ? jstr(p->errmsg) : json_null(), "sessions", (json_int_t)p->sessions,
+			 "unpublished", (json_int_t)p->unpublished, "thread_cpu_ns", (json_int_t)p->thread_cpu_ns, "sets",
+			 sets);
 }
 
 int top_json(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 {
 	double secs = span(now, prev);
-	json_t *procs = json_array(), *doc;
+	json_t *procs = json_array(), *doc = NULL;
 
-	for (size_t i = 0; procs && i < now->n; i++) {
-		const struct sv_proc *p = &now->procs[i];
-		json_t *sets = json_array(), *o;
-		for (unsigned k = 0; sets && !p->err && k < p->n_sets; k++)
-			json_array_append_new(sets, jset(&p->sets[k], prev ? sv_find(prev, p->pid, p->sets[k].set) : NULL,
-							 secs));
-		o = json_pack("{si sb ss so sI sI sI so}", "pid", p->pid, "stale", p->stale, "segment", p->path, "error",
-			      p->err ? json_string(p->errmsg) : json_null(), "sessions", (json_int_t)p->sessions,
-			      "unpublished", (json_int_t)p->unpublished, "thread_cpu_ns", (json_int_t)p->thread_cpu_ns,
-			      "sets", sets);
-		json_array_append_new(procs, o);
-	}
-	doc = json_pack("{ss so so}", "dir", engram_stats_dir(), "interval_s", prev ? json_real(secs) : json_null(),
-			"processes", procs);
-	if (!doc)
+	for (size_t i = 0; procs && i < now->n; i++)
+		if (json_array_append_new(procs, jproc(&now->procs[i], prev, secs)) < 0) {
+			json_decref(procs);
+			procs = NULL;
+		}
+	if (procs)
+		doc = json_pack("{so so so}", "dir", jstr(engram_stats_dir()), "interval_s",
+				prev ? json_real(secs) : json_null(), "processes", procs);
+	if (!doc) {
+		tool_error("cannot make the JSON document: out of memory");
 		return -1;
+	}
 	int bad = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) < 0;
 	json_decref(doc);
 	fputc('\n', f);

@@ -176,4 +176,8 @@ EG_PRIVATE int eg_npy_read_header(int fd, const char *path, struct eg_npy *h);
 /* Load a 1-D little-endian integer (or bool) .npy into a new int64 array. */
 int eg_npy_load_ints(const char *path, int64_t **values, size_t *count);
 
+/* src copied into dst[cap] (NUL-terminated), cut when longer at a UTF-8 character boundary: a character is
+ * never split, so what a reader shows stays valid UTF-8 when src was. */
+void eg_copy_cut(char *dst, size_t cap, const char *src);
+
 #endif
