@@ -1,4 +1,4 @@
-/* Strings copied into fixed fields of what the library publishes (internal.h). */
+/* Strings copied into fixed fields of what the library publishes, cut at a character boundary (internal.h). */
 #include <string.h>
 
 #include "internal.h"
