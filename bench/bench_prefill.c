@@ -3,15 +3,15 @@
  * engines read tables themselves: a demand-paged mmap (default advice, and MADV_RANDOM as llama.cpp has it) and
  * a pool of pread threads (ds4's). The prompt is one step (begin, push every prompt, gather each layer), or
  * chunks of C tokens, a step each, with an engine's compute between the gathers (a given time per token, slept:
- * the GPU's), and with -O the next chunk's reads submitted while this one computes (chunked_prefetch() shows how
- * an engine does that with the public API).
+ * the GPU's), and with -O the next chunk's reads submitted while this one computes (push_chunk() says how an
+ * engine does that with the public API).
  *
  * What a run needs to be judged against the device: the rows of the prompt and their distinct units (the pages
  * a read must bring in at least once: the step's reads if each is read once), the reads the library issued and
  * the pages the process read from the disk (/proc/self/io), each over the distinct units, and the CPU a read.
  * Given fio's best rate (-I), it also prints the device bound (the distinct units read once at that rate), the
  * run's time against it, and for a chunked run the stall against the floor of its schedule: the stall an ideal
- * reader at that rate would have, each chunk's new units read from its push (or, with -O, from the end of the
+ * reader at that rate would have, each chunk's units read once from its push (or, with -O, from the end of the
  * previous chunk's last gather) while the engine computes.
  *
  * usage: bench_prefill -s SHARD [options] MODE...   (bench_prefill --help lists them)
@@ -68,7 +68,8 @@ struct plan {
 	unsigned rec;
 	uint64_t file_size;
 	uint64_t rows_total, distinct_rows, distinct_units;
-	uint64_t *chunk_new; /* [chunks]: units first needed by that chunk */
+	uint64_t *chunk_units; /* [chunks]: units that chunk needs (each read once in its step: the floor's) */
+	uint64_t chunk_units_sum;
 	const char *family;
 };
 
@@ -86,20 +87,6 @@ static uint64_t distinct(uint64_t *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		d += i == 0 || v[i] != v[i - 1];
 	return d;
-}
-
-static int find_sorted(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && v[lo] == x;
 }
 
 static struct plan make_plan(engram_store *st, const int64_t *tok, size_t n_tok)
@@ -130,7 +117,7 @@ static struct plan make_plan(engram_store *st, const int64_t *tok, size_t n_tok)
 	p.key = xmalloc(p.rows_total * sizeof(*p.key));
 	p.order = xmalloc(p.L * sizeof(*p.order));
 	p.layer_id = xmalloc(p.L * sizeof(*p.layer_id));
-	p.chunk_new = xmalloc(p.chunks * sizeof(*p.chunk_new));
+	p.chunk_units = xmalloc(p.chunks * sizeof(*p.chunk_units));
 	for (unsigned li = 0; li < p.L; li++) {
 		p.layer_id[li] = engram_config_layer_id(cfg, li);
 		p.order[li] = li;
@@ -171,33 +158,23 @@ static struct plan make_plan(engram_store *st, const int64_t *tok, size_t n_tok)
 		p.off[i] = pc->t->data_offset + off;
 		p.key[i] = eg_unit_key((uint32_t)(pc - st->pieces), eg_unit_of(pc->t, off));
 	}
-	/* distinct rows (layer, row) and units; the units each chunk needs first */
+	/* distinct rows (layer, row) and units, of the prompts and of each chunk */
 	uint64_t *v = xmalloc(p.rows_total * sizeof(*v));
 	for (uint64_t i = 0; i < p.rows_total; i++)
 		v[i] = p.rows[i] * p.L + i / ((size_t)p.P * p.cols) % p.L;
 	p.distinct_rows = distinct(v, p.rows_total);
-	size_t seen_n = 0;
-	uint64_t *seen = xmalloc(p.rows_total * sizeof(*seen));
+	memcpy(v, p.key, p.rows_total * sizeof(*v));
+	p.distinct_units = distinct(v, p.rows_total);
 	for (unsigned k = 0; k < p.chunks; k++) {
 		unsigned c0 = k * p.C, c1 = c0 + p.C < p.P ? c0 + p.C : p.P;
 		size_t n = 0;
 		for (unsigned b = 0; b < p.B; b++)
 			for (unsigned li = 0; li < p.L; li++)
 				for (size_t i = at(&p, b, li, c0); i < at(&p, b, li, c1); i++)
-					if (!find_sorted(seen, seen_n, p.key[i]))
-						v[n++] = p.key[i];
-		p.chunk_new[k] = distinct(v, n);
-		/* the sorted, distinct new keys join seen (kept sorted) */
-		size_t u = 0;
-		for (size_t i = 0; i < n; i++)
-			if (i == 0 || v[i] != v[i - 1])
-				v[u++] = v[i];
-		memcpy(seen + seen_n, v, u * sizeof(*v));
-		seen_n += u;
-		qsort(seen, seen_n, sizeof(*seen), cmp_u64);
-		p.distinct_units += u;
+					v[n++] = p.key[i];
+		p.chunk_units[k] = distinct(v, n);
+		p.chunk_units_sum += p.chunk_units[k];
 	}
-	free(seen);
 	free(v);
 	return p;
 }
@@ -242,8 +219,6 @@ struct run {
 	enum engram_mode mode;
 	engram_store *st;
 	engram_session *ses;
-	engram_hasher *ahead;      /* -O: the next chunk's rows */
-	uint64_t *ahead_rows;
 	int fd;
 	const uint8_t *map;
 	struct pool pool;
@@ -259,31 +234,24 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* How an engine overlaps chunked prefill with the public API: at the end of chunk k's last gather (its Engram
- * layers done, its other layers still to compute), the next chunk's rows are hashed by a hasher of the engine's
- * own from each prompt's state as the session has it (engram_session_export, engram_hasher_import: nothing is
- * hashed twice into the session, no slot moves) and submitted with engram_session_prefetch_rows. Chunk k + 1's
- * push then finds them read or in flight (reads are deduplicated against reads in flight and the cache). */
-static int chunked_prefetch(struct run *r, const struct plan *p, unsigned k)
+/* Begin chunk k's step and push its tokens of every prompt: its reads are submitted. How an engine overlaps chunked
+ * prefill with the public API: chunk k + 1's step begins as soon as chunk k's last Engram layer is gathered
+ * (chunk k's rows are in the engine's buffers by then; its other layers still compute), so that chunk k + 1's
+ * reads run meanwhile. engram_session_begin lets go of chunk k's units, which a step holds until the next begin:
+ * submitting chunk k + 1's rows earlier (engram_session_prefetch_rows) would find a cache the size of a chunk
+ * still held by chunk k, and read little. */
+static void push_chunk(struct run *r, const struct plan *p, unsigned k)
 {
-	unsigned c0 = (k + 1) * p->C, n = c0 + p->C < p->P ? p->C : p->P - c0;
-	uint8_t state[ENGRAM_SEQ_STATE_MAX];
-	int len, err;
+	unsigned a = k * p->C, e = a + p->C < p->P ? a + p->C : p->P;
+	uint64_t t0 = thread_cpu_ns();
+	int err;
 
-	for (unsigned b = 0; b < p->B; b++) {
-		if ((len = engram_session_export(r->ses, b, state, sizeof(state))) < 0)
-			return len;
-		if ((err = engram_hasher_import(r->ahead, b, state, (size_t)len)) < 0 ||
-		    (err = engram_hasher_push(r->ahead, b, p->tok + (size_t)b * p->P + c0, NULL, n, r->ahead_rows)) < 0)
-			return err;
-		for (unsigned j = 0; j < p->L; j++) {
-			unsigned li = p->order[j];
-			if ((err = engram_session_prefetch_rows(r->ses, li, r->ahead_rows + (size_t)li * n * p->cols,
-								(size_t)n * p->cols)) < 0)
-				return err;
-		}
-	}
-	return 0;
+	if ((err = engram_session_begin(r->ses)) < 0)
+		die("session begin", err);
+	for (unsigned b = 0; b < p->B; b++)
+		if ((err = engram_session_push(r->ses, b, p->tok + (size_t)b * p->P + a, NULL, e - a)) < 0)
+			die("session push", err);
+	r->lib_cpu_ns += thread_cpu_ns() - t0;
 }
 
 /* Gather layer li of chunk k (positions c0..c1 of every prompt) into dst. */
@@ -342,11 +310,6 @@ static void setup(struct run *r, const struct plan *p)
 			die(o.shard, err);
 		if ((err = engram_session_create(&r->ses, r->st, &so)) < 0)
 			die("session", err);
-		if (o.overlap) {
-			if ((err = engram_hasher_create(&r->ahead, engram_store_config(r->st), p->B)) < 0)
-				die("hasher", err);
-			r->ahead_rows = xmalloc((size_t)p->L * p->C * p->cols * sizeof(*r->ahead_rows));
-		}
 		return;
 	}
 	if ((r->fd = open(o.shard, O_RDONLY | O_CLOEXEC)) < 0)
@@ -385,8 +348,6 @@ static void teardown(struct run *r, const struct plan *p)
 		pthread_barrier_destroy(&r->pool.done);
 		free(r->pool.th);
 	}
-	engram_hasher_destroy(r->ahead);
-	free(r->ahead_rows);
 	engram_session_destroy(r->ses);
 	engram_close(r->st);
 	if (r->map)
@@ -402,7 +363,6 @@ static void run(const struct plan *p, const char *name, enum kind kind, enum eng
 	uint8_t *dst = xmalloc(most);
 	uint64_t digest = 0, slept = 0, stall_floor = 0, prev_window = 0;
 	const uint64_t chunk_ns_per_token = (uint64_t)(o.compute_us * 1e3);
-	int err;
 
 	setup(&r, p); /* before the drop: nothing of the file may be mapped by this process while its pages go */
 	uint64_t before = drop_cache(o.shard), rb0 = io_read_bytes();
@@ -414,15 +374,8 @@ static void run(const struct plan *p, const char *name, enum kind kind, enum eng
 		unsigned a = k * p->C, e = a + p->C < p->P ? a + p->C : p->P;
 		uint64_t chunk_ns = chunk_ns_per_token * (uint64_t)(e - a) * p->B, spent = 0;
 		int prev = 0;
-		if (kind == K_SESSION) {
-			uint64_t t0 = thread_cpu_ns();
-			if ((err = engram_session_begin(r.ses)) < 0)
-				die("session begin", err);
-			for (unsigned b = 0; b < p->B; b++)
-				if ((err = engram_session_push(r.ses, b, p->tok + (size_t)b * p->P + a, NULL, e - a)) < 0)
-					die("session push", err);
-			r.lib_cpu_ns += thread_cpu_ns() - t0;
-		}
+		if (kind == K_SESSION && !(o.overlap && k > 0)) /* (with -O, pushed at the end of chunk k - 1) */
+			push_chunk(&r, p, k);
 		for (unsigned j = 0; j < p->L; j++) {
 			unsigned li = p->order[j];
 			/* the model's layers before this Engram layer compute first */
@@ -430,9 +383,9 @@ static void run(const struct plan *p, const char *name, enum kind kind, enum eng
 			if (before_ns > chunk_ns - spent)
 				before_ns = chunk_ns - spent;
 			if (j == 0 && o.iops > 0) {
-				/* the floor: this chunk's new units read at fio's pace from its push (and, with -O, from the
-				 * end of the previous chunk's last gather), beside the compute before its first gather */
-				uint64_t need = (uint64_t)((double)p->chunk_new[k] / o.iops * 1e9), hide = before_ns;
+				/* the floor: this chunk's units read once at fio's pace from its push (with -O, from the end
+				 * of the previous chunk's last gather), beside the compute before its first gather */
+				uint64_t need = (uint64_t)((double)p->chunk_units[k] / o.iops * 1e9), hide = before_ns;
 				hide += o.overlap ? prev_window : 0;
 				stall_floor += need > hide ? need - hide : 0;
 			}
@@ -443,12 +396,8 @@ static void run(const struct plan *p, const char *name, enum kind kind, enum eng
 			digest += XXH3_64bits(dst, (size_t)p->B * (e - a) * p->cols * p->rec) ^
 				  ((uint64_t)(k * p->L + li) * 0x9e3779b97f4a7c15u);
 		}
-		if (kind == K_SESSION && o.overlap && k + 1 < p->chunks) {
-			uint64_t t0 = thread_cpu_ns();
-			if ((err = chunked_prefetch(&r, p, k)) < 0)
-				die("prefetch of the next chunk", err);
-			r.lib_cpu_ns += thread_cpu_ns() - t0;
-		}
+		if (kind == K_SESSION && o.overlap && k + 1 < p->chunks)
+			push_chunk(&r, p, k + 1);
 		prev_window = chunk_ns - spent;
 		sleep_ns(chunk_ns - spent); /* the layers after the last Engram layer */
 		slept += chunk_ns;
@@ -471,10 +420,12 @@ static void run(const struct plan *p, const char *name, enum kind kind, enum eng
 	printf("mode=%s family=%s batch=%u prompt=%u chunk=%u overlap=%d compute_us=%.3f tokens=%u rows=%" PRIu64
 	       " distinct_rows=%" PRIu64 " distinct_units=%" PRIu64 " wall_s=%.4f compute_s=%.4f stall_s=%.4f "
 	       "tokens_per_s=%.0f ios=%" PRIu64 " disk_pages=%" PRIu64 " reads_per_distinct=%.3f disk_per_distinct=%.3f "
+	       "chunk_units=%" PRIu64 " reads_per_chunk_unit=%.3f "
 	       "engine_cpu_s=%.4f io_cpu_s=%.4f process_cpu_s=%.4f cpu_us_per_read=%.3f resident_before=%" PRIu64,
 	       name, p->family, p->B, p->P, p->C, o.overlap, o.compute_us, p->B * p->P, p->rows_total, p->distinct_rows,
 	       p->distinct_units, wall, (double)slept * 1e-9, stall, p->B * p->P / wall, r.ios, disk_pages,
 	       (double)r.ios / (double)p->distinct_units, (double)disk_pages / (double)p->distinct_units,
+	       p->chunk_units_sum, (double)r.ios / (double)p->chunk_units_sum,
 	       (double)r.lib_cpu_ns * 1e-9, io_cpu, cpu, lib_cpu * 1e6 / reads, before);
 	if (r.ses)
 		printf(" ready=%" PRIu64 " not_ready=%" PRIu64 " misses=%" PRIu64 " units=%" PRIu64 " wait_s=%.4f",
