@@ -27,8 +27,10 @@
 #include "engram.h"
 #include "engram_pack.h"
 #include "layout.h"
-#include "residency.h"
 #include "store.h"
+
+#define BENCH_NAME "bench_gather"
+#include "bench_util.h"
 
 #define BOS 0
 
@@ -68,71 +70,6 @@ struct plan {
 	uint64_t file_size;
 	unsigned rows_per_page;
 };
-
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "bench_gather: %s: %s (%s)\n", what, engram_strerror(err), engram_last_error());
-	exit(1);
-}
-
-static void die_errno(const char *what)
-{
-	fprintf(stderr, "bench_gather: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 4096, n ? n : 1)) {
-		fprintf(stderr, "bench_gather: out of memory (%zu bytes)\n", n);
-		exit(1);
-	}
-	memset(p, 0, n ? n : 1);
-	return p;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-	       1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
-static long major_faults(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_majflt;
-}
-
-/* Bytes this process (all its threads, io_uring workers included) had read from the block layer. */
-static uint64_t io_read_bytes(void)
-{
-	FILE *f = fopen("/proc/self/io", "r");
-	char line[128];
-	unsigned long long v = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "read_bytes: %llu", &v) == 1)
-			break;
-	fclose(f);
-	return v;
-}
 
 /* ---- the plan ---- */
 
@@ -254,35 +191,6 @@ static void write_npy(const char *path, const char *descr, const void *v, size_t
 }
 
 /* ---- page cache ---- */
-
-/* Pages of the file resident in the page cache (tools/residency.c). */
-static uint64_t resident_pages(const char *path)
-{
-	uint64_t in, pages;
-	int err = residency_pages(path, 0, UINT64_MAX, &in, &pages);
-
-	if (err < 0) {
-		errno = -err;
-		die_errno(path);
-	}
-	return in;
-}
-
-/* Drop the file from the page cache. Pages mapped by a process stay, so callers first unmap everything. */
-static uint64_t drop_cache(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		die_errno(path);
-	int err = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-	if (err) {
-		errno = err;
-		die_errno("posix_fadvise(DONTNEED)");
-	}
-	close(fd);
-	return resident_pages(path);
-}
 
 struct fill_arg {
 	int fd;
@@ -647,19 +555,6 @@ struct pread_pool {
 	int quit;
 };
 
-static void pread_row(int fd, uint8_t *dst, size_t len, uint64_t off)
-{
-	ssize_t r;
-
-	do
-		r = pread(fd, dst, len, (off_t)off);
-	while (r < 0 && errno == EINTR);
-	if (r != (ssize_t)len) {
-		fprintf(stderr, "bench_gather: short pread at %" PRIu64 "\n", off);
-		exit(1);
-	}
-}
-
 static void *pread_worker(void *arg)
 {
 	struct pread_pool *pp = arg;
@@ -678,13 +573,6 @@ static void *pread_worker(void *arg)
 }
 
 enum cold_kind { COLD_SESSION, COLD_MMAP, COLD_MMAP_RANDOM, COLD_PREAD, COLD_PREAD_THREADS };
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static void cold(const struct plan *p, const char *name, enum cold_kind kind, enum engram_mode mode, unsigned flags,
 		 uint64_t gap_ns)

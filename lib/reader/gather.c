@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "dtype.h"
+#include "fanout.h"
 #include "grow.h"
 #include "layout.h"
 #include "policy.h"
@@ -98,6 +99,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		r->in_rc = rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row));
 		r->ahead = 0;
 		r->scanned = 0;
+		r->fanned = 0;
 		const struct eg_units *t = eg_rd_table(rd, r->cached);
 		int seen = !r->in_rc && row_trusted(rd, r);
 		uint32_t slot = row_unit(rd, t, eg_unit_key(pi, r->unit), seen, t0);
@@ -145,6 +147,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 
 struct chunk {
 	const uint8_t *src[READER_GATHER_CHUNK];
+	size_t at[READER_GATHER_CHUNK];     /* the row's index in the call: its place in dst */
 	uint32_t held[READER_GATHER_CHUNK]; /* cache slots (or spill entries, | HELD_SPILL) pinned until the chunk
 						is converted, or EG_NO_UNIT */
 	size_t k;
@@ -152,8 +155,17 @@ struct chunk {
 	uint32_t dtype, hd;
 	enum engram_out out;
 	size_t ob;
-	uint8_t *dst;
+	uint8_t *dst;                        /* the caller's buffer: row i at dst + i x ob */
+	const struct eg_fanout *fan;         /* the call's rows linked by unit (fanout.h), once made; or NULL */
 };
+
+/* The chunk's next row: row at of the call, whose record is src, held as held until the chunk is converted. */
+static void put(struct chunk *c, size_t at, const uint8_t *src, uint32_t held)
+{
+	c->at[c->k] = at;
+	c->held[c->k] = held;
+	c->src[c->k++] = src;
+}
 
 /* Let go of the cache slots the chunk holds. Only a slot left with no pin can be evicted now: the CLOCK is
  * told so only then (a step holding the whole cache would otherwise sweep it again for every row read past it). */
@@ -177,15 +189,18 @@ static void release(struct eg_reader *rd, struct chunk *c)
 	c->k = 0;
 }
 
-/* Convert the chunk's rows into the caller's buffer and let go of them. The lock is let go of meanwhile: the
- * rows are held (pinned slots, pages of the mapping, copies), and a page-cache row may fault its page in. */
+/* Convert the chunk's rows into their places in the caller's buffer, a run of consecutive rows a call, and let
+ * go of them. The lock is let go of meanwhile: the rows are held (pinned slots, pages of the mapping, copies),
+ * and a page-cache row may fault its page in. */
 static void flush(struct eg_reader *rd, struct chunk *c)
 {
 	pthread_mutex_unlock(&rd->lock);
-	if (c->k)
-		eg_convert_rows(c->dtype, c->hd, c->out, c->src, c->k, c->dst);
+	for (size_t s = 0, e; s < c->k; s = e) {
+		for (e = s + 1; e < c->k && c->at[e] == c->at[e - 1] + 1; e++)
+			;
+		eg_convert_rows(c->dtype, c->hd, c->out, c->src + s, e - s, c->dst + c->at[s] * c->ob);
+	}
 	pthread_mutex_lock(&rd->lock);
-	c->dst += c->k * c->ob;
 	release(rd, c);
 }
 
@@ -243,12 +258,15 @@ static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from
 	int err;
 
 	flush(rd, c); /* the chunk's spill entries are let go of: reusable */
+	if (!c->fan && !rd->rc && (rd->fan || (rd->fan = calloc(1, sizeof(*rd->fan)))) &&
+	    eg_fanout_build(rd->fan, rd, c->n_refs) == 0)
+		c->fan = rd->fan; /* (out of memory: units are read again past the spill table, as without) */
 	err = ahead_one(rd, layer, from, &queued);
 	if (c->scanned <= i)
 		c->scanned = i + 1;
 	for (; !err && c->scanned < c->n_refs && queued < max; c->scanned++) {
 		struct row_ref *r = &rd->refs[c->scanned];
-		if (r->cached && !r->in_rc)
+		if (r->cached && !r->in_rc && !r->fanned)
 			err = ahead_one(rd, layer, r, &queued);
 	}
 	if (queued)
@@ -276,11 +294,31 @@ static void ahead_done(struct eg_reader *rd)
 static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, const uint8_t *unit,
 		     struct eg_unit *u, uint32_t held)
 {
-	c->held[c->k] = held;
-	c->src[c->k] = unit + (r->off - eg_unit_off(r->p->t, r->unit));
+	const uint8_t *rec = unit + (r->off - eg_unit_off(r->p->t, r->unit));
+
 	if (rd->rc)
-		eg_policy_keep_row(rd->rc, layer, r->p->t, r->row, c->src[c->k], u, r->unit, unit);
-	c->k++;
+		eg_policy_keep_row(rd->rc, layer, r->p->t, r->row, rec, u, r->unit, unit);
+	put(c, (size_t)(r - rd->refs), rec, held);
+}
+
+/* Every later row of the call on r's unit, whose bytes are unit (spill entry sp, or read alone: EG_NO_UNIT), is
+ * taken from them now (fanout.h), and passed over when the gather reaches it. The bytes stay put while the chunk
+ * is converted, the lock let go of: only this thread reads into the spill table's entries or the overflow
+ * buffer, and it reads nothing until the rows are taken. A row the scan held the entry for lets go of it. */
+static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk *c, const uint8_t *unit, uint32_t sp)
+{
+	if (!c->fan)
+		return;
+	for (uint32_t j = c->fan->next[r - rd->refs]; j != EG_NO_UNIT; j = c->fan->next[j]) {
+		struct row_ref *q = &rd->refs[j];
+		if (q->ahead && sp != EG_NO_UNIT)
+			rd->spill.u[sp].pins--;
+		q->ahead = 0;
+		q->fanned = 1;
+		if (c->k == READER_GATHER_CHUNK)
+			flush(rd, c);
+		put(c, j, unit + (q->off - eg_unit_off(q->p->t, q->unit)), EG_NO_UNIT);
+	}
 }
 
 /* The same from entry slot of table t (the cache, or the spill table with held | HELD_SPILL): pinned for the
@@ -311,6 +349,7 @@ static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r,
 		return 1;
 	}
 	take_entry(rd, layer, r, c, &rd->spill, sp, sp | HELD_SPILL);
+	fan_out(rd, r, c, eg_units_data(&rd->spill, sp), sp);
 	return 0;
 }
 
@@ -324,6 +363,7 @@ static int take_alone(struct eg_reader *rd, unsigned layer, const struct row_ref
 	if ((err = eg_rd_load_unit(rd, layer, r->p, r->unit, rd->overflow)) < 0)
 		return err;
 	take_row(rd, layer, r, c, rd->overflow, NULL, EG_NO_UNIT);
+	fan_out(rd, r, c, rd->overflow, EG_NO_UNIT);
 	flush(rd, c);
 	return 0;
 }
@@ -344,8 +384,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 	if (r->in_rc) {
 		uint8_t *dst = rd->rc_buf + c->k * rd->rc->record_bytes;
 		if (eg_rc_get(rd->rc, eg_rc_key(layer, r->row), dst, p->t->record_size)) {
-			c->held[c->k] = EG_NO_UNIT;
-			c->src[c->k++] = dst;
+			put(c, (size_t)(r - rd->refs), dst, EG_NO_UNIT);
 			return 0;
 		}
 	}
@@ -357,8 +396,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(rd, layer, &t->u[slot], step_t0);
-		c->held[c->k] = EG_NO_UNIT;
-		c->src[c->k++] = p->data + r->off;
+		put(c, (size_t)(r - rd->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
 	if (slot == EG_NO_UNIT && r->cached) {
@@ -411,8 +449,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 				COUNT(rd, layer, disk_bytes, (uint64_t)missing * EG_PAGE);
 			eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
 		}
-		c->held[c->k] = EG_NO_UNIT;
-		c->src[c->k++] = p->data + r->off;
+		put(c, (size_t)(r - rd->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
 	if (slot == EG_NO_UNIT) {
@@ -487,6 +524,8 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 	if (trusted)
 		f0 = thread_major_faults();
 	for (size_t i = 0; i < n; i++) {
+		if (rd->refs[i].fanned) /* taken already, with an earlier row on its unit */
+			continue;
 		if ((err = resolve(rd, layer, &rd->refs[i], step_t0, &c)) < 0)
 			break;
 		if (c.k == READER_GATHER_CHUNK)

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fanout.h"
 #include "file.h"
 #include "reader_int.h"
 
@@ -222,6 +223,9 @@ void eg_reader_destroy(struct eg_reader *rd)
 	eg_block_ctx_free(&rd->bctx);
 	free(rd->layer_order);
 	free(rd->refs);
+	if (rd->fan)
+		eg_fanout_free(rd->fan);
+	free(rd->fan);
 	free(rd->rc_buf);
 	free(rd->pinned);
 	eg_rd_hand_free(rd);

@@ -5,7 +5,8 @@
  * waited for or read, then converted). Its files, in lib/reader/: reader.c (life cycle, begin, a push's
  * requests, the counters), handover.c (rows from the caller's thread to the I/O thread), read.c (request, issue,
  * complete, publish; what a gather reads itself), progress.c (the I/O thread; the backend's choice and
- * fallback), gather.c (classify, resolve, convert), policy.h (the decisions on keys alone, which lib/cachesim.c
+ * fallback), gather.c (classify, resolve, convert), fanout.c (a gather's rows
+ * linked by unit: a unit read past the cache serves every row of the call on it), policy.h (the decisions on keys alone, which lib/cachesim.c
  * replays too), remote_tier.c and remote_rows.c (the remote tier as a row source), io_uring.c and io_pool.c (the
  * backends, io.h), units.c (the unit table, units.h). Their shared state is reader_int.h, which nothing outside
  * lib/reader/ includes; no file here includes the session's.

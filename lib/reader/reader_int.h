@@ -80,6 +80,7 @@ struct row_ref {
 	uint8_t in_rc;       /* found in the row cache when classified */
 	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
 	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
+	uint8_t fanned;      /* taken with an earlier row of the call on its unit, from one read (fanout.h) */
 };
 
 /* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
@@ -165,6 +166,7 @@ struct eg_reader {
 	uint64_t track_done_t;            /* t_done of the page-cache unit (track) published last: below the step's
 					     start, none was in this step (gather.c skips its lookups then) */
 	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
+	struct eg_fanout *fan;            /* a gather's rows linked by unit (fanout.h), made when first needed */
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
