@@ -188,6 +188,7 @@ check:
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/stats-tests
+	@B=$(B) scripts/rules-tests
 	@$(MAKE) --no-print-directory python-check
 
 python-check: all
