@@ -43,7 +43,7 @@ PSHARED := $(B)/libengram-pack.so.$(VERSION)
 PSONAME := libengram-pack.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
 STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
-	tools/residency.c tools/keymap.c tools/stats_view.c tools/top_view.c tools/metrics_prom.c tools/metrics_http.c
+	tools/residency.c tools/keymap.c tools/stats_view.c tools/top_view.c tools/top_screen.c tools/metrics_prom.c tools/metrics_http.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o $(B)/tests/faulty_io.o
