@@ -123,7 +123,8 @@ $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
-$(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o $(B)/tools/replay_floor.o $(B)/tools/replay_stats.o $(B)/tools/keymap.o
+$(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o $(B)/tools/replay_floor.o $(B)/tools/replay_stats.o $(B)/tools/keymap.o \
+		$(B)/tools/stats_view.o $(B)/tools/top_view.o $(B)/tools/top_screen.o
 	@rm -f $@
 	$(AR) rcs $@ $^
 

@@ -95,6 +95,8 @@ static void fmt_num(char *buf, size_t size, int w, double v, int prec)
 			return;
 	for (int k = 1; suffix[k]; k++) {
 		double x = v / pow(1000, k);
+		if (fabs(x) >= 999.5 && suffix[k + 1])
+			continue; /* the largest unit that keeps it below 1000 */
 		for (int p = 1; p >= 0; p--)
 			if (snprintf(buf, size, "%.*f%c", p, x, suffix[k]) <= w)
 				return;
