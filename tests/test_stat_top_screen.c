@@ -129,6 +129,17 @@ static int row_pids(const struct frame *fr, int *out)
 	return n;
 }
 
+/* The first n rows shown are those of want[0..n), in that order. */
+static void expect_rows(const struct frame *fr, const int *want, int n)
+{
+	int got[MAX_LINES];
+
+	assert_true(row_pids(fr, got) >= n);
+	for (int i = 0; i < n; i++)
+		if (got[i] != want[i])
+			fail_msg("row %d: pid %d, not %d", i, got[i], want[i]);
+}
+
 static const int pids5[] = { 101, 102, 103, 104, 105 }, stale2[] = { 7, 9 }, bad1[] = { 11 };
 
 static void test_fits_every_size(void **state)
@@ -219,38 +230,26 @@ static void test_sort(void **state)
 	/* by pid (the snapshot's order is not sorted) */
 	draw(&fr, &ui, &now, &prev);
 	assert_int_equal(row_pids(&fr, got), 4);
-	assert_int_equal(got[0], 10);
-	assert_int_equal(got[1], 20);
-	assert_int_equal(got[2], 30);
-	assert_int_equal(got[3], 40);
+	expect_rows(&fr, (const int[]){ 10, 20, 30, 40 }, 4);
 	frame_free(&fr);
 	/* o: rows/s, highest first */
 	assert_int_equal(top_screen_keys(&ui, "o", 1), 1);
 	draw(&fr, &ui, &now, &prev);
 	assert_non_null(strstr(fr.line[0], "sort rows/s"));
-	row_pids(&fr, got);
-	assert_int_equal(got[0], 20);
-	assert_int_equal(got[1], 30);
-	assert_int_equal(got[2], 10);
-	assert_int_equal(got[3], 40);
+	expect_rows(&fr, (const int[]){ 20, 30, 10, 40 }, 4);
 	assert_non_null(strstr(fr.line[2], "     450 ")); /* 900 rows over 2 s */
 	frame_free(&fr);
 	/* o: ready%: the undefined one last, the rest by pid (all 100%) */
 	top_screen_keys(&ui, "o", 1);
 	draw(&fr, &ui, &now, &prev);
 	assert_non_null(strstr(fr.line[0], "sort ready%"));
-	row_pids(&fr, got);
-	assert_int_equal(got[0], 10);
-	assert_int_equal(got[3], 40);
+	expect_rows(&fr, (const int[]){ 10, 20, 30, 40 }, 4);
 	frame_free(&fr);
 	/* O back to rows/s, r: lowest first */
 	top_screen_keys(&ui, "Or", 2);
 	draw(&fr, &ui, &now, &prev);
 	assert_non_null(strstr(fr.line[0], "sort rows/s (lowest first)"));
-	row_pids(&fr, got);
-	assert_int_equal(got[0], 40);
-	assert_int_equal(got[1], 10);
-	assert_int_equal(got[3], 20);
+	expect_rows(&fr, (const int[]){ 40, 10, 30, 20 }, 4);
 	frame_free(&fr);
 	/* o through every column and back to pid */
 	ui.reverse = 0;
