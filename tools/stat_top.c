@@ -119,15 +119,17 @@ static int wait_key(double secs, struct top_ui *ui, const struct sv_snap *now, c
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		int changed = resized;
-		resized = 0;
+		int changed = 0;
 		ssize_t got;
 		if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0 && (got = read(STDIN_FILENO, buf, sizeof(buf))) > 0)
-			changed |= top_screen_keys(ui, buf, (size_t)got);
-		if (ui->quit)
+			changed = top_screen_keys(ui, buf, (size_t)got);
+		if (ui->quit) {
 			stop = 1;
-		else if ((changed || resized) && draw(ui, now, prev) < 0)
-			return -1;
+		} else if (changed || resized) {
+			resized = 0;
+			if (draw(ui, now, prev) < 0)
+				return -1;
+		}
 	}
 }
 
