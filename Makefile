@@ -46,8 +46,8 @@ PSHARED := $(B)/libengram-pack.so.$(VERSION)
 PSONAME := libengram-pack.so.$(SOVERSION)
 TOOLS := $(B)/engram-stat $(B)/engram-pack
 STAT_SRC := tools/engram-stat.c $(wildcard tools/stat_*.c) $(wildcard tools/replay_*.c) tools/toolutil.c \
-	tools/residency.c tools/keymap.c tools/stats_view.c tools/top_view.c tools/metrics_prom.c tools/metrics_http.c \
-	tools/textfile.c
+	tools/residency.c tools/keymap.c tools/stats_view.c tools/top_view.c tools/top_screen.c tools/metrics_prom.c \
+	tools/metrics_http.c tools/textfile.c
 PACK_SRC := tools/engram-pack.c tools/pack_progress.c tools/toolutil.c
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_UTIL := $(B)/tests/util.o $(B)/tests/faulty_io.o
@@ -134,7 +134,8 @@ $(B)/engram-stat: $(STAT_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 $(B)/engram-pack: $(PACK_SRC:%.c=$(B)/%.o) $(PSTATIC) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(PACK_LIBS)
 
-$(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o $(B)/tools/replay_floor.o $(B)/tools/replay_stats.o $(B)/tools/keymap.o
+$(TOOL_HELP): $(B)/tools/toolutil.o $(B)/tools/residency.o $(B)/tools/replay_floor.o $(B)/tools/replay_stats.o $(B)/tools/keymap.o \
+		$(B)/tools/stats_view.o $(B)/tools/top_view.o $(B)/tools/top_screen.o
 	@rm -f $@
 	$(AR) rcs $@ $^
 
@@ -199,6 +200,7 @@ check:
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/stats-tests
+	@B=$(B) scripts/rules-tests
 	@$(MAKE) --no-print-directory python-check
 
 python-check: all

@@ -10,31 +10,38 @@
 #include "toolutil.h"
 #include "top_view.h"
 
-/* One layer's figures over a span. */
-struct fig {
-	struct engram_stats_layer d; /* counters over the span (now - prev, or now) */
-	double secs;                 /* the span, 0 for totals */
-	double rows_s, reads_s, disk_mb_s, wait_ms_s, remote_s, fallbacks_s;
-	double ready_rate, ram_rate, rc_rate, cache_rate, wait_ms_gather, lead_p50_ms, lead_p99_ms;
-};
-
 static double ratio(uint64_t a, uint64_t b)
 {
 	return b ? (double)a / (double)b : NAN;
 }
 
-static void figures(struct fig *g, const struct sv_set *s, const struct engram_stats_layer *l,
-		    const struct sv_set *ps, double secs)
+/* d's counters (every field after the layer id) plus sign x x's. */
+static void add_counters(struct engram_stats_layer *d, const struct engram_stats_layer *x, int sign)
+{
+	for (size_t o = offsetof(struct engram_stats_layer, rows); o < sizeof(*d); o += 8)
+		*(uint64_t *)(void *)((char *)d + o) += (uint64_t)sign * *(const uint64_t *)(const void *)((const char *)x + o);
+}
+
+void top_figures(struct top_fig *g, const struct sv_set *s, const struct engram_stats_layer *l,
+		 const struct sv_set *ps, double secs)
 {
 	const struct engram_stats_layer *pl = ps ? sv_layer(ps, l->layer_id) : NULL;
-	const size_t first = offsetof(struct engram_stats_layer, rows);
 
 	memset(g, 0, sizeof(*g));
 	g->d = *l;
 	if (pl)
-		for (size_t o = first; o < sizeof(*l); o += 8)
-			*(uint64_t *)(void *)((char *)&g->d + o) -= *(const uint64_t *)(const void *)((const char *)pl + o);
+		add_counters(&g->d, pl, -1);
 	g->secs = pl ? secs : 0;
+	top_derive(g, s, ps);
+}
+
+void top_fig_add(struct top_fig *t, const struct top_fig *g)
+{
+	add_counters(&t->d, &g->d, 1);
+}
+
+void top_derive(struct top_fig *g, const struct sv_set *s, const struct sv_set *ps)
+{
 	const struct engram_stats_layer *d = &g->d;
 	g->ready_rate = ratio(d->ready, d->rows);
 	g->ram_rate = ratio(d->ram, d->rows);
@@ -100,8 +107,8 @@ int top_text(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 				"ram%", "rc%", "cache%", "wait/g", "wait/s", "reads/s", "MB/s", "lead50", "lead99", "remote/s",
 				"fallb/s");
 			for (unsigned j = 0; j < s->sum.n_layers; j++) {
-				struct fig g;
-				figures(&g, s, &s->sum.layers[j], ps, secs);
+				struct top_fig g;
+				top_figures(&g, s, &s->sum.layers[j], ps, secs);
 				fprintf(f, "  %6u", g.d.layer_id);
 				if (isnan(g.rows_s))
 					fprintf(f, " %8s", "-");
@@ -144,7 +151,7 @@ static json_t *jstr(const char *s)
 
 /* Every json_pack below is checked: a value it cannot make (out of memory) fails the document, never drops a
  * set or process silently. */
-static json_t *jlayer(const struct fig *g)
+static json_t *jlayer(const struct top_fig *g)
 {
 	const struct engram_stats_layer *d = &g->d;
 	return json_pack("{sI sI sI sI sI sI sI sI sI sI sI sI sI sI so so so so so so s{so so} so so so so}",
@@ -166,8 +173,8 @@ static json_t *jset(const struct sv_set *s, const struct sv_set *ps, double secs
 	json_t *layers = json_array(), *o;
 
 	for (unsigned j = 0; layers && j < t->n_layers; j++) {
-		struct fig g;
-		figures(&g, s, &t->layers[j], ps, secs);
+		struct top_fig g;
+		top_figures(&g, s, &t->layers[j], ps, secs);
 		if (json_array_append_new(layers, jlayer(&g)) < 0) {
 			json_decref(layers);
 			return NULL;

@@ -61,13 +61,28 @@ def _add(into: Dict[str, Any], d: Dict[str, Any]) -> None:
         into[k] = [a + b for a, b in zip(into[k], v)] if isinstance(v, list) else into[k] + v
 
 
+PID_MAX = 1 << 30  # what engram-stat top and metrics accept as a PID operand
+
+
+def _as_pid(pid: Optional[int]) -> int:
+    """This process's pid for None, else pid as an int: TypeError when not an integer (a bool neither), ValueError
+    when not a process id (1 .. 2^30)."""
+    if pid is None:
+        return os.getpid()
+    n = _lib.as_index(pid, "pid")
+    if not 1 <= n <= PID_MAX:
+        raise ValueError(f"pid {n} is not a process id (1 to {PID_MAX})")
+    return n
+
+
 def metrics(pid: Optional[int] = None) -> Dict[str, Any]:
     """The counters of this process's sessions (or of process pid, another of this user's), summed by table set
     and layer as engram-stat top -1 --json gives them: {"pid", "stale", "sessions", "thread_cpu_ns", "sets": [{"set",
     "path", "mode", "sessions", "steps", "reads_inflight", "reads_backlog", "remote" (None or a dict), "row_cache"
     (None or a dict), "layers": [{"layer_id", "rows", "ready", ..., "lead_hist", "wait_hist"}]}]}. A process without
-    open sessions (or with publishing off: ENGRAM_STATS=0, Session(publish_stats=False)) has no sets."""
-    pid = os.getpid() if pid is None else _lib.as_index(pid, "pid")
+    open sessions (or with publishing off: ENGRAM_STATS=0, Session(publish_stats=False)) has no sets. A pid that is
+    not an integer (or is a bool) raises TypeError, one that is not a process id (1 to 2^30) ValueError."""
+    pid = _as_pid(pid)
     path = os.path.join(_lib.lib.engram_stats_dir().decode(), f"{STATS_PREFIX}{pid}")
     out = {"pid": pid, "stale": False, "sessions": 0, "thread_cpu_ns": 0, "sets": []}
     if not os.path.exists(path):
@@ -161,7 +176,7 @@ class MetricsCollector:
     """
 
     def __init__(self, pid: Optional[int] = None) -> None:
-        self._pid = pid
+        self._pid = None if pid is None else _as_pid(pid)  # a bad pid fails here, not at every scrape
 
     def describe(self) -> List[Any]:
         return []  # families depend on the sessions open at collect time: no pre-declared names

@@ -146,3 +146,26 @@ def test_a_planted_segment_is_an_error(segments):
     bad.chmod(0o644)
     with pytest.raises(engram.PermissionDenied):
         engram.metrics(4242)
+
+
+@pytest.mark.parametrize("bad", [True, False, 1.0, "1", b"1", None.__class__, [1]])
+def test_metrics_pid_not_an_integer(bad, segments):
+    with pytest.raises(TypeError, match="pid must be an integer"):
+        engram.metrics(bad)
+    with pytest.raises(TypeError, match="pid must be an integer"):
+        engram.MetricsCollector(bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, -os.getpid(), 2**30 + 1, 2**64, np.int64(-5)])
+def test_metrics_pid_not_a_process_id(bad, segments):
+    with pytest.raises(ValueError, match=f"pid {int(bad)} is not a process id"):
+        engram.metrics(bad)
+    with pytest.raises(ValueError, match=f"pid {int(bad)} is not a process id"):
+        engram.MetricsCollector(bad)
+
+
+def test_metrics_pid_integer_types(segments):
+    # numpy's integers are integers; a process without a segment has no sets
+    for pid in (os.getpid(), np.int32(os.getpid()), 2**30):
+        m = engram.metrics(pid)
+        assert m["pid"] == int(pid) and type(m["pid"]) is int and m["sets"] == []
