@@ -237,11 +237,8 @@ int eg_params_from_json(struct eg_hash_params *p, const char *path)
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	int fd = eg_open_regular(path, "config");
-	if (fd < 0)
-		return fd;
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-	close(fd);
+	if ((err = eg_json_load_file(&root, path, "config", JSON_REJECT_DUPLICATES, &jerr)) < 0)
+		return err;
 	if (!root)
 		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
 	if (!json_is_object(root)) {

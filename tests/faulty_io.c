@@ -1,6 +1,7 @@
 /* The faulty disk of faulty_io.h: the library's fault hook, and a backend that wraps the reader's real one (its
  * eg_io_ops), applying the read faults to completions and, with slow_disk, holding them until a gather waits. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +12,17 @@
 #include "reader/reader.h"
 
 struct eg_faults eg_faults;
+
+void eg_faults_count_reads(void)
+{
+	eg_faults_reset();
+	eg_faults.eio_every = UINT_MAX;
+}
+
+void eg_faults_reset(void)
+{
+	memset(&eg_faults, 0, sizeof(eg_faults));
+}
 
 /* A read of len bytes into buf that returned res, with the read faults applied. */
 static int fault_read(int res, void *buf, size_t len)

@@ -25,4 +25,9 @@ struct eg_faults {
 };
 extern struct eg_faults eg_faults;
 
+/* Count reads from now without faulting any (a period no read reaches): eg_faults.seq is then the number of
+ * reads made since; eg_faults_reset() puts every setting back to zero. */
+void eg_faults_count_reads(void);
+void eg_faults_reset(void);
+
 #endif

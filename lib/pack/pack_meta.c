@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engram_pack.h"
+#include "file.h"
 #include "pack.h"
 #include "store.h"
 
@@ -84,7 +85,7 @@ ENGRAM_API int engram_pack_metadata_only(const char *set_path, const char *out_p
 	if ((err = engram_open(&st, set_path, 0)) < 0)
 		return err;
 	/* a manifest in, a manifest out; a shard in, a shard out */
-	if ((fd = open(set_path, O_RDONLY | O_CLOEXEC)) >= 0) {
+	if ((fd = eg_open_regular(set_path, "shard")) >= 0) {
 		if (read(fd, magic, sizeof(magic)) < 0)
 			memset(magic, 0, sizeof(magic));
 		close(fd);
