@@ -456,6 +456,93 @@ static void test_pack_model_dir_errors(void **state)
 	assert_int_not_equal(access(never, F_OK), 0);
 }
 
+/* A Qwen4-Exp config.json (the GGUF fixtures' tiny-n3 geometry) with `field` set to `value` (NULL: as it is). */
+static const char *qwen_config(const char *name, const char *field, const char *value)
+{
+	char text[1024], *at;
+	static const char good[] =
+		"{\"model_type\": \"qwen4_exp\", \"text_config\": {\"vocab_size\": 1000, \"eos_token_id\": [7], "
+		"\"ngram_size\": 3, \"heads_per_ngram\": 2, \"ngram_vocab_size_base\": 31, "
+		"\"make_ngram_vocab_size_divisible_by\": 8, \"ple_layer_ids\": [2], \"ple_embed_dim\": 640}}";
+
+	snprintf(text, sizeof(text), "%s", good);
+	if (field) { /* the field's value replaced, up to the next comma or brace */
+		char key[64];
+		snprintf(key, sizeof(key), "\"%s\": ", field);
+		at = strstr(text, key);
+		assert_non_null(at);
+		at += strlen(key);
+		char *end = at + strcspn(at, ",}");
+		char rest[1024];
+		snprintf(rest, sizeof(rest), "%s", end);
+		snprintf(at, sizeof(text) - (size_t)(at - text), "%s%s", value, rest);
+	}
+	return write_tmp(name, text, strlen(text));
+}
+
+/* A Qwen4-Exp model directory (a GGUF, or a checkpoint, and its config.json) packs with --model-dir, in place and
+ * not: its tokenizer.json is neither needed nor read (one that is not JSON is beside the GGUF). */
+static void test_pack_model_dir_qwen(void **state)
+{
+	const char *pack = tool_path("engram-pack"), *dir = tmpdir_create_once();
+	char d[700], got[700];
+
+	(void)state;
+	snprintf(d, sizeof(d), "%s/qwen-gguf", dir);
+	snprintf(got, sizeof(got), "%s/qwen-gguf.engram", dir);
+	assert_int_equal(sh("mkdir -p %s && cp fixtures/gguf/qwen-Q8_0.gguf %s/ && cp %s %s/config.json", d, d,
+			    qwen_config("qwen.config.json", NULL, NULL), d), 0);
+	assert_int_equal(sh("%s --quiet --in-place --model-dir %s --out %s", pack, d, got), 0);
+	assert_int_equal(sh("%s info %s | grep -q 'qwen4-exp-ple'", tool_path("engram-stat"), got), 0);
+	assert_int_equal(sh("%s --quiet --model-dir %s --out %s.packed", pack, d, got), 0);
+	assert_int_equal(sh("echo 'not json' > %s/tokenizer.json", d), 0);
+	assert_int_equal(sh("%s --quiet --in-place --model-dir %s --out %s.2", pack, d, got), 0);
+	/* the release's checkpoint: the table in row parts, its config.json */
+	snprintf(d, sizeof(d), "%s/qwen-ckpt", dir);
+	assert_int_equal(sh("mkdir -p %s && cp fixtures/ref/qwen38/tiny/tiny-n3.bf16.safetensors %s/model.safetensors && "
+			    "cp fixtures/ref/qwen38/tiny/tiny-n3.config.json %s/config.json", d, d, d), 0);
+	assert_int_equal(sh("%s --quiet --model-dir %s --out %s/qwen-ckpt.engram", pack, d, dir), 0);
+}
+
+/* A config that names a family but does not load is refused naming the file, the field and what is wrong, by every
+ * tool (engram-pack --config and --model-dir, engram-stat plan and rows): never taken for DeepSeek's, whose token
+ * map engram-pack then asked for (exit 2), or whose tokenizer.json --model-dir said was missing. */
+static void test_bad_qwen_config_named(void **state)
+{
+	const char *pack = tool_path("engram-pack"), *stat = tool_path("engram-stat"), *dir = tmpdir_create_once();
+	static const struct {
+		const char *field, *value, *says;
+	} bad[] = {
+		{ "eos_token_id", "[]", "field 'eos_token_id' is empty" },
+		{ "eos_token_id", "[7], \"eos_token_id\": [7]", "invalid JSON at line 1: duplicate object key" },
+		{ "ngram_size", "\"3\"", "field 'ngram_size' is not an integer" },
+		{ "heads_per_ngram", "0", "field 'heads_per_ngram' = 0 is out of range" },
+		{ "ple_layer_ids", "[0]", "entry 0 of 'ple_layer_ids' = 0: layers are numbered from 1" },
+	};
+	char d[700], never[700], want[900];
+
+	(void)state;
+	snprintf(never, sizeof(never), "%s/never.engram", dir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char cfg[700];
+		snprintf(cfg, sizeof(cfg), "%s", qwen_config("bad.config.json", bad[i].field, bad[i].value));
+		snprintf(want, sizeof(want), "'%s': %s", cfg, bad[i].says);
+		sh_fails(1, want, "%s --config %s --weights fixtures/ref/qwen38/tiny/tiny-n3.bf16.safetensors --out %s",
+			 pack, cfg, never);
+		sh_fails(1, want, "%s --config %s --weights fixtures/gguf/qwen-Q8_0.gguf --in-place --out %s", pack, cfg,
+			 never);
+		sh_fails(1, want, "%s plan --config %s", stat, cfg);
+		sh_fails(1, want, "%s rows --config %s --tokens 1,2,3", stat, cfg);
+		snprintf(d, sizeof(d), "%s/bad-dir", dir);
+		assert_int_equal(sh("rm -rf %s && mkdir %s && cp %s %s/config.json && "
+				    "cp fixtures/ref/qwen38/tiny/tiny-n3.bf16.safetensors %s/model.safetensors",
+				    d, d, cfg, d, d), 0);
+		snprintf(want, sizeof(want), "'%s/config.json': %s", d, bad[i].says);
+		sh_fails(1, want, "%s --model-dir %s --out %s", pack, d, never);
+	}
+	assert_int_not_equal(access(never, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -470,6 +557,8 @@ int main(void)
 		cmocka_unit_test(test_pack_tokenizer),
 		cmocka_unit_test(test_pack_model_dir),
 		cmocka_unit_test(test_pack_model_dir_errors),
+		cmocka_unit_test(test_pack_model_dir_qwen),
+		cmocka_unit_test(test_bad_qwen_config_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }
