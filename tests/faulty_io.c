@@ -31,6 +31,8 @@ static int fault_read(int res, void *buf, size_t len)
 		return res;
 	/* reads complete in a session's I/O thread and at gather in the caller's: one count for both */
 	unsigned long seq = __atomic_add_fetch(&eg_faults.seq, 1, __ATOMIC_RELAXED);
+	if (res > 0)
+		__atomic_add_fetch(&eg_faults.bytes, (unsigned long long)res, __ATOMIC_RELAXED);
 	if (eg_faults.eio_every && seq % eg_faults.eio_every == 0) {
 		__atomic_add_fetch(&eg_faults.injected, 1, __ATOMIC_RELAXED);
 		return -EIO;
