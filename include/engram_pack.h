@@ -60,7 +60,7 @@ struct engram_pack_options {
 struct engram_pack_result {
 	size_t size;            /* sizeof(struct engram_pack_result), set by the caller */
 	uint64_t raw_bytes;     /* table bytes before compression (pages, padding included) */
-	uint64_t stored_bytes;  /* table bytes as stored */
+	uint64_t stored_bytes;  /* table bytes as stored (an in-place table's: in the GGUF, the pages its rows lie in) */
 	uint64_t file_bytes;    /* all files written */
 	unsigned n_files;       /* shards, plus the manifest when split */
 };

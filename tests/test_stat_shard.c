@@ -16,6 +16,7 @@
 
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "format.h"
 #include "safetensors.h"
 #include "util.h"
@@ -543,6 +544,65 @@ static void test_bad_qwen_config_named(void **state)
 	assert_int_not_equal(access(never, F_OK), 0);
 }
 
+/* An in-place index of the Qwen Q8_0 GGUF (152 rows of 170 bytes: 140 in the GGUF's whole pages, indexed where
+ * they lie, the last 12 copied); its path. */
+static const char *qwen_in_place(void)
+{
+	static char idx[700];
+
+	snprintf(idx, sizeof(idx), "%s/qwen-inplace.engram", tmpdir_create_once());
+	if (access(idx, F_OK) != 0)
+		assert_int_equal(sh("%s --quiet --in-place --weights fixtures/gguf/qwen-Q8_0.gguf --out %s",
+				    tool_path("engram-pack"), idx), 0);
+	return idx;
+}
+
+/* The in-place pack's summary counts the table's bytes where they lie (it said "4.00 KiB of table data": the last
+ * rows' page copied into the index), as the result does. */
+static void test_in_place_summary(void **state)
+{
+	char got[700], out_path[700];
+
+	(void)state;
+	snprintf(out_path, sizeof(out_path), "%s/qwen-summary.engram", tmpdir_create_once());
+	snprintf(got, sizeof(got), "%s/summary.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s --in-place --weights fixtures/gguf/qwen-Q8_0.gguf --out %s > %s",
+			    tool_path("engram-pack"), out_path, got), 0);
+	if (sh("grep -qF \"indexing 28.0 KiB of table data in place\" %s", got) != 0) /* 6 pages in the GGUF, 1 copied */
+		fail_msg("the in-place summary does not count the table's 28.0 KiB: %s", read_file(got, NULL));
+	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	const char *w[1] = { "fixtures/gguf/qwen-Q8_0.gguf" };
+	o.weights = w;
+	o.n_weights = 1;
+	o.in_place = 1;
+	snprintf(out_path, sizeof(out_path), "%s/qwen-result.engram", tmpdir_create_once());
+	o.out_path = out_path;
+	must(engram_pack(&o, &res), "in-place pack");
+	assert_true(res.raw_bytes >= 152 * 170 && res.stored_bytes == res.raw_bytes);
+}
+
+/* info counts tables as layers and their pieces apart: one table in two pieces (it said "2 tables in 1 shard"). */
+static void test_info_tables_and_pieces(void **state)
+{
+	(void)state;
+	info_has(qwen_in_place(), "total         1 table in 2 pieces, 1 shard");
+	info_has(pack_tiny_v41(), "total         2 tables in 2 pieces, 1 shard");
+}
+
+/* gather of a layer the set has no table for lists the set's layers. */
+static void test_gather_names_the_layers(void **state)
+{
+	char never[700];
+
+	(void)state;
+	snprintf(never, sizeof(never), "%s/never.npy", tmpdir_create_once());
+	sh_fails(1, "layer 1 has no Engram table in", "%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s",
+		 tool_path("engram-stat"), qwen_in_place(), never);
+	sh_fails(1, ": its layers are 2", "%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s",
+		 tool_path("engram-stat"), qwen_in_place(), never);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -559,6 +619,9 @@ int main(void)
 		cmocka_unit_test(test_pack_model_dir_errors),
 		cmocka_unit_test(test_pack_model_dir_qwen),
 		cmocka_unit_test(test_bad_qwen_config_named),
+		cmocka_unit_test(test_in_place_summary),
+		cmocka_unit_test(test_info_tables_and_pieces),
+		cmocka_unit_test(test_gather_names_the_layers),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

@@ -486,10 +486,16 @@ int main(int argc, char **argv)
 	}
 	if (!quiet) {
 		char raw[16], stored[16];
-		printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o.out_path, res.n_files,
-		       res.n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res.raw_bytes),
-		       pack_format_bytes(stored, sizeof(stored), res.stored_bytes),
-		       res.stored_bytes ? (double)res.raw_bytes / (double)res.stored_bytes : 1.0, secs);
+		if (o.in_place) /* the table's bytes, where they lie: the index holds their checksums (and last rows) */
+			printf("'%s': %u file%s of %s, indexing %s of table data in place, %.1f s\n", o.out_path,
+			       res.n_files, res.n_files == 1 ? "" : "s",
+			       pack_format_bytes(stored, sizeof(stored), res.file_bytes),
+			       pack_format_bytes(raw, sizeof(raw), res.raw_bytes), secs);
+		else
+			printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o.out_path,
+			       res.n_files, res.n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res.raw_bytes),
+			       pack_format_bytes(stored, sizeof(stored), res.stored_bytes),
+			       res.stored_bytes ? (double)res.raw_bytes / (double)res.stored_bytes : 1.0, secs);
 		if (fflush(stdout) != 0 || ferror(stdout)) {
 			tool_error("cannot write the summary: %s", strerror(errno));
 			status = 1;
