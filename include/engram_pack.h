@@ -60,7 +60,7 @@ struct engram_pack_options {
 struct engram_pack_result {
 	size_t size;            /* sizeof(struct engram_pack_result), set by the caller */
 	uint64_t raw_bytes;     /* table bytes before compression (pages, padding included) */
-	uint64_t stored_bytes;  /* table bytes as stored */
+	uint64_t stored_bytes;  /* table bytes as stored (an in-place table's: in the GGUF, the pages its rows lie in) */
 	uint64_t file_bytes;    /* all files written */
 	unsigned n_files;       /* shards, plus the manifest when split */
 };
@@ -116,3 +116,22 @@ ENGRAM_API int engram_config_load_tokenizer(engram_config **out, const char *con
 #endif
 
 #endif /* ENGRAM_PACK_H */
+
+/*
+ * For the project's tools, which link the static library: not exported by libengram-pack.so, not part of the
+ * stable API (as engram.h's ENGRAM_STATIC_LINKING_ONLY section).
+ */
+#if defined(ENGRAM_STATIC_LINKING_ONLY) && !defined(ENGRAM_PACK_H_STATIC)
+#define ENGRAM_PACK_H_STATIC
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The hash config a GGUF states (its {arch}.engram.* or qwen4exp.ple.* keys, the token map from its vocabulary
+ * where the family takes one), every stored constant checked against the library's derivation, as engram-pack
+ * takes it from the GGUF alone. Returns 0, or the errors of engram_pack() for that GGUF (ENGRAM_EMAGIC: not a
+ * GGUF). */
+ENGRAM_API int engram_config_load_gguf(engram_config **out, const char *gguf_path);
+#ifdef __cplusplus
+}
+#endif
+#endif /* ENGRAM_STATIC_LINKING_ONLY */

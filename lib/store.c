@@ -282,7 +282,7 @@ static int looks_like_json(const char *path)
 {
 	char buf[4096];
 	ssize_t got;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = eg_open_regular(path, "shard"); /* not a regular file: the open that follows says so */
 
 	if (fd < 0)
 		return 0;

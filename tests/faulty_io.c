@@ -1,6 +1,7 @@
 /* The faulty disk of faulty_io.h: the library's fault hook, and a backend that wraps the reader's real one (its
  * eg_io_ops), applying the read faults to completions and, with slow_disk, holding them until a gather waits. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,17 @@
 
 struct eg_faults eg_faults;
 
+void eg_faults_count_reads(void)
+{
+	eg_faults_reset();
+	eg_faults.eio_every = UINT_MAX;
+}
+
+void eg_faults_reset(void)
+{
+	memset(&eg_faults, 0, sizeof(eg_faults));
+}
+
 /* A read of len bytes into buf that returned res, with the read faults applied. */
 static int fault_read(int res, void *buf, size_t len)
 {
@@ -19,6 +31,8 @@ static int fault_read(int res, void *buf, size_t len)
 		return res;
 	/* reads complete in a session's I/O thread and at gather in the caller's: one count for both */
 	unsigned long seq = __atomic_add_fetch(&eg_faults.seq, 1, __ATOMIC_RELAXED);
+	if (res > 0)
+		__atomic_add_fetch(&eg_faults.bytes, (unsigned long long)res, __ATOMIC_RELAXED);
 	if (eg_faults.eio_every && seq % eg_faults.eio_every == 0) {
 		__atomic_add_fetch(&eg_faults.injected, 1, __ATOMIC_RELAXED);
 		return -EIO;

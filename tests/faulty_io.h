@@ -22,7 +22,13 @@ struct eg_faults {
 	unsigned short_every;
 	unsigned long seq;
 	unsigned long injected;
+	unsigned long long bytes; /* bytes the reads seq counts returned */
 };
 extern struct eg_faults eg_faults;
+
+/* Count reads from now without faulting any (a period no read reaches): eg_faults.seq is then the number of
+ * reads made since, eg_faults.bytes what they returned; eg_faults_reset() puts every setting back to zero. */
+void eg_faults_count_reads(void);
+void eg_faults_reset(void);
 
 #endif

@@ -6,12 +6,18 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define ENGRAM_STATIC_LINKING_ONLY /* engram_config_load_geometry */
 #include "engram.h"
+#include "faulty_io.h"
+#include "jsonerr.h" /* EG_JSON_MAX_BYTES */
 #include "util.h"
 
 static const char *tiny_map(void)
@@ -233,6 +239,94 @@ static void test_bad_json_files(void **state)
 	expect_load("{\"max_ngram_size\": 3, \"max_ngram_size\": 4}", tiny_map(), ENGRAM_EPARSE, "duplicate");
 	assert_int_equal(engram_config_load(&cfg, "/nonexistent/c.json", tiny_map()), -ENOENT);
 	assert_non_null(strstr(engram_last_error(), "cannot open '/nonexistent/c.json'"));
+}
+
+/* A config.json is read whole in a block or two, not a byte per read(2) (jansson's json_loadfd: 10 million reads for
+ * 10 MB): the reads the library makes are counted by the fault hook (faulty_io.h) with no fault set. */
+static void test_large_config_read_in_blocks(void **state)
+{
+	const size_t pad = 10u << 20;
+	size_t n = strlen(TINY_DEMO);
+	char *json = malloc(n + pad + 32);
+	engram_config *cfg = NULL;
+
+	(void)state;
+	assert_non_null(json);
+	memcpy(json, TINY_DEMO, n - 1); /* the object without its closing brace, then a 10 MB field */
+	n += (size_t)sprintf(json + n - 1, ", \"padding\": \"") - 1;
+	memset(json + n, 'x', pad);
+	n += pad;
+	n += (size_t)sprintf(json + n, "\"}");
+	const char *path = write_tmp("big.config.json", json, n);
+	free(json);
+	eg_faults_count_reads();
+	int err = engram_config_load(&cfg, path, tiny_map());
+	unsigned long reads = eg_faults.seq;
+	unsigned long long bytes = eg_faults.bytes;
+	eg_faults_reset();
+	must(err, "a 10 MB config");
+	engram_config_free(cfg);
+	/* the config read whole (one read, a second if short) and the map's header and data */
+	if (reads > 8 || bytes < n)
+		fail_msg("loading a %zu-byte config read %llu bytes in %lu reads through eg_pread_full, expected all "
+			 "of it in at most 8", n, bytes, reads);
+}
+
+/* A JSON file past EG_JSON_MAX_BYTES is refused before anything is read, naming it and the limit (a sparse file). */
+static void test_config_size_limit(void **state)
+{
+	char path[4096];
+	engram_config *cfg = NULL;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/huge.config.json", tmpdir_create_once());
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)EG_JSON_MAX_BYTES + 1), 0);
+	close(fd);
+	eg_faults_count_reads();
+	assert_int_equal(engram_config_load(&cfg, path, tiny_map()), -EFBIG);
+	assert_int_equal(eg_faults.seq, 0);
+	eg_faults_reset();
+	assert_non_null(strstr(engram_last_error(), path));
+	assert_non_null(strstr(engram_last_error(), "more than the 1073741824"));
+	unlink(path);
+}
+
+/* A config that is a device, a FIFO or a symbolic link to a device is refused naming the path as not a regular file,
+ * without being opened: /dev/tty opened by a process with no controlling terminal fails with ENXIO, so a child
+ * in a session of its own sees "cannot open" where the device is opened, "not a regular file: a device" where it
+ * is only looked at. */
+static void test_config_not_a_regular_file(void **state)
+{
+	char link[4096], fifo[4096];
+	engram_config *cfg = NULL;
+	int status;
+
+	(void)state;
+	snprintf(link, sizeof(link), "%s/tty.config.json", tmpdir_create_once());
+	snprintf(fifo, sizeof(fifo), "%s/fifo.config.json", tmpdir_create_once());
+	unlink(link);
+	unlink(fifo);
+	assert_int_equal(symlink("/dev/tty", link), 0);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setsid(); /* no controlling terminal: opening /dev/tty fails */
+		int err = engram_config_load(&cfg, link, NULL);
+		_exit(err == -EINVAL && strstr(engram_last_error(), link) &&
+			      strstr(engram_last_error(), "is not a regular file: a device") ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fail_msg("a config that is a symbolic link to /dev/tty was opened, or refused with another message");
+	assert_int_equal(engram_config_load(&cfg, fifo, NULL), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "is not a regular file: a FIFO"));
+	assert_int_equal(engram_config_load(&cfg, "/dev/null", NULL), -EINVAL);
+	assert_non_null(strstr(engram_last_error(), "'/dev/null' is not a regular file: a device"));
+	unlink(link);
+	unlink(fifo);
 }
 
 static void test_accessors(void **state)
@@ -514,6 +608,9 @@ int main(void)
 		cmocka_unit_test(test_map_with_other_distinct_count_is_rejected),
 		cmocka_unit_test(test_bad_maps),
 		cmocka_unit_test(test_bad_json_files),
+		cmocka_unit_test(test_large_config_read_in_blocks),
+		cmocka_unit_test(test_config_size_limit),
+		cmocka_unit_test(test_config_not_a_regular_file),
 		cmocka_unit_test(test_accessors),
 		cmocka_unit_test(test_geometry_without_a_map),
 		cmocka_unit_test(test_qwen_release_config),

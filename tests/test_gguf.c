@@ -587,7 +587,7 @@ static void test_value_types(void **state)
 		int64_t value;
 	} ints[] = { { "t.u8", 255 },		 { "t.i8", -128 },	  { "t.u16", 65535 },
 		     { "t.i16", -32768 },	 { "t.u32", 4294967295LL }, { "t.i32", -2147483648LL },
-		     { "t.bool", 1 },		 { "t.i64", INT64_MIN } };
+		     { "t.i64", INT64_MIN } };
 
 	(void)state;
 	must(eg_gguf_parse(&g, b, len, len, "kv-types.gguf"), "parse");
@@ -598,6 +598,9 @@ static void test_value_types(void **state)
 	/* u64 past int64 and floats are not integers */
 	assert_int_equal(eg_gguf_int(&g, "t.u64", &v, "kv"), ENGRAM_EPARSE);
 	assert_int_equal(eg_gguf_int(&g, "t.f32", &v, "kv"), ENGRAM_EPARSE);
+	/* nor a bool: a count stored as one (ple.ngram_size true) was read as 1 */
+	assert_int_equal(eg_gguf_int(&g, "t.bool", &v, "kv"), ENGRAM_EPARSE);
+	assert_non_null(strstr(engram_last_error(), "'t.bool' is a bool, not an integer"));
 	assert_int_equal(eg_gguf_int(&g, "absent", &v, "kv"), 0);
 	memcpy(&f, eg_gguf_find(&g, "t.f32")->p, 4);
 	memcpy(&d, eg_gguf_find(&g, "t.f64")->p, 8);
@@ -614,9 +617,8 @@ static void test_value_types(void **state)
 	assert_int_equal(eg_gguf_int_array(&g, "a.u64", &a, &n, "kv"), 1);
 	assert_true(n == 2 && a[0] == INT64_MAX);
 	free(a);
-	assert_int_equal(eg_gguf_int_array(&g, "a.bool", &a, &n, "kv"), 1);
-	assert_true(n == 2 && a[0] == 1 && a[1] == 0);
-	free(a);
+	assert_int_equal(eg_gguf_int_array(&g, "a.bool", &a, &n, "kv"), ENGRAM_EPARSE);
+	assert_non_null(strstr(engram_last_error(), "'a.bool' is not an array of integers: an array of bool"));
 	assert_int_equal(eg_gguf_int_array(&g, "a.empty", &a, &n, "kv"), 1);
 	assert_int_equal(n, 0);
 	free(a);

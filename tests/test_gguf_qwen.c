@@ -274,6 +274,71 @@ static void test_hostile_keys(void **state)
 	refused("qwen-bad-no-vocab.gguf", NULL, ENGRAM_ECONFIG, "states no vocabulary size (qwen4exp.vocab_size");
 }
 
+/* A copy (in the test's directory, as name) of fixtures/gguf/qwen-Q8_0.gguf with its metadata bytes [at, at + cut)
+ * replaced by len bytes of `with` and add_kv more keys counted in the header; the tensor data moved to the new
+ * aligned end of the metadata (tensor offsets count from there). at is an offset, or -1: just after the key `key`
+ * (its value's type and value follow). */
+static const char *gguf_edit(const char *name, const char *key, long at, size_t cut, const void *with, size_t len,
+			     unsigned add_kv)
+{
+	size_t flen;
+	uint8_t *b = (uint8_t *)read_file(fixture("gguf/qwen-Q8_0.gguf"), &flen);
+	struct eg_gguf g;
+	uint64_t n_kv;
+
+	must(eg_gguf_parse(&g, b, flen, flen, "qwen-Q8_0.gguf"), "parse the fixture");
+	if (at < 0) {
+		uint8_t *k = memmem(b, g.meta_len, key, strlen(key));
+		assert_non_null(k);
+		at = (long)(k - b + (long)strlen(key));
+	}
+	size_t meta = g.meta_len - cut + len, data = (meta + g.alignment - 1) / g.alignment * g.alignment;
+	uint8_t *o = calloc(1, data + (flen - g.data_offset));
+	assert_non_null(o);
+	memcpy(o, b, (size_t)at);
+	memcpy(o + at, with, len);
+	memcpy(o + at + len, b + at + cut, g.meta_len - (size_t)at - cut);
+	memcpy(o + data, b + g.data_offset, flen - g.data_offset);
+	memcpy(&n_kv, o + 16, 8); /* magic, version, tensor count, then the key count */
+	n_kv += add_kv;
+	memcpy(o + 16, &n_kv, 8);
+	const char *path = write_tmp(name, o, data + (flen - g.data_offset));
+	eg_gguf_free(&g);
+	free(o);
+	free(b);
+	return path;
+}
+
+/* A key of the wrong GGUF type refused naming the key and the type: an integer stored as a bool (ple.ngram_size
+ * true was read as 1, and a bool holding 3 as 3) or an f32. */
+static void test_key_types(void **state)
+{
+	static const uint8_t as_bool[] = { 7, 0, 0, 0, 3 }, as_f32[] = { 6, 0, 0, 0, 0, 0, 0, 0x40 }; /* 2.0f */
+	char path[600];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s",
+		 gguf_edit("qwen-ngram-bool.gguf", "qwen4exp.ple.ngram_size", -1, 8, as_bool, sizeof(as_bool), 0));
+	refused(path, NULL, ENGRAM_EPARSE, "'qwen4exp.ple.ngram_size' is a bool, not an integer");
+	snprintf(path, sizeof(path), "%s",
+		 gguf_edit("qwen-heads-f32.gguf", "qwen4exp.ple.heads_per_ngram", -1, 8, as_f32, sizeof(as_f32), 0));
+	refused(path, NULL, ENGRAM_EPARSE, "'qwen4exp.ple.heads_per_ngram' is a f32, not an integer");
+}
+
+/* The fixture with a qwen4exp.ple.seed key (a u32) of the value given. */
+static const char *with_seed(const char *name, uint32_t seed)
+{
+	uint8_t kv[8 + 17 + 4 + 4];
+	uint64_t kl = 17;
+	uint32_t type = 4; /* u32 */
+
+	memcpy(kv, &kl, 8);
+	memcpy(kv + 8, "qwen4exp.ple.seed", 17);
+	memcpy(kv + 25, &type, 4);
+	memcpy(kv + 29, &seed, 4);
+	return gguf_edit(name, NULL, 24, 0, kv, sizeof(kv), 1); /* the first key, after the 24-byte header */
+}
+
 /* With a config.json: the keys checked against it (a config that disagrees is refused naming the key), and a token
  * map refused (the table takes raw ids). */
 static void test_with_config(void **state)
@@ -295,6 +360,14 @@ static void test_with_config(void **state)
 	at[1] = '9';
 	snprintf(cfg, sizeof(cfg), "%s", write_tmp("qwen-eos9.config.json", buf, sizeof(good) - 1));
 	refused("qwen-Q8_0.gguf", cfg, ENGRAM_ECONFIG, "qwen4exp.ple.eos_token_id is 7, but the config");
+	/* the seed key too (the config's is 1234 by default): it was not compared */
+	snprintf(cfg, sizeof(cfg), "%s", write_tmp("qwen.config.json", good, sizeof(good) - 1));
+	snprintf(w, sizeof(w), "%s", with_seed("qwen-seed1234.gguf", 1234));
+	must(pack(w, cfg, 1, out_path("qwen-seed1234")), "the seed key agreeing with the config");
+	must(pack(w, NULL, 1, out_path("qwen-seed1234-keys")), "the seed key agreeing with the derivation");
+	snprintf(w, sizeof(w), "%s", with_seed("qwen-seed99.gguf", 99));
+	refused(w, cfg, ENGRAM_ECONFIG, "qwen4exp.ple.seed is 99, but the config");
+	refused(w, NULL, ENGRAM_ECONFIG, "qwen4exp.ple.layer_multipliers[0] is"); /* derived from seed 99 */
 	snprintf(w, sizeof(w), "%s", fixture("gguf/qwen-Q8_0.gguf"));
 	snprintf(map, sizeof(map), "%s", fixture("gguf/token_map.npy"));
 	o.weights = wp;
@@ -312,6 +385,7 @@ int main(void)
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_padded),
 		cmocka_unit_test(test_hostile_keys),
+		cmocka_unit_test(test_key_types),
 		cmocka_unit_test(test_with_config),
 	};
 

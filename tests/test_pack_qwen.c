@@ -567,7 +567,7 @@ static void expect_refused(const char *path, const char *tmpl, int want, const c
 }
 
 /* Each way a checkpoint can be wrong, refused naming the file and the tensor: a part missing, of the wrong shape,
- * one too many, parts of two dtypes; a hash buffer that differs from the derivation, or of the wrong type; the FP8
+ * one too many (shard_4, or shard_9, of 4), parts of two dtypes; a hash buffer that differs from the derivation, or of the wrong type; the FP8
  * table without its scale, or a scale of the wrong shape, type or value; a template given for a table found by
  * its parts. */
 static void test_hostile_checkpoints(void **state)
@@ -596,6 +596,11 @@ static void test_hostile_checkpoints(void **state)
 		 "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_4.weight");
 	write_st(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "shard_4.weight' is a part past the 4", "bad.safetensors");
+	/* a stray part further past the last (it packed silently: only shard_4 was looked for) */
+	snprintf(t[n].name, sizeof(t[n].name),
+		 "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_9.weight");
+	write_st(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
+	expect_refused(path, NULL, ENGRAM_ESHAPE, "shard_9.weight' is a part past the 4", "bad.safetensors");
 	/* part 1 in F16, the others BF16 */
 	snprintf(p1->dtype, sizeof(p1->dtype), "F16");
 	write_st(path, t, n, all);

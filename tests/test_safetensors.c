@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "engram.h"
+#include "faulty_io.h"
 #include "internal.h"
 #include "safetensors.h"
 #include "util.h"
@@ -526,6 +527,39 @@ static void write_index(char *out, size_t size, const char *map_entries)
 	snprintf(out, size, "%s", write_tmp("model.safetensors.index.json", json, strlen(json)));
 }
 
+/* A 10 MB index is read whole in a block, not a byte per read(2) (jansson's json_loadfd: 10.7 million reads, 4-6 s
+ * before packing starts): the reads the library makes are counted by the fault hook (faulty_io.h), no fault set. */
+static void test_large_index_read_in_blocks(void **state)
+{
+	static const char head[] = "{\"metadata\": {\"total_size\": 328832, \"padding\": \"";
+	static const char tail[] = "\"}, \"weight_map\": {\"model." W1 "\": \"model-00001-of-00002.safetensors\", "
+				   "\"model." W3 "\": \"model-00002-of-00002.safetensors\"}}";
+	const size_t pad = 10u << 20;
+	char *text = malloc(sizeof(head) + pad + sizeof(tail)), s1[512], s2[512], ip[512];
+	struct eg_tensor_set *s;
+
+	(void)state;
+	assert_non_null(text);
+	memcpy(text, head, sizeof(head) - 1);
+	memset(text + sizeof(head) - 1, 'x', pad);
+	memcpy(text + sizeof(head) - 1 + pad, tail, sizeof(tail) - 1);
+	write_two_shards(s1, s2, sizeof(s1));
+	snprintf(ip, sizeof(ip), "%s",
+		 write_tmp("model.safetensors.index.json", text, sizeof(head) - 1 + pad + sizeof(tail) - 1));
+	free(text);
+	eg_faults_count_reads();
+	s = open1(ip);
+	unsigned long reads = eg_faults.seq;
+	unsigned long long bytes = eg_faults.bytes;
+	eg_faults_reset();
+	assert_int_equal(eg_tensors_count(s), 3); /* the shards' tensors: model.norm.weight too */
+	eg_tensors_free(s);
+	/* the index in one read (a second if short), each shard's header length and header */
+	if (reads > 16 || bytes < pad)
+		fail_msg("opening a 10 MB index read %llu bytes in %lu reads through eg_pread_full, expected the index "
+			 "in at most 16 with the shards' headers", bytes, reads);
+}
+
 static void test_index_missing_shard(void **state)
 {
 	char s1[512], s2[512], ip[512];
@@ -788,6 +822,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_negative_and_reversed_offsets, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_overlapping_tensors, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_empty_and_unknown_dtype_accepted, cleanup_tmpdir),
+		cmocka_unit_test_teardown(test_large_index_read_in_blocks, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_missing_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_tensor_not_in_shard, cleanup_tmpdir),
 		cmocka_unit_test_teardown(test_index_paths_stay_in_its_directory, cleanup_tmpdir),

@@ -151,7 +151,7 @@ static void test_errors_are_clear(void **state)
 	expect_error("--tokens 1,x", 1, "--tokens '1,x' is neither an .npy file nor a comma-separated list");
 	expect_error("--tokens 5,999999999", 1, "token id 999999999 at position 1 is beyond the token map");
 	expect_error("--tokens /nonexistent.npy", 1, "engram-stat: cannot open '/nonexistent.npy'");
-	expect_error("", 2, "rows needs --config and --tokens (and --token-map for a DeepSeek Engram config)");
+	expect_error("", 2, "rows needs a set, or --config (and --token-map for a DeepSeek Engram config), and --tokens");
 	snprintf(cmd, sizeof(cmd), "%s frobnicate", tool());
 	char *out;
 	assert_int_equal(run(&out, 1), 2);
@@ -234,6 +234,108 @@ static void test_qwen_rows_without_token_map(void **state)
 	}
 }
 
+/* Run cmd (stdout only) and return what it printed; fail unless it exits 0. */
+static char *printed(void)
+{
+	char *out;
+
+	if (run(&out, 0) != 0)
+		fail_msg("'%s' failed", cmd);
+	return out;
+}
+
+/* A set carries its config: a GGUF (its keys), its in-place index and a shard packed from it print the rows the
+ * reference gives (fixtures/gguf/qwen-ids.npy), and a DeepSeek shard those of its config.json and token map; a
+ * shard or GGUF given as --config is named as such (it was "invalid JSON ... byte 0x89"). */
+static void test_rows_of_a_set(void **state)
+{
+	const char *dir = tmpdir_create_once(), *pack = tool_path("engram-pack");
+	char gguf[2048], tok[2048], idx[700], packed[700], v41[700];
+	uint64_t shape[8];
+	unsigned ndim;
+	size_t bytes;
+
+	(void)state;
+	snprintf(gguf, sizeof(gguf), "%s", fixture("gguf/qwen-Q8_0.gguf"));
+	snprintf(tok, sizeof(tok), "%s", fixture("gguf/qwen-tokens.npy"));
+	snprintf(idx, sizeof(idx), "%s/qwen.index.engram", dir);
+	snprintf(packed, sizeof(packed), "%s/qwen.engram", dir);
+	assert_int_equal(sh("%s --quiet --in-place --weights %s --out %s", pack, gguf, idx), 0);
+	assert_int_equal(sh("%s --quiet --weights %s --out %s", pack, gguf, packed), 0);
+	int64_t *want = read_npy(fixture("gguf/qwen-ids.npy"), "<i8", &bytes, shape, &ndim);
+	assert_true(ndim == 2 && shape[1] == 4);
+	snprintf(cmd, sizeof(cmd), "%s rows %s --tokens %s", tool(), gguf, tok);
+	char *first = printed(), *p = first, *end;
+	for (uint64_t t = 0; t < shape[0]; t++, p = end + 1) {
+		assert_int_equal(strtoull(p, &end, 10), t);
+		assert_int_equal(strtol(end, &end, 10), 2);
+		for (int k = 0; k < 4; k++)
+			assert_int_equal((int64_t)strtoull(end, &end, 10), want[t * 4 + k]);
+		assert_int_equal(*end, '\n');
+	}
+	assert_int_equal(*p, 0);
+	free(want);
+	for (const char *const *set = (const char *const[]){ idx, packed, NULL }; *set; set++) {
+		snprintf(cmd, sizeof(cmd), "%s rows %s --tokens %s", tool(), *set, tok);
+		char *out = printed();
+		if (strcmp(out, first))
+			fail_msg("rows of '%s' differ from the GGUF's", *set);
+		free(out);
+	}
+	free(first);
+	/* DeepSeek: the shard's config and token map, as --config and --token-map give them */
+	char c41[2048], m41[2048], w41[2048];
+	snprintf(v41, sizeof(v41), "%s/tiny-v41.engram", dir);
+	snprintf(c41, sizeof(c41), "%s", fixture("ref/tiny-v41/tiny-v41.config.json"));
+	snprintf(m41, sizeof(m41), "%s", fixture("ref/tiny-v41/tiny-v41.token_map.npy"));
+	snprintf(w41, sizeof(w41), "%s", fixture("ref/tiny-v41/tiny-v41.safetensors"));
+	assert_int_equal(sh("%s --quiet --config %s --token-map %s --weights %s --out %s", pack, c41, m41, w41, v41), 0);
+	snprintf(cmd, sizeof(cmd), "%s rows --config %s --token-map %s --tokens 0,3315,17,5 --mask 1,1,0,1", tool(), c41,
+		 m41);
+	first = printed();
+	snprintf(cmd, sizeof(cmd), "%s rows %s --tokens 0,3315,17,5 --mask 1,1,0,1", tool(), v41);
+	char *out = printed();
+	assert_string_equal(out, first);
+	free(out);
+	free(first);
+	static const struct {
+		const char *args;
+		int status;
+		const char *fragment;
+	} bad[] = {
+		{ "--config @IDX --tokens 1", 1, "'@IDX': invalid JSON at line 1: the file is an engram shard, not JSON" },
+		{ "--config @GGUF --tokens 1", 1, "'@GGUF': invalid JSON at line 1: the file is a GGUF model file, not JSON" },
+		{ "@IDX --config @GGUF --tokens 1", 2, "a set carries its config, give one of the two" },
+		{ "@IDX --token-map @GGUF --tokens 1", 2, "a set carries its token map, give no --token-map" },
+		{ "@TOK --tokens 1", 1, "'@TOK' is neither a set (a shard, a manifest, an in-place index) nor a GGUF" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		char args[8192] = "", frag[4096] = "";
+		for (int w = 0; w < 2; w++) { /* @IDX, @GGUF and @TOK: their paths */
+			const char *s = w ? bad[i].fragment : bad[i].args;
+			char *d = w ? frag : args;
+			size_t cap = w ? sizeof(frag) : sizeof(args), n = 0;
+			while (*s && n + 1 < cap) {
+				const char *sub = !strncmp(s, "@IDX", 4) ? idx : !strncmp(s, "@GGUF", 5) ? gguf
+						  : !strncmp(s, "@TOK", 4)                        ? tok
+												  : NULL;
+				if (sub) {
+					n += (size_t)snprintf(d + n, cap - n, "%s", sub);
+					s += !strncmp(s, "@GGUF", 5) ? 5 : 4;
+				} else {
+					d[n++] = *s++;
+				}
+			}
+			d[n] = 0;
+		}
+		snprintf(cmd, sizeof(cmd), "%s rows %s", tool(), args);
+		assert_int_equal(run(&out, 1), bad[i].status);
+		if (!strstr(out, frag))
+			fail_msg("'%s' printed '%s', expected '%s'", args, out, frag);
+		free(out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_errors_are_clear),
 		cmocka_unit_test(test_mask_is_0_or_1),
 		cmocka_unit_test(test_qwen_rows_without_token_map),
+		cmocka_unit_test(test_rows_of_a_set),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

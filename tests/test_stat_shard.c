@@ -16,6 +16,7 @@
 
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "format.h"
 #include "safetensors.h"
 #include "util.h"
@@ -456,6 +457,152 @@ static void test_pack_model_dir_errors(void **state)
 	assert_int_not_equal(access(never, F_OK), 0);
 }
 
+/* A Qwen4-Exp config.json (the GGUF fixtures' tiny-n3 geometry) with `field` set to `value` (NULL: as it is). */
+static const char *qwen_config(const char *name, const char *field, const char *value)
+{
+	char text[1024], *at;
+	static const char good[] =
+		"{\"model_type\": \"qwen4_exp\", \"text_config\": {\"vocab_size\": 1000, \"eos_token_id\": [7], "
+		"\"ngram_size\": 3, \"heads_per_ngram\": 2, \"ngram_vocab_size_base\": 31, "
+		"\"make_ngram_vocab_size_divisible_by\": 8, \"ple_layer_ids\": [2], \"ple_embed_dim\": 640}}";
+
+	snprintf(text, sizeof(text), "%s", good);
+	if (field) { /* the field's value replaced, up to the next comma or brace */
+		char key[64];
+		snprintf(key, sizeof(key), "\"%s\": ", field);
+		at = strstr(text, key);
+		assert_non_null(at);
+		at += strlen(key);
+		char *end = at + strcspn(at, ",}");
+		char rest[1024];
+		snprintf(rest, sizeof(rest), "%s", end);
+		snprintf(at, sizeof(text) - (size_t)(at - text), "%s%s", value, rest);
+	}
+	return write_tmp(name, text, strlen(text));
+}
+
+/* A Qwen4-Exp model directory (a GGUF, or a checkpoint, and its config.json) packs with --model-dir, in place and
+ * not: its tokenizer.json is neither needed nor read (one that is not JSON is beside the GGUF). */
+static void test_pack_model_dir_qwen(void **state)
+{
+	const char *pack = tool_path("engram-pack"), *dir = tmpdir_create_once();
+	char d[700], got[700];
+
+	(void)state;
+	snprintf(d, sizeof(d), "%s/qwen-gguf", dir);
+	snprintf(got, sizeof(got), "%s/qwen-gguf.engram", dir);
+	assert_int_equal(sh("mkdir -p %s && cp fixtures/gguf/qwen-Q8_0.gguf %s/ && cp %s %s/config.json", d, d,
+			    qwen_config("qwen.config.json", NULL, NULL), d), 0);
+	assert_int_equal(sh("%s --quiet --in-place --model-dir %s --out %s", pack, d, got), 0);
+	assert_int_equal(sh("%s info %s | grep -q 'qwen4-exp-ple'", tool_path("engram-stat"), got), 0);
+	assert_int_equal(sh("%s --quiet --model-dir %s --out %s.packed", pack, d, got), 0);
+	assert_int_equal(sh("echo 'not json' > %s/tokenizer.json", d), 0);
+	assert_int_equal(sh("%s --quiet --in-place --model-dir %s --out %s.2", pack, d, got), 0);
+	/* the release's checkpoint: the table in row parts, its config.json */
+	snprintf(d, sizeof(d), "%s/qwen-ckpt", dir);
+	assert_int_equal(sh("mkdir -p %s && cp fixtures/ref/qwen38/tiny/tiny-n3.bf16.safetensors %s/model.safetensors && "
+			    "cp fixtures/ref/qwen38/tiny/tiny-n3.config.json %s/config.json", d, d, d), 0);
+	assert_int_equal(sh("%s --quiet --model-dir %s --out %s/qwen-ckpt.engram", pack, d, dir), 0);
+}
+
+/* A config that names a family but does not load is refused naming the file, the field and what is wrong, by every
+ * tool (engram-pack --config and --model-dir, engram-stat plan and rows): never taken for DeepSeek's, whose token
+ * map engram-pack then asked for (exit 2), or whose tokenizer.json --model-dir said was missing. */
+static void test_bad_qwen_config_named(void **state)
+{
+	const char *pack = tool_path("engram-pack"), *stat = tool_path("engram-stat"), *dir = tmpdir_create_once();
+	static const struct {
+		const char *field, *value, *says;
+	} bad[] = {
+		{ "eos_token_id", "[]", "field 'eos_token_id' is empty" },
+		{ "eos_token_id", "[7], \"eos_token_id\": [7]", "invalid JSON at line 1: duplicate object key" },
+		{ "ngram_size", "\"3\"", "field 'ngram_size' is not an integer" },
+		{ "heads_per_ngram", "0", "field 'heads_per_ngram' = 0 is out of range" },
+		{ "ple_layer_ids", "[0]", "entry 0 of 'ple_layer_ids' = 0: layers are numbered from 1" },
+	};
+	char d[700], never[700], want[900];
+
+	(void)state;
+	snprintf(never, sizeof(never), "%s/never.engram", dir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char cfg[700];
+		snprintf(cfg, sizeof(cfg), "%s", qwen_config("bad.config.json", bad[i].field, bad[i].value));
+		snprintf(want, sizeof(want), "'%s': %s", cfg, bad[i].says);
+		sh_fails(1, want, "%s --config %s --weights fixtures/ref/qwen38/tiny/tiny-n3.bf16.safetensors --out %s",
+			 pack, cfg, never);
+		sh_fails(1, want, "%s --config %s --weights fixtures/gguf/qwen-Q8_0.gguf --in-place --out %s", pack, cfg,
+			 never);
+		sh_fails(1, want, "%s plan --config %s", stat, cfg);
+		sh_fails(1, want, "%s rows --config %s --tokens 1,2,3", stat, cfg);
+		snprintf(d, sizeof(d), "%s/bad-dir", dir);
+		assert_int_equal(sh("rm -rf %s && mkdir %s && cp %s %s/config.json && "
+				    "cp fixtures/ref/qwen38/tiny/tiny-n3.bf16.safetensors %s/model.safetensors",
+				    d, d, cfg, d, d), 0);
+		snprintf(want, sizeof(want), "'%s/config.json': %s", d, bad[i].says);
+		sh_fails(1, want, "%s --model-dir %s --out %s", pack, d, never);
+	}
+	assert_int_not_equal(access(never, F_OK), 0);
+}
+
+/* An in-place index of the Qwen Q8_0 GGUF (152 rows of 170 bytes: 140 in the GGUF's whole pages, indexed where
+ * they lie, the last 12 copied); its path. */
+static const char *qwen_in_place(void)
+{
+	static char idx[700];
+
+	snprintf(idx, sizeof(idx), "%s/qwen-inplace.engram", tmpdir_create_once());
+	if (access(idx, F_OK) != 0)
+		assert_int_equal(sh("%s --quiet --in-place --weights fixtures/gguf/qwen-Q8_0.gguf --out %s",
+				    tool_path("engram-pack"), idx), 0);
+	return idx;
+}
+
+/* The in-place pack's summary counts the table's bytes where they lie (it said "4.00 KiB of table data": the last
+ * rows' page copied into the index), as the result does. */
+static void test_in_place_summary(void **state)
+{
+	char got[700], out_path[700];
+
+	(void)state;
+	snprintf(out_path, sizeof(out_path), "%s/qwen-summary.engram", tmpdir_create_once());
+	snprintf(got, sizeof(got), "%s/summary.txt", tmpdir_create_once());
+	assert_int_equal(sh("%s --in-place --weights fixtures/gguf/qwen-Q8_0.gguf --out %s > %s",
+			    tool_path("engram-pack"), out_path, got), 0);
+	if (sh("grep -qF \"indexing 28.0 KiB of table data in place\" %s", got) != 0) /* 6 pages in the GGUF, 1 copied */
+		fail_msg("the in-place summary does not count the table's 28.0 KiB: %s", read_file(got, NULL));
+	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	const char *w[1] = { "fixtures/gguf/qwen-Q8_0.gguf" };
+	o.weights = w;
+	o.n_weights = 1;
+	o.in_place = 1;
+	snprintf(out_path, sizeof(out_path), "%s/qwen-result.engram", tmpdir_create_once());
+	o.out_path = out_path;
+	must(engram_pack(&o, &res), "in-place pack");
+	assert_true(res.raw_bytes >= 152 * 170 && res.stored_bytes == res.raw_bytes);
+}
+
+/* info counts tables as layers and their pieces apart: one table in two pieces (it said "2 tables in 1 shard"). */
+static void test_info_tables_and_pieces(void **state)
+{
+	(void)state;
+	info_has(qwen_in_place(), "total         1 table in 2 pieces, 1 shard");
+	info_has(pack_tiny_v41(), "total         2 tables in 2 pieces, 1 shard");
+}
+
+/* gather of a layer the set has no table for lists the set's layers. */
+static void test_gather_names_the_layers(void **state)
+{
+	char never[700];
+
+	(void)state;
+	snprintf(never, sizeof(never), "%s/never.npy", tmpdir_create_once());
+	sh_fails(1, "layer 1 has no Engram table in", "%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s",
+		 tool_path("engram-stat"), qwen_in_place(), never);
+	sh_fails(1, ": its layers are 2", "%s gather %s --tokens 1,2 --layer 1 --dtype f32 --out %s",
+		 tool_path("engram-stat"), qwen_in_place(), never);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -470,6 +617,11 @@ int main(void)
 		cmocka_unit_test(test_pack_tokenizer),
 		cmocka_unit_test(test_pack_model_dir),
 		cmocka_unit_test(test_pack_model_dir_errors),
+		cmocka_unit_test(test_pack_model_dir_qwen),
+		cmocka_unit_test(test_bad_qwen_config_named),
+		cmocka_unit_test(test_in_place_summary),
+		cmocka_unit_test(test_info_tables_and_pieces),
+		cmocka_unit_test(test_gather_names_the_layers),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

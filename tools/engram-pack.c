@@ -167,17 +167,20 @@ static char *dir_gguf(const char *dir, int *several)
 	return found;
 }
 
-/* Whether the config at path hashes through a token map (DeepSeek Engram), not raw ids (Qwen4-Exp): a config that
- * cannot be read is the library's to report when it packs, naming the problem. */
+/* Whether the config at path hashes through a token map (DeepSeek Engram), not raw ids (Qwen4-Exp): 1 or 0; a
+ * config that does not load is refused here, with the library's message naming the file, the field and what is
+ * wrong (-1), never taken for one that needs a map. */
 static int config_takes_map(const char *path)
 {
 	engram_config *c = NULL;
-	int takes = 1;
+	int takes, err;
 
-	if (path && engram_config_load_geometry(&c, path) == 0) {
-		takes = engram_config_family(c) == ENGRAM_FAMILY_ENGRAM;
-		engram_config_free(c);
+	if ((err = engram_config_load_geometry(&c, path)) < 0) {
+		tool_lib_error(err);
+		return -1;
 	}
+	takes = engram_config_family(c) == ENGRAM_FAMILY_ENGRAM;
+	engram_config_free(c);
 	return takes;
 }
 
@@ -185,7 +188,8 @@ static int config_takes_map(const char *path)
  * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
  * prefers too) or model.safetensors.index.json; or, as llama.cpp lays them out, a GGUF (whose keys may state the
  * config and the map: config.json and tokenizer.json are then used when present). A Qwen4-Exp config hashes raw
- * ids: its tokenizer.json is not needed, nor read. Returns 0, or prints which file DIR lacks and returns -1. */
+ * ids: its tokenizer.json is not needed, nor read, beside a checkpoint or a GGUF. Returns 0, or prints which file
+ * DIR lacks (or what is wrong with its config.json) and returns -1. */
 static int model_dir_files(const char *dir, struct engram_pack_options *o, const char **weights, char *paths[3])
 {
 	static const char *const weight_names[] = { "model.safetensors", "model.safetensors.index.json" };
@@ -206,6 +210,8 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 	for (int i = 0; i < 2; i++)
 		have[i] = !(stat(paths[i], &st) < 0 && errno == ENOENT);
 	int takes_map = !have[0] || config_takes_map(paths[0]);
+	if (takes_map < 0)
+		return -1;
 	if (!takes_map)
 		have[1] = 1; /* not needed */
 	if (!o->synthetic_scale) {
@@ -221,7 +227,7 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 		if (!o->n_weights && (paths[2] = dir_gguf(dir, &several))) {
 			weights[o->n_weights++] = paths[2];
 			o->config_path = have[0] ? paths[0] : NULL;
-			o->tokenizer_path = have[1] ? paths[1] : NULL;
+			o->tokenizer_path = takes_map && have[1] ? paths[1] : NULL;
 			return 0;
 		}
 		if (several)
@@ -417,11 +423,18 @@ int main(int argc, char **argv)
 	} else if (o.token_map_path && o.tokenizer_path) {
 		usage_error("--token-map and --tokenizer are two sources of one token map: give one");
 		goto out;
-	} else if ((!o.config_path || (!(o.token_map_path || o.tokenizer_path) && config_takes_map(o.config_path))) &&
-		   !any_gguf(weights, o.n_weights)) {
-		usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF weights "
-			    "may state them; a Qwen4-Exp config needs no token map)");
-		goto out;
+	} else {
+		int takes = o.config_path ? config_takes_map(o.config_path) : 1;
+		if (takes < 0) {
+			status = 1;
+			goto out;
+		}
+		if ((!o.config_path || (!(o.token_map_path || o.tokenizer_path) && takes)) &&
+		    !any_gguf(weights, o.n_weights)) {
+			usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF "
+				    "weights may state them; a Qwen4-Exp config needs no token map)");
+			goto out;
+		}
 	}
 	if (!o.out_path) {
 		usage_error("--out is required");
@@ -473,10 +486,16 @@ int main(int argc, char **argv)
 	}
 	if (!quiet) {
 		char raw[16], stored[16];
-		printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o.out_path, res.n_files,
-		       res.n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res.raw_bytes),
-		       pack_format_bytes(stored, sizeof(stored), res.stored_bytes),
-		       res.stored_bytes ? (double)res.raw_bytes / (double)res.stored_bytes : 1.0, secs);
+		if (o.in_place) /* the table's bytes, where they lie: the index holds their checksums (and last rows) */
+			printf("'%s': %u file%s of %s, indexing %s of table data in place, %.1f s\n", o.out_path,
+			       res.n_files, res.n_files == 1 ? "" : "s",
+			       pack_format_bytes(stored, sizeof(stored), res.file_bytes),
+			       pack_format_bytes(raw, sizeof(raw), res.raw_bytes), secs);
+		else
+			printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o.out_path,
+			       res.n_files, res.n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res.raw_bytes),
+			       pack_format_bytes(stored, sizeof(stored), res.stored_bytes),
+			       res.stored_bytes ? (double)res.raw_bytes / (double)res.stored_bytes : 1.0, secs);
 		if (fflush(stdout) != 0 || ferror(stdout)) {
 			tool_error("cannot write the summary: %s", strerror(errno));
 			status = 1;

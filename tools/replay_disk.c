@@ -1,4 +1,5 @@
-/* engram-stat replay: the device measured on the shard's data region (see replay_disk.h). */
+/* engram-stat replay: the device measured on the table data, in the files the rows are read from (see
+ * replay_disk.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -100,53 +101,79 @@ void replay_disk_close(struct replay_disk_target *t)
 	*t = (struct replay_disk_target){ 0 };
 }
 
+/* The descriptor of path among t's files (names[]: their paths, valid while the store is open), opened on first
+ * sight: O_DIRECT while the filesystem allows it (tmpfs does not: every file is then read through the page cache).
+ * Returns it, or prints the error and returns -1. */
+static int data_fd(struct replay_disk_target *t, const char **names, const char *path)
+{
+	unsigned i = 0;
+
+	while (i < t->n_fds && strcmp(names[i], path))
+		i++;
+	if (i < t->n_fds)
+		return t->fds[i];
+	names[i] = path;
+	t->fds[i] = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (t->direct ? O_DIRECT : 0));
+	if (t->fds[i] < 0 && errno == EINVAL && t->direct) { /* tmpfs: no O_DIRECT anywhere, then */
+		t->direct = 0;
+		for (unsigned k = 0; k < i; k++) {
+			close(t->fds[k]);
+			t->fds[k] = open(names[k], O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		}
+		for (unsigned k = 0; k < t->n; k++) /* the regions keep their files' new descriptors */
+			for (unsigned j = 0; j < i; j++)
+				if (t->r[k].file == j)
+					t->r[k].fd = t->fds[j];
+		t->fds[i] = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	}
+	if (t->fds[i] < 0) {
+		tool_error("cannot open '%s' to measure the disk: %s", path, strerror(errno));
+		return -1;
+	}
+	t->n_fds++;
+	return t->fds[i];
+}
+
 int replay_disk_open(struct replay_disk_target *t, const engram_store *st)
 {
 	unsigned n = engram_store_num_tables(st);
 	uint64_t stored = 0, frames = 0;
-	int err;
+	const char **names = calloc(n ? n : 1, sizeof(*names));
+	int err, fd;
 
 	*t = (struct replay_disk_target){ .direct = 1 };
-	t->n_fds = engram_store_num_shards(st);
-	t->fds = malloc((t->n_fds ? t->n_fds : 1) * sizeof(*t->fds));
+	t->fds = malloc((n ? n : 1) * sizeof(*t->fds)); /* at most a file a piece */
 	t->r = calloc(n ? n : 1, sizeof(*t->r));
-	if (!t->fds || !t->r) {
+	if (!t->fds || !t->r || !names) {
+		free(names);
 		tool_error("out of memory");
 		return -1;
 	}
-	for (unsigned i = 0; i < t->n_fds; i++)
-		t->fds[i] = -1;
-	for (unsigned i = 0; i < t->n_fds; i++) {
-		const char *path = engram_store_shard_path(st, i);
-		t->fds[i] = open(path, O_RDONLY | O_CLOEXEC | (t->direct ? O_DIRECT : 0));
-		if (t->fds[i] < 0 && errno == EINVAL && t->direct) { /* tmpfs: no O_DIRECT anywhere, then */
-			t->direct = 0;
-			for (unsigned k = 0; k < i; k++) {
-				close(t->fds[k]);
-				t->fds[k] = open(engram_store_shard_path(st, k), O_RDONLY | O_CLOEXEC);
-			}
-			t->fds[i] = open(path, O_RDONLY | O_CLOEXEC);
-		}
-		if (t->fds[i] < 0) {
-			tool_error("cannot open '%s' to measure the disk: %s", path, strerror(errno));
-			return -1;
-		}
-	}
+	/* each piece's data where the rows are read from: a shard, or the GGUF an in-place table reads */
 	for (unsigned i = 0; i < n; i++) {
 		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
 		if ((err = engram_store_table_info(st, i, &ti)) < 0) {
+			free(names);
 			tool_lib_error(err);
 			return -1;
 		}
-		if (!ti.stored_bytes || ti.shard_index >= t->n_fds)
+		if (!ti.stored_bytes)
 			continue;
-		t->r[t->n++] = (struct replay_disk_region){ t->fds[ti.shard_index], ti.data_offset, ti.stored_bytes };
+		if ((fd = data_fd(t, names, ti.path)) < 0) {
+			free(names);
+			return -1;
+		}
+		unsigned file = 0;
+		while (t->fds[file] != fd)
+			file++;
+		t->r[t->n++] = (struct replay_disk_region){ fd, file, ti.data_offset, ti.stored_bytes };
 		t->total += ti.stored_bytes;
 		stored += ti.stored_bytes;
 		frames += piece_frames(&ti);
 	}
+	free(names);
 	if (!t->total) {
-		tool_error("the shard has no table data to measure the disk on");
+		tool_error("the set has no table data to measure the disk on");
 		return -1;
 	}
 	/* the session reads a page of a raw table, a zstd frame with its ends rounded out to pages */
@@ -157,7 +184,7 @@ int replay_disk_open(struct replay_disk_target *t, const engram_store *st)
 
 static int read_failed(const struct replay_disk_target *t, int err)
 {
-	tool_error("cannot read the shard to measure the disk%s: %s", t->direct ? " (O_DIRECT)" : "", strerror(err));
+	tool_error("cannot read the table data to measure the disk%s: %s", t->direct ? " (O_DIRECT)" : "", strerror(err));
 	return -1;
 }
 

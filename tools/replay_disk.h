@@ -1,4 +1,4 @@
-/* engram-stat replay: the device measured on the shard's own data region before the runs, for the floor
+/* engram-stat replay: the device measured on the set's own table data before the runs, for the floor
  * (replay_floor.h): random reads of one I/O unit (a page, or a zstd frame rounded up to pages), O_DIRECT where
  * the filesystem allows it: their latency at queue depth 1 (pread), their rate at the session's queue depth
  * (io_uring). Public API only: the table info gives each piece's file, data offset and stored bytes. */
@@ -19,6 +19,7 @@
 
 struct replay_disk_region {
 	int fd;
+	unsigned file;     /* fds[file] is fd */
 	uint64_t off, len; /* stored bytes of a table piece */
 };
 
@@ -26,15 +27,17 @@ struct replay_disk_region {
 struct replay_disk_target {
 	struct replay_disk_region *r;
 	size_t n;
-	int *fds;
+	int *fds;          /* the files the pieces' rows are read from: shards, or an in-place set's GGUF files */
 	unsigned n_fds;
 	uint64_t total;      /* bytes of all regions */
 	unsigned read_bytes; /* one I/O unit: 4096 (raw tables), or the mean zstd frame rounded up to pages */
 	int direct;          /* 1: O_DIRECT; 0: a filesystem that refuses it (tmpfs): through the page cache */
 };
 
-/* Open the shard files of st and list its table pieces' data. Returns 0, or prints the error and returns -1;
- * replay_disk_close releases either way. The files are not mapped: --cold can drop their pages after. */
+/* Open the files st's rows are read from (each table piece's engram_table_info.path: a shard, or the GGUF an
+ * in-place table reads, never the index) and list the pieces' data in them. Returns 0, or prints the error and
+ * returns -1; replay_disk_close releases either way. The files are not mapped: --cold can drop their pages
+ * after. */
 int replay_disk_open(struct replay_disk_target *t, const engram_store *st);
 void replay_disk_close(struct replay_disk_target *t);
 

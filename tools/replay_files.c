@@ -1,4 +1,4 @@
-/* engram-stat replay: the shard files and the kernel's counters (see replay_files.h). */
+/* engram-stat replay: the files a run reads and the kernel's counters (see replay_files.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,29 +21,50 @@ void replay_files_free(struct replay_files *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/* path added to f's files unless it is one of them already, its size counted. Returns 0, or prints the error and
+ * returns -1. */
+static int add_file(struct replay_files *f, const char *path)
+{
+	struct stat sb;
+
+	for (unsigned i = 0; i < f->n; i++)
+		if (!strcmp(f->paths[i], path))
+			return 0;
+	if (stat(path, &sb) < 0) {
+		tool_error("cannot stat '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	if (!(f->paths[f->n] = strdup(path))) {
+		tool_error("out of memory");
+		return -1;
+	}
+	f->n++;
+	f->bytes += (uint64_t)sb.st_size;
+	return 0;
+}
+
 int replay_files_collect(struct replay_files *f, const engram_store *st)
 {
-	unsigned n = engram_store_num_shards(st);
+	unsigned n = engram_store_num_shards(st), nt = engram_store_num_tables(st);
+	int err;
 
 	memset(f, 0, sizeof(*f));
-	f->paths = calloc(n ? n : 1, sizeof(*f->paths));
+	f->paths = calloc((size_t)n + nt + 1, sizeof(*f->paths));
 	if (!f->paths) {
 		tool_error("out of memory");
 		return -1;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		const char *path = engram_store_shard_path(st, i);
-		struct stat sb;
-		if (stat(path, &sb) < 0) {
-			tool_error("cannot stat '%s': %s", path, strerror(errno));
+	for (unsigned i = 0; i < n; i++)
+		if (add_file(f, engram_store_shard_path(st, i)) < 0)
+			return -1;
+	for (unsigned i = 0; i < nt; i++) { /* where the rows are read from: an in-place table's GGUF */
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+		if ((err = engram_store_table_info(st, i, &ti)) < 0) {
+			tool_lib_error(err);
 			return -1;
 		}
-		if (!(f->paths[f->n] = strdup(path))) {
-			tool_error("out of memory");
+		if (add_file(f, ti.path) < 0)
 			return -1;
-		}
-		f->n++;
-		f->bytes += (uint64_t)sb.st_size;
 	}
 	return 0;
 }
@@ -53,7 +74,7 @@ int replay_files_prepare(const struct replay_files *f, int cold)
 	static char buf[1 << 20];
 
 	for (unsigned i = 0; i < f->n; i++) {
-		int fd = open(f->paths[i], O_RDONLY | O_CLOEXEC), err;
+		int fd = open(f->paths[i], O_RDONLY | O_CLOEXEC | O_NOCTTY), err;
 		if (fd < 0) {
 			tool_error("cannot open '%s': %s", f->paths[i], strerror(errno));
 			return -1;

@@ -1,5 +1,6 @@
-/* engram-stat replay: the shard files a run reads (dropped from the page cache or read once before each run,
- * and how much of them the page cache holds), and the kernel's counters of this process. */
+/* engram-stat replay: the files a run reads, its shards and the files the rows are read from (an in-place set's
+ * GGUF files): dropped from the page cache or read once before each run, and how much of them the page cache
+ * holds; and the kernel's counters of this process. */
 #ifndef ENGRAM_REPLAY_FILES_H
 #define ENGRAM_REPLAY_FILES_H
 
@@ -13,7 +14,8 @@ struct replay_files {
 	uint64_t bytes; /* all files */
 };
 
-/* The shard files of an open store and their total size. Returns 0, or prints the error and returns -1;
+/* The files of an open store, each once: its shards, then every table piece's engram_table_info.path (the GGUF
+ * an in-place table reads); and their total size. Returns 0, or prints the error and returns -1;
  * replay_files_free releases either way. */
 int replay_files_collect(struct replay_files *f, const engram_store *st);
 void replay_files_free(struct replay_files *f);

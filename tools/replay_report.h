@@ -70,7 +70,7 @@ struct replay_info {
 	const int *layer_ids;
 	double *lead_ms;            /* per Engram layer, of a decode step */
 	unsigned sweep;             /* SWEEP_* bits */
-	uint64_t shard_bytes;       /* all shard files */
+	uint64_t shard_bytes;       /* the files the set reads: its shards and an in-place set's GGUF files */
 	enum replay_lookahead lookahead;
 	size_t warmup_steps;        /* replayed before the counters start */
 	uint64_t staging_mb;        /* --tier row: the private cache that stages a step's reads (--cache-mb); 0:

@@ -88,7 +88,11 @@ int stat_gather(int argc, char **argv)
 	const engram_config *cfg = engram_store_config(st);
 	int li = engram_config_layer_index(cfg, layer_id);
 	if (li < 0) {
-		tool_error("layer %d has no Engram table in '%s'", layer_id, argv[optind]);
+		char ids[256];
+		size_t k = 0;
+		for (unsigned l = 0; l < engram_config_num_layers(cfg) && k < sizeof(ids); l++)
+			k += (size_t)snprintf(ids + k, sizeof(ids) - k, "%s%d", l ? ", " : "", engram_config_layer_id(cfg, l));
+		tool_error("layer %d has no Engram table in '%s': its layers are %s", layer_id, argv[optind], ids);
 		goto done;
 	}
 	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)

@@ -151,7 +151,16 @@ int stat_info(int argc, char **argv)
 		}
 	tool_format_bytes(h1, sizeof(h1), raw);
 	tool_format_bytes(h2, sizeof(h2), stored);
-	printf("\ntotal         %u table%s in %u shard%s\n", n, n == 1 ? "" : "s", n_shards, n_shards == 1 ? "" : "s");
+	/* a table is a layer's; its pieces are its row ranges (per shard, and an in-place table's tail copied) */
+	unsigned L = engram_config_num_layers(engram_store_config(s)), tables = 0;
+	for (unsigned l = 0; l < L; l++)
+		for (unsigned i = 0; i < n; i++)
+			if (engram_store_table_info(s, i, &ti) == 0 && ti.layer_index == l) {
+				tables++;
+				break;
+			}
+	printf("\ntotal         %u table%s in %u piece%s, %u shard%s\n", tables, tables == 1 ? "" : "s", n,
+	       n == 1 ? "" : "s", n_shards, n_shards == 1 ? "" : "s");
 	printf("raw bytes     %" PRIu64 " (%s)\n", raw, h1);
 	printf("stored bytes  %" PRIu64 " (%s)\n", stored, h2);
 	printf("codec ratio   %.2f\n", ratio(raw, stored));

@@ -49,7 +49,7 @@ static void usage(FILE *f)
 		"  --draft-tokens K         drafts per decode token, 0 to 32 (default 1); 0: each decode token known\n"
 		"                           one step early as a draft instead, its rows prefetched\n"
 		"                           (engram_session_prefetch_next), for nothing when it is wrong\n"
-		"  --cold                   evict the shard from the page cache before each run (default: read it\n"
+		"  --cold                   evict the set from the page cache before each run (default: read it\n"
 		"                           once before each run, warm)\n"
 		"  --mode pagecache|direct  (default direct)\n"
 		"  --cache-mb N             private cache of direct mode and zstd tables (default 256); with\n"
@@ -479,7 +479,7 @@ static int calibrate(struct replay_cmd *c, const struct replay_disk_target *t, s
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 	if (!c->json && (isnan(c->disk_iops) || isnan(lat)))
-		fprintf(stderr, "%s: measuring the disk: random %u-byte reads%s of the shard's data, about %.1f s\n",
+		fprintf(stderr, "%s: measuring the disk: random %u-byte reads%s of the table data, about %.1f s\n",
 			tool_name, t->read_bytes, t->direct ? " (O_DIRECT)" : "",
 			(isnan(lat) ? REPLAY_DISK_LATENCY_S : 0) + (isnan(c->disk_iops) ? REPLAY_DISK_RATE_S : 0));
 	if (isnan(lat)) {
@@ -529,7 +529,7 @@ static int run_all(const struct replay_cmd *c, const struct replay_inputs *in, s
 		if (replay_run(&ctx, &runs[i]) < 0)
 			return -1;
 		if (c->info.cold && runs[i].resident_start > 0.5)
-			tool_error("warning: %.0f%% of the shard stayed in the page cache after eviction (mapped by "
+			tool_error("warning: %.0f%% of the set stayed in the page cache after eviction (mapped by "
 				   "another process, or on tmpfs?): the run was not cold",
 				   100 * runs[i].resident_start);
 	}

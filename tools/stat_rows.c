@@ -1,20 +1,49 @@
-/* engram-stat rows: print the table rows that each position's n-grams address, per Engram layer. */
+/* engram-stat rows: print the table rows that each position's n-grams address, per Engram layer, with the config of
+ * a config.json (and token map) or the one a set carries. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_config_load_gguf */
 #include "engram.h"
+#include "engram_pack.h"
 #include "stat.h"
 #include "toolutil.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: engram-stat rows --config FILE [--token-map FILE] --tokens T [--mask M]\n"
+		   "       engram-stat rows SET --tokens T [--mask M]\n"
 		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp config\n"
 		   "  hashes raw token ids: none)\n"
+		   "  SET: a shard, the manifest of a split set, an in-place index or a GGUF: the config (and\n"
+		   "  token map) it carries\n"
 		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
 		   "  prints 'POSITION LAYER_ID ROW ROW ...' for each position and Engram layer\n");
+}
+
+/* The config a set carries: a shard's, a split set's or an in-place index's (engram_open: *st holds it), or a GGUF's
+ * keys' (*own). Returns 0, or prints the error and returns -1. */
+static int set_config(const char *path, engram_store **st, engram_config **own, const engram_config **cfg)
+{
+	int err = engram_open(st, path, 0);
+
+	if (err == 0) {
+		*cfg = engram_store_config(*st);
+		return 0;
+	}
+	if (err != ENGRAM_EMAGIC)
+		return tool_lib_error(err), -1;
+	if ((err = engram_config_load_gguf(own, path)) == 0) {
+		*cfg = *own;
+		return 0;
+	}
+	if (err == ENGRAM_EMAGIC)
+		tool_error("'%s' is neither a set (a shard, a manifest, an in-place index) nor a GGUF", path);
+	else
+		tool_lib_error(err);
+	return -1;
 }
 
 int stat_rows(int argc, char **argv)
@@ -24,12 +53,14 @@ int stat_rows(int argc, char **argv)
 		{ "tokens", required_argument, NULL, 't' }, { "mask", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
-	const char *config = NULL, *map = NULL, *tokens_arg = NULL, *mask_arg = NULL;
+	const char *config = NULL, *map = NULL, *tokens_arg = NULL, *mask_arg = NULL, *set = NULL;
 	int64_t *tokens = NULL;
 	size_t n = 0;
 	uint8_t *mask = NULL;
 	uint64_t *rows = NULL;
-	engram_config *cfg = NULL;
+	engram_config *own = NULL;
+	const engram_config *cfg = NULL;
+	engram_store *st = NULL;
 	engram_hasher *h = NULL;
 	int c, err, status = 1;
 
@@ -43,14 +74,25 @@ int stat_rows(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!config || !tokens_arg || optind != argc) {
-		tool_error("rows needs --config and --tokens (and --token-map for a DeepSeek Engram config)%s",
-			   optind != argc ? " and no other arguments" : "");
+	if (optind < argc)
+		set = argv[optind++];
+	if (!(config || set) || (config && set) || (set && map) || !tokens_arg || optind != argc) {
+		tool_error("rows needs a set, or --config (and --token-map for a DeepSeek Engram config), and --tokens%s",
+			   config && set ? ": a set carries its config, give one of the two"
+			   : set && map  ? ": a set carries its token map, give no --token-map"
+			   : optind != argc ? ", and no other arguments"
+					    : "");
 		usage(stderr);
 		return 2;
 	}
-	if ((err = engram_config_load(&cfg, config, map)) < 0)
-		return tool_lib_error(err);
+	if (set) {
+		if (set_config(set, &st, &own, &cfg) < 0)
+			goto out;
+	} else {
+		if ((err = engram_config_load(&own, config, map)) < 0)
+			return tool_lib_error(err);
+		cfg = own;
+	}
 	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)
 		goto out;
 	if (mask_arg && tool_load_mask(mask_arg, n, &mask) < 0)
@@ -90,7 +132,8 @@ int stat_rows(int argc, char **argv)
 	status = 0;
 out:
 	engram_hasher_destroy(h);
-	engram_config_free(cfg);
+	engram_config_free(own);
+	engram_close(st);
 	engram_free(tokens);
 	free(mask);
 	free(rows);

@@ -473,7 +473,7 @@ static int same_file(const struct stat *o, const char *in)
 int tool_out_distinct(const char *opt, const char *out, const engram_store *st, const char *const *inputs,
 		      size_t n)
 {
-	unsigned n_shards = st ? engram_store_num_shards(st) : 0;
+	unsigned n_shards = st ? engram_store_num_shards(st) : 0, n_tables = st ? engram_store_num_tables(st) : 0;
 	const char *in = NULL;
 	struct stat o;
 
@@ -485,6 +485,11 @@ int tool_out_distinct(const char *opt, const char *out, const engram_store *st, 
 	for (unsigned k = 0; k < n_shards && !in; k++)
 		if (same_file(&o, engram_store_shard_path(st, k)))
 			in = engram_store_shard_path(st, k);
+	for (unsigned i = 0; i < n_tables && !in; i++) { /* the GGUF an in-place table reads */
+		struct engram_table_info ti = ENGRAM_INIT(struct engram_table_info);
+		if (engram_store_table_info(st, i, &ti) == 0 && same_file(&o, ti.path))
+			in = ti.path;
+	}
 	if (!in)
 		return 0;
 	tool_error("%s '%s' is the same file as the input '%s': refusing to write over it", opt, out, in);

@@ -181,14 +181,6 @@ static int parse_hf(const struct ctx *c, struct eg_hash_params *p)
 	return 0;
 }
 
-/* A Qwen4-Exp config.json: model_type qwen4_exp (its text_config's qwen4_exp_text). */
-static int is_qwen(json_t *root)
-{
-	const char *mt = json_string_value(json_object_get(root, "model_type"));
-
-	return mt && (!strcmp(mt, "qwen4_exp") || !strcmp(mt, "qwen4_exp_text"));
-}
-
 /* An optional integer field: def when absent. */
 static int get_int_or(const struct ctx *c, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out)
 {
@@ -229,40 +221,79 @@ static int parse_qwen(const struct ctx *c, struct eg_hash_params *p)
 	return eg_params_qwen(p, &f, what);
 }
 
+/* The JSON forms of a config, each named by a field or a model_type: the first form a config names parses it,
+ * and a config that names a form but does not load is refused naming the file and the field (never taken for
+ * another form's). A family's form slots in here. */
+struct json_form {
+	const char *name;                /* for messages */
+	const char *fields[2];           /* a field (in text_config, or at the top) that names the form */
+	const char *model_types[2];      /* a model_type (at the top, or of text_config) that names it */
+	int in_text_config;              /* its fields may be under text_config */
+	int (*parse)(const struct ctx *c, struct eg_hash_params *p);
+};
+
+static const struct json_form forms[] = {
+	{ "DeepSeek Engram", { "engram_layer_ids" }, { NULL }, 1, parse_hf },
+	{ "Qwen4-Exp", { "ple_layer_ids" }, { "qwen4_exp", "qwen4_exp_text" }, 1, parse_qwen },
+	{ "the demo's EngramConfig", { "layer_ids", "max_ngram_size" }, { NULL }, 0, parse_demo },
+};
+
+/* Whether obj (a config, or its text_config; root the config) names form f. */
+static int names(const struct json_form *f, json_t *obj, json_t *root)
+{
+	const char *mt[2] = { json_string_value(json_object_get(root, "model_type")),
+			      json_string_value(json_object_get(obj, "model_type")) };
+
+	for (int i = 0; i < 2; i++)
+		if (f->fields[i] && json_object_get(obj, f->fields[i]))
+			return 1;
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (f->model_types[i] && mt[k] && !strcmp(mt[k], f->model_types[i]))
+				return 1;
+	return 0;
+}
+
 int eg_params_from_json(struct eg_hash_params *p, const char *path)
 {
+	const size_t n_forms = sizeof(forms) / sizeof(*forms);
 	json_error_t jerr;
 	json_t *root;
 	struct ctx c = { .path = path };
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	int fd = eg_open_regular(path, "config");
-	if (fd < 0)
-		return fd;
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-	close(fd);
+	if ((err = eg_json_load_file(&root, path, "config", JSON_REJECT_DUPLICATES, &jerr)) < 0)
+		return err;
 	if (!root)
 		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d: %s", path, jerr.line, jerr.text);
 	if (!json_is_object(root)) {
 		err = eg_fail(ENGRAM_ECONFIG, "'%s': top level is not a JSON object", path);
 		goto out;
 	}
-	c.obj = root;
 	json_t *text = json_object_get(root, "text_config");
-	if (json_is_object(text) && (json_object_get(text, "engram_layer_ids") || json_object_get(text, "ple_layer_ids") ||
-				     is_qwen(root)))
-		c.obj = text;
-	if (json_object_get(c.obj, "engram_layer_ids"))
-		err = parse_hf(&c, p);
-	else if (json_object_get(c.obj, "ple_layer_ids") || is_qwen(root))
-		err = parse_qwen(&c, p);
-	else if (json_object_get(c.obj, "layer_ids") || json_object_get(c.obj, "max_ngram_size"))
-		err = parse_demo(&c, p);
-	else
-		err = eg_fail(ENGRAM_ECONFIG,
-			      "'%s': no Engram config found (neither 'engram_layer_ids', Qwen4-Exp's 'ple_layer_ids' nor the "
-			      "demo's 'layer_ids')", path);
+	const struct json_form *f = NULL;
+	for (size_t i = 0; i < n_forms && !f; i++)
+		if (forms[i].in_text_config && json_is_object(text) && names(&forms[i], text, root)) {
+			f = &forms[i];
+			c.obj = text;
+		}
+	for (size_t i = 0; i < n_forms && !f; i++)
+		if (names(&forms[i], root, root)) {
+			f = &forms[i];
+			c.obj = root;
+		}
+	if (f) {
+		err = f->parse(&c, p);
+		goto out;
+	}
+	char known[400];
+	size_t k = 0;
+	for (size_t i = 0; i < n_forms && k < sizeof(known); i++)
+		k += (size_t)snprintf(known + k, sizeof(known) - k, "%s'%s' (%s)", i ? ", " : "", forms[i].fields[0],
+				      forms[i].name);
+	err = eg_fail(ENGRAM_ECONFIG, "'%s': no Engram config found: none of the fields that name a form: %s", path,
+		      known);
 out:
 	json_decref(root);
 	return err;

@@ -20,23 +20,44 @@ const char *eg_file_kind(unsigned m)
 
 int eg_open_regular(const char *path, const char *what)
 {
-	struct stat st;
-	int fd, e;
+	struct stat st, st2;
+	char proc[64];
+	int pfd, fd, e;
 
-	/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
+	/* O_PATH: the file is looked at, not opened, so a device (a symbolic link to one included) is refused before
+	 * its driver's open runs; the regular file is then opened through the descriptor, O_NONBLOCK (a FIFO put in
+	 * its place meanwhile does not wait for a writer) and O_NOCTTY, and checked again */
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0) {
 		e = errno;
 		return eg_fail(-e, "cannot open '%s': %s", path, strerror(e));
 	}
-	if (fstat(fd, &st) < 0) {
+	if (fstat(pfd, &st) < 0) {
+		e = errno;
+		close(pfd);
+		return eg_fail(-e, "cannot stat '%s': %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(pfd);
+		return eg_fail(-EINVAL, "%s '%s' is not a regular file: %s", what, path, eg_file_kind(st.st_mode));
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	fd = open(proc, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && errno == ENOENT) /* no /proc: by name, checked below to be the file looked at */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	e = errno;
+	close(pfd);
+	if (fd < 0)
+		return eg_fail(-e, "cannot open '%s': %s", path, strerror(e));
+	if (fstat(fd, &st2) < 0) {
 		e = errno;
 		close(fd);
 		return eg_fail(-e, "cannot stat '%s': %s", path, strerror(e));
 	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st2.st_mode) || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
 		close(fd);
-		return eg_fail(-EINVAL, "%s '%s' is not a regular file: %s", what, path, eg_file_kind(st.st_mode));
+		return eg_fail(-EINVAL, "%s '%s' is not a regular file: %s", what, path,
+			       S_ISREG(st2.st_mode) ? "another file was put in its place" : eg_file_kind(st2.st_mode));
 	}
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		e = errno;
@@ -44,6 +65,47 @@ int eg_open_regular(const char *path, const char *what)
 		return eg_fail(-e, "cannot open '%s': %s", path, strerror(e));
 	}
 	return fd;
+}
+
+int eg_read_whole(const char *path, const char *what, uint64_t max, char **buf, size_t *len)
+{
+	int fd, err;
+
+	*buf = NULL;
+	*len = 0;
+	if ((fd = eg_open_regular(path, what)) < 0)
+		return fd;
+	err = eg_read_whole_fd(fd, path, what, max, buf, len);
+	close(fd);
+	return err;
+}
+
+int eg_read_whole_fd(int fd, const char *path, const char *what, uint64_t max, char **buf, size_t *len)
+{
+	struct stat st;
+	int err;
+
+	*buf = NULL;
+	*len = 0;
+	if (fstat(fd, &st) < 0)
+		return eg_fail(-errno, "cannot stat %s '%s': %s", what, path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return eg_fail(-EINVAL, "%s '%s' is not a regular file: %s", what, path, eg_file_kind(st.st_mode));
+	if ((uint64_t)st.st_size > max)
+		return eg_fail(-EFBIG, "%s '%s' is %llu bytes, more than the %llu it may have", what, path,
+			       (unsigned long long)st.st_size, (unsigned long long)max);
+	*len = (size_t)st.st_size;
+	if (!(*buf = malloc(*len + 1)))
+		return eg_fail(-ENOMEM, "%s '%s': out of memory for %zu bytes", what, path, *len);
+	/* one read of the whole file (retried where short), however large */
+	if ((err = eg_pread_full(fd, *buf, *len, *len, 0, path)) < 0) {
+		free(*buf);
+		*buf = NULL;
+		*len = 0;
+		return err;
+	}
+	(*buf)[*len] = 0;
+	return 0;
 }
 
 int eg_reopen(int fd, int flags, const char *path)

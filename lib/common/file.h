@@ -9,11 +9,21 @@
 
 #include "internal.h"
 
-/* Open path read-only (close-on-exec) if it is a regular file: opened without blocking, checked with fstat,
- * then switched back to blocking reads. Returns the descriptor, or a negative code with engram_last_error()
- * naming the path: -errno of open ("cannot open 'PATH': ..."), -EINVAL for a FIFO, directory, device or socket
- * ("WHAT 'PATH' is not a regular file: a FIFO"; what says what the file should have been: "config"...). */
+/* Open path read-only (close-on-exec) if it is a regular file: looked at first (O_PATH and fstat: a device,
+ * FIFO or socket, a symbolic link to one included, is refused without being opened), then opened through that
+ * descriptor with O_NONBLOCK | O_NOCTTY, checked again with fstat to be that regular file, and switched back to
+ * blocking reads. Returns the descriptor, or a negative code with engram_last_error() naming the path: -errno
+ * of open ("cannot open 'PATH': ..."), -EINVAL for a FIFO, directory, device or socket ("WHAT 'PATH' is not a
+ * regular file: a FIFO"; what says what the file should have been: "config"...). */
 EG_PRIVATE int eg_open_regular(const char *path, const char *what);
+
+/* The whole of the regular file at path (eg_open_regular), in one read (eg_pread_full: retried where short,
+ * through the fault hook), into *buf (malloc'd, NUL-terminated; *len bytes before the NUL). Returns 0, or a
+ * negative code naming what and path: those of eg_open_regular and eg_pread_full, -EFBIG for a file of more
+ * than max bytes (checked before anything is read), -ENOMEM. */
+EG_PRIVATE int eg_read_whole(const char *path, const char *what, uint64_t max, char **buf, size_t *len);
+/* The same of the file open at fd (path and what for messages; -EINVAL when it is not a regular file). */
+EG_PRIVATE int eg_read_whole_fd(int fd, const char *path, const char *what, uint64_t max, char **buf, size_t *len);
 
 /* What a file of st_mode m that is not a regular file is, for messages: "a directory", "a FIFO", "a socket",
  * "a device" or "a special file". */

@@ -589,13 +589,11 @@ int eg_manifest_decode(struct eg_manifest *m, const char *path)
 	json_error_t jerr;
 	json_t *root, *v;
 	char *copy, *dir;
-	int fd, err = 0;
+	int err = 0;
 
 	memset(m, 0, sizeof(*m));
-	if ((fd = eg_open_regular(path, "manifest")) < 0)
-		return fd;
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-	close(fd);
+	if ((err = eg_json_load_file(&root, path, "manifest", JSON_REJECT_DUPLICATES, &jerr)) < 0)
+		return err;
 	if (!root)
 		return eg_fail(eg_json_error(&jerr), "'%s': invalid manifest JSON at line %d: %s", path, jerr.line,
 			       jerr.text);

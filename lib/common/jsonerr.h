@@ -1,4 +1,5 @@
-/* jansson's parse failures: out of memory is -ENOMEM, anything else a malformed file. */
+/* jansson's parse failures: out of memory is -ENOMEM, anything else a malformed file; and a JSON file read whole
+ * (json.c). */
 #ifndef ENGRAM_JSONERR_H
 #define ENGRAM_JSONERR_H
 
@@ -9,6 +10,18 @@
 #include <jansson.h>
 
 #include "engram.h"
+#include "internal.h"
+
+/* The largest JSON file read (config.json, a manifest, a checkpoint's index, tokenizer.json): 1 GiB. */
+#define EG_JSON_MAX_BYTES ((uint64_t)1 << 30)
+
+/* The JSON document of the regular file at path, read whole in one block (eg_read_whole: at most
+ * EG_JSON_MAX_BYTES; what names the file in its errors: "config"...) and parsed from memory with jansson's
+ * flags. Returns 0 with *root the document, or NULL when it does not parse (*jerr says why, "the file is an
+ * engram shard, not JSON" or "... a GGUF model file ..." for those: the caller names the file); or a negative
+ * code of opening or reading it (the message names what and path). */
+EG_PRIVATE int eg_json_load_file(json_t **root, const char *path, const char *what, size_t flags,
+				 json_error_t *jerr);
 
 static inline int eg_json_error(const json_error_t *e)
 {

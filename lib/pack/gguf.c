@@ -485,11 +485,11 @@ static int int_at(uint32_t type, const uint8_t *p, uint64_t i, int64_t *v)
 	} x;
 	unsigned sz = scalar_size(type);
 
-	if (!sz || type == EG_GGUF_F32 || type == EG_GGUF_F64)
+	if (!sz || type == EG_GGUF_F32 || type == EG_GGUF_F64 || type == EG_GGUF_BOOL) /* a bool is no count */
 		return -1;
 	memcpy(&x, p + i * sz, sz);
 	switch (type) {
-	case EG_GGUF_U8: case EG_GGUF_BOOL: *v = x.u8; return 0;
+	case EG_GGUF_U8: *v = x.u8; return 0;
 	case EG_GGUF_I8: *v = x.i8; return 0;
 	case EG_GGUF_U16: *v = x.u16; return 0;
 	case EG_GGUF_I16: *v = x.i16; return 0;
@@ -523,8 +523,10 @@ int eg_gguf_int_array(const struct eg_gguf *g, const char *key, int64_t **out, u
 	if (!kv)
 		return 0;
 	if (kv->type != EG_GGUF_ARRAY || !scalar_size(kv->arr_type) || kv->arr_type == EG_GGUF_F32 ||
-	    kv->arr_type == EG_GGUF_F64)
-		return eg_fail(ENGRAM_EPARSE, "'%s': metadata key '%s' is not an array of integers", path, key);
+	    kv->arr_type == EG_GGUF_F64 || kv->arr_type == EG_GGUF_BOOL)
+		return eg_fail(ENGRAM_EPARSE, "'%s': metadata key '%s' is not an array of integers: %s%s", path, key,
+			       kv->type == EG_GGUF_ARRAY ? "an array of " : "a ",
+			       type_name(kv->type == EG_GGUF_ARRAY ? kv->arr_type : kv->type));
 	if (!(v = malloc((kv->n ? kv->n : 1) * sizeof(*v))))
 		return eg_fail(-ENOMEM, "'%s': out of memory reading '%s'", path, key);
 	for (uint64_t i = 0; i < kv->n; i++)

@@ -65,10 +65,11 @@ const char *eg_ggml_type_name(uint32_t ggml_type, char buf[24]);
 uint32_t eg_dtype_from_ggml(uint32_t ggml_type);
 
 const struct eg_gguf_kv *eg_gguf_find(const struct eg_gguf *g, const char *key);
-/* An integer value (any integer type, and bool) into *out: 1, 0 when absent, ENGRAM_EPARSE naming the key when it
- * is not an integer or does not fit int64 / is negative where unsigned is asked. */
+/* An integer value (any integer type; a bool, f32 or f64 is not one) into *out: 1, 0 when absent, ENGRAM_EPARSE
+ * naming the key and its type when it is not an integer, or naming the key when it does not fit int64. */
 int eg_gguf_int(const struct eg_gguf *g, const char *key, int64_t *out, const char *path);
-/* An array of integers as int64 (malloc'd *out, *n elements): 1, 0 when absent, ENGRAM_EPARSE, -ENOMEM. */
+/* An array of integers (no bool, f32 or f64 elements) as int64 (malloc'd *out, *n elements): 1, 0 when absent,
+ * ENGRAM_EPARSE naming the key and its type, -ENOMEM. */
 int eg_gguf_int_array(const struct eg_gguf *g, const char *key, int64_t **out, uint64_t *n, const char *path);
 /* The strings of a string array (kv->n of them: s[i] points into the metadata, len[i] is its length), or of a
  * string scalar (one). Returns 0, or ENGRAM_EPARSE naming the key when kv holds no strings. */

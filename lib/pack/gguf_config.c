@@ -2,6 +2,7 @@
  * "deepseek41" when absent) read where present, each checked against the library's own derivation from the same
  * parameters; what is missing taken from the config JSON and token map the caller gives, or the token map built
  * from the GGUF's own vocabulary (gguf_vocab.c). */
+#define ENGRAM_STATIC_LINKING_ONLY /* engram_config_load_gguf */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -362,4 +363,15 @@ out:
 	free(map);
 	eg_gguf_free(&g);
 	return err;
+}
+
+ENGRAM_API int engram_config_load_gguf(engram_config **out, const char *gguf_path)
+{
+	EG_KEEP_ERRNO;
+	struct eg_disk_source src;
+
+	if (!out || !gguf_path)
+		return eg_fail(-EINVAL, "engram_config_load_gguf: NULL argument");
+	memset(&src, 0, sizeof(src));
+	return eg_gguf_config(out, gguf_path, NULL, NULL, 0, &src);
 }

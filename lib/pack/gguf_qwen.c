@@ -228,6 +228,8 @@ static int check_keys(const struct qctx *c, const struct qkeys *k, const engram_
 		err = same(c, "ple.ngram_size", -1, k->ngram, N);
 	if (!err && k->has_heads)
 		err = same(c, "ple.heads_per_ngram", -1, k->heads, engram_config_num_heads(cfg));
+	if (!err && k->has_seed)
+		err = same(c, "ple.seed", -1, k->seed, (int64_t)cfg->seed);
 	if (!err && k->has_eos) /* the n-gram EOS, the config's pad */
 		err = same(c, "ple.eos_token_id", -1, k->eos, engram_config_pad_id(cfg));
 	if (!err && k->has_width)

@@ -121,9 +121,14 @@ static int write_piece(struct packer *pk, struct eg_outfile *f, const struct pie
 
 	/* the rows stay where the GGUF has them: only their checksums are written, by default one per page, so that a
 	 * session checks each page of the GGUF it reads whole (engram(5), EXTERNAL section) */
-	if (pc->external)
-		return eg_inplace_table(src, pc, pk->o->block_pages ? pk->ppb : 1, t, &po->sums, pk->batch,
-					progress_cb, pk);
+	if (pc->external) { /* its bytes counted where they lie, in the GGUF */
+		if ((err = eg_inplace_table(src, pc, pk->o->block_pages ? pk->ppb : 1, t, &po->sums, pk->batch,
+					    progress_cb, pk)) < 0)
+			return err;
+		pk->res.raw_bytes += t->data_length;
+		pk->res.stored_bytes += t->data_length;
+		return 0;
+	}
 
 	eg_layout_init(t, src->dtype, src->head_dim, pc->row_count, pk->ppb);
 	t->layer_index = pc->layer_index;

@@ -143,7 +143,7 @@ ENGRAM_API int engram_pack_metadata_only(const char *set_path, const char *out_p
 	if ((err = engram_store_info(st, &info)) < 0)
 		goto out;
 	/* a manifest in, a manifest out; a shard in, a shard out */
-	if ((fd = open(set_path, O_RDONLY | O_CLOEXEC)) >= 0) {
+	if ((fd = eg_open_regular(set_path, "shard")) >= 0) {
 		if (read(fd, magic, sizeof(magic)) < 0)
 			memset(magic, 0, sizeof(magic));
 		close(fd);

@@ -142,6 +142,27 @@ static int read_scale(const struct eg_tensor_set *set, int layer, const struct e
 	return 0;
 }
 
+/* A part numbered past the last (shard_4 or shard_9 of 4 parts) would hold rows the table does not have: refused
+ * naming it, whatever its number. */
+static int part_past_last(const struct eg_tensor_set *set, int layer, int layer_id, unsigned P)
+{
+	char stem[NAME_MAX_LEN];
+	int n = snprintf(stem, sizeof(stem), "layers.%d.ple.ple_embedding.ngram_embedding.shard_", layer);
+
+	for (size_t i = 0; i < eg_tensors_count(set); i++) {
+		const struct eg_tensor *t = eg_tensors_get(set, i);
+		const char *at = strstr(t->name, stem), *d = at ? at + n : NULL;
+		char *end;
+		if (!at || (at != t->name && at[-1] != '.') || *d < '0' || *d > '9')
+			continue;
+		unsigned long long k = strtoull(d, &end, 10);
+		if (!strcmp(end, ".weight") && k >= P)
+			return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' is a part past the %u (split_ngram_parts) that "
+						      "tile layer %d's table", t->path, t->name, P, layer_id);
+	}
+	return 0;
+}
+
 int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg, unsigned li,
 		   int templated)
 {
@@ -191,13 +212,8 @@ int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const e
 				       (unsigned long long)rows);
 		s->parts[i] = t;
 	}
-	/* a part past the last would hold rows the table does not have */
-	snprintf(name, sizeof(name), "layers.%d.ple.ple_embedding.ngram_embedding.shard_%u.weight", layer, P);
-	const struct eg_tensor *extra = NULL;
-	if (eg_tensors_find_unique(set, name, &extra) < 0 || extra)
-		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' is a part past the %u (split_ngram_parts) that tile layer "
-					      "%d's table", extra ? extra->path : "weights", extra ? extra->name : name, P,
-			       layer_id);
+	if ((err = part_past_last(set, layer, layer_id, P)) < 0)
+		return err;
 	if (s->dtype == EG_DT_F8_E4M3_T && (err = read_scale(set, layer, s->parts[0], &s->tscale)) < 0)
 		return err;
 	s->head_dim = dim;

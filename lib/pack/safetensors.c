@@ -441,10 +441,15 @@ static int read_index(struct build *b, int fd, const char *path)
 	int dirlen = slash ? (int)(slash - path + 1) : 0;
 	json_t *root, *wm, *v, *seen = NULL;
 	json_error_t jerr;
-	char *full = NULL;
+	char *full = NULL, *text;
+	size_t len;
 	int err = 0;
 
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	/* read whole in one block: jansson's json_loadfd reads a byte per read(2) */
+	if ((err = eg_read_whole_fd(fd, path, "checkpoint index", EG_JSON_MAX_BYTES, &text, &len)) < 0)
+		return err;
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(text);
 	if (!root)
 		return eg_fail(eg_json_error(&jerr), "'%s': invalid JSON at line %d, column %d: %s", path, jerr.line,
 			       jerr.column, eg_json_error_text(&jerr, why, sizeof(why)));

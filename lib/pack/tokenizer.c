@@ -59,36 +59,13 @@ static int pool_add(struct eg_tokenizer *tk, const char *s, size_t n, struct spa
 
 static int read_file(const char *path, char **buf, size_t *size)
 {
-	struct stat st;
-	int fd, err;
+	int err = eg_read_whole(path, "tokenizer", EG_TOKENIZER_MAX_BYTES, buf, size);
 
-	if ((fd = eg_open_regular(path, "tokenizer")) < 0)
-		return fd;
-	if (fstat(fd, &st) < 0) {
-		err = eg_fail(-errno, "cannot stat tokenizer '%s': %s", path, strerror(errno));
-		goto out;
-	}
-	if ((uint64_t)st.st_size > EG_TOKENIZER_MAX_BYTES) {
-		err = eg_fail(-EFBIG, "tokenizer '%s' is %llu bytes, more than the %llu a tokenizer.json may have", path,
-			      (unsigned long long)st.st_size, (unsigned long long)EG_TOKENIZER_MAX_BYTES);
-		goto out;
-	}
-	if (st.st_size == 0) {
-		err = eg_fail(ENGRAM_EPARSE, "tokenizer '%s' is empty", path);
-		goto out;
-	}
-	*size = (size_t)st.st_size;
-	*buf = malloc(*size);
-	if (!*buf) {
-		err = eg_fail(-ENOMEM, "tokenizer '%s': out of memory for %zu bytes", path, *size);
-		goto out;
-	}
-	if ((err = eg_pread_full(fd, *buf, *size, *size, 0, path)) < 0) {
+	if (!err && *size == 0) {
 		free(*buf);
 		*buf = NULL;
+		err = eg_fail(ENGRAM_EPARSE, "tokenizer '%s' is empty", path);
 	}
-out:
-	close(fd);
 	return err;
 }
 

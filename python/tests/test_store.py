@@ -57,7 +57,9 @@ def test_info_says_what_engram_stat_info_prints(packed, name, codec, split):
     assert keys["raw bytes"].split()[0] == str(info["raw_bytes"])
     assert keys["stored bytes"].split()[0] == str(info["stored_bytes"])
     assert keys["codec ratio"] == f"{info['codec_ratio']:.2f}"
-    assert keys["total"].startswith(f"{info['n_tables']} table")
+    n = info["n_layers"]  # a table a layer, in its pieces
+    assert keys["total"] == (f"{n} table{'s' if n != 1 else ''} in {info['n_tables']} piece"
+                             f"{'s' if info['n_tables'] != 1 else ''}, {len(shards)} shard{'s' if len(shards) != 1 else ''}")
     assert info["n_layers"] == len(c["layer_ids"]) and info["file_bytes"] > info["stored_bytes"]
     assert len(info["set_id"]) == 32 and info["writer"].startswith("libengram ")
 
