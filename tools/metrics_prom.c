@@ -70,10 +70,24 @@ static void le(FILE *f, double v)
 		for (unsigned j_ = 0; j_ < s->sum.n_layers; j_++)                                                   \
 			for (const struct engram_stats_layer *l = &s->sum.layers[j_]; l; l = NULL)
 
+/* A label's value between its quotes: \, " and newlines escaped. */
+static void label_value(FILE *f, const char *v)
+{
+	for (const char *c = v; *c; c++)
+		fprintf(f, *c == '\\' || *c == '"' ? "\\%c" : *c == '\n' ? "\\n" : "%c", *c);
+}
+
+/* A sample's name and labels up to its last (the caller adds its own and the closing brace): the process's (pid,
+ * run: pid alone may be another process's in another PID namespace; its own labels), then set and layer. */
 static void labels(FILE *f, const char *name, const char *suffix, const struct sv_proc *p, const struct sv_set *s,
 		   const struct engram_stats_layer *l)
 {
-	fprintf(f, "%s%s{pid=\"%d\"", name, suffix, p->pid);
+	fprintf(f, "%s%s{pid=\"%d\",run=\"%s\"", name, suffix, p->pid, p->run_hex);
+	for (unsigned i = 0; i < p->n_labels; i++) {
+		fprintf(f, ",%s=\"", p->labels[i].name);
+		label_value(f, p->labels[i].value);
+		fputc('"', f);
+	}
 	if (s)
 		fprintf(f, ",set=\"%s\"", s->set);
 	if (l)
@@ -211,8 +225,7 @@ static void set_figures(FILE *f, const struct sv_snap *snap)
 	FOR_SETS(snap, p, s) {
 		labels(f, "engram_set_info", "", p, s, NULL);
 		fputs(",path=\"", f);
-		for (const char *c = s->path; *c; c++) /* label values escape \, " and newlines */
-			fprintf(f, *c == '\\' || *c == '"' ? "\\%c" : *c == '\n' ? "\\n" : "%c", *c);
+		label_value(f, s->path);
 		fputs("\"} 1\n", f);
 	}
 }
@@ -226,14 +239,18 @@ static void process_figures(FILE *f, const struct sv_snap *snap)
 		const struct sv_proc *p = &snap->procs[i];
 		stale += !p->err && p->stale;
 		bad += p->err != 0;
-		if (!p->err && !p->stale)
-			fprintf(f, "engram_sessions{pid=\"%d\"} %" PRIu64 "\n", p->pid, p->sessions + p->unpublished);
+		if (!p->err && !p->stale) {
+			labels(f, "engram_sessions", "", p, NULL, NULL);
+			fprintf(f, "} %" PRIu64 "\n", p->sessions + p->unpublished);
+		}
 	}
 	head(f, "engram_thread_cpu_seconds_total", "CPU time of the sessions' I/O threads.", "counter");
 	for (size_t i = 0; i < snap->n; i++) {
 		const struct sv_proc *p = &snap->procs[i];
-		if (!p->err && !p->stale)
-			fprintf(f, "engram_thread_cpu_seconds_total{pid=\"%d\"} %.9g\n", p->pid, (double)p->thread_cpu_ns * 1e-9);
+		if (!p->err && !p->stale) {
+			labels(f, "engram_thread_cpu_seconds_total", "", p, NULL, NULL);
+			fprintf(f, "} %.9g\n", (double)p->thread_cpu_ns * 1e-9);
+		}
 	}
 	head(f, "engram_stats_segments_stale", "Segments left by processes that are gone (engram-stat top --clean).",
 	     "gauge");

@@ -25,13 +25,11 @@ static void figures(struct fig *g, const struct sv_set *s, const struct engram_s
 		    const struct sv_set *ps, double secs)
 {
 	const struct engram_stats_layer *pl = ps ? sv_layer(ps, l->layer_id) : NULL;
-	const size_t first = offsetof(struct engram_stats_layer, rows);
 
 	memset(g, 0, sizeof(*g));
 	g->d = *l;
 	if (pl)
-		for (size_t o = first; o < sizeof(*l); o += 8)
-			*(uint64_t *)(void *)((char *)&g->d + o) -= *(const uint64_t *)(const void *)((const char *)pl + o);
+		sv_layer_delta(&g->d, l, pl);
 	g->secs = pl ? secs : 0;
 	const struct engram_stats_layer *d = &g->d;
 	g->ready_rate = ratio(d->ready, d->rows);
@@ -48,8 +46,8 @@ static void figures(struct fig *g, const struct sv_set *s, const struct engram_s
 		g->disk_mb_s = (double)d->disk_bytes / 1e6 / g->secs;
 		g->wait_ms_s = (double)d->wait_ns / 1e6 / g->secs;
 		if (ps && s->sum.has_remote) {
-			g->remote_s = (double)(s->sum.remote_rows - ps->sum.remote_rows) / g->secs;
-			g->fallbacks_s = (double)(s->sum.remote_fallbacks - ps->sum.remote_fallbacks) / g->secs;
+			g->remote_s = (double)sv_delta(s->sum.remote_rows, ps->sum.remote_rows) / g->secs;
+			g->fallbacks_s = (double)sv_delta(s->sum.remote_fallbacks, ps->sum.remote_fallbacks) / g->secs;
 		}
 	} else {
 		g->rows_s = g->reads_s = g->disk_mb_s = g->wait_ms_s = g->remote_s = g->fallbacks_s = NAN;
@@ -87,7 +85,7 @@ int top_text(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 			p->unpublished ? " (some unpublished)" : "", (double)p->thread_cpu_ns / 1e9);
 		for (unsigned k = 0; k < p->n_sets; k++) {
 			const struct sv_set *s = &p->sets[k];
-			const struct sv_set *ps = prev ? sv_find(prev, p->pid, s->set) : NULL;
+			const struct sv_set *ps = prev ? sv_find(prev, p, s->set) : NULL;
 			fprintf(f, "  set %s %s  steps %llu  in flight %llu  backlog %llu", s->set, s->path,
 				(unsigned long long)s->sum.steps, (unsigned long long)s->sum.inflight,
 				(unsigned long long)s->sum.backlog);
@@ -183,7 +181,7 @@ int top_json(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 		const struct sv_proc *p = &now->procs[i];
 		json_t *sets = json_array(), *o;
 		for (unsigned k = 0; sets && !p->err && k < p->n_sets; k++)
-			json_array_append_new(sets, jset(&p->sets[k], prev ? sv_find(prev, p->pid, p->sets[k].set) : NULL,
+			json_array_append_new(sets, jset(&p->sets[k], prev ? sv_find(prev, p, p->sets[k].set) : NULL,
 							 secs));
 		o = json_pack("{si sb ss so sI sI sI so}", "pid", p->pid, "stale", p->stale, "segment", p->path, "error",
 			      p->err ? json_string(p->errmsg) : json_null(), "sessions", (json_int_t)p->sessions,
