@@ -79,7 +79,7 @@ int eg_stats_labels_parse(const char *text, const char *what, struct engram_stat
 		/* one byte too many is kept, so that the check says the part is too long */
 		memcpy(l->name, p, nl < sizeof(l->name) ? nl : sizeof(l->name));
 		memcpy(l->value, eq + 1, vl < sizeof(l->value) ? vl : sizeof(l->value));
-		const char *why = memchr(p, 0, len) ? "a NUL byte" : eg_stats_label_invalid(l);
+		const char *why = eg_stats_label_invalid(l);
 		if (why)
 			return eg_fail(-EINVAL, "%s: label '%.*s': %s", what, (int)(nl < 40 ? nl : 40), p, why);
 		for (unsigned k = 0; k < *n; k++)
