@@ -31,10 +31,10 @@ static double now(void)
 /* A child: its segment with one session of 2 layers, then wait to be killed. */
 static void publish(int ready_fd, unsigned i)
 {
-	struct eg_statseg_slot *slot = eg_statseg_attach();
+	struct eg_statseg_slot *slot = NULL;
 	struct engram_stats_session d;
 
-	if (!slot)
+	if (eg_statseg_attach(NULL, &slot) < 0 || !slot)
 		_exit(1);
 	memset(&d, 0, sizeof(d));
 	d.n_layers = 2;

@@ -553,6 +553,15 @@ struct engram_session_options {
 	 * each row's request from its push (a host name's resolution excepted: the system resolver's own timeouts
 	 * apply; give addresses to bound it). 0: 1000 */
 	unsigned remote_timeout_ms;
+	/* Labels of this process's series in engram-stat metrics and top (libengram(3), METRICS): "NAME=VALUE,..."
+	 * (as ENGRAM_STATS_LABELS in the environment, which the process's first published session adds too), e.g.
+	 * "engine=vllm-0,model=qwen38". At most ENGRAM_STATS_LABELS_MAX labels in a process; a name is
+	 * [a-zA-Z_][a-zA-Z0-9_]* of at most 31 bytes, not one of the series' own (pid, run, set, layer, tier, kind,
+	 * path, le, job, instance, quantile) nor __*; a value is UTF-8 of 1 to 127 bytes without control characters
+	 * or commas. A label is the process's: a name given again with another value (by another session, or by the
+	 * environment) is refused. Anything else is refused (-EINVAL, saying which label and why); so is a bad
+	 * ENGRAM_STATS_LABELS, naming it. Unused when the session publishes nothing. NULL: none. */
+	const char *stats_labels;
 };
 
 /* opts may be NULL (defaults). The store must outlive the session. Returns 0, -EINVAL (bad mode, a cache too
@@ -897,12 +906,18 @@ ENGRAM_API int engram_remote_load(const engram_store *store, const struct engram
 
 /*
  * Live counters (libengram(3), METRICS): each process with sessions publishes their counters in a stats segment
- * of its own, a file named ENGRAM_STATS_PREFIX<pid> in engram_stats_dir(), which engram-stat top and metrics
- * read. The structs below are the segment's sessions as a reader gets them: the counters of
- * engram_session_stats() per layer, copied at the end of each gather (that layer) and each begin (every layer),
- * with what the session keeps beside them.
+ * of its own, a file named ENGRAM_STATS_PREFIX<pid>-<run> in engram_stats_dir() (run: 16 hex digits, random, so
+ * that processes of the same pid in other PID namespaces sharing the directory never collide), which engram-stat
+ * top and metrics read. The process holds a lock on it (an OFD lock, which the kernel drops when the process
+ * dies, in any namespace): a segment no one holds is stale. The structs below are the segment's sessions as a
+ * reader gets them: the counters of engram_session_stats() per layer, copied at the end of each gather (that
+ * layer) and each begin (every layer), with what the session keeps beside them. A closed session's counters are
+ * kept in a record of its set (closed > 0), so that every counter only goes up for the life of the process.
  */
 #define ENGRAM_STATS_PREFIX "engram-stats-"
+#define ENGRAM_STATS_LABELS_MAX 8    /* labels a process has at most */
+#define ENGRAM_STATS_LABEL_NAME 32   /* bytes of a label's name, its NUL included */
+#define ENGRAM_STATS_LABEL_VALUE 128 /* bytes of a label's value, its NUL included */
 #define ENGRAM_STATS_LAYERS 64       /* layers a session publishes (the first ones of a config with more) */
 #define ENGRAM_STATS_SESSIONS 16     /* sessions a process publishes at once (more are counted, not shown) */
 #define ENGRAM_STATS_WAIT_BUCKETS 32 /* wait_hist: bucket 0 counts gather calls that waited less than 1 us,
@@ -928,6 +943,9 @@ struct engram_stats_session {
 	uint64_t thread_cpu_ns; /* CPU time of the session's I/O thread (sampled by that thread, about 10 times a
 				   second) */
 	uint32_t has_remote, has_row_cache;
+	uint32_t closed;      /* 0: an open session; n > 0: the summed counters of n sessions of this set that closed
+				 (its gauges 0) */
+	uint32_t pad;
 	/* engram_session_remote_stats(), when has_remote */
 	uint64_t remote_rows, remote_bytes, remote_fallbacks, remote_errors, remote_timeouts, remote_absent, remote_bad,
 		remote_node_failures;
@@ -936,25 +954,44 @@ struct engram_stats_session {
 	uint64_t rc_slots, rc_filled, rc_record_bytes, rc_hits, rc_misses, rc_inserts;
 	struct engram_stats_layer layers[ENGRAM_STATS_LAYERS];
 };
+struct engram_stats_label {
+	char name[ENGRAM_STATS_LABEL_NAME], value[ENGRAM_STATS_LABEL_VALUE]; /* NUL-terminated, validated */
+};
 struct engram_stats_process {
-	int pid;
-	int stale;            /* the process is gone, or its pid is another process's now */
-	uint64_t start_time;  /* the process's start, in clock ticks after boot (/proc/PID/stat) */
+	int pid;              /* in the writer's PID namespace */
+	int stale;            /* no process holds the segment's lock: its process is gone */
+	uint64_t start_time;  /* the process's start, in clock ticks after boot (its own /proc/self/stat) */
 	uint64_t unpublished; /* sessions open beyond ENGRAM_STATS_SESSIONS */
-	unsigned n_sessions;  /* sessions[0..n_sessions): the open ones */
+	uint64_t run;         /* the random part of the segment's name: pid and run tell processes apart */
+	unsigned n_labels;    /* labels[0..n_labels): the process's (engram_session_options.stats_labels) */
+	struct engram_stats_label labels[ENGRAM_STATS_LABELS_MAX];
+	unsigned n_sessions;  /* sessions[0..n_sessions): the open ones, and the records of closed ones (closed > 0) */
 	struct engram_stats_session sessions[ENGRAM_STATS_SESSIONS];
 };
 /* The directory of the segments: $ENGRAM_STATS_DIR, else $XDG_RUNTIME_DIR when it is a directory of this user's
  * that no one else may write, else /dev/shm. Static or environment storage. */
 ENGRAM_API const char *engram_stats_dir(void);
-/* Read one segment (a path, or a buffer of len bytes for the fuzzer; pid_hint the pid its name says, or 0) into
- * *out (heap-allocate it: it is large). The file must be a regular file of this user's, mode 0600 (not followed
- * when a link); a consistent snapshot of every session is taken without blocking the writer. Returns 0 (stale set
- * when its process is gone or another's), -EACCES (owner or mode), ENGRAM_EMAGIC, ENGRAM_EVERSION (a segment of
- * another layout), ENGRAM_ETRUNC, ENGRAM_ECORRUPT, -EAGAIN (being written at every try, or being created), -errno;
- * engram_last_error() names the file. */
+/* Read one segment (a path, or a buffer of len bytes for the fuzzer; pid_hint and run_hint what its name says, or
+ * 0) into *out (heap-allocate it: it is large). The file must be a regular file of this user's, mode 0600 (not
+ * followed when a link); a consistent snapshot of every session is taken without blocking the writer. Returns 0
+ * (stale set when no process holds its lock; a buffer is never stale), -EACCES (owner or mode), ENGRAM_EMAGIC,
+ * ENGRAM_EVERSION (a segment of another layout: another release's), ENGRAM_ETRUNC, ENGRAM_ECORRUPT, -EAGAIN (being
+ * written at every try, or being created), -errno; engram_last_error() names the file. */
 ENGRAM_API int engram_stats_read(const char *path, struct engram_stats_process *out);
-ENGRAM_API int engram_stats_parse(const void *buf, size_t len, int pid_hint, struct engram_stats_process *out);
+ENGRAM_API int engram_stats_parse(const void *buf, size_t len, int pid_hint, uint64_t run_hint,
+				  struct engram_stats_process *out);
+/* The pid and run a segment's name says (its base name: ENGRAM_STATS_PREFIX<pid>-<run>): 1, or 0 when it is not
+ * such a name (*run 0 for the name of the first layout, ENGRAM_STATS_PREFIX<pid>: another release's). */
+ENGRAM_API int engram_stats_name(const char *base, int *pid, uint64_t *run);
+/* This process's segment (a path in static storage), or NULL when it has none. */
+ENGRAM_API const char *engram_stats_path(void);
+/* Remove the segment at path (a file of this user's named as a segment) when no process holds it: its lock taken
+ * first, so that a segment being made is never removed. Returns 1 (removed), 0 (held: left), -errno. */
+ENGRAM_API int engram_stats_remove_unheld(const char *path);
+/* Add session d's counters into sum, a set's sum (layers matched by id; counters, gauges and closed summed; the row
+ * cache's figures those of the largest cache seen: a cache shared by sessions counts once): how the readers add a
+ * set's sessions up and how a closing session goes into its set's record. */
+ENGRAM_API void engram_stats_session_add(struct engram_stats_session *sum, const struct engram_stats_session *d);
 #ifdef __cplusplus
 }
 #endif

@@ -316,7 +316,7 @@ ENGRAM_API void engram_session_destroy(engram_session *s)
 	if (!s)
 		return;
 	eg_reader_destroy(s->rd);
-	eg_stats_close(s->stats); /* stats segment: the slot given back (the last session's removes the file) */
+	eg_stats_close(s->stats); /* stats segment: the slot given back, its counters kept in its set's record */
 	engram_hasher_destroy(s->hasher);
 	for (unsigned l = 0; s->rows && l < s->cfg->n_layers; l++)
 		free(s->rows[l]);
@@ -399,7 +399,11 @@ ENGRAM_API int engram_session_create(engram_session **out, const engram_store *s
 					.row_cache = o.row_cache, .remote = o.remote,
 					.remote_timeout_ms = o.remote_timeout_ms, .step = s->step, .total = s->total };
 	/* stats segment: a slot taken before the I/O thread starts (it samples its CPU time for the report) */
-	if ((s->stats = eg_stats_open(st, o.mode, o.flags, o.row_cache))) {
+	if ((err = eg_stats_open(st, o.mode, o.flags, o.row_cache, o.stats_labels, &s->stats)) < 0) {
+		engram_session_destroy(s);
+		return err;
+	}
+	if (s->stats) {
 		ro.report = stats_report;
 		ro.report_arg = s;
 	}

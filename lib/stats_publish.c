@@ -1,6 +1,7 @@
 /* A session's counters published in the process's stats segment (stats_segment.h), for engram-stat top and
  * metrics. The session (lib/session.c) calls in at three places, each marked "stats segment" where it does:
- *   create/destroy   eg_stats_open() / eg_stats_close() (a slot taken and given back: not on the engine's path)
+ *   create/destroy   eg_stats_open() / eg_stats_close() (a slot taken, the session's labels added to the
+ *                    process's; given back into its set's record: not on the engine's path)
  *   gather           eg_stats_gathered() from the reader's report (reader.h), under the reader's lock, at the end
  *                    of a gather of a layer: that layer's counters, the call's wait, the gauges
  *   begin            eg_stats_step() from the reader's report, under its lock: every layer, the remote tier, the
@@ -27,23 +28,25 @@ struct eg_stats_pub {
 #define HEAD_WORDS (offsetof(struct engram_stats_session, layers) / 8)
 #define LAYER_WORDS (sizeof(struct engram_stats_layer) / 8)
 
-struct eg_stats_pub *eg_stats_open(const engram_store *st, enum engram_mode mode, unsigned flags,
-				   engram_rowcache *rc)
+int eg_stats_open(const engram_store *st, enum engram_mode mode, unsigned flags, engram_rowcache *rc,
+		  const char *labels, struct eg_stats_pub **out)
 {
 	struct eg_stats_pub *p;
 	const engram_config *cfg = st->cfg;
 	unsigned L = cfg->n_layers < ENGRAM_STATS_LAYERS ? cfg->n_layers : ENGRAM_STATS_LAYERS;
+	int err;
 
+	*out = NULL;
 	if (flags & ENGRAM_SESSION_NO_STATS)
-		return NULL;
+		return 0;
 	if (!(p = calloc(1, sizeof(*p))) || !(p->last_wait = calloc(L ? L : 1, sizeof(*p->last_wait)))) {
 		free(p);
-		return NULL; /* a session works the same unpublished */
+		return 0; /* a session works the same unpublished */
 	}
-	if (!(p->slot = eg_statseg_attach())) {
+	if ((err = eg_statseg_attach(labels, &p->slot)) < 0 || !p->slot) {
 		free(p->last_wait);
 		free(p);
-		return NULL;
+		return err;
 	}
 	p->pid = getpid();
 	p->rc = rc;
@@ -59,7 +62,8 @@ struct eg_stats_pub *eg_stats_open(const engram_store *st, enum engram_mode mode
 	eg_statseg_copy((uint64_t *)(void *)&p->slot->data, (const uint64_t *)(const void *)&p->sh,
 			sizeof(p->sh) / 8);
 	eg_statseg_write_end(p->slot);
-	return p;
+	*out = p;
+	return 0;
 }
 
 void eg_stats_close(struct eg_stats_pub *p)

@@ -12,11 +12,13 @@
 
 struct eg_stats_pub;
 
-/* A slot for a session of st in mode with flags (ENGRAM_SESSION_*) and row cache rc (or NULL), taken before its
- * I/O thread starts; NULL when it is not published (ENGRAM_SESSION_NO_STATS, ENGRAM_STATS=0, no segment).
- * close: after the I/O thread is joined (NULL: nothing). */
-struct eg_stats_pub *eg_stats_open(const engram_store *st, enum engram_mode mode, unsigned flags,
-				   engram_rowcache *rc);
+/* A slot for a session of st in mode with flags (ENGRAM_SESSION_*), row cache rc (or NULL) and the labels it adds
+ * to the process's (engram_session_options.stats_labels, or NULL), taken before its I/O thread starts: *out NULL
+ * when it is not published (ENGRAM_SESSION_NO_STATS, ENGRAM_STATS=0, no segment). Returns 0, or -EINVAL when the
+ * labels (or ENGRAM_STATS_LABELS) are refused. close: after the I/O thread is joined (NULL: nothing); the
+ * session's counters stay in its set's record of closed sessions. */
+int eg_stats_open(const engram_store *st, enum engram_mode mode, unsigned flags, engram_rowcache *rc,
+		  const char *labels, struct eg_stats_pub **out);
 void eg_stats_close(struct eg_stats_pub *p);
 /* The end of a gather of layer that succeeded, under the reader's lock: the layer's totals, the gather's rows
  * the row cache served from RAM, the reads in flight and waiting. */

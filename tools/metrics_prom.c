@@ -73,16 +73,6 @@ static void le(FILE *f, double v)
 		for (unsigned j_ = 0; j_ < s->sum.n_layers; j_++)                                                   \
 			for (const struct engram_stats_layer *l = &s->sum.layers[j_]; l; l = NULL)
 
-static void labels(FILE *f, const char *name, const char *suffix, const struct sv_proc *p, const struct sv_set *s,
-		   const struct engram_stats_layer *l)
-{
-	fprintf(f, "%s%s{pid=\"%d\"", name, suffix, p->pid);
-	if (s)
-		fprintf(f, ",set=\"%s\"", s->set);
-	if (l)
-		fprintf(f, ",layer=\"%u\"", l->layer_id);
-}
-
 /* A label value from a file or segment: valid UTF-8 whatever its bytes (a byte that begins no character as the
  * text \\xNN, tool_utf8_escape), then escaped as the format wants (\\, \" and \n). */
 static void label_value(FILE *f, const char *v)
@@ -96,6 +86,23 @@ static void label_value(FILE *f, const char *v)
 	for (const char *c = u; *c; c++)
 		fprintf(f, *c == '\\' || *c == '"' ? "\\%c" : *c == '\n' ? "\\n" : "%c", *c);
 	free(u);
+}
+
+/* A sample's name and labels up to its last (the caller adds its own and the closing brace): the process's (pid,
+ * run: pid alone may be another process's in another PID namespace; its own labels), then set and layer. */
+static void labels(FILE *f, const char *name, const char *suffix, const struct sv_proc *p, const struct sv_set *s,
+		   const struct engram_stats_layer *l)
+{
+	fprintf(f, "%s%s{pid=\"%d\",run=\"%s\"", name, suffix, p->pid, p->run_hex);
+	for (unsigned i = 0; i < p->n_labels; i++) {
+		fprintf(f, ",%s=\"", p->labels[i].name);
+		label_value(f, p->labels[i].value);
+		fputc('"', f);
+	}
+	if (s)
+		fprintf(f, ",set=\"%s\"", s->set);
+	if (l)
+		fprintf(f, ",layer=\"%u\"", l->layer_id);
 }
 
 static void layer_counters(FILE *f, const struct sv_snap *snap)
@@ -243,14 +250,18 @@ static void process_figures(FILE *f, const struct sv_snap *snap)
 		const struct sv_proc *p = &snap->procs[i];
 		stale += !p->err && p->stale;
 		bad += p->err != 0;
-		if (!p->err && !p->stale)
-			fprintf(f, "engram_sessions{pid=\"%d\"} %" PRIu64 "\n", p->pid, p->sessions + p->unpublished);
+		if (!p->err && !p->stale) {
+			labels(f, "engram_sessions", "", p, NULL, NULL);
+			fprintf(f, "} %" PRIu64 "\n", p->sessions + p->unpublished);
+		}
 	}
 	head(f, "engram_thread_cpu_seconds_total", "CPU time of the sessions' I/O threads.", "counter");
 	for (size_t i = 0; i < snap->n; i++) {
 		const struct sv_proc *p = &snap->procs[i];
-		if (!p->err && !p->stale)
-			fprintf(f, "engram_thread_cpu_seconds_total{pid=\"%d\"} %.9g\n", p->pid, (double)p->thread_cpu_ns * 1e-9);
+		if (!p->err && !p->stale) {
+			labels(f, "engram_thread_cpu_seconds_total", "", p, NULL, NULL);
+			fprintf(f, "} %.9g\n", (double)p->thread_cpu_ns * 1e-9);
+		}
 	}
 	head(f, "engram_stats_segments_stale", "Segments left by processes that are gone (engram-stat top --clean).",
 	     "gauge");

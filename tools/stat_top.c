@@ -3,7 +3,7 @@
  * (top_screen.h) on the alternate screen, reads keys without echo (q quits; scrolling, sorting: top_screen_keys)
  * and puts the terminal back however it ends (q, Ctrl-C, SIGTERM, SIGHUP); in a pipe it prints plain blocks of
  * lines (top_view.h), no escape codes. -1 prints one snapshot; --json one JSON document; --clean removes
- * the segments of processes that are gone. */
+ * the segments no process holds (their lock: whatever PID namespace the process is in). */
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -34,8 +34,7 @@ static void usage(FILE *f)
 		   "  --interval S   refresh every S seconds (default 1)\n"
 		   "  --stale        on a terminal, a row for each process gone (else one line for them all)\n"
 		   "  --layers       on a terminal, a row for each layer under its set's\n"
-		   "  --clean        remove the segments of processes that are gone (shown STALE, or unreadable\n"
-		   "                 and their process gone), then exit\n"
+		   "  --clean        remove the segments no process holds (shown STALE, or unreadable), then exit\n"
 		   "keys on a terminal:\n"
 		   "  q              quit (Ctrl-C too)\n"
 		   "  Up Down, j k   scroll a row; PgUp PgDn (b f, space) a page; Home End (g G) to the ends\n"
@@ -133,6 +132,9 @@ static int wait_key(double secs, struct top_ui *ui, const struct sv_snap *now, c
 	}
 }
 
+/* Remove what no process holds: a segment whose lock no one has (however it reads: stale, or cut short by a
+ * crash), taken first so that one being made is never removed. A name of the first layout (no lock, another
+ * release's) goes only when no process of its pid is left (in this PID namespace's /proc: that release's rule). */
 static int clean(const int *pids, size_t n_pids)
 {
 	struct sv_snap snap;
@@ -143,17 +145,26 @@ static int clean(const int *pids, size_t n_pids)
 		return 1;
 	for (size_t i = 0; i < snap.n; i++) {
 		const struct sv_proc *p = &snap.procs[i];
-		char proc[32];
-		struct stat sb;
-		snprintf(proc, sizeof(proc), "/proc/%d", p->pid);
-		/* stale; or unreadable, of ours, and its name's process gone (a segment cut short by a crash) */
-		if (p->err ? lstat(p->path, &sb) != 0 || sb.st_uid != geteuid() || access(proc, F_OK) == 0 : !p->stale)
-			continue;
-		if (unlink(p->path) < 0 && errno != ENOENT) {
-			tool_error("cannot remove '%s': %s", p->path, strerror(errno));
-			status = 1;
+		int r;
+		if (p->run) {
+			r = engram_stats_remove_unheld(p->path);
 		} else {
-			printf("removed %s (pid %d is gone)\n", p->path, p->pid);
+			char proc[32];
+			struct stat sb;
+			snprintf(proc, sizeof(proc), "/proc/%d", p->pid);
+			if (lstat(p->path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+			    access(proc, F_OK) == 0)
+				continue;
+			r = unlink(p->path) == 0 ? 1 : errno == ENOENT ? 0 : -errno;
+			if (r < 0)
+				tool_error("cannot remove '%s': %s", p->path, strerror(-r));
+		}
+		if (r < 0) {
+			if (p->run)
+				tool_error("cannot remove: %s", engram_last_error());
+			status = 1;
+		} else if (r) {
+			printf("removed %s (pid %d is gone: no process holds it)\n", p->path, p->pid);
 			removed++;
 		}
 	}

@@ -12,54 +12,7 @@ static int by_pid(const void *a, const void *b)
 {
 	const struct sv_proc *x = a, *y = b;
 
-	return (x->pid > y->pid) - (x->pid < y->pid);
-}
-
-static void add_words(uint64_t *dst, const uint64_t *src, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		dst[i] += src[i];
-}
-
-/* Add a session's counters into its set's sum: its layers by id, its gauges and tiers. The row cache's counters
- * are the cache's, not the session's: a cache shared by sessions is counted once (the largest slots seen). */
-static void add_session(struct sv_set *s, const struct engram_stats_session *d)
-{
-	struct engram_stats_session *t = &s->sum;
-
-	for (unsigned i = 0; i < d->n_layers; i++) {
-		const struct engram_stats_layer *l = &d->layers[i];
-		unsigned k = 0;
-		while (k < t->n_layers && t->layers[k].layer_id != l->layer_id)
-			k++;
-		if (k == t->n_layers) {
-			if (k == ENGRAM_STATS_LAYERS)
-				continue;
-			t->n_layers++;
-			memset(&t->layers[k], 0, sizeof(t->layers[k]));
-			t->layers[k].layer_id = l->layer_id;
-		}
-		/* every field after the id is a counter */
-		add_words(&t->layers[k].rows, &l->rows,
-			  (sizeof(*l) - offsetof(struct engram_stats_layer, rows)) / sizeof(uint64_t));
-	}
-	t->steps += d->steps;
-	t->inflight += d->inflight;
-	t->backlog += d->backlog;
-	t->thread_cpu_ns += d->thread_cpu_ns;
-	t->has_remote |= d->has_remote;
-	add_words(&t->remote_rows, &d->remote_rows,
-		  offsetof(struct engram_stats_session, rc_slots) / 8 - offsetof(struct engram_stats_session, remote_rows) / 8);
-	if (d->has_row_cache && d->rc_slots >= t->rc_slots) {
-		t->has_row_cache = 1;
-		t->rc_slots = d->rc_slots;
-		t->rc_filled = d->rc_filled;
-		t->rc_record_bytes = d->rc_record_bytes;
-		t->rc_hits = d->rc_hits;
-		t->rc_misses = d->rc_misses;
-		t->rc_inserts = d->rc_inserts;
-	}
-	s->sessions++;
+	return x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid) : (x->run > y->run) - (x->run < y->run);
 }
 
 static int group(struct sv_proc *p, const struct engram_stats_process *sp)
@@ -69,7 +22,8 @@ static int group(struct sv_proc *p, const struct engram_stats_process *sp)
 	p->pid = sp->pid;
 	p->stale = sp->stale;
 	p->unpublished = sp->unpublished;
-	p->sessions = sp->n_sessions;
+	p->n_labels = sp->n_labels;
+	memcpy(p->labels, sp->labels, sizeof(p->labels));
 	for (unsigned i = 0; i < sp->n_sessions; i++) {
 		const struct engram_stats_session *d = &sp->sessions[i];
 		char set[17];
@@ -84,7 +38,9 @@ static int group(struct sv_proc *p, const struct engram_stats_process *sp)
 			snprintf(p->sets[k].path, sizeof(p->sets[k].path), "%s", d->set_path);
 			p->sets[k].mode = d->mode;
 		}
-		add_session(&p->sets[k], d);
+		engram_stats_session_add(&p->sets[k].sum, d);
+		p->sets[k].sessions += !d->closed;
+		p->sessions += !d->closed;
 		p->thread_cpu_ns += d->thread_cpu_ns;
 	}
 	return 0;
@@ -101,7 +57,6 @@ static int wanted(int pid, const int *pids, size_t n)
 int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 {
 	const char *dir = engram_stats_dir();
-	const size_t plen = strlen(ENGRAM_STATS_PREFIX);
 	struct engram_stats_process *sp = malloc(sizeof(*sp));
 	struct timespec ts;
 	struct dirent *e;
@@ -123,11 +78,9 @@ int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 		return -1;
 	}
 	while ((e = readdir(d))) {
-		char *end;
-		if (strncmp(e->d_name, ENGRAM_STATS_PREFIX, plen))
-			continue;
-		long pid = strtol(e->d_name + plen, &end, 10);
-		if (*end || pid <= 0 || pid > 1 << 30 || !wanted((int)pid, pids, n_pids))
+		int pid;
+		uint64_t run;
+		if (!engram_stats_name(e->d_name, &pid, &run) || !wanted(pid, pids, n_pids))
 			continue;
 		if (snap->n == cap) {
 			struct sv_proc *v = realloc(snap->procs, (cap = cap ? 2 * cap : 8) * sizeof(*v));
@@ -137,7 +90,9 @@ int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 		}
 		struct sv_proc *p = &snap->procs[snap->n++];
 		memset(p, 0, sizeof(*p));
-		p->pid = (int)pid;
+		p->pid = pid;
+		p->run = run;
+		snprintf(p->run_hex, sizeof(p->run_hex), "%016llx", (unsigned long long)run);
 		snprintf(p->path, sizeof(p->path), "%s/%s", dir, e->d_name);
 		if ((p->err = engram_stats_read(p->path, sp)) < 0)
 			snprintf(p->errmsg, sizeof(p->errmsg), "%s", engram_last_error());
@@ -165,14 +120,32 @@ void sv_free(struct sv_snap *snap)
 	memset(snap, 0, sizeof(*snap));
 }
 
-const struct sv_set *sv_find(const struct sv_snap *snap, int pid, const char *set)
+const struct sv_set *sv_find(const struct sv_snap *snap, const struct sv_proc *p, const char *set)
 {
 	for (size_t i = 0; i < snap->n; i++)
-		if (snap->procs[i].pid == pid && !snap->procs[i].err)
+		if (snap->procs[i].pid == p->pid && snap->procs[i].run == p->run && !snap->procs[i].err)
 			for (unsigned k = 0; k < snap->procs[i].n_sets; k++)
 				if (!strcmp(snap->procs[i].sets[k].set, set))
 					return &snap->procs[i].sets[k];
 	return NULL;
+}
+
+uint64_t sv_delta(uint64_t now, uint64_t prev)
+{
+	return now >= prev ? now - prev : now;
+}
+
+void sv_layer_delta(struct engram_stats_layer *d, const struct engram_stats_layer *now,
+		    const struct engram_stats_layer *prev)
+{
+	const size_t first = offsetof(struct engram_stats_layer, rows);
+	const uint64_t *a = (const uint64_t *)(const void *)((const char *)now + first),
+		       *b = (const uint64_t *)(const void *)((const char *)prev + first);
+	uint64_t *out = (uint64_t *)(void *)((char *)d + first);
+
+	*d = *now;
+	for (size_t i = 0; i < (sizeof(*now) - first) / sizeof(uint64_t); i++)
+		out[i] = sv_delta(a[i], b[i]);
 }
 
 const struct engram_stats_layer *sv_layer(const struct sv_set *s, uint32_t layer_id)

@@ -10,18 +10,23 @@
 #define ENGRAM_STATIC_LINKING_ONLY
 #include "engram.h"
 
-/* One table set of one process: its sessions' counters summed, layer by layer (same layer ids). */
+/* One table set of one process: its sessions' counters summed, layer by layer (same layer ids), those of its
+ * closed sessions included (every counter only goes up while the process lives). */
 struct sv_set {
 	char set[17];              /* the first 8 bytes of the set id, hex: the label */
 	char path[128];
 	uint32_t mode;             /* the first session's */
-	unsigned sessions;
+	unsigned sessions;         /* open */
 	struct engram_stats_session sum; /* n_layers, layers[], gauges, remote and row-cache figures summed */
 };
 
 struct sv_proc {
 	char path[512];            /* its segment */
-	int pid, stale;
+	int pid, stale;            /* pid in the writer's PID namespace; stale: no process holds the segment */
+	uint64_t run;              /* the random part of its name: pid and run tell processes apart */
+	char run_hex[17];          /* run, as the label run="..." */
+	unsigned n_labels;         /* the process's labels (engram_session_options.stats_labels) */
+	struct engram_stats_label labels[ENGRAM_STATS_LABELS_MAX];
 	int err;                   /* reading it failed: errmsg says why (nothing else is set) */
 	char errmsg[512];
 	unsigned sessions;
@@ -40,8 +45,14 @@ struct sv_snap {
  * the directory unreadable: printed). */
 int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids);
 void sv_free(struct sv_snap *snap);
-/* The same set of the same process in another snapshot, or NULL. */
-const struct sv_set *sv_find(const struct sv_snap *snap, int pid, const char *set);
+/* The same set of the same process (pid and run) in another snapshot, or NULL. */
+const struct sv_set *sv_find(const struct sv_snap *snap, const struct sv_proc *p, const char *set);
+/* A counter's growth from prev to now: a decrease is a reset (a process's counters start again from 0), never a
+ * negative or wrapped delta: then now. */
+uint64_t sv_delta(uint64_t now, uint64_t prev);
+/* A layer's counters (every field after its id) from prev to now, each by sv_delta. */
+void sv_layer_delta(struct engram_stats_layer *d, const struct engram_stats_layer *now,
+		    const struct engram_stats_layer *prev);
 /* Layer layer_id of a set, or NULL. */
 const struct engram_stats_layer *sv_layer(const struct sv_set *s, uint32_t layer_id);
 /* The tier the rest of ram came from: "page_cache" or "private_cache" (a session's mode). */

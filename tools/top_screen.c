@@ -40,13 +40,22 @@ static const struct column {
 #define SET_W 8
 #define LABELS_MAX 24
 
-/* The engine's labels (ENGRAM_STATS_LABELS, "engine=vllm-0,model=qwen38"), or "" when it has none.
- * HOOK: the stats view (struct sv_proc, stats_view.h) has no labels field yet; once it has one, return it here
- * and top shows a LABELS column after the PID (nothing else to change). */
+/* The engine's labels (ENGRAM_STATS_LABELS="engine=vllm-0,model=qwen38", or the session option), their values
+ * alone and comma-separated ("vllm-0,qwen38": the column's header says LABELS), or "" when it has none. The
+ * text lives until the next call: each caller uses it at once. */
 static const char *proc_labels(const struct sv_proc *p)
 {
-	(void)p;
-	return "";
+	static char text[ENGRAM_STATS_LABELS_MAX * ENGRAM_STATS_LABEL_VALUE];
+	size_t n = 0;
+
+	text[0] = 0;
+	for (unsigned i = 0; i < p->n_labels && i < ENGRAM_STATS_LABELS_MAX; i++) {
+		int w = snprintf(text + n, sizeof(text) - n, "%s%s", i ? "," : "", p->labels[i].value);
+		if (w < 0 || (size_t)w >= sizeof(text) - n)
+			break;
+		n += (size_t)w;
+	}
+	return text;
 }
 
 static double value(const struct row *r, int c)
@@ -214,7 +223,7 @@ static int by_key(const void *a, const void *b)
 static void set_row(struct row *r, const struct sv_proc *p, const struct sv_set *s, const struct sv_snap *prev,
 		    double secs)
 {
-	const struct sv_set *ps = prev ? sv_find(prev, p->pid, s->set) : NULL;
+	const struct sv_set *ps = prev ? sv_find(prev, p, s->set) : NULL;
 
 	memset(r, 0, sizeof(*r));
 	r->p = p;
@@ -238,7 +247,7 @@ static void layer_row(struct row *r, const struct row *set, unsigned j, const st
 	r->p = set->p;
 	r->s = s;
 	r->layer = (int)j;
-	top_figures(&r->g, s, &s->sum.layers[j], prev ? sv_find(prev, r->p->pid, s->set) : NULL, secs);
+	top_figures(&r->g, s, &s->sum.layers[j], prev ? sv_find(prev, r->p, s->set) : NULL, secs);
 	r->rows_total = (double)s->sum.layers[j].rows;
 }
 

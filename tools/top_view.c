@@ -30,7 +30,7 @@ void top_figures(struct top_fig *g, const struct sv_set *s, const struct engram_
 	memset(g, 0, sizeof(*g));
 	g->d = *l;
 	if (pl)
-		add_counters(&g->d, pl, -1);
+		sv_layer_delta(&g->d, l, pl);
 	g->secs = pl ? secs : 0;
 	top_derive(g, s, ps);
 }
@@ -57,8 +57,8 @@ void top_derive(struct top_fig *g, const struct sv_set *s, const struct sv_set *
 		g->disk_mb_s = (double)d->disk_bytes / 1e6 / g->secs;
 		g->wait_ms_s = (double)d->wait_ns / 1e6 / g->secs;
 		if (ps && s->sum.has_remote) {
-			g->remote_s = (double)(s->sum.remote_rows - ps->sum.remote_rows) / g->secs;
-			g->fallbacks_s = (double)(s->sum.remote_fallbacks - ps->sum.remote_fallbacks) / g->secs;
+			g->remote_s = (double)sv_delta(s->sum.remote_rows, ps->sum.remote_rows) / g->secs;
+			g->fallbacks_s = (double)sv_delta(s->sum.remote_fallbacks, ps->sum.remote_fallbacks) / g->secs;
 		}
 	} else {
 		g->rows_s = g->reads_s = g->disk_mb_s = g->wait_ms_s = g->remote_s = g->fallbacks_s = NAN;
@@ -96,7 +96,7 @@ int top_text(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 			p->unpublished ? " (some unpublished)" : "", (double)p->thread_cpu_ns / 1e9);
 		for (unsigned k = 0; k < p->n_sets; k++) {
 			const struct sv_set *s = &p->sets[k];
-			const struct sv_set *ps = prev ? sv_find(prev, p->pid, s->set) : NULL;
+			const struct sv_set *ps = prev ? sv_find(prev, p, s->set) : NULL;
 			fprintf(f, "  set %s %s  steps %llu  in flight %llu  backlog %llu", s->set, s->path,
 				(unsigned long long)s->sum.steps, (unsigned long long)s->sum.inflight,
 				(unsigned long long)s->sum.backlog);
@@ -208,17 +208,25 @@ static json_t *jproc(const struct sv_proc *p, const struct sv_snap *prev, double
 	json_t *sets = json_array();
 
 	for (unsigned k = 0; sets && !p->err && k < p->n_sets; k++)
-		if (json_array_append_new(sets, jset(&p->sets[k], prev ? sv_find(prev, p->pid, p->sets[k].set) : NULL,
+		if (json_array_append_new(sets, jset(&p->sets[k], prev ? sv_find(prev, p, p->sets[k].set) : NULL,
 						     secs)) < 0) {
 			json_decref(sets);
 			return NULL;
 		}
-	if (!sets)
+	json_t *labels = sets ? json_object() : NULL;
+	for (unsigned k = 0; labels && k < p->n_labels; k++)
+		if (json_object_set_new(labels, p->labels[k].name, jstr(p->labels[k].value)) < 0) {
+			json_decref(labels);
+			labels = NULL;
+		}
+	if (!labels) {
+		json_decref(sets);
 		return NULL;
-	return json_pack("{si sb so so sI sI sI so}", "pid", p->pid, "stale", p->stale, "segment", jstr(p->path),
-			 "error", p->err ? jstr(p->errmsg) : json_null(), "sessions", (json_int_t)p->sessions,
-			 "unpublished", (json_int_t)p->unpublished, "thread_cpu_ns", (json_int_t)p->thread_cpu_ns, "sets",
-			 sets);
+	}
+	return json_pack("{si ss so sb so so sI sI sI so}", "pid", p->pid, "run", p->run_hex, "labels", labels,
+			 "stale", p->stale, "segment", jstr(p->path), "error", p->err ? jstr(p->errmsg) : json_null(),
+			 "sessions", (json_int_t)p->sessions, "unpublished", (json_int_t)p->unpublished, "thread_cpu_ns",
+			 (json_int_t)p->thread_cpu_ns, "sets", sets);
 }
 
 int top_json(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)

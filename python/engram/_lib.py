@@ -88,6 +88,7 @@ class SessionOptions(ctypes.Structure):
         ("page_cache_bytes", c_uint64),
         ("remote", c_char_p),
         ("remote_timeout_ms", c_uint),
+        ("stats_labels", c_char_p),
     ]
 
 
@@ -282,6 +283,7 @@ _FUNCS = {
     "engram_session_remote_stats": (c_int, [_p, POINTER(RemoteStats)]),
     # the stats segments' reader (exported in the private node for engram.metrics(); its struct: _metrics.py)
     "engram_stats_dir": (c_char_p, []),
+    "engram_stats_path": (c_char_p, []),
     "engram_stats_read": (c_int, [c_char_p, _p]),
 }
 

@@ -18,6 +18,9 @@ STATS_LAYERS = 64        # ENGRAM_STATS_LAYERS
 STATS_SESSIONS = 16      # ENGRAM_STATS_SESSIONS
 STATS_WAIT_BUCKETS = 32  # ENGRAM_STATS_WAIT_BUCKETS
 STATS_PREFIX = "engram-stats-"  # ENGRAM_STATS_PREFIX
+STATS_LABELS_MAX = 8     # ENGRAM_STATS_LABELS_MAX
+STATS_LABEL_NAME = 32    # ENGRAM_STATS_LABEL_NAME
+STATS_LABEL_VALUE = 128  # ENGRAM_STATS_LABEL_VALUE
 _LEAD_EDGES = 24  # engram-stat metrics' lead buckets: le = 2^b us, b < 24 (SV_LEAD_EDGES)
 
 _LAYER_COUNTERS = ("rows", "ready", "not_ready", "misses", "requested", "units", "ios", "bytes", "wait_ns", "ram",
@@ -39,11 +42,17 @@ _RC = ("rc_slots", "rc_filled", "rc_record_bytes", "rc_hits", "rc_misses", "rc_i
 class _Session(ctypes.Structure):
     _fields_ = ([("set_id", c_uint8 * 16), ("set_path", c_char * 128), ("n_layers", c_uint32), ("mode", c_uint32)] +
                 [(k, c_uint64) for k in _SESSION_COUNTERS] + [("has_remote", c_uint32), ("has_row_cache", c_uint32)] +
+                [("closed", c_uint32), ("pad", c_uint32)] +
                 [(k, c_uint64) for k in _REMOTE + _RC] + [("layers", _Layer * STATS_LAYERS)])
+
+
+class _Label(ctypes.Structure):
+    _fields_ = [("name", c_char * STATS_LABEL_NAME), ("value", c_char * STATS_LABEL_VALUE)]
 
 
 class _Process(ctypes.Structure):
     _fields_ = [("pid", c_int), ("stale", c_int), ("start_time", c_uint64), ("unpublished", c_uint64),
+                ("run", c_uint64), ("n_labels", ctypes.c_uint), ("labels", _Label * STATS_LABELS_MAX),
                 ("n_sessions", ctypes.c_uint), ("sessions", _Session * STATS_SESSIONS)]
 
 
@@ -75,24 +84,52 @@ def _as_pid(pid: Optional[int]) -> int:
     return n
 
 
-def metrics(pid: Optional[int] = None) -> Dict[str, Any]:
-    """The counters of this process's sessions (or of process pid, another of this user's), summed by table set
-    and layer as engram-stat top -1 --json gives them: {"pid", "stale", "sessions", "thread_cpu_ns", "sets": [{"set",
-    "path", "mode", "sessions", "steps", "reads_inflight", "reads_backlog", "remote" (None or a dict), "row_cache"
-    (None or a dict), "layers": [{"layer_id", "rows", "ready", ..., "lead_hist", "wait_hist"}]}]}. A process without
-    open sessions (or with publishing off: ENGRAM_STATS=0, Session(publish_stats=False)) has no sets. A pid that is
-    not an integer (or is a bool) raises TypeError, one that is not a process id (1 to 2^30) ValueError."""
-    pid = _as_pid(pid)
-    path = os.path.join(_lib.lib.engram_stats_dir().decode(), f"{STATS_PREFIX}{pid}")
-    out = {"pid": pid, "stale": False, "sessions": 0, "thread_cpu_ns": 0, "sets": []}
-    if not os.path.exists(path):
-        return out
+def _read(path: str) -> _Process:
     p = _Process()
     try:
         _lib.lib.engram_stats_read(path.encode(), ctypes.byref(p))
     except Error as e:  # the errcheck's, raised again naming the file
         raise error(-e.errno, filename=path) from None
-    out.update(stale=bool(p.stale), sessions=p.n_sessions + p.unpublished)
+    return p
+
+
+def _segment_of(pid: int) -> Optional[_Process]:
+    """The segment of process pid (ENGRAM_STATS_PREFIX<pid>-<run>): the live one, else a stale one, else None.
+    Processes of the same pid in other PID namespaces sharing the directory: ValueError (engram-stat metrics tells
+    them apart by their run label)."""
+    d = _lib.lib.engram_stats_dir().decode()
+    try:
+        names = sorted(n for n in os.listdir(d) if n.startswith(f"{STATS_PREFIX}{pid}-"))
+    except FileNotFoundError:
+        return None
+    found = [_read(os.path.join(d, n)) for n in names]
+    live = [p for p in found if not p.stale]
+    if len(live) > 1:
+        raise ValueError(f"pid {pid}: {len(live)} live processes of that pid publish in {d} (in other PID "
+                         "namespaces); engram-stat metrics tells them apart by their run label")
+    return live[0] if live else found[-1] if found else None
+
+
+def metrics(pid: Optional[int] = None) -> Dict[str, Any]:
+    """The counters of this process's sessions (or of process pid, another of this user's), summed by table set
+    and layer as engram-stat top -1 --json gives them, those of closed sessions included (a counter only goes up
+    while the process lives): {"pid", "run", "labels" (the process's: {name: value}), "stale", "sessions" (open),
+    "thread_cpu_ns", "sets": [{"set", "path", "mode", "sessions", "steps", "reads_inflight", "reads_backlog",
+    "remote" (None or a dict), "row_cache" (None or a dict), "layers": [{"layer_id", "rows", "ready", ...,
+    "lead_hist", "wait_hist"}]}]}. A process that never published (publishing off: ENGRAM_STATS=0,
+    Session(publish_stats=False)) has no sets. A pid that is not an integer (or is a bool) raises TypeError, one
+    that is not a process id (1 to 2^30) ValueError."""
+    pid = _as_pid(pid)
+    out = {"pid": pid, "run": None, "labels": {}, "stale": False, "sessions": 0, "thread_cpu_ns": 0, "sets": []}
+    if pid == os.getpid():  # this process's own segment, whatever others of its pid elsewhere publish
+        own = _lib.lib.engram_stats_path()
+        p: Optional[_Process] = _read(own.decode()) if own is not None else None
+    else:
+        p = _segment_of(pid)
+    if p is None:
+        return out
+    out.update(stale=bool(p.stale), sessions=p.unpublished, run=f"{p.run:016x}",
+               labels={lb.name.decode(): lb.value.decode() for lb in p.labels[:p.n_labels]})
     sets: Dict[str, Dict[str, Any]] = {}
     for s in p.sessions[:p.n_sessions]:
         out["thread_cpu_ns"] += s.thread_cpu_ns
@@ -103,7 +140,8 @@ def metrics(pid: Optional[int] = None) -> Dict[str, Any]:
                              "mode": "pagecache" if s.mode == _lib.MODE_PAGECACHE else "direct", "sessions": 0,
                              "steps": 0, "reads_inflight": 0, "reads_backlog": 0, "remote": None, "row_cache": None,
                              "layers": []}
-        t["sessions"] += 1
+        t["sessions"] += not s.closed
+        out["sessions"] += not s.closed
         t["steps"] += s.steps
         t["reads_inflight"] += s.inflight
         t["reads_backlog"] += s.backlog
@@ -169,8 +207,8 @@ _SET_FAMILIES = (
 
 class MetricsCollector:
     """A prometheus_client collector of this process's libengram counters: the families of engram-stat metrics
-    (engram_rows_total, engram_rows_ram_total{tier}, engram_gather_wait_seconds histogram, ...), labelled pid, set
-    and layer. An engine that serves /metrics with prometheus_client adds them with one call:
+    (engram_rows_total, engram_rows_ram_total{tier}, engram_gather_wait_seconds histogram, ...), labelled pid, run,
+    the process's own labels, set and layer. An engine that serves /metrics with prometheus_client adds them with one call:
 
         prometheus_client.REGISTRY.register(engram.MetricsCollector())
     """
@@ -184,22 +222,25 @@ class MetricsCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
         m = metrics(self._pid)
-        pid = str(m["pid"])
-        lab = ["pid", "set", "layer"]
+        # the process's labels first (pid, run: pid alone may be another process's in another PID namespace; its
+        # own labels), as engram-stat metrics writes them
+        plab = ["pid", "run"] + list(m["labels"])
+        pval = [str(m["pid"]), m["run"] or ""] + list(m["labels"].values())
+        lab = plab + ["set", "layer"]
         rows = [(s, ly) for s in m["sets"] for ly in s["layers"]]
         for name, doc, key, scale in _LAYER_FAMILIES:
             f = CounterMetricFamily(name, doc, labels=lab)
             for s, ly in rows:
-                f.add_metric([pid, s["set"], str(ly["layer_id"])], ly[key] * scale)
+                f.add_metric([*pval, s["set"], str(ly["layer_id"])], ly[key] * scale)
             yield f
         f = CounterMetricFamily("engram_rows_ram", "Rows gathered from RAM with no read on their behalf in their step,"
                                 " by tier.", labels=lab + ["tier"])
         for s, ly in rows:
             rc = min(ly["row_cache"], ly["ram"]) if s["row_cache"] is not None else 0
             if s["row_cache"] is not None:
-                f.add_metric([pid, s["set"], str(ly["layer_id"]), "row_cache"], rc)
+                f.add_metric([*pval, s["set"], str(ly["layer_id"]), "row_cache"], rc)
             tier = "page_cache" if s["mode"] == "pagecache" else "private_cache"
-            f.add_metric([pid, s["set"], str(ly["layer_id"]), tier], ly["ram"] - rc)
+            f.add_metric([*pval, s["set"], str(ly["layer_id"]), tier], ly["ram"] - rc)
         yield f
         h = HistogramMetricFamily("engram_gather_wait_seconds", "Each gather call's wait for reads not yet completed.",
                                   labels=lab)
@@ -209,7 +250,7 @@ class MetricsCollector:
                 c += ly["wait_hist"][b]
                 buckets.append((repr((1 << b) * 1e-6), c))
             buckets.append(("+Inf", c + ly["wait_hist"][-1]))
-            h.add_metric([pid, s["set"], str(ly["layer_id"])], buckets, ly["wait_ns"] * 1e-9)
+            h.add_metric([*pval, s["set"], str(ly["layer_id"])], buckets, ly["wait_ns"] * 1e-9)
         yield h
         # the lead's quarter-octave buckets read at powers of two; the session keeps no sum, and prometheus_client
         # writes a _count only beside a _sum: the tool's _count (the +Inf bucket's) is added as a sample of its own
@@ -219,41 +260,41 @@ class MetricsCollector:
             hist = ly["lead_hist"]
             buckets = [(repr((1 << b) * 1e-6), sum(hist[:4 * b + 1])) for b in range(_LEAD_EDGES)]
             buckets.append(("+Inf", sum(hist)))
-            values = [pid, s["set"], str(ly["layer_id"])]
+            values = [*pval, s["set"], str(ly["layer_id"])]
             h.add_metric(values, buckets, None)
             h.add_sample("engram_read_lead_seconds_count", dict(zip(lab, values)), sum(hist))
         yield h
         for kind, name, doc, section, key in _SET_FAMILIES:
-            f = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=["pid", "set"])
+            f = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=plab + ["set"])
             for s in m["sets"]:
                 d = s if section is None else s[section]
                 if d is not None:
-                    f.add_metric([pid, s["set"]], d[key])
+                    f.add_metric([*pval, s["set"]], d[key])
             yield f
         g = GaugeMetricFamily("engram_row_cache_bytes", "The row cache's capacity in row bytes (slots x record).",
-                              labels=["pid", "set"])
+                              labels=plab + ["set"])
         for s in m["sets"]:
             if s["row_cache"] is not None:
-                g.add_metric([pid, s["set"]], s["row_cache"]["slots"] * s["row_cache"]["record_bytes"])
+                g.add_metric([*pval, s["set"]], s["row_cache"]["slots"] * s["row_cache"]["record_bytes"])
         yield g
         # errors by kind as the tool splits them: absent and bad of errors, the rest (a node down), and timeouts
         f = CounterMetricFamily("engram_remote_errors", "Rows the remote tier could not give, by kind.",
-                                labels=["pid", "set", "kind"])
+                                labels=plab + ["set", "kind"])
         for s in m["sets"]:
             r = s["remote"]
             if r is not None:
                 for kind, v in (("absent", r["absent"]), ("bad", r["bad"]),
                                 ("node", r["errors"] - r["absent"] - r["bad"]), ("timeout", r["timeouts"])):
-                    f.add_metric([pid, s["set"], kind], v)
+                    f.add_metric([*pval, s["set"], kind], v)
         yield f
         g = GaugeMetricFamily("engram_set_info", "A table set a process serves: its first shard.",
-                              labels=["pid", "set", "path"])
+                              labels=plab + ["set", "path"])
         for s in m["sets"]:
-            g.add_metric([pid, s["set"], s["path"]], 1)
+            g.add_metric([*pval, s["set"], s["path"]], 1)
         yield g
-        g = GaugeMetricFamily("engram_sessions", "Sessions open.", labels=["pid"])
-        g.add_metric([pid], m["sessions"])
+        g = GaugeMetricFamily("engram_sessions", "Sessions open.", labels=plab)
+        g.add_metric(pval, m["sessions"])
         yield g
-        c = CounterMetricFamily("engram_thread_cpu_seconds", "CPU time of the sessions' I/O threads.", labels=["pid"])
-        c.add_metric([pid], m["thread_cpu_ns"] * 1e-9)
+        c = CounterMetricFamily("engram_thread_cpu_seconds", "CPU time of the sessions' I/O threads.", labels=plab)
+        c.add_metric(pval, m["thread_cpu_ns"] * 1e-9)
         yield c

@@ -44,6 +44,23 @@ def _count(value, what, allow_none):
     return v
 
 
+def _labels(labels):
+    """stats_labels ({name: value}) as the library takes them ("NAME=VALUE,..."), or None; the library checks
+    the names and values (ValueError from it names the label)."""
+    if labels is None:
+        return None
+    if not isinstance(labels, dict):
+        raise TypeError(f"stats_labels must be a dict of str to str, not {type(labels).__name__}")
+    parts = []
+    for k, v in labels.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"stats_labels: {k!r}: names and values must be str")
+        if "=" in k or "," in k or "," in v or "\0" in k + v:
+            raise ValueError(f"stats_labels: {k!r}={v!r}: '=' in a name, ',' or a NUL character")
+        parts.append(f"{k}={v}")
+    return ",".join(parts).encode()
+
+
 def _size(nbytes, mb, what):
     """A size option given in bytes (what_bytes) or in MiB (what_mb, the alias); 0 when neither (the default)."""
     if nbytes is not None and mb is not None:
@@ -82,7 +99,8 @@ class Session(NoCopy):
     (push, push_batch, prefetch_next, gather, gather_rows, prefetch_rows) release the GIL.
 
     Its counters are published for engram-stat top and metrics (and engram.metrics()) unless publish_stats=False
-    or ENGRAM_STATS=0 is in the environment (libengram(3), METRICS)."""
+    or ENGRAM_STATS=0 is in the environment (libengram(3), METRICS), with the process's labels: stats_labels
+    ({"engine": "vllm-0"}) and ENGRAM_STATS_LABELS; a label the library refuses raises ValueError."""
 
     _HOW = ("make one session per thread with store.session(); in another process open the store by path "
             "(engram.Store(path)) and make its sessions there (a slot's history moves with export_state/import_state)")
@@ -92,7 +110,8 @@ class Session(NoCopy):
                  prefetch: bool = True, sqpoll: bool = False, row_cache: Optional[RowCache] = None,
                  page_cache_bytes: Optional[int] = None, page_cache_mb: Optional[int] = None,
                  refuse_negative: bool = False, remote: Optional[str] = None,
-                 remote_timeout_ms: Optional[int] = None, publish_stats: bool = True) -> None:
+                 remote_timeout_ms: Optional[int] = None, publish_stats: bool = True,
+                 stats_labels: Optional[Dict[str, str]] = None) -> None:
         self._ptr = None
         o = _lib.new(_lib.SessionOptions)
         o.max_seqs = _count(max_seqs, "max_seqs", False)
@@ -111,6 +130,7 @@ class Session(NoCopy):
             raise ValueError("remote contains a NUL character")
         o.remote = remote.encode() if remote is not None else None
         o.remote_timeout_ms = _count(remote_timeout_ms, "remote_timeout_ms", True)
+        o.stats_labels = _labels(stats_labels)
         self._remote = remote
         if row_cache is not None and not isinstance(row_cache, RowCache):
             raise TypeError(f"row_cache must be an engram.RowCache, not {type(row_cache).__name__}")

@@ -189,7 +189,8 @@ class Store(Handle):
                 prefetch: bool = True, sqpoll: bool = False, row_cache: "Optional[RowCache]" = None,
                 page_cache_bytes: Optional[int] = None, page_cache_mb: Optional[int] = None,
                 refuse_negative: bool = False, remote: Optional[str] = None,
-                remote_timeout_ms: Optional[int] = None, publish_stats: bool = True) -> "Session":
+                remote_timeout_ms: Optional[int] = None, publish_stats: bool = True,
+                stats_labels: Optional[Dict[str, str]] = None) -> "Session":
         """A new engram.Session on this store (see Session). Options after max_seqs are keyword-only.
         max_seqs: sequence slots; mode: 'direct' (the default) or 'pagecache'; queue_depth: reads in flight at
         most (default 128); cache_bytes: the private cache in bytes (default 256 MiB; cache_mb: the same in MiB);
@@ -202,13 +203,15 @@ class Store(Handle):
         'redis://HOST:PORT' of a Redis Cluster loaded with this set (engram-stat remote-load): rows no RAM tier
         holds come from it, from the shard when it cannot give them; remote_timeout_ms: the longest any wait on it
         lasts (default 1000); publish_stats=False: its counters are not published for engram-stat top and
-        metrics (engram.metrics(); ENGRAM_STATS=0 turns publishing off for every session)."""
+        metrics (engram.metrics(); ENGRAM_STATS=0 turns publishing off for every session); stats_labels: labels of
+        this process's series ({"engine": "vllm-0", "model": "qwen38"}: libengram(3), METRICS; with those of
+        ENGRAM_STATS_LABELS), a label the library refuses raises ValueError."""
         from ._session import Session
         return Session(self, max_seqs, mode=mode, queue_depth=queue_depth, cache_bytes=cache_bytes,
                        cache_mb=cache_mb, uring=uring, prefetch=prefetch, sqpoll=sqpoll, row_cache=row_cache,
                        page_cache_bytes=page_cache_bytes, page_cache_mb=page_cache_mb,
                        refuse_negative=refuse_negative, remote=remote, remote_timeout_ms=remote_timeout_ms,
-                       publish_stats=publish_stats)
+                       publish_stats=publish_stats, stats_labels=stats_labels)
 
     def __repr__(self) -> str:
         return f"<engram.Store '{self._path}'{' (closed)' if self.closed else ''}>"

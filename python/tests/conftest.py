@@ -3,9 +3,12 @@ shards packed once per run.
 
 The tests load the library of the build directory ($ENGRAM_BUILD, default build/: what `make check` sets) and
 the package of this checkout, never an installed copy of either. They read only fixtures/."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -13,6 +16,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, os.environ.get("ENGRAM_BUILD", "build"))
 os.environ.setdefault("ENGRAM_LIBDIR", BUILD)
+# the stats segments of this run's processes (and forked children that end with os._exit, which keep theirs): a
+# directory of the run's own, removed at its end, never /dev/shm
+if not os.environ.get("ENGRAM_STATS_DIR"):
+    os.environ["ENGRAM_STATS_DIR"] = tempfile.mkdtemp(prefix="engram-stats-py.")
+    atexit.register(shutil.rmtree, os.environ["ENGRAM_STATS_DIR"], True)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import engram  # noqa: E402  (after the paths above)

@@ -19,6 +19,33 @@ def segments(tmp_path, monkeypatch):
     return d
 
 
+def in_child(fn):
+    """Run fn in a forked child, a process whose stats segment is its own: a process keeps one segment for its
+    life (in the directory of its first published session), its closed sessions' counters in it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            fn()
+        except BaseException:
+            import traceback
+            os.write(w, traceback.format_exc().encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as f:
+        msg = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, msg
+
+
+def own_segment():
+    p = engram._lib.lib.engram_stats_path()
+    return p and os.path.basename(p.decode())
+
+
 def _gather(s, cfg, steps):
     for k in range(steps):
         s.begin()
@@ -28,29 +55,63 @@ def _gather(s, cfg, steps):
 
 
 def test_metrics_equal_the_sessions_stats(packed, segments):
-    store = engram.Store(packed("tiny-f32"))
-    a, b = store.session(2), store.session(2)
-    _gather(a, store.config, 6)
-    _gather(b, store.config, 4)
-    m = engram.metrics()
-    assert m["pid"] == os.getpid() and not m["stale"] and m["sessions"] == 2
-    (s,) = m["sets"]
-    assert s["sessions"] == 2 and s["steps"] == 10 and s["path"] == store.path
-    for ly in s["layers"]:
-        sa, sb = a.stats(ly["layer_id"]), b.stats(ly["layer_id"])
-        for k in ("rows", "ready", "not_ready", "misses", "ram", "ios", "disk_bytes", "wait_ns"):
-            assert ly[k] == getattr(sa, k) + getattr(sb, k), k
-        assert ly["gathers"] == 10 and sum(ly["wait_hist"]) == 10
-    a.close()
-    b.close()
-    assert engram.metrics()["sets"] == [] and not os.listdir(segments)
+    path = packed("tiny-f32")
+
+    def body():
+        store = engram.Store(path)
+        a, b = store.session(2), store.session(2)
+        _gather(a, store.config, 6)
+        _gather(b, store.config, 4)
+        m = engram.metrics()
+        assert m["pid"] == os.getpid() and not m["stale"] and m["sessions"] == 2 and m["labels"] == {}
+        (s,) = m["sets"]
+        assert s["sessions"] == 2 and s["steps"] == 10 and s["path"] == store.path
+        want = {}
+        for ly in s["layers"]:
+            sa, sb = a.stats(ly["layer_id"]), b.stats(ly["layer_id"])
+            for k in ("rows", "ready", "not_ready", "misses", "ram", "ios", "disk_bytes", "wait_ns"):
+                assert ly[k] == getattr(sa, k) + getattr(sb, k), k
+            assert ly["gathers"] == 10 and sum(ly["wait_hist"]) == 10
+            want[ly["layer_id"]] = ly["rows"]
+        a.close()
+        b.close()
+        # closed: no session open, every counter kept (they only go up while the process lives)
+        m = engram.metrics()
+        (s,) = m["sets"]
+        assert m["sessions"] == 0 and s["sessions"] == 0 and s["steps"] == 10
+        assert {ly["layer_id"]: ly["rows"] for ly in s["layers"]} == want
+        assert os.listdir(segments) == [own_segment()]
+
+    in_child(body)
 
 
 def test_publish_stats_false_publishes_nothing(packed, segments):
-    store = engram.Store(packed("tiny-f32"))
-    s = store.session(2, publish_stats=False)
-    _gather(s, store.config, 2)
-    assert engram.metrics()["sets"] == [] and not os.listdir(segments)
+    path = packed("tiny-f32")
+
+    def body():
+        store = engram.Store(path)
+        s = store.session(2, publish_stats=False)
+        _gather(s, store.config, 2)
+        assert engram.metrics()["sets"] == [] and not os.listdir(segments)
+
+    in_child(body)
+
+
+def test_labels(packed, segments, monkeypatch):
+    path = packed("tiny-f32")
+    monkeypatch.setenv("ENGRAM_STATS_LABELS", "engine=vllm-0")
+
+    def body():
+        store = engram.Store(path)
+        s = store.session(2, stats_labels={"model": "qwen38"})
+        assert engram.metrics()["labels"] == {"engine": "vllm-0", "model": "qwen38"}
+        for bad, err in (({"pid": "1"}, ValueError), ({"model": "other"}, ValueError), ({"a,b": "c"}, ValueError),
+                         ({"a": 1}, TypeError), ("engine=x", TypeError)):
+            with pytest.raises(err):
+                store.session(1, stats_labels=bad)
+        s.close()
+
+    in_child(body)
 
 
 def _samples(text):
@@ -102,42 +163,55 @@ def _sample_names(samples, pid_set):
 
 def test_collector_equals_engram_stat_metrics(packed, segments):
     prometheus_client = pytest.importorskip("prometheus_client")
-    store = engram.Store(packed("tiny-f32"))
-    s = store.session(2)
-    _gather(s, store.config, 5)
-    s.begin()  # publishes every layer: the segment now holds what both read
-    mine = compare_with_engram_stat(prometheus_client)
-    (st,) = engram.metrics()["sets"]
-    names = _sample_names(mine, st["set"])
-    # a set without a remote tier or a row cache has none of their samples (as in the tool)
-    assert "engram_set_info" in names and not {n for n in names if n.startswith(("engram_remote_", "engram_row_cache_"))}
-    assert mine[("engram_set_info", frozenset({("pid", str(os.getpid())), ("set", st["set"]),
-                                               ("path", store.path)}))] == 1
+    path = packed("tiny-f32")
+
+    def body():
+        store = engram.Store(path)
+        s = store.session(2, stats_labels={"engine": "vllm-0", "model": "qwen 3.8 é"})
+        _gather(s, store.config, 5)
+        s.begin()  # publishes every layer: the segment now holds what both read
+        mine = compare_with_engram_stat(prometheus_client)
+        m = engram.metrics()
+        (st,) = m["sets"]
+        names = _sample_names(mine, st["set"])
+        # a set without a remote tier or a row cache has none of their samples (as in the tool)
+        assert "engram_set_info" in names and not {n for n in names
+                                                   if n.startswith(("engram_remote_", "engram_row_cache_"))}
+        proc = {("pid", str(os.getpid())), ("run", m["run"]), ("engine", "vllm-0"), ("model", "qwen 3.8 é")}
+        assert mine[("engram_set_info", frozenset(proc | {("set", st["set"]), ("path", store.path)}))] == 1
+
+    in_child(body)
 
 
 def test_collector_equals_engram_stat_metrics_with_a_row_cache(packed, segments):
     prometheus_client = pytest.importorskip("prometheus_client")
-    store = engram.Store(packed("tiny-f32"))
-    rc = engram.RowCache(store, mb=1)
-    s = store.session(2, mode="direct", row_cache=rc)
-    _gather(s, store.config, 9)  # the keys repeat every 7 steps: rows found in the row cache
-    s.begin()
-    mine = compare_with_engram_stat(prometheus_client)
-    (st,) = engram.metrics()["sets"]
-    key = frozenset({("pid", str(os.getpid())), ("set", st["set"])})
-    r = st["row_cache"]
-    assert r["hits"] > 0 and r["slots"] > 0 and r["record_bytes"] > 0
-    for name, v in (("engram_row_cache_hits_total", r["hits"]), ("engram_row_cache_misses_total", r["misses"]),
-                    ("engram_row_cache_inserts_total", r["inserts"]), ("engram_row_cache_slots", r["slots"]),
-                    ("engram_row_cache_bytes", r["slots"] * r["record_bytes"])):
-        assert mine[(name, key)] == v, name
-    assert not {n for n in _sample_names(mine, st["set"]) if n.startswith("engram_remote_")}
-    s.close()
-    rc.close()
+    path = packed("tiny-f32")
+
+    def body():
+        store = engram.Store(path)
+        rc = engram.RowCache(store, mb=1)
+        s = store.session(2, mode="direct", row_cache=rc)
+        _gather(s, store.config, 9)  # the keys repeat every 7 steps: rows found in the row cache
+        s.begin()
+        mine = compare_with_engram_stat(prometheus_client)
+        m = engram.metrics()
+        (st,) = m["sets"]
+        key = frozenset({("pid", str(os.getpid())), ("run", m["run"]), ("set", st["set"])})
+        r = st["row_cache"]
+        assert r["hits"] > 0 and r["slots"] > 0 and r["record_bytes"] > 0
+        for name, v in (("engram_row_cache_hits_total", r["hits"]), ("engram_row_cache_misses_total", r["misses"]),
+                        ("engram_row_cache_inserts_total", r["inserts"]), ("engram_row_cache_slots", r["slots"]),
+                        ("engram_row_cache_bytes", r["slots"] * r["record_bytes"])):
+            assert mine[(name, key)] == v, name
+        assert not {n for n in _sample_names(mine, st["set"]) if n.startswith("engram_remote_")}
+        s.close()
+        rc.close()
+
+    in_child(body)
 
 
 def test_a_planted_segment_is_an_error(segments):
-    bad = segments / "engram-stats-4242"
+    bad = segments / "engram-stats-4242-00000000000000ab"
     bad.write_bytes(b"not a segment" * 10)
     bad.chmod(0o600)
     with pytest.raises(engram.Error) as e:

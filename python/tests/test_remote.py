@@ -8,7 +8,7 @@ import pytest
 
 from conftest import fortunes
 # segments: the fixture giving this process's stats segment a directory of its own
-from test_metrics import compare_with_engram_stat, segments  # noqa: F401
+from test_metrics import compare_with_engram_stat, in_child, segments  # noqa: F401
 
 import engram
 
@@ -67,20 +67,25 @@ def test_a_metadata_only_store_has_no_rows_without_a_cluster():
 def test_the_collector_gives_the_remote_tiers_families_as_engram_stat(segments):
     prometheus_client = pytest.importorskip("prometheus_client")
     tok = fortunes()
-    with engram.Store(META) as meta, meta.session(8, remote=URL) as s:
-        for step in range(4):
-            s.begin()
-            s.push_batch(np.arange(8), tok[step * 8:(step + 1) * 8] % meta.config.raw_vocab)
-            for layer in meta.config.layer_ids:
-                s.gather(layer, "native", as_tensor=False)
-        s.begin()  # publishes every layer
-        mine = compare_with_engram_stat(prometheus_client)
-        (st,) = engram.metrics()["sets"]
-        r = st["remote"]
-        assert r is not None and r["rows"] > 0 and r["bytes"] > 0
-        key = {("pid", str(os.getpid())), ("set", st["set"])}
-        assert mine[("engram_remote_rows_total", frozenset(key))] == r["rows"]
-        assert mine[("engram_remote_bytes_total", frozenset(key))] == r["bytes"]
-        assert mine[("engram_remote_node_failures_total", frozenset(key))] == r["node_failures"]
-        for kind in ("absent", "bad", "node", "timeout"):
-            assert ("engram_remote_errors_total", frozenset(key | {("kind", kind)})) in mine
+
+    def body():  # in a process of its own: a process keeps one segment (test_metrics.in_child)
+        with engram.Store(META) as meta, meta.session(8, remote=URL) as s:
+            for step in range(4):
+                s.begin()
+                s.push_batch(np.arange(8), tok[step * 8:(step + 1) * 8] % meta.config.raw_vocab)
+                for layer in meta.config.layer_ids:
+                    s.gather(layer, "native", as_tensor=False)
+            s.begin()  # publishes every layer
+            mine = compare_with_engram_stat(prometheus_client)
+            m = engram.metrics()
+            (st,) = m["sets"]
+            r = st["remote"]
+            assert r is not None and r["rows"] > 0 and r["bytes"] > 0
+            key = {("pid", str(os.getpid())), ("run", m["run"]), ("set", st["set"])}
+            assert mine[("engram_remote_rows_total", frozenset(key))] == r["rows"]
+            assert mine[("engram_remote_bytes_total", frozenset(key))] == r["bytes"]
+            assert mine[("engram_remote_node_failures_total", frozenset(key))] == r["node_failures"]
+            for kind in ("absent", "bad", "node", "timeout"):
+                assert ("engram_remote_errors_total", frozenset(key | {("kind", kind)})) in mine
+
+    in_child(body)

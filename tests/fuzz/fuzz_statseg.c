@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!buf)
 		abort();
 	memcpy(buf, m, len);
-	if (engram_stats_parse(buf, len, 0, out) == 0) {
+	if (engram_stats_parse(buf, len, 0, 0, out) == 0) {
 		if (out->n_sessions > ENGRAM_STATS_SESSIONS)
 			abort();
 		for (unsigned i = 0; i < out->n_sessions; i++)
