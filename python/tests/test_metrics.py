@@ -2,6 +2,7 @@
 sessions' own stats, and the collector's families equal to engram-stat metrics' for the same process."""
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -239,7 +240,13 @@ def test_metrics_pid_not_a_process_id(bad, segments):
 
 
 def test_metrics_pid_integer_types(segments):
-    # numpy's integers are integers; a process without a segment has no sets
-    for pid in (os.getpid(), np.int32(os.getpid()), 2**30):
-        m = engram.metrics(pid)
-        assert m["pid"] == int(pid) and type(m["pid"]) is int and m["sets"] == []
+    # numpy's integers are integers; a process without a segment (a child that opens no session; this process's
+    # own segment stays while it lives, with its closed sessions' counters) has no sets
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        for pid in (child.pid, np.int32(child.pid), 2**30):
+            m = engram.metrics(pid)
+            assert m["pid"] == int(pid) and type(m["pid"]) is int and m["sets"] == []
+    finally:
+        child.kill()
+        child.wait()
