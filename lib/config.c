@@ -100,14 +100,22 @@ void engram_config_free(engram_config *cfg)
 }
 
 /* A polynomial family's powers of column col (family.h): pow[0] = 1, pow[d] = pow[d - 1] x mult[d] mod its modulus,
- * for d below the column's order (later entries 0). */
-static void derive_powers(engram_config *c, struct eg_layer *L, unsigned col, unsigned order)
+ * for d below the column's order (later entries 0). The row's sum, each token below the vocabulary, must stay below
+ * 2^63 as the reference's int64 arithmetic has it (the family's fields are checked for it where a config states
+ * them; a stored set is checked here). */
+static int derive_powers(engram_config *c, struct eg_layer *L, unsigned col, unsigned order, const char *what)
 {
 	uint64_t *pw = L->pow + (size_t)col * c->max_ngram, m = L->mod[col].p;
+	unsigned __int128 sum = pw[0] = 1 % m;
 
-	pw[0] = 1 % m;
-	for (unsigned d = 1; d < order; d++)
+	for (unsigned d = 1; d < order; d++) {
 		pw[d] = (uint64_t)((unsigned __int128)pw[d - 1] * (L->mult[d] % m) % m);
+		sum += pw[d];
+	}
+	if (c->cvocab && (c->cvocab - 1) * sum > INT64_MAX)
+		return eg_fail(ENGRAM_ECORRUPT, "%s: layer %d column %u: a row's sum of %llu ids x powers could pass 2^63",
+			       what, L->id, col, (unsigned long long)c->cvocab);
+	return 0;
 }
 
 static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, const uint64_t *primes,
@@ -155,8 +163,8 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 					       "on top of %llu): vocab sizes this large are not supported", what, L->id, col,
 					       (unsigned long long)p, (unsigned long long)sum);
 			sum += p;
-			if (c->poly)
-				derive_powers(c, L, col, n);
+			if (c->poly && derive_powers(c, L, col, n, what) < 0)
+				return ENGRAM_ECORRUPT;
 		}
 	}
 	L->rows = L->addressed = sum;

@@ -531,6 +531,18 @@ static void test_longcat_family_fields(void **state)
 	reseal(b, EG_SEC_HASH);
 	expect_open(b, len, ENGRAM_ECORRUPT, "stored compressed pad 2 is not the map's 0", "filler");
 	RESET();
+	/* a vocabulary and base whose stored constants agree, but whose sums could pass 2^63 (table 8's) */
+	h->raw_vocab = h->compressed_vocab = (uint64_t)1 << 26;
+	for (unsigned k = 1; k < 4; k++)
+		mult[k] = h->raw_vocab;
+	for (unsigned g = 0; g < 3; g++) /* a base whose 12 tables fit 2^40 rows, table 8's powers 2^26 x (V^2, V^3) large */
+		h->vocab_size[g] = 87823803700u;
+	for (unsigned t = 0; t < 12; t++)
+		mod[t] = 87823803700u + 2 * t + 1;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "layer 0 column 8: a row's sum of 67108864 ids x powers could pass 2^63",
+		    "overflowing sums");
+	RESET();
 	hdr(b)->flags = 0;
 	reseal(b, 0);
 	expect_open(b, len, ENGRAM_ECORRUPT, "hash family 2 with a header that says otherwise", "flag cleared");
