@@ -230,12 +230,13 @@ static int parse_qwen(const struct ctx *c, struct eg_hash_params *p)
 	return eg_params_qwen(p, &f, what);
 }
 
-/* A LongCat config.json: model_type longcat_flash_ngram, or its n-gram fields under either name. */
+/* A LongCat config.json: model_type longcat_flash_ngram, or its n-gram ratio under either name (LongCat models
+ * without n-gram tables, model_type longcat_flash, have neither: no Engram config). */
 static int is_longcat(json_t *obj)
 {
 	const char *mt = json_string_value(json_object_get(obj, "model_type"));
 
-	return (mt && !strncmp(mt, "longcat", 7)) || json_object_get(obj, "ngram_vocab_size_ratio") ||
+	return (mt && !strcmp(mt, "longcat_flash_ngram")) || json_object_get(obj, "ngram_vocab_size_ratio") ||
 	       json_object_get(obj, "oe_vocab_size_ratio");
 }
 

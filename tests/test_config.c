@@ -502,6 +502,9 @@ static void test_longcat_hostile_configs(void **state)
 		{ "{\"model_type\": \"longcat_flash_ngram\", \"vocab_size\": 131072, \"ngram_vocab_size_ratio\": 78, "
 		  "\"emb_neighbor_num\": 4, \"eos_token_id\": 2, \"hidden_size\": 3072}", "missing field 'emb_split_num'" },
 		{ "{\"model_type\": \"longcat_flash_ngram\", \"vocab_size\": 131072}", "missing field" },
+		/* LongCat-Flash, which has no n-gram tables */
+		{ "{\"model_type\": \"longcat_flash\", \"vocab_size\": 131072, \"hidden_size\": 6144}",
+		  "no Engram config found" },
 	};
 
 	(void)state;
