@@ -165,12 +165,20 @@ ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *cfg);
  *    (engram_config_table_rows; the rows beyond engram_config_addressed_rows are never addressed), the history
  *    seeded with EOS and cut at each EOS (a look-back past an EOS reads EOS; the EOS's own window is whole).
  *    Layer ids are ple_layer_ids, numbered from 1 as the config numbers them.
+ *  - ENGRAM_FAMILY_LONGCAT: LongCat-Flash-Lite's n-gram embedding tables (model_type longcat_flash_ngram): raw ids
+ *    in [0, vocab_size) with no token map; one layer, id 0 (the input embedding reads them), whose columns are the
+ *    k x (n-1) tables in table order (t = (order - 2) x k + split), table t of M_t = ratio x vocab_size + 2t + 1
+ *    rows (odd, not primes: engram_config_prime returns these moduli), addressed by the polynomial
+ *    (x + sum_d x~(p-d) x V^d mod M_t) mod M_t in 64 bits. The pad id is the EOS, which cuts the history: a
+ *    look-back across an EOS, or before the sequence start, reads the id 0 (the compressed pad, 0), the EOS's
+ *    own window is whole. The multipliers are 1 then vocab_size (the polynomial's base).
  * engram_config_family() returns the config's; engram_family_name() names one ("deepseek-engram",
- * "qwen4-exp-ple"; NULL for an unknown value).
+ * "qwen4-exp-ple", "longcat-flash-ngram"; NULL for an unknown value).
  */
 enum engram_family {
 	ENGRAM_FAMILY_ENGRAM = 0,
 	ENGRAM_FAMILY_QWEN_PLE = 1,
+	ENGRAM_FAMILY_LONGCAT = 2,
 };
 ENGRAM_API int engram_config_family(const engram_config *cfg);
 ENGRAM_API const char *engram_family_name(int family);
@@ -190,6 +198,9 @@ ENGRAM_API const char *engram_family_name(int family);
  * and every older step, and a dead current token hashes as all pad. ENGRAM_FAMILY_QWEN_PLE: raw ids are
  * hashed as they are, each in [0, raw_vocab) (others are -EINVAL naming id and position); the pad is the
  * n-gram EOS, and a look-back that reaches back past an EOS reads EOS (the EOS's own rows are whole).
+ * ENGRAM_FAMILY_LONGCAT: raw ids as for Qwen; a look-back before the start or across an EOS (the pad id) reads
+ * the id 0 (the compressed pad), the EOS's own rows are whole; a column is a table, and its row the table's own
+ * plus the sizes of the tables before it.
  */
 typedef struct engram_hasher engram_hasher;
 
@@ -197,7 +208,8 @@ typedef struct engram_hasher engram_hasher;
  * Create a hasher with max_seqs sequence slots (all empty). The config must outlive the hasher.
  * Returns 0 or -EINVAL (max_seqs 0), -ENOMEM.
  * On x86-64 CPUs with AVX2 and FMA, configs whose heads per order are a multiple of 4 and whose primes are all
- * below 2^26 (every published one) are hashed by a vector kernel; others, and every hasher created while the
+ * below 2^26 (every published one of the DeepSeek and Qwen families) are hashed by a vector kernel; others (and
+ * every LongCat config: its polynomial rows have no vector kernel), and every hasher created while the
  * environment variable ENGRAM_NO_SIMD is set to anything but "" or "0", by the scalar one. Both give the same rows.
  */
 ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cfg, unsigned max_seqs);

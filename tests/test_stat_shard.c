@@ -277,6 +277,24 @@ static void info_has(const char *shard_path, const char *want)
 		fail_msg("engram-stat info '%s' lacks \"%s\"", shard_path, want);
 }
 
+/* engram-stat info of a LongCat set (a synthetic one of the release's geometry, ratio x vocab / 4096) says what it
+ * is: its family, one layer numbered 0, 12 columns (its tables) of 2,497..2,519 rows, 256 wide, raw ids, EOS 2 and
+ * that a look-back across it reads 0, BF16 rows 8 to a page, the row scale. */
+static void test_info_of_a_longcat_set(void **state)
+{
+	const char *set = pack_longcat_synthetic(4096, "bf16");
+	static const char *const lines[] = {
+		"family        longcat-flash-ngram", "layers        1 (ids 0)", "orders        2..4", "heads         4 per order",
+		"head dim      256", "columns       12", "column rows   2497..2519 ", "table rows    30096",
+		"vocab         131072 raw token ids (no token map)", "eos           2 (a look-back across it, or before the start, reads 0)",
+		"token map     none: raw token ids", "row scale     4096 (synthetic", "BF16     512         8",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lines) / sizeof(*lines); i++)
+		info_has(set, lines[i]);
+}
+
 /* A copy of a format 1.1 shard as format 1.0 wrote it: no source section (its bytes left unreferenced). */
 static const char *as_format_1_0(const char *shard_path)
 {
@@ -622,6 +640,7 @@ int main(void)
 		cmocka_unit_test(test_in_place_summary),
 		cmocka_unit_test(test_info_tables_and_pieces),
 		cmocka_unit_test(test_gather_names_the_layers),
+		cmocka_unit_test(test_info_of_a_longcat_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 }

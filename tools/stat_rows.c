@@ -15,12 +15,14 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: engram-stat rows --config FILE [--token-map FILE] --tokens T [--mask M]\n"
 		   "       engram-stat rows SET --tokens T [--mask M]\n"
-		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp config\n"
-		   "  hashes raw token ids: none)\n"
+		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp or LongCat\n"
+		   "  config hashes raw token ids: none)\n"
 		   "  SET: a shard, the manifest of a split set, an in-place index or a GGUF: the config (and\n"
 		   "  token map) it carries\n"
 		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
-		   "  prints 'POSITION LAYER_ID ROW ROW ...' for each position and Engram layer\n");
+		   "  prints 'POSITION LAYER_ID ROW ROW ...' for each position and Engram layer: each row inside\n"
+		   "  the layer's table, whose columns follow one another (a LongCat table's own row is the row\n"
+		   "  less the rows of the tables before it)\n");
 }
 
 /* The config a set carries: a shard's, a split set's or an in-place index's (engram_open: *st holds it), or a GGUF's

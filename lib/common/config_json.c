@@ -1,5 +1,6 @@
 /* The JSON forms of the hash config: the reference demo's EngramConfig, a Hugging Face config.json of DeepSeek-V4.1
- * (engram_* fields) and one of Qwen4-Exp (model_type qwen4_exp: its PLE n-gram fields). All become one struct
+ * (engram_* fields), one of Qwen4-Exp (model_type qwen4_exp: its PLE n-gram fields) and one of LongCat
+ * (model_type longcat_flash_ngram: its n-gram embedding fields, or Lite-Sparse's oe_* names). All become one struct
  * eg_hash_params; the family's fields are checked by family.c. */
 #include <errno.h>
 #include <fcntl.h>
@@ -221,6 +222,33 @@ static int parse_qwen(const struct ctx *c, struct eg_hash_params *p)
 	return eg_params_qwen(p, &f, what);
 }
 
+/* LongCat: the fields as stated (ranges checked by eg_params_longcat, which names each); Lite-Sparse's oe_* names
+ * where the file has oe_vocab_size_ratio; eos_token_id a scalar or a list whose first entry counts. */
+static int parse_longcat(const struct ctx *c, struct eg_hash_params *p)
+{
+	int sparse = json_object_get(c->obj, "oe_vocab_size_ratio") != NULL;
+	struct eg_longcat_fields f = {
+		.ratio_key = sparse ? "oe_vocab_size_ratio" : "ngram_vocab_size_ratio",
+		.neighbor_key = sparse ? "oe_neighbor_num" : "emb_neighbor_num",
+		.split_key = sparse ? "oe_split_num" : "emb_split_num",
+	};
+	int64_t eos[64];
+	char what[600];
+	int err, n;
+
+	if ((err = get_int(c, "vocab_size", INT64_MIN, INT64_MAX, &f.vocab_size)) < 0 ||
+	    (err = get_int(c, f.ratio_key, INT64_MIN, INT64_MAX, &f.ratio)) < 0 ||
+	    (err = get_int(c, f.neighbor_key, INT64_MIN, INT64_MAX, &f.neighbor_num)) < 0 ||
+	    (err = get_int(c, f.split_key, INT64_MIN, INT64_MAX, &f.split_num)) < 0 ||
+	    (err = get_int(c, "hidden_size", INT64_MIN, INT64_MAX, &f.hidden_size)) < 0)
+		return err;
+	if ((n = get_int_array(c, "eos_token_id", 0, sizeof(eos) / sizeof(*eos), 1, INT64_MIN, INT64_MAX, eos)) < 0)
+		return n;
+	f.eos_token_id = eos[0];
+	snprintf(what, sizeof(what), "'%s'", c->path);
+	return eg_params_longcat(p, &f, what);
+}
+
 /* The JSON forms of a config, each named by a field or a model_type: the first form a config names parses it,
  * and a config that names a form but does not load is refused naming the file and the field (never taken for
  * another form's). A family's form slots in here. */
@@ -235,6 +263,9 @@ struct json_form {
 static const struct json_form forms[] = {
 	{ "DeepSeek Engram", { "engram_layer_ids" }, { NULL }, 1, parse_hf },
 	{ "Qwen4-Exp", { "ple_layer_ids" }, { "qwen4_exp", "qwen4_exp_text" }, 1, parse_qwen },
+	/* LongCat models without n-gram tables (model_type longcat_flash) have none of these: no Engram config */
+	{ "LongCat n-gram", { "ngram_vocab_size_ratio", "oe_vocab_size_ratio" }, { "longcat_flash_ngram" }, 0,
+	  parse_longcat },
 	{ "the demo's EngramConfig", { "layer_ids", "max_ngram_size" }, { NULL }, 0, parse_demo },
 };
 

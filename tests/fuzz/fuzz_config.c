@@ -1,5 +1,5 @@
-/* Fuzz target: hash configs in every JSON form, loaded with a small fixed token map, or with none (Qwen4-Exp's
- * config.json, whose family hashes raw ids, takes none: a map given to it is refused). */
+/* Fuzz target: hash configs in every JSON form, loaded with a small fixed token map, or with none (Qwen4-Exp's and
+ * LongCat's config.json, whose families hash raw ids, take none: a map given to them is refused). */
 #include <stdio.h>
 #include <string.h>
 
