@@ -17,6 +17,7 @@
 #include "engram.h"
 #include "engram_pack.h"
 #include <zstd.h>
+#include "safetensors.h"
 #include "util.h"
 
 const char *fixture(const char *rel)
@@ -578,4 +579,78 @@ double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+size_t st_load(const char *path, struct st_tensor *t, size_t cap)
+{
+	struct eg_tensor_set *set;
+	const char *p[1] = { path };
+	size_t n;
+
+	must(eg_tensors_open(&set, p, 1), path);
+	n = eg_tensors_count(set);
+	assert_true(n <= cap);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	for (size_t i = 0; i < n; i++) {
+		const struct eg_tensor *e = eg_tensors_get(set, i);
+		assert_true(e->ndim <= 2);
+		snprintf(t[i].name, sizeof(t[i].name), "%s", e->name);
+		snprintf(t[i].dtype, sizeof(t[i].dtype), "%s", e->dtype);
+		t[i].ndim = e->ndim;
+		memcpy(t[i].shape, e->shape, sizeof(t[i].shape));
+		t[i].nbytes = e->nbytes;
+		t[i].data = malloc(e->nbytes + 1);
+		fseek(f, (long)e->offset, SEEK_SET);
+		assert_int_equal(fread(t[i].data, 1, e->nbytes, f), e->nbytes);
+	}
+	fclose(f);
+	eg_tensors_free(set);
+	return n;
+}
+
+void st_free(struct st_tensor *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(t[i].data);
+}
+
+void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t which)
+{
+	char hdr[16384];
+	size_t k = 0, off = 0;
+
+	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "{");
+	for (size_t i = 0; i < n; i++) {
+		if (!(which >> i & 1))
+			continue;
+		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", off || k > 1 ? "," : "",
+				      t[i].name, t[i].dtype);
+		for (unsigned d = 0; d < t[i].ndim; d++)
+			k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
+		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].nbytes);
+		off += t[i].nbytes;
+	}
+	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "}");
+	assert_true(k < sizeof(hdr) - 8);
+	while (k % 8)
+		hdr[k++] = ' ';
+	FILE *f = fopen(path, "wb");
+	uint64_t hl = k;
+	assert_non_null(f);
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, k, f);
+	for (size_t i = 0; i < n; i++)
+		if (which >> i & 1)
+			fwrite(t[i].data, 1, t[i].nbytes, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+struct st_tensor *st_named(struct st_tensor *t, size_t n, const char *suffix)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(t[i].name) >= strlen(suffix) && !strcmp(t[i].name + strlen(t[i].name) - strlen(suffix), suffix))
+			return &t[i];
+	fail_msg("no tensor ending in %s", suffix);
+	return NULL;
 }

@@ -113,4 +113,19 @@ const char *unzst_fixture(const char *rel, const char *name);
 /* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
  * and the shape through shape[0..*ndim). Fails the test on any problem. */
 void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);
+
+/* Checkpoints written by tests: a safetensors file's tensors read whole (st_load appends those of the file at path
+ * to t[0..cap), returning how many it added), written back (st_write: the tensors t[i] whose bit i of which is
+ * set, in order), found by name suffix (st_named fails the test when none ends in suffix) and freed. */
+struct st_tensor {
+	char name[160], dtype[16];
+	unsigned ndim;
+	uint64_t shape[2];
+	uint8_t *data;
+	size_t nbytes;
+};
+size_t st_load(const char *path, struct st_tensor *t, size_t cap);
+void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t which);
+struct st_tensor *st_named(struct st_tensor *t, size_t n, const char *suffix);
+void st_free(struct st_tensor *t, size_t n);
 #endif
