@@ -165,12 +165,20 @@ ENGRAM_API int64_t engram_config_compressed_pad(const engram_config *cfg);
  *    (engram_config_table_rows; the rows beyond engram_config_addressed_rows are never addressed), the history
  *    seeded with EOS and cut at each EOS (a look-back past an EOS reads EOS; the EOS's own window is whole).
  *    Layer ids are ple_layer_ids, numbered from 1 as the config numbers them.
+ *  - ENGRAM_FAMILY_LONGCAT: LongCat-Flash-Lite's n-gram embedding tables (model_type longcat_flash_ngram): raw ids
+ *    in [0, vocab_size) with no token map; one layer, id 0 (the input embedding reads them), whose columns are the
+ *    k x (n-1) tables in table order (t = (order - 2) x k + split), table t of M_t = ratio x vocab_size + 2t + 1
+ *    rows (odd, not primes: engram_config_prime returns these moduli), addressed by the polynomial
+ *    (x + sum_d x~(p-d) x V^d mod M_t) mod M_t in 64 bits. The pad id is the EOS, which cuts the history: a
+ *    look-back across an EOS, or before the sequence start, reads the id 0 (the compressed pad, 0), the EOS's
+ *    own window is whole. The multipliers are 1 then vocab_size (the polynomial's base).
  * engram_config_family() returns the config's; engram_family_name() names one ("deepseek-engram",
- * "qwen4-exp-ple"; NULL for an unknown value).
+ * "qwen4-exp-ple", "longcat-flash-ngram"; NULL for an unknown value).
  */
 enum engram_family {
 	ENGRAM_FAMILY_ENGRAM = 0,
 	ENGRAM_FAMILY_QWEN_PLE = 1,
+	ENGRAM_FAMILY_LONGCAT = 2,
 };
 ENGRAM_API int engram_config_family(const engram_config *cfg);
 ENGRAM_API const char *engram_family_name(int family);

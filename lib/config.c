@@ -92,35 +92,58 @@ void engram_config_free(engram_config *cfg)
 	for (unsigned i = 0; cfg->layers && i < cfg->n_layers; i++) {
 		free(cfg->layers[i].mod);
 		free(cfg->layers[i].offset);
+		free(cfg->layers[i].pow);
 	}
 	free(cfg->layers);
 	free(cfg->map);
 	free(cfg);
 }
 
+/* A polynomial family's powers of column col (family.h): pow[0] = 1, pow[d] = pow[d - 1] x mult[d] mod its modulus,
+ * for d below the column's order (later entries 0). */
+static void derive_powers(engram_config *c, struct eg_layer *L, unsigned col, unsigned order)
+{
+	uint64_t *pw = L->pow + (size_t)col * c->max_ngram, m = L->mod[col].p;
+
+	pw[0] = 1 % m;
+	for (unsigned d = 1; d < order; d++)
+		pw[d] = (uint64_t)((unsigned __int128)pw[d - 1] * (L->mult[d] % m) % m);
+}
+
 static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, const uint64_t *primes,
 			struct prime_set *used, const char *what)
 {
+	const struct eg_family *fam = eg_family_of(c->family);
 	struct eg_layer *L = &c->layers[li];
 	uint64_t sum = 0;
 
+	if (!mult || fam->modulus)
+		fam->multipliers(c->seed, li, L->id, c->cvocab, c->max_ngram, L->mult);
+	/* a family whose constants follow from what the section states must store exactly those */
+	if (mult && fam->modulus && memcmp(mult, L->mult, c->max_ngram * sizeof(*mult)))
+		return eg_fail(ENGRAM_ECORRUPT, "%s: layer %d's stored multipliers are not the %s family's", what, L->id,
+			       fam->name);
 	if (mult)
 		memcpy(L->mult, mult, c->max_ngram * sizeof(*mult));
-	else
-		eg_family_of(c->family)->multipliers(c->seed, li, L->id, c->cvocab, c->max_ngram, L->mult);
 	L->mod = malloc(c->columns * sizeof(*L->mod));
 	L->offset = malloc(c->columns * sizeof(*L->offset));
-	if (!L->mod || !L->offset)
+	L->pow = c->poly ? calloc((size_t)c->columns * c->max_ngram, sizeof(*L->pow)) : NULL;
+	if (!L->mod || !L->offset || (c->poly && !L->pow))
 		return eg_fail(-ENOMEM, "%s: out of memory", what);
 	for (unsigned n = 2; n <= c->max_ngram; n++) {
 		uint64_t start = c->vocab_size[n - 2] - 1;
 		for (unsigned h = 0; h < c->n_heads; h++) {
 			unsigned col = (n - 2) * c->n_heads + h;
-			uint64_t p = primes ? primes[col] : next_prime(start, used);
-			if (p < 2 || p >= (uint64_t)1 << 62 || (primes && !eg_is_prime(p)))
+			uint64_t p = fam->modulus ? fam->modulus(c->vocab_size[n - 2], col)
+				     : primes ? primes[col] : next_prime(start, used);
+			if (fam->modulus && primes && primes[col] != p)
+				return eg_fail(ENGRAM_ECORRUPT, "%s: modulus %llu of layer %d column %u is not the %s family's "
+					       "%llu", what, (unsigned long long)primes[col], L->id, col, fam->name,
+					       (unsigned long long)p);
+			if (p < 2 || p >= (uint64_t)1 << 62 || (primes && !fam->modulus && !eg_is_prime(p)))
 				return eg_fail(ENGRAM_ECORRUPT, "%s: modulus %llu of layer %d column %u is not a usable prime",
 					       what, (unsigned long long)p, L->id, col);
-			if (!primes)
+			if (!primes && !fam->modulus)
 				prime_add(used, p);
 			start = p;
 			eg_modulus_init(&L->mod[col], p);
@@ -128,10 +151,12 @@ static int derive_layer(engram_config *c, unsigned li, const uint64_t *mult, con
 			/* row numbers, offsets and table bytes (rows x a record of up to 2^18 bytes) stay in 64 bits */
 			if (p > EG_MAX_TABLE_ROWS - sum)
 				return eg_fail(primes ? ENGRAM_ECORRUPT : ENGRAM_ECONFIG,
-					       "%s: layer %d's table would have more than 2^40 rows (column %u's prime %llu "
+					       "%s: layer %d's table would have more than 2^40 rows (column %u's modulus %llu "
 					       "on top of %llu): vocab sizes this large are not supported", what, L->id, col,
 					       (unsigned long long)p, (unsigned long long)sum);
 			sum += p;
+			if (c->poly)
+				derive_powers(c, L, col, n);
 		}
 	}
 	L->rows = L->addressed = sum;
@@ -194,6 +219,7 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 	c->split_parts = p->split_parts;
 	c->min_token = fam->token_map ? INT64_MIN : 0;
 	c->cut_at_pad = fam->cut_at_pad;
+	c->poly = fam->poly;
 	c->raw_vocab = map ? raw_vocab : 0;
 	c->n_layers = p->n_layers;
 	c->max_ngram = p->max_ngram;
@@ -206,11 +232,12 @@ int eg_config_build(engram_config **out, const struct eg_hash_params *p, int32_t
 	if (!map) {
 		/* geometry only (engram_config_load_geometry): the declared compressed vocab, if any, and no pad */
 		c->cvocab = p->compressed_vocab > 0 ? (uint64_t)p->compressed_vocab : 0;
-		c->cpad = -1;
+		c->cpad = c->ccut = -1;
 	} else if ((err = check_map(p, map, raw_vocab, &c->cvocab, what)) < 0) {
 		goto fail;
 	} else {
-		c->cpad = map[p->pad_id];
+		c->ccut = map[p->pad_id];
+		c->cpad = fam->fill_zero ? 0 : c->ccut;
 	}
 	if ((uint64_t)c->n_layers * c->columns > EG_MAX_PRIMES) {
 		err = eg_fail(ENGRAM_ECONFIG, "%s: %u layers x %u columns need %llu primes; at most %u are supported", what,

@@ -1,5 +1,6 @@
 /* The JSON forms of the hash config: the reference demo's EngramConfig, a Hugging Face config.json of DeepSeek-V4.1
- * (engram_* fields) and one of Qwen4-Exp (model_type qwen4_exp: its PLE n-gram fields). All become one struct
+ * (engram_* fields), one of Qwen4-Exp (model_type qwen4_exp: its PLE n-gram fields) and one of LongCat
+ * (model_type longcat_flash_ngram: its n-gram embedding fields, or Lite-Sparse's oe_* names). All become one struct
  * eg_hash_params; the family's fields are checked by family.c. */
 #include <errno.h>
 #include <fcntl.h>
@@ -229,6 +230,42 @@ static int parse_qwen(const struct ctx *c, struct eg_hash_params *p)
 	return eg_params_qwen(p, &f, what);
 }
 
+/* A LongCat config.json: model_type longcat_flash_ngram, or its n-gram fields under either name. */
+static int is_longcat(json_t *obj)
+{
+	const char *mt = json_string_value(json_object_get(obj, "model_type"));
+
+	return (mt && !strncmp(mt, "longcat", 7)) || json_object_get(obj, "ngram_vocab_size_ratio") ||
+	       json_object_get(obj, "oe_vocab_size_ratio");
+}
+
+/* LongCat: the fields as stated (ranges checked by eg_params_longcat, which names each); Lite-Sparse's oe_* names
+ * where the file has oe_vocab_size_ratio; eos_token_id a scalar or a list whose first entry counts. */
+static int parse_longcat(const struct ctx *c, struct eg_hash_params *p)
+{
+	int sparse = json_object_get(c->obj, "oe_vocab_size_ratio") != NULL;
+	struct eg_longcat_fields f = {
+		.ratio_key = sparse ? "oe_vocab_size_ratio" : "ngram_vocab_size_ratio",
+		.neighbor_key = sparse ? "oe_neighbor_num" : "emb_neighbor_num",
+		.split_key = sparse ? "oe_split_num" : "emb_split_num",
+	};
+	int64_t eos[64];
+	char what[600];
+	int err, n;
+
+	if ((err = get_int(c, "vocab_size", INT64_MIN, INT64_MAX, &f.vocab_size)) < 0 ||
+	    (err = get_int(c, f.ratio_key, INT64_MIN, INT64_MAX, &f.ratio)) < 0 ||
+	    (err = get_int(c, f.neighbor_key, INT64_MIN, INT64_MAX, &f.neighbor_num)) < 0 ||
+	    (err = get_int(c, f.split_key, INT64_MIN, INT64_MAX, &f.split_num)) < 0 ||
+	    (err = get_int(c, "hidden_size", INT64_MIN, INT64_MAX, &f.hidden_size)) < 0)
+		return err;
+	if ((n = get_int_array(c, "eos_token_id", 0, sizeof(eos) / sizeof(*eos), 1, INT64_MIN, INT64_MAX, eos)) < 0)
+		return n;
+	f.eos_token_id = eos[0];
+	snprintf(what, sizeof(what), "'%s'", c->path);
+	return eg_params_longcat(p, &f, what);
+}
+
 int eg_params_from_json(struct eg_hash_params *p, const char *path)
 {
 	json_error_t jerr;
@@ -257,12 +294,14 @@ int eg_params_from_json(struct eg_hash_params *p, const char *path)
 		err = parse_hf(&c, p);
 	else if (json_object_get(c.obj, "ple_layer_ids") || is_qwen(root))
 		err = parse_qwen(&c, p);
+	else if (is_longcat(root))
+		err = parse_longcat(&c, p);
 	else if (json_object_get(c.obj, "layer_ids") || json_object_get(c.obj, "max_ngram_size"))
 		err = parse_demo(&c, p);
 	else
 		err = eg_fail(ENGRAM_ECONFIG,
-			      "'%s': no Engram config found (neither 'engram_layer_ids', Qwen4-Exp's 'ple_layer_ids' nor the "
-			      "demo's 'layer_ids')", path);
+			      "'%s': no Engram config found (neither 'engram_layer_ids', Qwen4-Exp's 'ple_layer_ids', LongCat's "
+			      "'ngram_vocab_size_ratio' nor the demo's 'layer_ids')", path);
 out:
 	json_decref(root);
 	return err;

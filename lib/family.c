@@ -1,5 +1,5 @@
-/* The hash families (family.h): DeepSeek Engram's and Qwen4-Exp PLE's constants and token rules, and the checks of
- * a Qwen config's fields. */
+/* The hash families (family.h): DeepSeek Engram's, Qwen4-Exp PLE's and LongCat's constants and token rules, and
+ * the checks of a Qwen or LongCat config's fields. */
 #include <errno.h>
 #include <string.h>
 
@@ -43,9 +43,28 @@ static void qwen_multipliers(uint64_t seed, unsigned k, int id, uint64_t vocab, 
 		mult[i] = 2 * (splitmix64(seed + 10007 * (uint64_t)k + 0x9E3779B97F4A7C15ull * (i + 1)) % half) + 1;
 }
 
+/* LongCat (NgramEmbedding of modeling_longcat_ngram.py): the polynomial's base, the vocabulary V, at every
+ * look-back (1 for the token itself); each table's powers V^d mod M_t are derived from them and its modulus. */
+static void longcat_multipliers(uint64_t seed, unsigned k, int id, uint64_t vocab, unsigned max_ngram, uint64_t *mult)
+{
+	(void)seed;
+	(void)k;
+	(void)id;
+	mult[0] = 1;
+	for (unsigned i = 1; i < max_ngram; i++)
+		mult[i] = vocab;
+}
+
+/* LongCat: table t has ratio x V + 2t + 1 rows (odd, not primes), base = ratio x V. */
+static uint64_t longcat_modulus(uint64_t base, unsigned col)
+{
+	return base + 2 * (uint64_t)col + 1;
+}
+
 static const struct eg_family families[] = {
-	[ENGRAM_FAMILY_ENGRAM] = { "deepseek-engram", 1, 0, engram_multipliers },
-	[ENGRAM_FAMILY_QWEN_PLE] = { "qwen4-exp-ple", 0, 1, qwen_multipliers },
+	[ENGRAM_FAMILY_ENGRAM] = { "deepseek-engram", 1, 0, 0, 0, engram_multipliers, NULL },
+	[ENGRAM_FAMILY_QWEN_PLE] = { "qwen4-exp-ple", 0, 1, 0, 0, qwen_multipliers, NULL },
+	[ENGRAM_FAMILY_LONGCAT] = { "longcat-flash-ngram", 0, 1, 1, 1, longcat_multipliers, longcat_modulus },
 };
 
 const struct eg_family *eg_family_of(unsigned family)
@@ -120,5 +139,48 @@ int eg_params_qwen(struct eg_hash_params *p, const struct eg_qwen_fields *f, con
 	p->raw_vocab = (uint64_t)f->vocab_size;
 	p->row_divisor = (uint64_t)f->make_ngram_vocab_size_divisible_by;
 	p->split_parts = (unsigned)f->split_ngram_parts;
+	return 0;
+}
+
+int eg_params_longcat(struct eg_hash_params *p, const struct eg_longcat_fields *f, const char *what)
+{
+	int err;
+
+	memset(p, 0, sizeof(*p));
+	if ((err = in_range(what, "vocab_size", f->vocab_size, 1, (int64_t)EG_MAX_RAW_VOCAB, NULL)) < 0 ||
+	    (err = in_range(what, f->ratio_key, f->ratio, 1, (int64_t)(EG_MAX_TABLE_ROWS / (uint64_t)f->vocab_size),
+			    "a table has at most 2^40 rows")) < 0 ||
+	    (err = in_range(what, f->neighbor_key, f->neighbor_num, 2, EG_MAX_NGRAM, "n-gram orders 2 to n")) < 0 ||
+	    (err = in_range(what, f->split_key, f->split_num, 1, EG_MAX_HEADS, "tables an order")) < 0 ||
+	    (err = in_range(what, "eos_token_id", f->eos_token_id, 0, f->vocab_size - 1,
+			    "a token id of the vocabulary")) < 0)
+		return err;
+	int64_t tables = (f->neighbor_num - 1) * f->split_num;
+	if ((err = in_range(what, "hidden_size", f->hidden_size, tables, tables * EG_MAX_HEAD_DIM,
+			    "one row of up to 65536 columns a table")) < 0)
+		return err;
+	if (f->hidden_size % tables)
+		return eg_fail(ENGRAM_ECONFIG, "%s: hidden_size %lld is not a multiple of the %lld tables (%s x (%s - 1)): "
+			       "a table's row width would not be whole", what, (long long)f->hidden_size, (long long)tables,
+			       f->split_key, f->neighbor_key);
+	/* a row's sum x + sum_d x~ x P[d] stays below 2^63, as the reference's int64 arithmetic needs: every term is
+	 * below V x M, the largest table's M */
+	uint64_t base = (uint64_t)f->ratio * (uint64_t)f->vocab_size, m = longcat_modulus(base, (unsigned)tables - 1);
+	if ((unsigned __int128)((uint64_t)f->vocab_size - 1) * (1 + (unsigned __int128)(f->neighbor_num - 1) * (m - 1)) >
+	    (unsigned __int128)INT64_MAX)
+		return eg_fail(ENGRAM_ECONFIG, "%s: vocab_size %lld with %s %lld and %s %lld: a row's sum of look-backs x "
+			       "powers could pass 2^63", what, (long long)f->vocab_size, f->ratio_key, (long long)f->ratio,
+			       f->neighbor_key, (long long)f->neighbor_num);
+	p->family = ENGRAM_FAMILY_LONGCAT;
+	p->n_layers = 1;
+	p->layer_ids[0] = EG_LONGCAT_LAYER_ID;
+	p->max_ngram = (unsigned)f->neighbor_num;
+	p->n_heads = (unsigned)f->split_num;
+	p->head_dim = (unsigned)(f->hidden_size / tables);
+	for (unsigned n = 0; n + 1 < p->max_ngram; n++)
+		p->vocab_size[n] = base; /* every order's tables count from ratio x V */
+	p->pad_id = f->eos_token_id;
+	p->compressed_vocab = f->vocab_size;
+	p->raw_vocab = (uint64_t)f->vocab_size;
 	return 0;
 }

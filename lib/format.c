@@ -455,7 +455,7 @@ int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64
 		memcpy(&p->layer_ids[l], q + 4 * l, 4);
 	d->mult = (const uint64_t *)(q + ids_bytes(L));
 	d->primes = d->mult + (size_t)L * N;
-	for (size_t k = 0; k < (size_t)L * N; k++)
+	for (size_t k = 0; k < (size_t)L * N && !fam->poly; k++) /* a polynomial family's: checked as derived */
 		if (!(d->mult[k] & 1))
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': hash multiplier %zu is even", path, k);
 	d->raw_vocab = h->raw_vocab;

@@ -32,6 +32,30 @@ static inline void hash_layer(const struct eg_layer *L, unsigned N, unsigned H, 
 	}
 }
 
+/* Rows of positions [0, n) for one layer of a polynomial family (LongCat): column c of order g is
+ * (x + sum_{d=1..g-1} x~(p-d) x pow[c][d]) mod M_c, the sum in 64 bits (config.c keeps it below 2^63). */
+static inline void hash_layer_poly(const struct eg_layer *L, unsigned N, unsigned H, const int64_t *look,
+				   ptrdiff_t kstride, const uint8_t *depth, int64_t pad, size_t n, uint64_t *out)
+{
+	for (size_t t = 0; t < n; t++, look++) {
+		uint64_t *row = out + t * (N - 1) * H, tok[EG_MAX_NGRAM];
+		unsigned d = depth ? depth[t] : N;
+
+		for (unsigned k = 0; k < N; k++)
+			tok[k] = (uint64_t)(k < d ? look[-(ptrdiff_t)k * kstride] : pad);
+		for (unsigned k = 1, c = 0; k < N; k++) {
+			for (unsigned j = 0; j < H; j++, c++) {
+				const uint64_t *pw = L->pow + (size_t)c * N;
+				uint64_t sum = tok[0];
+
+				for (unsigned b = 1; b <= k; b++)
+					sum += tok[b] * pw[b];
+				row[c] = eg_mod_floor((int64_t)sum, &L->mod[c]) + L->offset[c];
+			}
+		}
+	}
+}
+
 static void hash_scalar(const engram_config *cfg, const double *vc, const int64_t *look, ptrdiff_t kstride,
 			const uint8_t *depth, size_t n, uint64_t *rows, size_t total)
 {
@@ -43,7 +67,11 @@ static void hash_scalar(const engram_config *cfg, const double *vc, const int64_
 		const struct eg_layer *L = &cfg->layers[li];
 
 		/* Specialized for the shapes of the published configs; the generic call covers the rest. */
-		if (N == 4 && H == 8)
+		if (cfg->poly && N == 4 && H == 4)
+			hash_layer_poly(L, 4, 4, look, kstride, depth, cfg->cpad, n, out);
+		else if (cfg->poly)
+			hash_layer_poly(L, N, H, look, kstride, depth, cfg->cpad, n, out);
+		else if (N == 4 && H == 8)
 			hash_layer(L, 4, 8, look, kstride, depth, cfg->cpad, n, out);
 		else if (N == 3 && H == 8)
 			hash_layer(L, 3, 8, look, kstride, depth, cfg->cpad, n, out);

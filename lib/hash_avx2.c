@@ -38,7 +38,7 @@ enum { VC_K, VC_C48, VC_INV, VC_INV52, VC_P, VC_OFF, VC_N };
 
 int eg_hash_avx2_fits(const engram_config *cfg)
 {
-	if (cfg->n_heads % 4)
+	if (cfg->poly || cfg->n_heads % 4) /* the polynomial family's sums: the scalar kernel */
 		return 0;
 	for (unsigned li = 0; li < cfg->n_layers; li++)
 		for (unsigned c = 0; c < cfg->columns; c++)

@@ -34,7 +34,8 @@ int eg_hasher_simd(const engram_hasher *h);
 /* Nonzero when the CPU runs the AVX2+FMA kernel (always 0 on other architectures). */
 int eg_hash_avx2_cpu(void);
 
-/* Nonzero when cfg fits the AVX2 kernel: heads a multiple of 4 and every prime below 2^26. */
+/* Nonzero when cfg fits the AVX2 kernel: XOR-mixed (not a polynomial family), heads a multiple of 4 and every
+ * prime below 2^26. */
 int eg_hash_avx2_fits(const engram_config *cfg);
 
 /* The AVX2 kernel's constant table for cfg (which must fit), malloc'ed; NULL when out of memory. */

@@ -65,11 +65,12 @@ struct engram_hasher {
 };
 
 /* A slot's live depth after a position of compressed id `id` that was live (not masked dead), from the depth
- * before it: one more, up to keep (max_ngram - 1); 0 after the pad token where the config's family cuts the
- * history there (Qwen's EOS: the next token's look-backs read EOS), so that the token's own window is whole. */
+ * before it: one more, up to keep (max_ngram - 1); 0 after the cut token where the config's family cuts the
+ * history there (the EOS: the next token's look-backs read the filler, Qwen's EOS or LongCat's 0), so that the
+ * token's own window is whole. */
 static inline unsigned eg_live_after(const engram_config *cfg, int64_t id, unsigned live, unsigned keep)
 {
-	if (cfg->cut_at_pad && id == cfg->cpad)
+	if (cfg->cut_at_pad && id == cfg->ccut)
 		return 0;
 	return live < keep ? live + 1 : keep;
 }

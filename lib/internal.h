@@ -104,6 +104,8 @@ struct eg_layer {
 	uint64_t mult[EG_MAX_NGRAM];
 	struct eg_modulus *mod;   /* [columns] */
 	uint64_t *offset;         /* [columns]: running sum of earlier primes */
+	uint64_t *pow;            /* [columns][max_ngram] a polynomial family's powers (family.h's poly), else NULL:
+				     pow[c][0] = 1, pow[c][d] = pow[c][d-1] x mult[d] mod column c's modulus */
 	uint64_t rows;            /* of the table: engram_num_embeddings, or the sum of all primes */
 	uint64_t addressed;       /* rows the hash addresses: the sum of all primes (<= rows; the rest never are) */
 };
@@ -130,7 +132,7 @@ struct engram_config {
 	unsigned n_layers, max_ngram, n_heads, head_dim, columns;
 	uint64_t seed;
 	uint64_t vocab_size[EG_MAX_NGRAM];
-	int64_t pad_id, cpad;
+	int64_t pad_id, cpad;    /* cpad: what look-backs before the start read (the pad's compressed id, or 0) */
 	uint64_t raw_vocab, cvocab;
 	int32_t *map;            /* [raw_vocab] compressed ids (the identity for a family without a token map) */
 	struct eg_layer *layers; /* [n_layers] */
@@ -139,7 +141,9 @@ struct engram_config {
 	uint64_t row_divisor;    /* as in eg_hash_params */
 	unsigned split_parts;
 	int64_t min_token;       /* ids below are refused: 0, or INT64_MIN where negative ids are kept as they are */
-	int cut_at_pad;          /* a look-back reaching back past a pad token reads the pad (Qwen's EOS rule) */
+	int cut_at_pad;          /* a look-back reaching back past the cut token reads the filler cpad (the EOS rule) */
+	int64_t ccut;            /* the cut token's compressed id (the pad id's: Qwen's and LongCat's EOS), or -1 */
+	int poly;                /* rows by the polynomial with each column's powers (family.h), not by XOR */
 };
 
 /* The one check of a layer index that a caller gave: 0 when it is a layer of c, else 1 with the error set to

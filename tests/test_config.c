@@ -368,7 +368,7 @@ static void test_qwen_release_config(void **state)
 	assert_int_equal(engram_config_table_rows(cfg, 0), 320001536);
 	engram_config_free(cfg);
 	assert_string_equal(engram_family_name(ENGRAM_FAMILY_ENGRAM), "deepseek-engram");
-	assert_null(engram_family_name(2));
+	assert_null(engram_family_name(3));
 	assert_null(engram_family_name(-1));
 }
 
@@ -413,6 +413,102 @@ static void test_qwen_forms_and_layers(void **state)
 }
 
 /* Each hostile field of a Qwen config: its own error naming the file and the field, never a config. */
+/* The LongCat release's config.json (fixtures/ref/longcat) gives the reference's constants
+ * (longcat-flash-lite.constants.json): the family, one layer numbered 0, 12 tables of 10,223,617 + 2t rows (odd, not
+ * primes) in table order, 256 columns, EOS as the pad id and 0 as what look-backs read. */
+static void test_longcat_release_config(void **state)
+{
+	engram_config *cfg = NULL;
+	char path[4096];
+	uint64_t sum = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s", fixture("ref/longcat/longcat-flash-lite.config.json"));
+	must(engram_config_load(&cfg, path, NULL), "longcat config");
+	assert_int_equal(engram_config_family(cfg), ENGRAM_FAMILY_LONGCAT);
+	assert_string_equal(engram_family_name(engram_config_family(cfg)), "longcat-flash-ngram");
+	assert_int_equal(engram_config_num_layers(cfg), 1);
+	assert_int_equal(engram_config_layer_id(cfg, 0), 0);
+	assert_int_equal(engram_config_max_ngram(cfg), 4);
+	assert_int_equal(engram_config_num_heads(cfg), 4);
+	assert_int_equal(engram_config_columns(cfg), 12);
+	assert_int_equal(engram_config_head_dim(cfg), 256);
+	assert_int_equal(engram_config_raw_vocab(cfg), 131072);
+	assert_int_equal(engram_config_pad_id(cfg), 2);
+	assert_int_equal(engram_config_compressed_pad(cfg), 0);
+	for (unsigned t = 0; t < 12; t++) {
+		assert_int_equal(engram_config_prime(cfg, 0, t), 10223617 + 2 * t);
+		sum += 10223617 + 2 * t;
+	}
+	assert_int_equal(sum, 122683536);
+	assert_int_equal(engram_config_addressed_rows(cfg, 0), 122683536);
+	assert_int_equal(engram_config_table_rows(cfg, 0), 122683536);
+	engram_config_free(cfg);
+}
+
+#define LONGCAT(v, ratio, n, k, eos, hidden)                                                                        \
+	"{\"model_type\": \"longcat_flash_ngram\", \"vocab_size\": " v ", \"ngram_vocab_size_ratio\": " ratio            \
+	", \"emb_neighbor_num\": " n ", \"emb_split_num\": " k ", \"eos_token_id\": " eos ", \"hidden_size\": " hidden "}"
+#define SPARSE(v, ratio, n, k, eos, hidden)                                                                         \
+	"{\"vocab_size\": " v ", \"oe_vocab_size_ratio\": " ratio ", \"oe_neighbor_num\": " n ", \"oe_split_num\": " k \
+	", \"eos_token_id\": " eos ", \"hidden_size\": " hidden "}"
+
+/* Lite-Sparse's oe_* names and an eos_token_id list (its first entry counts) give the release's config. */
+static void test_longcat_forms(void **state)
+{
+	static const char *const forms[] = {
+		SPARSE("131072", "78", "4", "4", "2", "3072"),
+		LONGCAT("131072", "78", "4", "4", "[2, 7]", "3072"),
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(forms) / sizeof(*forms); i++) {
+		const char *path = write_tmp("config.json", forms[i], strlen(forms[i]));
+		engram_config *cfg = NULL;
+
+		must(engram_config_load(&cfg, path, NULL), forms[i]);
+		assert_int_equal(engram_config_family(cfg), ENGRAM_FAMILY_LONGCAT);
+		assert_int_equal(engram_config_columns(cfg), 12);
+		assert_int_equal(engram_config_head_dim(cfg), 256);
+		assert_int_equal(engram_config_pad_id(cfg), 2);
+		assert_int_equal(engram_config_prime(cfg, 0, 11), 10223639);
+		engram_config_free(cfg);
+	}
+}
+
+/* Each hostile field of a LongCat config is its own error naming it (the oe_* name where the file has those). */
+static void test_longcat_hostile_configs(void **state)
+{
+	static const struct {
+		const char *json, *fragment;
+	} bad[] = {
+		{ LONGCAT("0", "78", "4", "4", "2", "3072"), "'vocab_size' = 0 is out of range" },
+		{ LONGCAT("67108865", "78", "4", "4", "2", "3072"), "'vocab_size' = 67108865 is out of range" },
+		{ LONGCAT("131072", "0", "4", "4", "2", "3072"), "'ngram_vocab_size_ratio' = 0 is out of range" },
+		{ LONGCAT("131072", "8388609", "4", "4", "2", "3072"), "'ngram_vocab_size_ratio' = 8388609 is out of range" },
+		{ LONGCAT("131072", "8388608", "4", "4", "2", "3072"), "more than 2^40 rows" },
+		{ LONGCAT("131072", "78.5", "4", "4", "2", "3072"), "'ngram_vocab_size_ratio' is not an integer" },
+		{ LONGCAT("131072", "78", "1", "4", "2", "3072"), "'emb_neighbor_num' = 1 is out of range" },
+		{ LONGCAT("131072", "78", "17", "4", "2", "3072"), "'emb_neighbor_num' = 17 is out of range" },
+		{ LONGCAT("131072", "78", "4", "0", "2", "3072"), "'emb_split_num' = 0 is out of range" },
+		{ LONGCAT("131072", "78", "4", "4", "131072", "3072"), "'eos_token_id' = 131072 is out of range" },
+		{ LONGCAT("131072", "78", "4", "4", "-1", "3072"), "'eos_token_id' = -1 is out of range" },
+		{ LONGCAT("131072", "78", "4", "4", "[]", "3072"), "'eos_token_id' is empty" },
+		{ LONGCAT("131072", "78", "4", "4", "2", "3071"), "hidden_size 3071 is not a multiple of the 12 tables" },
+		{ LONGCAT("131072", "78", "4", "4", "2", "0"), "'hidden_size' = 0 is out of range" },
+		{ LONGCAT("67108864", "16384", "16", "1", "2", "15"), "could pass 2^63" },
+		{ SPARSE("131072", "78", "4", "0", "2", "3072"), "'oe_split_num' = 0 is out of range" },
+		{ SPARSE("131072", "-3", "4", "4", "2", "3072"), "'oe_vocab_size_ratio' = -3 is out of range" },
+		{ "{\"model_type\": \"longcat_flash_ngram\", \"vocab_size\": 131072, \"ngram_vocab_size_ratio\": 78, "
+		  "\"emb_neighbor_num\": 4, \"eos_token_id\": 2, \"hidden_size\": 3072}", "missing field 'emb_split_num'" },
+		{ "{\"model_type\": \"longcat_flash_ngram\", \"vocab_size\": 131072}", "missing field" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		expect_load(bad[i].json, NULL, ENGRAM_ECONFIG, bad[i].fragment);
+}
+
 static void test_qwen_hostile_configs(void **state)
 {
 	static const struct {
@@ -519,6 +615,9 @@ int main(void)
 		cmocka_unit_test(test_qwen_release_config),
 		cmocka_unit_test(test_qwen_forms_and_layers),
 		cmocka_unit_test(test_qwen_hostile_configs),
+		cmocka_unit_test(test_longcat_release_config),
+		cmocka_unit_test(test_longcat_forms),
+		cmocka_unit_test(test_longcat_hostile_configs),
 		cmocka_unit_test(test_qwen_token_map_rules),
 		cmocka_unit_test(test_strerror_names_every_code),
 	};

@@ -176,6 +176,10 @@ const struct ref_fx ref_fixtures[REF_FIXTURES] = {
 	/* Qwen4-Exp's PLE family: raw ids, no token map; EOS at the start, in the middle, in runs and at the end */
 	{ "qwen38/qwen38", "ref/qwen38/qwen38.config.json", NULL },
 	{ "qwen38/tiny/tiny-n3", "ref/qwen38/tiny/tiny-n3.config.json", NULL },
+	/* LongCat's n-gram tables: raw ids, one layer (0) of tables of odd sizes, EOS cuts to the id 0; EOS at the
+	 * start, in the middle, in runs and at the end */
+	{ "longcat/longcat", "ref/longcat/longcat-flash-lite.config.json", NULL },
+	{ "longcat/tiny/tiny-n4", "ref/longcat/tiny/tiny-n4/config.json", NULL },
 };
 
 engram_config *ref_config_load(const struct ref_fx *f)

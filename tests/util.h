@@ -43,7 +43,7 @@ struct ref_fx {
 	const char *config; /* under fixtures/ */
 	const char *map;
 };
-#define REF_FIXTURES 6
+#define REF_FIXTURES 8
 extern const struct ref_fx ref_fixtures[REF_FIXTURES];
 struct engram_config *ref_config_load(const struct ref_fx *f);
 
