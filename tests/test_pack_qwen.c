@@ -176,129 +176,27 @@ static void test_store_gathers_the_reference(void **state)
 	}
 }
 
-/* One session step's rows and f32/bf16 gathers against the reference for the positions pos[0..n) pushed. */
-static void check_step(engram_session *s, int which, const size_t *pos, size_t n, const char *how)
-{
-	const uint64_t *r = engram_session_rows(s, 0);
-	float *want = malloc(n * COLS * HD * sizeof(float));
-	uint8_t *f = malloc(n * COLS * HD * 4), *b = malloc(n * COLS * HD * 2);
-
-	assert_int_equal(engram_session_positions(s), n);
-	for (size_t i = 0; i < n; i++) {
-		for (unsigned c = 0; c < COLS; c++)
-			if (r[i * COLS + c] != (uint64_t)ids[pos[i] * COLS + c])
-				fail_msg("%s: position %zu column %u: row %llu, reference %lld", how, pos[i], c,
-					 (unsigned long long)r[i * COLS + c], (long long)ids[pos[i] * COLS + c]);
-		memcpy(want + i * COLS * HD, expect[which] + pos[i] * COLS * HD, COLS * HD * sizeof(float));
-	}
-	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, f, n * COLS * HD * 4), "gather f32");
-	must(engram_session_gather(s, 0, ENGRAM_OUT_BF16, b, n * COLS * HD * 2), "gather bf16");
-	check_gathered(which, f, b, NULL, 0, want, n * COLS, how);
-	free(want);
-	free(f);
-	free(b);
-}
-
-static uint64_t rng = 0x51;
-
-static unsigned below(unsigned n)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (unsigned)(rng % n);
-}
-
 /* Sessions in both modes give the reference's rows and values however the tokens come: whole, in chunks, one
  * token a step for several slots at once (push_batch), with rejected drafts (some of them EOS) rewound, and moved
  * to another slot by export and import between steps. */
 static void test_sessions_every_way_of_pushing(void **state)
 {
+	static const size_t chunks[] = { N_TOK, 3, 7 };
+
 	(void)state;
 	for (int k = 0; k < 3; k++)
 		for (int mode = 0; mode < 2; mode++) {
 			engram_store *st;
 			engram_session *s;
 			struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
-			int which = k == 2;
-			size_t pos[N_TOK + 16];
+			struct session_ref r = { tokens, N_TOK, (const uint64_t *)ids, expect[k == 2], COLS, HD, EOS, 1000 };
 			char how[128];
 			o.max_seqs = 4;
 			o.mode = mode ? ENGRAM_MODE_PAGECACHE : ENGRAM_MODE_DIRECT;
 			must(engram_open(&st, shard[k], 0), shard[k]);
 			must(engram_session_create(&s, st, &o), "session");
-			/* whole, then in chunks of 3 and 7 */
-			static const size_t chunks[] = { N_TOK, 3, 7 };
-			for (size_t ci = 0; ci < 3; ci++) {
-				must(engram_session_reset(s, 1), "reset");
-				for (size_t p = 0; p < N_TOK; p += chunks[ci]) {
-					size_t m = N_TOK - p < chunks[ci] ? N_TOK - p : chunks[ci];
-					for (size_t i = 0; i < m; i++)
-						pos[i] = p + i;
-					must(engram_session_begin(s), "begin");
-					must(engram_session_push(s, 1, tokens + p, NULL, m), "push");
-					snprintf(how, sizeof(how), "%s mode %d chunk %zu at %zu", label[k], mode, chunks[ci], p);
-					check_step(s, which, pos, m, how);
-				}
-			}
-			/* decode: slots 3, 0, 2 take the sequence a token a step; slot 2 pushes drafts, rewinds the
-			 * rejected ones, and is moved to slot 1 and back by export and import */
-			unsigned slots[3] = { 3, 0, 2 };
-			for (unsigned i = 0; i < 3; i++)
-				must(engram_session_reset(s, slots[i]), "reset");
-			for (size_t t = 0; t < N_TOK; t++) {
-				int64_t tok[3] = { tokens[t], tokens[t], tokens[t] };
-				size_t k_drafts = below(4), ok = 0;
-				int64_t drafts[4];
-				must(engram_session_begin(s), "begin");
-				must(engram_session_push_batch(s, slots, tok, NULL, 3), "push_batch");
-				/* drafts after slot 2's token: the true next tokens, until one is wrong (a random id or EOS) */
-				for (size_t d = 0; d < k_drafts && t + 1 + d < N_TOK; d++) {
-					int wrong = ok < d || below(3) == 0;
-					drafts[d] = wrong ? (below(2) ? EOS : (int64_t)below(1000)) : tokens[t + 1 + d];
-					if (!wrong && drafts[d] == tokens[t + 1 + d])
-						ok++;
-				}
-				size_t nd = k_drafts < N_TOK - t - 1 ? k_drafts : N_TOK - t - 1;
-				if (nd)
-					must(engram_session_push(s, 2, drafts, NULL, nd), "drafts");
-				/* the drafts' rows are checked where they are the true tokens: positions 3 .. 3 + ok */
-				for (size_t i = 0; i < 3; i++)
-					pos[i] = t;
-				for (size_t d = 0; d < ok; d++)
-					pos[3 + d] = t + 1 + d;
-				snprintf(how, sizeof(how), "%s mode %d decode %zu", label[k], mode, t);
-				const uint64_t *r = engram_session_rows(s, 0);
-				uint64_t *keep = malloc((3 + nd) * COLS * sizeof(*keep));
-				memcpy(keep, r, (3 + nd) * COLS * sizeof(*keep));
-				for (size_t i = 0; i < 3 + ok; i++)
-					for (unsigned c = 0; c < COLS; c++)
-						if (keep[i * COLS + c] != (uint64_t)ids[pos[i] * COLS + c])
-							fail_msg("%s: step position %zu column %u: row %llu, reference %lld", how, i, c,
-								 (unsigned long long)keep[i * COLS + c],
-								 (long long)ids[pos[i] * COLS + c]);
-				free(keep);
-				assert_int_equal(engram_session_positions(s), 3 + nd); /* the batch and the drafts */
-				must(engram_session_rewind(s, 2, nd), "rewind the drafts");
-				if (t % 5 == 4) { /* preempted: slot 2's state through slot 1 and back */
-					uint8_t sb[ENGRAM_SEQ_STATE_MAX];
-					int len = engram_session_export(s, 2, sb, sizeof(sb));
-					assert_true(len > 0);
-					must(engram_session_reset(s, 2), "reset");
-					must(engram_session_import(s, 1, sb, (size_t)len), "import");
-					len = engram_session_export(s, 1, sb, sizeof(sb));
-					assert_true(len > 0);
-					must(engram_session_import(s, 2, sb, (size_t)len), "import back");
-				}
-			}
-			/* a last step of the whole sequence, gathered, after all that */
-			must(engram_session_reset(s, 0), "reset");
-			must(engram_session_begin(s), "begin");
-			must(engram_session_push(s, 0, tokens, NULL, N_TOK), "push");
-			for (size_t i = 0; i < N_TOK; i++)
-				pos[i] = i;
-			snprintf(how, sizeof(how), "%s mode %d whole after decode", label[k], mode);
-			check_step(s, which, pos, N_TOK, how);
+			snprintf(how, sizeof(how), "%s mode %d", label[k], mode);
+			session_push_every_way(s, &r, chunks, 3, how);
 			engram_session_destroy(s);
 			engram_close(st);
 		}
@@ -466,26 +364,13 @@ static void test_two_layers(void **state)
 	st_free(t, n + 4);
 }
 
-/* Pack weights at path with the tiny config (and a template when given): the error, and the detail, which must
- * hold both fragments. */
+/* Pack weights at path with the tiny config (and a template when given): refused with want, the detail holding
+ * both fragments. */
 static void expect_refused(const char *path, const char *tmpl, int want, const char *frag1, const char *frag2)
 {
 	const char *wp[1] = { path };
-	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
-	char out[4200];
 
-	snprintf(out, sizeof(out), "%s/refused.engram", tmpdir_create_once());
-	o.config_path = cfg_path;
-	o.weights = wp;
-	o.n_weights = 1;
-	o.out_path = out;
-	o.weight_template = tmpl;
-	int err = engram_pack(&o, NULL);
-	if (err != want)
-		fail_msg("%s: pack gave %d (%s: %s), expected %d", path, err, engram_strerror(err), engram_last_error(), want);
-	if ((frag1 && !strstr(engram_last_error(), frag1)) || (frag2 && !strstr(engram_last_error(), frag2)))
-		fail_msg("%s: detail '%s' lacks '%s' or '%s'", path, engram_last_error(), frag1, frag2 ? frag2 : "");
-	assert_int_equal(access(out, F_OK), -1);
+	pack_refused(cfg_path, wp, 1, tmpl, want, frag1, frag2);
 }
 
 /* Each way a checkpoint can be wrong, refused naming the file and the tensor: a part missing, of the wrong shape,
