@@ -69,6 +69,8 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 	/* the checkpoint's layout is the family's: Qwen4-Exp's table is in row parts with its hash buffers, or whole
 	 * in a llama.cpp GGUF under a name of its own (its keys checked against the derivation: gguf_qwen.c);
 	 * LongCat's tables are its release's, each its own tensor (no GGUF layout of them exists) */
+	if (cfg->family == ENGRAM_FAMILY_LONGCAT)
+		return eg_source_longcat(s, set, cfg, li, wtmpl || stmpl);
 	if (cfg->family == ENGRAM_FAMILY_QWEN_PLE) {
 		if ((err = find(set, EG_QWEN_GGUF_TENSOR, &w)) < 0)
 			return err;
