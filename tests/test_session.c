@@ -244,6 +244,73 @@ static void push_gather(engram_session *s, const int64_t *tok, unsigned n, struc
 	must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, a), "stats");
 }
 
+/* A LongCat-geometry set (synthetic BF16, one layer, id 0, of 12 tables of 512-byte rows: 8 a page) served to the
+ * reference's 200 tokens with EOS, prefilled in chunks then decoded a token a step, in page-cache and direct mode,
+ * with and without a row cache: each step's rows are a separate hasher's (each table's row inside its own slice),
+ * its 12 x 256 values a token are what a synchronous gather of those rows returns, and in direct mode a row miss
+ * is one read of its one page. */
+static void test_longcat_set_in_every_mode(void **state)
+{
+	const char *path = pack_longcat_synthetic(4096, "bf16");
+	struct vectors v;
+	engram_store *st = NULL;
+	engram_hasher *h = NULL;
+
+	(void)state;
+	vectors_load(&v, "longcat/longcat");
+	must(engram_open(&st, path, 0), "open");
+	const engram_config *cfg = engram_store_config(st);
+	const size_t n = v.len[2], cols = engram_config_columns(cfg), width = engram_config_head_dim(cfg);
+	assert_int_equal(engram_config_family(cfg), ENGRAM_FAMILY_LONGCAT);
+	assert_int_equal(cols * width, 3072);
+	assert_int_equal(engram_out_row_bytes(st, 0, ENGRAM_OUT_NATIVE), 512);
+	uint64_t lo[12], hi[12], *want = malloc(n * cols * sizeof(*want));
+	float *got = malloc(n * cols * width * 4), *ref = malloc(n * cols * width * 4);
+	assert_true(want && got && ref && cols == 12);
+	for (unsigned c = 0; c < cols; c++) {
+		lo[c] = c ? hi[c - 1] : 0;
+		hi[c] = lo[c] + engram_config_prime(cfg, 0, c);
+	}
+	must(engram_hasher_create(&h, cfg, 1), "hasher");
+	must(engram_hasher_push(h, 0, v.tokens[2], NULL, n, want), "hash");
+	for (size_t i = 0; i < n * cols; i++)
+		assert_true(want[i] >= lo[i % cols] && want[i] < hi[i % cols]);
+	must(engram_gather_rows(st, 0, want, n * cols, ENGRAM_OUT_F32, ref, n * cols * width * 4), "gather rows");
+	for (int mode = 0; mode < 2; mode++)
+		for (int cached = 0; cached < 2; cached++) {
+			struct engram_session_options o = { .size = sizeof(struct engram_session_options), .max_seqs = 1,
+							    .mode = (uint32_t)(mode ? ENGRAM_MODE_DIRECT : ENGRAM_MODE_PAGECACHE) };
+			engram_rowcache *rc = NULL;
+			engram_session *s = NULL;
+			if (cached)
+				must(engram_rowcache_open(&rc, st, NULL, 4 << 20, 0), "row cache");
+			o.row_cache = rc;
+			must(engram_session_create(&s, st, &o), "session");
+			for (size_t pos = 0, m; pos < n; pos += m) {
+				struct engram_io_stats a = ENGRAM_INIT(struct engram_io_stats);
+				m = pos < 96 ? 48 : 1; /* two prefill chunks, then decode steps */
+				must(engram_session_begin(s), "begin");
+				must(engram_session_push(s, 0, v.tokens[2] + pos, NULL, m), "push");
+				assert_memory_equal(engram_session_rows(s, 0), want + pos * cols, m * cols * sizeof(*want));
+				must(engram_session_gather(s, 0, ENGRAM_OUT_F32, got + pos * cols * width, m * cols * width * 4),
+				     "gather");
+				must(engram_session_stats(s, 0, ENGRAM_STATS_STEP, &a), "stats");
+				assert_int_equal(a.rows, m * cols);
+				if (mode && !cached) /* direct: a read per unit, each one page */
+					assert_true(a.ios == a.units && a.bytes == a.units * 4096 && a.units <= a.rows);
+			}
+			assert_memory_equal(got, ref, n * cols * width * 4);
+			engram_session_destroy(s);
+			engram_rowcache_close(rc);
+		}
+	engram_hasher_destroy(h);
+	free(want);
+	free(got);
+	free(ref);
+	vectors_free(&v);
+	engram_close(st);
+}
+
 /* The same step gathered twice: the second time every row is a hit and no read is issued. */
 static void test_second_gather_hits(void **state)
 {
@@ -782,6 +849,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_page_cache_mode_matches_reference),
+		cmocka_unit_test(test_longcat_set_in_every_mode),
 		cmocka_unit_test(test_direct_mode_matches_reference),
 		cmocka_unit_test(test_zstd_matches_reference),
 		cmocka_unit_test(test_pread_pool_matches_reference),

@@ -180,6 +180,14 @@ static void test_whole_table_qwen(void **state)
 	whole_table();
 }
 
+/* The same on a LongCat-geometry set (one layer, id 0, of 12 tables of 512-byte BF16 rows: 8 a page). */
+static void test_whole_table_longcat(void **state)
+{
+	(void)state;
+	qwen_set = pack_longcat_synthetic(QWEN_SCALE, "bf16");
+	whole_table();
+}
+
 /* No RAM serves nothing, whatever the policy. */
 static void test_zero_budget(void **state)
 {
@@ -286,6 +294,14 @@ static void test_agrees_with_replay_qwen(void **state)
 	agrees_with_replay();
 }
 
+/* The same on a LongCat-geometry set (BF16: 12 rows of 512 bytes a position). */
+static void test_agrees_with_replay_longcat(void **state)
+{
+	(void)state;
+	qwen_set = pack_longcat_synthetic(QWEN_SCALE, "bf16");
+	agrees_with_replay();
+}
+
 /* Back to V4.1's set, whatever a Qwen test did. */
 static int v41_again(void **state)
 {
@@ -343,11 +359,13 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_whole_table),
 		cmocka_unit_test_teardown(test_whole_table_qwen, v41_again),
+		cmocka_unit_test_teardown(test_whole_table_longcat, v41_again),
 		cmocka_unit_test(test_zero_budget),
 		cmocka_unit_test(test_hot_region),
 		cmocka_unit_test(test_rows_fit_where_pages_do_not),
 		cmocka_unit_test(test_agrees_with_replay),
 		cmocka_unit_test_teardown(test_agrees_with_replay_qwen, v41_again),
+		cmocka_unit_test_teardown(test_agrees_with_replay_longcat, v41_again),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_bad_options),
 	};

@@ -209,6 +209,16 @@ static void test_demo_form_and_head_dims(void **state)
 	json_decref(doc);
 }
 
+/* A token map given with a raw-id config is refused. */
+static void refuses_token_map(const char *config)
+{
+	assert_int_not_equal(sh("%s plan --config %s --token-map fixtures/ref/v41/v41.token_map.npy > /dev/null 2> "
+				"%s/plan.err", tool_path("engram-stat"), config, tmpdir_create_once()), 0);
+	char *text = plan_file("err");
+	has(text, "takes raw token ids: give no token map");
+	free(text);
+}
+
 /* Qwen4-Exp's release config.json alone: its family, the padded table (320,001,536 rows of 160: 90 never
  * addressed), and the bytes the checkpoints take (95.4 GiB BF16, 47.7 GiB FP8, 26.8 GiB IQ4_NL's 90 bytes a row);
  * a token map given with it is refused. */
@@ -237,12 +247,35 @@ static void test_qwen_release(void **state)
 	assert_int_equal(u(dtype(doc, "F8_E4M3_T"), "tensor_bytes"), 320001536ull * 160);
 	assert_int_equal(u(dtype(doc, "IQ4_NL"), "tensor_bytes"), 320001536ull * 90);
 	json_decref(doc);
-	assert_int_not_equal(sh("%s plan --config fixtures/ref/qwen38/qwen38.config.json --token-map "
-				"fixtures/ref/v41/v41.token_map.npy > /dev/null 2> %s/plan.err",
-				tool_path("engram-stat"), tmpdir_create_once()), 0);
-	text = plan_file("err");
-	has(text, "takes raw token ids: give no token map");
+	refuses_token_map("fixtures/ref/qwen38/qwen38.config.json");
+}
+
+/* LongCat-Flash-Lite's release config.json alone: its family, one layer (id 0) of 12 tables (columns) of
+ * 10,223,617..10,223,639 rows, 122,683,536 rows of 256 in all: 58.5 GiB BF16 as the checkpoint holds it (512-byte
+ * rows, 8 a page); a token map given with it is refused. */
+static void test_longcat_release(void **state)
+{
+	(void)state;
+	plan("--config fixtures/ref/longcat/longcat-flash-lite.config.json");
+	char *text = plan_file("out");
+	has(text, "family        longcat-flash-ngram");
+	has(text, "layers        1 (ids 0)");
+	has(text, "orders        2..4");
+	has(text, "heads         4 per order");
+	has(text, "columns       12\n");
+	has(text, "column rows   10223617..10223639 ");
+	has(text, "head dim      256");
+	has(text, "table rows    122683536\n");
+	has(text, "BF16         512         8        62813970432   58.5 GiB   58.5 GiB");
 	free(text);
+	json_t *doc = plan_json("--config fixtures/ref/longcat/longcat-flash-lite.config.json");
+	assert_string_equal(json_string_value(json_object_get(doc, "family")), "longcat-flash-ngram");
+	json_t *l = json_array_get(json_object_get(doc, "layers"), 0);
+	assert_int_equal(u(l, "layer_id"), 0);
+	assert_int_equal(u(l, "rows"), 122683536);
+	assert_int_equal(u(dtype(doc, "BF16"), "tensor_bytes"), 122683536ull * 512);
+	json_decref(doc);
+	refuses_token_map("fixtures/ref/longcat/longcat-flash-lite.config.json");
 }
 
 static void test_usage_and_input_errors(void **state)
@@ -270,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_plan_is_what_pack_writes),
 		cmocka_unit_test(test_demo_form_and_head_dims),
 		cmocka_unit_test(test_qwen_release),
+		cmocka_unit_test(test_longcat_release),
 		cmocka_unit_test(test_usage_and_input_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);

@@ -200,38 +200,54 @@ static void test_counters_add_up(void **state)
 	json_decref(doc);
 }
 
-/* A Qwen4-Exp set (one table at layer 2, 16 rows a position of 164 bytes: F8_E4M3_T; the bundled stream's
- * DeepSeek ids are all below 129,280, so valid raw Qwen ids): the counters add up in both modes, at depths 0 and
- * 1 and in the row tier, and the layer reported is the config's own number, 2; an id outside the vocabulary,
- * negative ones too, is refused naming it and its position. */
-static void test_qwen_counters_add_up(void **state)
+/* A raw-id family's set: the counters add up in both modes, at depths 0 and 1 and in the row tier, and the layer
+ * reported is the config's own number; an id outside the vocabulary, negative ones too, is refused naming it and
+ * its position. */
+static void raw_counters_add_up(const char *set, unsigned columns, unsigned record, int layer_id, const char *vocab)
 {
 	json_t *doc, *runs, *r;
 	size_t i;
+	char big[64];
 
-	(void)state;
-	qwen_set = pack_qwen_synthetic(4096, "e4m3t");
+	qwen_set = set;
 	geom.layers = 1;
-	geom.columns = 16;
-	geom.record = 164;
+	geom.columns = columns;
+	geom.record = record;
 	doc = replay_json("--tokens %s --max-steps 12 --no-wait --sweep mode=pagecache,direct --sweep depth=0,1",
 			  tokens());
 	runs = runs_of(doc, 4);
 	json_array_foreach(runs, i, r)
 	{
 		check_run(json_object_get(doc, "schedule"), r);
-		assert_int_equal(u(json_array_get(json_object_get(r, "layers"), 0), "layer_id"), 2);
+		assert_int_equal(u(json_array_get(json_object_get(r, "layers"), 0), "layer_id"), layer_id);
 	}
 	json_decref(doc);
 	doc = replay_json("--tokens %s --max-steps 12 --no-wait --tier row --mem-mb 8", tokens());
 	check_run(json_object_get(doc, "schedule"), json_array_get(runs_of(doc, 1), 0));
 	json_decref(doc);
 	/* an id outside [0, vocab_size) is refused before any run, named with its position, as the library names it */
-	for (const char *const *t = (const char *const[]){ "5,6,248320", "5,6,-1", NULL }; *t; t++)
+	snprintf(big, sizeof(big), "5,6,%s", vocab);
+	for (const char *const *t = (const char *const[]){ big, "5,6,-1", NULL }; *t; t++)
 		if (sh("%s replay %s --tokens %s --no-wait 2>&1 >/dev/null | grep -qF -- \"engram-stat: --tokens: id %s at "
-		       "position 2 is outside the vocabulary [0, 248320)\"", tool_path("engram-stat"), qwen_set, *t,
-		       strrchr(*t, ',') + 1) != 0)
+		       "position 2 is outside the vocabulary [0, %s)\"", tool_path("engram-stat"), set, *t,
+		       strrchr(*t, ',') + 1, vocab) != 0)
 			fail_msg("--tokens %s: no message naming the id outside the vocabulary", *t);
+}
+
+/* A Qwen4-Exp set (one table at layer 2, 16 rows a position of 164 bytes: F8_E4M3_T; the bundled stream's
+ * DeepSeek ids are all below 129,280, so valid raw Qwen ids). */
+static void test_qwen_counters_add_up(void **state)
+{
+	(void)state;
+	raw_counters_add_up(pack_qwen_synthetic(4096, "e4m3t"), 16, 164, 2, "248320");
+}
+
+/* A LongCat-geometry set (ratio x vocab / 4096: 12 tables of ~2,500 rows at layer 0, 12 rows a position of 512
+ * bytes, BF16: 8 a page; the bundled stream's ids are below 131,072, valid LongCat ids). */
+static void test_longcat_counters_add_up(void **state)
+{
+	(void)state;
+	raw_counters_add_up(pack_longcat_synthetic(4096, "bf16"), 12, 512, 0, "131072");
 }
 
 /* Back to V4.1's set, whatever the Qwen test did. */
@@ -1063,6 +1079,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters_add_up),
 		cmocka_unit_test_teardown(test_qwen_counters_add_up, v41_again),
+		cmocka_unit_test_teardown(test_longcat_counters_add_up, v41_again),
 		cmocka_unit_test(test_resident_stream_is_ready),
 		cmocka_unit_test(test_lookahead_and_drafts),
 		cmocka_unit_test(test_draft_verification),

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "engram.h"
 #include "util.h"
 
 static char cmd[65536];
@@ -173,39 +174,45 @@ static void test_mask_is_0_or_1(void **state)
 	tmpdir_cleanup();
 }
 
-/* A Qwen4-Exp config.json alone (no token map): the reference's own token files (.npy, EOS at the start, in the
- * middle, in runs, at the end) print the reference's rows; an id outside [0, vocab) is refused naming it and its
- * position; a token map given with it is refused. */
-static void test_qwen_rows_without_token_map(void **state)
+/* The rows engram-stat rows prints for the reference's own token files (fixtures/ref/DIR/NAME{sep}tokens.npy) of a
+ * raw-id config are the reference's (NAME{sep}ids.npy, int64 [positions, columns]), under layer id `layer`; with
+ * per_table, the reference gives each column's own row and the printed one adds the earlier columns' rows. */
+static void check_raw_rows(const char *config, const char *dir, const char *const *names, size_t n_names,
+			   const char *sep, int layer, int per_table)
 {
-	static const char *const names[] = { "real_edge7_len3_eos_last", "real_rand3_len64_eos_start_mid_run_end",
-					      "real_rand4_len333_eos_random" };
 	char c[2048], tok[2048], ids[2048], *out;
+	engram_config *cfg = NULL;
 
-	(void)state;
-	snprintf(c, sizeof(c), "%s", fixture("ref/qwen38/qwen38.config.json"));
-	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+	snprintf(c, sizeof(c), "%s", fixture(config));
+	must(engram_config_load(&cfg, c, NULL), c);
+	const unsigned cols = engram_config_columns(cfg);
+	uint64_t offset[64] = { 0 };
+	assert_true(cols <= 64);
+	for (unsigned k = 1; per_table && k < cols; k++)
+		offset[k] = offset[k - 1] + engram_config_prime(cfg, 0, k - 1);
+	for (size_t i = 0; i < n_names; i++) {
 		uint64_t shape[8];
 		unsigned ndim;
 		size_t bytes;
-		snprintf(tok, sizeof(tok), "ref/qwen38/%s_tokens.npy", names[i]);
+		snprintf(tok, sizeof(tok), "ref/%s/%s%stokens.npy", dir, names[i], sep);
 		snprintf(tok, sizeof(tok), "%s", fixture(tok));
-		snprintf(ids, sizeof(ids), "ref/qwen38/%s_ids.npy", names[i]);
+		snprintf(ids, sizeof(ids), "ref/%s/%s%sids.npy", dir, names[i], sep);
 		int64_t *want = read_npy(fixture(ids), "<i8", &bytes, shape, &ndim);
 		assert_int_equal(ndim, 2);
-		assert_int_equal(shape[1], 16);
+		assert_int_equal(shape[1], cols);
 		snprintf(cmd, sizeof(cmd), "%s rows --config %s --tokens %s", tool(), c, tok);
 		assert_int_equal(run(&out, 0), 0);
 		const char *p = out;
 		for (uint64_t t = 0; t < shape[0]; t++) {
 			char *end;
 			assert_int_equal(strtoull(p, &end, 10), t);
-			assert_int_equal(strtol(end, &end, 10), 2); /* the layer id as the config numbers it */
-			for (int k = 0; k < 16; k++) {
+			assert_int_equal(strtol(end, &end, 10), layer); /* the layer id as the config numbers it */
+			for (unsigned k = 0; k < cols; k++) {
 				unsigned long long r = strtoull(end, &end, 10);
-				if ((int64_t)r != want[t * 16 + k])
-					fail_msg("%s position %llu column %d: printed %llu, reference %lld", names[i],
-						 (unsigned long long)t, k, r, (long long)want[t * 16 + k]);
+				if ((int64_t)(r - offset[k]) != want[t * cols + k])
+					fail_msg("%s position %llu column %u: printed %llu, reference %lld (+ %llu)", names[i],
+						 (unsigned long long)t, k, r, (long long)want[t * cols + k],
+						 (unsigned long long)offset[k]);
 			}
 			assert_int_equal(*end, '\n');
 			p = end + 1;
@@ -214,13 +221,29 @@ static void test_qwen_rows_without_token_map(void **state)
 		free(out);
 		free(want);
 	}
-	static const struct {
+	engram_config_free(cfg);
+}
+
+/* An id outside [0, vocab) of a raw-id config is refused naming it and its position; a token map given with it is
+ * refused. */
+static void check_raw_refusals(const char *config, const char *too_big)
+{
+	char c[2048], *out, first[256];
+	const struct {
 		const char *args, *fragment;
 	} bad[] = {
-		{ "--tokens 5,248320", "engram-stat: token id 248320 at position 1 is outside the vocabulary [0, 248320)" },
 		{ "--tokens 5,6,-1", "token id -1 at position 2 is outside the vocabulary" },
 		{ "--tokens 1 --token-map MAP", "takes raw token ids: give no token map" },
 	};
+
+	snprintf(c, sizeof(c), "%s", fixture(config));
+	snprintf(first, sizeof(first), "engram-stat: token id %s at position 1 is outside the vocabulary [0, %s)", too_big,
+		 too_big);
+	snprintf(cmd, sizeof(cmd), "%s rows --config %s --tokens 5,%s", tool(), c, too_big);
+	assert_int_equal(run(&out, 1), 1);
+	if (!strstr(out, first))
+		fail_msg("printed '%s', expected '%s'", out, first);
+	free(out);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		char args[4096];
 		const char *m = strstr(bad[i].args, "MAP");
@@ -234,6 +257,32 @@ static void test_qwen_rows_without_token_map(void **state)
 	}
 }
 
+/* A Qwen4-Exp config.json alone (no token map): the reference's own token files (.npy, EOS at the start, in the
+ * middle, in runs, at the end) print the reference's rows; bad ids and a token map are refused. */
+static void test_qwen_rows_without_token_map(void **state)
+{
+	static const char *const names[] = { "real_edge7_len3_eos_last", "real_rand3_len64_eos_start_mid_run_end",
+					      "real_rand4_len333_eos_random" };
+
+	(void)state;
+	check_raw_rows("ref/qwen38/qwen38.config.json", "qwen38", names, 3, "_", 2, 0);
+	check_raw_refusals("ref/qwen38/qwen38.config.json", "248320");
+}
+
+/* LongCat's config.json alone: the reference's token files (EOS at the start, in the middle, in runs, at the end;
+ * [5, EOS]; the tiny model's 300 tokens) print the reference's rows of each table, in table order, under layer 0;
+ * bad ids and a token map are refused. */
+static void test_longcat_rows_without_token_map(void **state)
+{
+	static const char *const names[] = { "real_edge_5_eos", "real_eos_start_mid_run_end", "real_rand200_eos_random" };
+	static const char *const tiny[] = { "tiny-n4" };
+
+	(void)state;
+	check_raw_rows("ref/longcat/longcat-flash-lite.config.json", "longcat", names, 3, "_", 0, 1);
+	check_raw_rows("ref/longcat/tiny/tiny-n4/config.json", "longcat/tiny", tiny, 1, ".", 0, 1);
+	check_raw_refusals("ref/longcat/longcat-flash-lite.config.json", "131072");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +291,7 @@ int main(void)
 		cmocka_unit_test(test_errors_are_clear),
 		cmocka_unit_test(test_mask_is_0_or_1),
 		cmocka_unit_test(test_qwen_rows_without_token_map),
+		cmocka_unit_test(test_longcat_rows_without_token_map),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

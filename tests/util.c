@@ -381,16 +381,17 @@ const char *pack_v41_synthetic(uint64_t scale)
 	return out;
 }
 
-const char *pack_qwen_synthetic(uint64_t scale, const char *dtype)
+/* A synthetic set of a raw-id config (fixtures/<config>) into <tmpdir>/<tag>-s<scale>-<dtype>.engram, seed 3,
+ * packed once: its path in out (600 bytes). */
+static const char *pack_raw_synthetic(char *out, const char *config, const char *tag, uint64_t scale, const char *dtype)
 {
-	static char out[600];
 	char cfg[4096];
 	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
 
-	snprintf(out, sizeof(out), "%s/qwen-s%llu-%s.engram", tmpdir_create_once(), (unsigned long long)scale, dtype);
+	snprintf(out, 600, "%s/%s-s%llu-%s.engram", tmpdir_create_once(), tag, (unsigned long long)scale, dtype);
 	if (access(out, F_OK) == 0)
 		return out;
-	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/qwen38/qwen38.config.json"));
+	snprintf(cfg, sizeof(cfg), "%s", fixture(config));
 	o.config_path = cfg;
 	o.out_path = out;
 	o.synthetic_scale = scale;
@@ -399,6 +400,20 @@ const char *pack_qwen_synthetic(uint64_t scale, const char *dtype)
 	if (engram_pack(&o, NULL) < 0)
 		fail_msg("packing '%s': %s", out, engram_last_error());
 	return out;
+}
+
+const char *pack_qwen_synthetic(uint64_t scale, const char *dtype)
+{
+	static char out[600];
+
+	return pack_raw_synthetic(out, "ref/qwen38/qwen38.config.json", "qwen", scale, dtype);
+}
+
+const char *pack_longcat_synthetic(uint64_t scale, const char *dtype)
+{
+	static char out[600];
+
+	return pack_raw_synthetic(out, "ref/longcat/longcat-flash-lite.config.json", "longcat", scale, dtype);
 }
 
 const char *tool_path(const char *name)

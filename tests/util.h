@@ -76,6 +76,9 @@ const char *pack_v41_synthetic(uint64_t scale);
 /* The same for Qwen3.8-Flash-Next's geometry (fixtures/ref/qwen38/qwen38.config.json, ngram_vocab_size_base / scale)
  * in dtype (e.g. "e4m3t", "iq4_nl"), seed 3: packed once per test process, the path in a static buffer. */
 const char *pack_qwen_synthetic(uint64_t scale, const char *dtype);
+/* The same for LongCat-Flash-Lite's geometry (fixtures/ref/longcat's release config.json, ratio x vocab / scale
+ * rows a table, 12 tables of 256 columns). */
+const char *pack_longcat_synthetic(uint64_t scale, const char *dtype);
 
 /* bf16 of an f32 as every gather rounds, written from the definition: to nearest even, NaN made quiet. */
 uint16_t bf16_of(float f);

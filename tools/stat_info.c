@@ -26,10 +26,12 @@ static double ratio(uint64_t raw, uint64_t stored)
 static void print_config(const engram_config *cfg, uint64_t row_scale)
 {
 	tool_print_geometry(cfg);
-	if (engram_config_family(cfg) == ENGRAM_FAMILY_QWEN_PLE) {
+	if (engram_config_family(cfg) != ENGRAM_FAMILY_ENGRAM) {
+		/* raw ids; the pad id is the EOS, which cuts the history: a look-back across it, or before the start,
+		 * reads the compressed pad (Qwen's: the EOS itself; LongCat's: the id 0) */
 		printf("vocab         %" PRIu64 " raw token ids (no token map)\n", engram_config_raw_vocab(cfg));
-		printf("eos           %" PRId64 " (the history starts with it, and a look-back past it reads it)\n",
-		       engram_config_pad_id(cfg));
+		printf("eos           %" PRId64 " (a look-back across it, or before the start, reads %" PRId64 ")\n",
+		       engram_config_pad_id(cfg), engram_config_compressed_pad(cfg));
 	} else {
 		printf("vocab         %" PRIu64 " token ids, %" PRIu64 " compressed\n", engram_config_raw_vocab(cfg),
 		       engram_config_compressed_vocab(cfg));

@@ -11,10 +11,12 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: engram-stat rows --config FILE [--token-map FILE] --tokens T [--mask M]\n"
-		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp config\n"
-		   "  hashes raw token ids: none)\n"
+		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp or LongCat\n"
+		   "  config hashes raw token ids: none)\n"
 		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
-		   "  prints 'POSITION LAYER_ID ROW ROW ...' for each position and Engram layer\n");
+		   "  prints 'POSITION LAYER_ID ROW ROW ...' for each position and Engram layer: each row inside\n"
+		   "  the layer's table, whose columns follow one another (a LongCat table's own row is the row\n"
+		   "  less the rows of the tables before it)\n");
 }
 
 int stat_rows(int argc, char **argv)

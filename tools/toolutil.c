@@ -343,6 +343,17 @@ void tool_print_geometry(const engram_config *cfg)
 	printf("heads         %u per order\n", engram_config_num_heads(cfg));
 	printf("head dim      %u\n", engram_config_head_dim(cfg));
 	printf("columns       %u\n", engram_config_columns(cfg));
+	/* each column (an order's head; a LongCat checkpoint's table) addresses its own slice of the layer's table */
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (unsigned i = 0; i < L; i++)
+		for (unsigned c = 0; c < engram_config_columns(cfg); c++) {
+			uint64_t m = engram_config_prime(cfg, i, c);
+			lo = m < lo ? m : lo;
+			hi = m > hi ? m : hi;
+		}
+	if (L)
+		printf("column rows   %llu..%llu (each column's own slice of its layer's table, in column order)\n",
+		       (unsigned long long)lo, (unsigned long long)hi);
 	printf("table rows   ");
 	for (unsigned i = 0; i < L; i++)
 		printf(" %llu%s", (unsigned long long)engram_config_table_rows(cfg, i), i + 1 < L ? "," : "\n");
