@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,10 +143,10 @@ static void test_store_gathers_the_reference(void **state)
 		check_set(shard[k], label[k]);
 }
 
-/* Sessions give the reference's rows and values however the tokens come: whole, in chunks, one token a step for
- * several slots at once (push_batch), with rejected drafts (some of them EOS) rewound, and moved to another slot by
- * export and import between steps; in direct and page-cache mode, and in direct mode through a row cache (whose
- * later passes find rows there). */
+/* Sessions give the reference's rows and values (f32, bf16, native) however the tokens come: whole, in chunks, one
+ * token a step for several slots at once (push_batch), with rejected drafts (some of them EOS) rewound, and moved to
+ * another slot by export and import between steps; in direct and page-cache mode, and in direct mode through a row
+ * cache (whose later passes find rows there). */
 static void test_sessions_every_way_of_pushing(void **state)
 {
 	static const size_t chunks[] = { N_TOK, 7, 64 };
@@ -158,7 +159,7 @@ static void test_sessions_every_way_of_pushing(void **state)
 			engram_session *s;
 			engram_rowcache *rc = NULL;
 			struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
-			struct session_ref r = { tokens, N_TOK, rows, expect, COLS, HD, EOS, 1000 };
+			struct session_ref r = { tokens, N_TOK, rows, expect, COLS, HD, EOS, 1000, 1 };
 			char how[160];
 			o.max_seqs = 4;
 			o.mode = mode == 1 ? ENGRAM_MODE_PAGECACHE : ENGRAM_MODE_DIRECT;
@@ -270,6 +271,52 @@ static void test_progress(void **state)
 	assert_int_equal(p.last, p.total);
 	/* the tables' whole pages, not the projections or the word table */
 	assert_int_equal(res.raw_bytes, ((uint64_t)ROWS * HD * 2 + 4095) / 4096 * 4096);
+}
+
+/* Packing streams: two tables of 256 BF16 columns and 98,305 and 98,307 rows (48 MiB each, in a file whose data is
+ * a hole) are packed by engram-pack holding a small part of one table in memory. */
+static void test_packing_streams(void **state)
+{
+	const char *dir = tmpdir_create_once();
+	char cfg[4200], w[4200], out[4200], hdr[4096];
+	size_t k = 0;
+	uint64_t off = 0;
+	struct rusage ru;
+
+	(void)state;
+	snprintf(cfg, sizeof(cfg), "%.4000s/big.config.json", dir);
+	FILE *f = fopen(cfg, "w");
+	fputs("{\"model_type\": \"longcat_flash_ngram\", \"vocab_size\": 16384, \"hidden_size\": 512, "
+	      "\"ngram_vocab_size_ratio\": 6, \"emb_neighbor_num\": 2, \"emb_split_num\": 2, \"eos_token_id\": 2}", f);
+	fclose(f);
+	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "{");
+	for (unsigned t = 0; t < 2; t++) {
+		uint64_t bytes = (98305 + 2 * (uint64_t)t) * 256 * 2;
+		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s\"model.ngram_embeddings.embedders.%u.weight\":{\"dtype\":"
+				      "\"BF16\",\"shape\":[%u,256],\"data_offsets\":[%llu,%llu]}", t ? "," : "", t,
+				      98305 + 2 * t, (unsigned long long)off, (unsigned long long)(off + bytes));
+		off += bytes;
+	}
+	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "}");
+	while (k % 8)
+		hdr[k++] = ' ';
+	snprintf(w, sizeof(w), "%.4000s/big.safetensors", dir);
+	f = fopen(w, "wb");
+	uint64_t hl = k;
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, k, f);
+	assert_int_equal(ftruncate(fileno(f), (off_t)(8 + k + off)), 0);
+	assert_int_equal(fclose(f), 0);
+	snprintf(out, sizeof(out), "%.4000s/big.engram", dir);
+	assert_int_equal(sh("%s --quiet --config %s --weights %s --out %s", tool_path("engram-pack"), cfg, w, out), 0);
+	assert_int_equal(getrusage(RUSAGE_CHILDREN, &ru), 0);
+	/* the largest child's peak (engram-stat and earlier packs are smaller still): below one table's 48 MiB */
+	if (ru.ru_maxrss > 32 * 1024)
+		fail_msg("engram-pack of two tables of 48 MiB peaked at %ld KiB resident", ru.ru_maxrss);
+	struct stat st;
+	assert_int_equal(stat(out, &st), 0);
+	assert_true((uint64_t)st.st_size > off);
+	unlink(out);
 }
 
 /* The Lite-Sparse variant's names (model.oe_embed_tokens{t}.weight, config keys oe_vocab_size_ratio,
@@ -481,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_engram_stat_gather),
 		cmocka_unit_test(test_engram_pack_model_dir_and_weights),
 		cmocka_unit_test(test_progress),
+		cmocka_unit_test(test_packing_streams),
 		cmocka_unit_test(test_lite_sparse_names),
 		cmocka_unit_test(test_live_counters),
 		cmocka_unit_test(test_hostile_checkpoints),

@@ -189,7 +189,7 @@ static void test_sessions_every_way_of_pushing(void **state)
 			engram_store *st;
 			engram_session *s;
 			struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
-			struct session_ref r = { tokens, N_TOK, (const uint64_t *)ids, expect[k == 2], COLS, HD, EOS, 1000 };
+			struct session_ref r = { tokens, N_TOK, (const uint64_t *)ids, expect[k == 2], COLS, HD, EOS, 1000, k != 2 };
 			char how[128];
 			o.max_seqs = 4;
 			o.mode = mode ? ENGRAM_MODE_PAGECACHE : ENGRAM_MODE_DIRECT;

@@ -690,18 +690,25 @@ void session_check_step(engram_session *s, const struct session_ref *r, const si
 	if (!gather)
 		return;
 	float *f = malloc(n_pushed * w * 4);
-	uint16_t *b = malloc(n_pushed * w * 2);
+	uint16_t *b = malloc(n_pushed * w * 2), *nat = r->native_bf16 ? malloc(n_pushed * w * 2) : NULL;
 	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, f, n_pushed * w * 4), "gather f32");
 	must(engram_session_gather(s, 0, ENGRAM_OUT_BF16, b, n_pushed * w * 2), "gather bf16");
+	if (nat)
+		must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, nat, n_pushed * w * 2), "gather native");
 	for (size_t i = 0; i < n_true; i++)
 		for (size_t j = 0; j < w; j++) {
 			float want = r->values[pos[i] * w + j];
-			if (memcmp(&f[i * w + j], &want, 4) || b[i * w + j] != bf16_of(want))
-				fail_msg("%s: step position %zu (sequence position %zu) value %zu: f32 %a bf16 %04x, reference %a",
-					 how, i, pos[i], j, (double)f[i * w + j], b[i * w + j], (double)want);
+			uint32_t wb;
+			memcpy(&wb, &want, 4);
+			if (memcmp(&f[i * w + j], &want, 4) || b[i * w + j] != bf16_of(want) ||
+			    (nat && (uint32_t)nat[i * w + j] << 16 != wb))
+				fail_msg("%s: step position %zu (sequence position %zu) value %zu: f32 %a bf16 %04x native %04x, "
+					 "reference %a", how, i, pos[i], j, (double)f[i * w + j], b[i * w + j], nat ? nat[i * w + j] : 0,
+					 (double)want);
 		}
 	free(f);
 	free(b);
+	free(nat);
 }
 
 static unsigned below(uint64_t *rng, unsigned n)

@@ -149,10 +149,12 @@ struct session_ref {
 	const float *values;
 	unsigned cols, hd;
 	int64_t eos, vocab;
+	int native_bf16; /* the table is BF16: a native gather is the values' upper halves (they are BF16 widened) */
 };
 struct engram_session;
 /* Check a session's step: positions pos[0..n_true) are the reference's (rows, and with gather their f32 and bf16
- * values), of the n_pushed positions the step holds (drafts beyond n_true are not the sequence's). */
+ * values, and native ones when native_bf16), of the n_pushed positions the step holds (drafts beyond n_true are
+ * not the sequence's). */
 void session_check_step(struct engram_session *s, const struct session_ref *r, const size_t *pos, size_t n_true,
 			size_t n_pushed, int gather, const char *how);
 /* Push the sequence every way into s (4 slots at least), checking each step: whole and in chunks[0..n_chunks)
