@@ -198,6 +198,9 @@ ENGRAM_API const char *engram_family_name(int family);
  * and every older step, and a dead current token hashes as all pad. ENGRAM_FAMILY_QWEN_PLE: raw ids are
  * hashed as they are, each in [0, raw_vocab) (others are -EINVAL naming id and position); the pad is the
  * n-gram EOS, and a look-back that reaches back past an EOS reads EOS (the EOS's own rows are whole).
+ * ENGRAM_FAMILY_LONGCAT: raw ids as for Qwen; a look-back before the start or across an EOS (the pad id) reads
+ * the id 0 (the compressed pad), the EOS's own rows are whole; a column is a table, and its row the table's own
+ * plus the sizes of the tables before it.
  */
 typedef struct engram_hasher engram_hasher;
 
@@ -205,7 +208,8 @@ typedef struct engram_hasher engram_hasher;
  * Create a hasher with max_seqs sequence slots (all empty). The config must outlive the hasher.
  * Returns 0 or -EINVAL (max_seqs 0), -ENOMEM.
  * On x86-64 CPUs with AVX2 and FMA, configs whose heads per order are a multiple of 4 and whose primes are all
- * below 2^26 (every published one) are hashed by a vector kernel; others, and every hasher created while the
+ * below 2^26 (every published one of the DeepSeek and Qwen families) are hashed by a vector kernel; others (and
+ * every LongCat config: its polynomial rows have no vector kernel), and every hasher created while the
  * environment variable ENGRAM_NO_SIMD is set to anything but "" or "0", by the scalar one. Both give the same rows.
  */
 ENGRAM_API int engram_hasher_create(engram_hasher **out, const engram_config *cfg, unsigned max_seqs);

@@ -61,6 +61,6 @@ struct eg_longcat_fields {
 /* The layer id a LongCat config's one layer of tables has: 0, the input embedding, which reads them. */
 #define EG_LONGCAT_LAYER_ID 0
 
-EG_PRIVATE int eg_params_longcat(struct eg_hash_params *p, const struct eg_longcat_fields *f, const char *what);
+int eg_params_longcat(struct eg_hash_params *p, const struct eg_longcat_fields *f, const char *what);
 
 #endif

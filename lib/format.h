@@ -136,7 +136,10 @@ static_assert(sizeof(struct eg_disk_section) == 32, "section entry size");
 
 /* EG_SEC_HASH: this struct, then int32 layer_ids[n_layers] padded to 8 bytes, uint64
  * multipliers[n_layers][max_ngram], uint64 primes[n_layers][(max_ngram-1) * n_heads]. A family without a token
- * map (ENGRAM_FAMILY_QWEN_PLE) has an empty EG_SEC_TOKMAP: raw_vocab is its vocabulary, pad_id its EOS. */
+ * map (ENGRAM_FAMILY_QWEN_PLE, ENGRAM_FAMILY_LONGCAT) has an empty EG_SEC_TOKMAP: raw_vocab is its vocabulary,
+ * pad_id its EOS. ENGRAM_FAMILY_LONGCAT (2): "primes" are its tables' moduli ratio x V + 2t + 1 (odd, not primes),
+ * multipliers 1 then V (even: the odd rule is the XOR families'), compressed_pad 0 (what look-backs across an EOS
+ * read), seed 0; each must be what the family derives from vocab_size and raw_vocab, or the set is refused. */
 struct eg_disk_hash {
 	uint32_t n_layers;
 	uint32_t max_ngram;
@@ -147,7 +150,8 @@ struct eg_disk_hash {
 	uint64_t seed;
 	uint64_t compressed_vocab;
 	uint64_t raw_vocab;          /* entries of the token map section */
-	uint64_t vocab_size[16];     /* per order 2..N as configured (informational: primes are stored) */
+	uint64_t vocab_size[16];     /* per order 2..N as configured (informational where primes are stored; a
+					LongCat set's moduli must be its base ratio x V + 2t + 1) */
 	uint64_t row_scale;          /* 1, or the divisor a synthetic table's vocab sizes were scaled down by */
 	/* format 1.3 (zero before: DeepSeek Engram, no divisor, parts not stated) */
 	uint32_t family;             /* enum engram_family (not 0: the header has EG_HDR_FAMILY) */

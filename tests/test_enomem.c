@@ -299,6 +299,27 @@ static void test_qwen(void **state)
 	every_failure("engram_open (Qwen4-Exp)", open_store, close_store, &st);
 }
 
+/* LongCat: its config (the identity map, each table's powers) and opening a set of it (the stored moduli and
+ * multipliers checked against the family's). */
+static void test_longcat(void **state)
+{
+	engram_config *c = NULL;
+	engram_store *st = NULL;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+
+	(void)state;
+	setup_paths();
+	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/longcat/tiny/tiny-n4/config.json"));
+	map[0] = 0;
+	every_failure("engram_config_load (LongCat)", load_config, free_config, &c);
+	unlink(out); /* the set an earlier test left */
+	o.config_path = cfg;
+	o.out_path = out;
+	o.synthetic_scale = 1;
+	assert_int_equal(engram_pack(&o, NULL), 0);
+	every_failure("engram_open (LongCat)", open_store, close_store, &st);
+}
+
 static void test_open_and_session(void **state)
 {
 	engram_store *st = NULL;
@@ -325,6 +346,7 @@ int main(void)
 		cmocka_unit_test(test_pack),
 		cmocka_unit_test(test_open_and_session),
 		cmocka_unit_test(test_qwen),
+		cmocka_unit_test(test_longcat),
 	};
 	return cmocka_run_group_tests(tests, NULL, cleanup_tmpdir);
 #endif

@@ -136,19 +136,18 @@ static void test_prefill_chunks_match_reference(void **state)
 			check_fixture(&ref_fixtures[i], chunks[c]);
 }
 
-/* Qwen4-Exp's ids are raw: one outside [0, vocab_size) is refused by every call that takes tokens, naming the id
- * and its position, and the slot is unchanged (never a row of a wrapped id). */
-static void test_qwen_token_outside_vocab_is_einval(void **state)
+/* A raw-id family's ids (Qwen4-Exp's, LongCat's): one outside [0, vocab_size) is refused by every call that takes
+ * tokens, naming the id and its position, and the slot is unchanged (never a row of a wrapped id). */
+static void raw_token_outside_vocab_is_einval(const struct ref_fx *f, int family)
 {
-	const struct ref_fx *f = &ref_fixtures[4];
 	engram_config *cfg = ref_config_load(f);
 	engram_hasher *h = NULL;
-	const int64_t bad[] = { -1, 248320, INT64_MIN, INT64_MAX };
+	const int64_t vocab = (int64_t)engram_config_raw_vocab(cfg), bad[] = { -1, vocab, INT64_MIN, INT64_MAX };
 	uint64_t want[2 * 16], got[3 * 16]; /* rows of 2 and of 3 positions */
 	unsigned seqs[2] = { 0, 1 };
 
-	(void)state;
-	assert_int_equal(engram_config_family(cfg), ENGRAM_FAMILY_QWEN_PLE);
+	assert_true(engram_config_columns(cfg) <= 16);
+	assert_int_equal(engram_config_family(cfg), family);
 	assert_int_equal(engram_hasher_create(&h, cfg, 2), 0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		int64_t tok[3] = { 5, 6, bad[i] }, t2[2] = { 5, bad[i] };
@@ -157,8 +156,8 @@ static void test_qwen_token_outside_vocab_is_einval(void **state)
 		must(engram_hasher_reset(h, 0), "reset");
 		must(engram_hasher_push(h, 0, tok, NULL, 2, want), "push");
 		must(engram_hasher_rewind(h, 0, 2), "rewind");
-		snprintf(text, sizeof(text), "token id %lld at position 2 is outside the vocabulary [0, 248320)",
-			 (long long)bad[i]);
+		snprintf(text, sizeof(text), "token id %lld at position 2 is outside the vocabulary [0, %lld)",
+			 (long long)bad[i], (long long)vocab);
 		assert_int_equal(engram_hasher_push(h, 0, tok, NULL, 3, got), -EINVAL);
 		assert_non_null(strstr(engram_last_error(), text));
 		snprintf(text, sizeof(text), "token id %lld at position 1 is outside", (long long)bad[i]);
@@ -169,10 +168,22 @@ static void test_qwen_token_outside_vocab_is_einval(void **state)
 		assert_non_null(strstr(engram_last_error(), "at position 2 is outside"));
 		/* the slot is as it was: the same two tokens give the same rows */
 		must(engram_hasher_push(h, 0, tok, NULL, 2, got), "push");
-		assert_memory_equal(got, want, sizeof(want));
+		assert_memory_equal(got, want, 2 * engram_config_columns(cfg) * sizeof(*want));
 	}
 	engram_hasher_destroy(h);
 	engram_config_free(cfg);
+}
+
+static void test_qwen_token_outside_vocab_is_einval(void **state)
+{
+	(void)state;
+	raw_token_outside_vocab_is_einval(&ref_fixtures[4], ENGRAM_FAMILY_QWEN_PLE);
+}
+
+static void test_longcat_token_outside_vocab_is_einval(void **state)
+{
+	(void)state;
+	raw_token_outside_vocab_is_einval(&ref_fixtures[6], ENGRAM_FAMILY_LONGCAT);
 }
 
 /* Two sequences decoded in lockstep in separate slots give each its own reference rows. */
@@ -814,6 +825,7 @@ int main(void)
 		cmocka_unit_test(test_token_beyond_map_is_einval_and_keeps_history),
 		cmocka_unit_test(test_token_beyond_map_in_a_later_block_keeps_history),
 		cmocka_unit_test(test_qwen_token_outside_vocab_is_einval),
+		cmocka_unit_test(test_longcat_token_outside_vocab_is_einval),
 		cmocka_unit_test(test_bad_slot_is_einval),
 		cmocka_unit_test(test_reset_starts_a_new_sequence),
 		cmocka_unit_test(test_kernel_choice),

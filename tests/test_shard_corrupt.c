@@ -409,25 +409,34 @@ static void open_and_read_all(uint8_t *b, size_t len, const char *what)
  * value, resealed: opening, verifying and reading never reach outside the file. (A SEGV in a checksum was once seen
  * by a fuzzer and not explained; every range a checksum covers comes from these words. This test found the seal
  * itself writing block checksums over the header it was reading.) */
+/* A synthetic set of fixtures/<config> with vocab sizes divided by scale, packed into the scratch directory as
+ * name: its path in out (4096 bytes), its bytes returned (their length through len). */
+static uint8_t *pack_synthetic_bytes(const char *config, const char *name, uint64_t scale, char *out, size_t *len)
+{
+	char cfg[4096];
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+
+	snprintf(cfg, sizeof(cfg), "%s", fixture(config));
+	snprintf(out, 4096, "%s/%s", tmpdir_create_once(), name);
+	o.config_path = cfg;
+	o.synthetic_scale = scale;
+	o.out_path = out;
+	must(engram_pack(&o, NULL), out);
+	return (uint8_t *)read_file(out, len);
+}
+
 /* A Qwen4-Exp set (a synthetic one of the release's geometry): its family, EOS and padded table come back from the
  * shard, with no token map stored; each field of the family that lies is refused, naming the file: the header's
  * family flag missing (a reader before families would hash it as DeepSeek's), an unknown family, a token map
  * section, a vocabulary past the limit, an EOS outside it, a divisor past 2^20. */
 static void test_qwen_family_fields(void **state)
 {
-	char cfg[4096], out[4096];
-	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	char out[4096];
 	engram_store *s = NULL;
 	size_t len;
 
 	(void)state;
-	snprintf(cfg, sizeof(cfg), "%s", fixture("ref/qwen38/qwen38.config.json"));
-	snprintf(out, sizeof(out), "%s/qwen.engram", tmpdir_create_once());
-	o.config_path = cfg;
-	o.synthetic_scale = 65536;
-	o.out_path = out;
-	must(engram_pack(&o, NULL), "pack a synthetic Qwen set");
-	uint8_t *q = (uint8_t *)read_file(out, &len), *b = malloc(len);
+	uint8_t *q = pack_synthetic_bytes("ref/qwen38/qwen38.config.json", "qwen.engram", 65536, out, &len), *b = malloc(len);
 	must(engram_open(&s, out, 0), "open");
 	const engram_config *c = engram_store_config(s);
 	assert_int_equal(engram_config_family(c), ENGRAM_FAMILY_QWEN_PLE);
@@ -467,6 +476,64 @@ static void test_qwen_family_fields(void **state)
 	h->row_divisor = (uint64_t)1 << 21;
 	reseal(b, EG_SEC_HASH);
 	expect_open(b, len, ENGRAM_ECORRUPT, "row divisor 2097152", "divisor");
+#undef RESET
+	free(b);
+	free(q);
+}
+
+/* A LongCat set (a synthetic one of the release's geometry, ratio x vocab / 16384: tables of 625..647 rows, odd and
+ * mostly composite): it opens with its family, EOS and filler 0, no prime asked of its moduli; each stored constant
+ * that is not what the family derives is refused, naming the file: a modulus (to another, to a prime), a
+ * multiplier, the stated base of the moduli, the filler, the header's family flag. */
+static void test_longcat_family_fields(void **state)
+{
+	char out[4096];
+	engram_store *s = NULL;
+	size_t len;
+
+	(void)state;
+	uint8_t *q = pack_synthetic_bytes("ref/longcat/longcat-flash-lite.config.json", "longcat.engram", 16384, out, &len),
+		*b = malloc(len);
+	must(engram_open(&s, out, 0), "open");
+	const engram_config *c = engram_store_config(s);
+	assert_int_equal(engram_config_family(c), ENGRAM_FAMILY_LONGCAT);
+	assert_int_equal(engram_config_layer_id(c, 0), 0);
+	assert_int_equal(engram_config_pad_id(c), 2);
+	assert_int_equal(engram_config_compressed_pad(c), 0);
+	assert_int_equal(engram_config_prime(c, 0, 0), 625); /* 5^4 */
+	assert_int_equal(engram_config_prime(c, 0, 11), 647);
+	assert_int_equal(engram_config_table_rows(c, 0), 12 * 625 + 2 * 66);
+	engram_close(s);
+	assert_int_equal(hdr(q)->flags, EG_HDR_FAMILY);
+	assert_int_equal(section(q, EG_SEC_TOKMAP)->length, 0);
+	struct eg_disk_hash *h = (struct eg_disk_hash *)(b + section(q, EG_SEC_HASH)->offset);
+	uint64_t *mult = (uint64_t *)((uint8_t *)(h + 1) + 8), *mod = mult + 4;
+#define RESET() memcpy(b, q, len)
+	RESET();
+	mod[3] += 2;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "modulus 633 of layer 0 column 3 is not the longcat-flash-ngram family's 631",
+		    "another modulus");
+	RESET();
+	mod[0] = 631; /* a prime */
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "modulus 631 of layer 0 column 0 is not", "a prime modulus");
+	RESET();
+	mult[2] += 1;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "stored multipliers are not the longcat-flash-ngram family's", "multiplier");
+	RESET();
+	h->vocab_size[1] += 2;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "column 4 is not the longcat-flash-ngram family's 635", "base");
+	RESET();
+	h->compressed_pad = 2;
+	reseal(b, EG_SEC_HASH);
+	expect_open(b, len, ENGRAM_ECORRUPT, "stored compressed pad 2 is not the map's 0", "filler");
+	RESET();
+	hdr(b)->flags = 0;
+	reseal(b, 0);
+	expect_open(b, len, ENGRAM_ECORRUPT, "hash family 2 with a header that says otherwise", "flag cleared");
 #undef RESET
 	free(b);
 	free(q);
@@ -665,6 +732,7 @@ int main(void)
 		cmocka_unit_test(test_metadata_section_flips),
 		cmocka_unit_test(test_inconsistent_content),
 		cmocka_unit_test(test_qwen_family_fields),
+		cmocka_unit_test(test_longcat_family_fields),
 		cmocka_unit_test(test_extreme_sizes_and_offsets),
 		cmocka_unit_test(test_verify_finds_single_bit_flips),
 		cmocka_unit_test(test_zstd_flip_fails_every_read_path),

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "engram.h"
+#include "engram_pack.h"
 #include "util.h"
 
 static char cmd[65536];
@@ -283,6 +284,41 @@ static void test_longcat_rows_without_token_map(void **state)
 	check_raw_refusals("ref/longcat/longcat-flash-lite.config.json", "131072");
 }
 
+/* A packed set's stored config gives the rows --config gives (its family recorded: a LongCat set of the tiny
+ * model's config, synthetic at scale 1, prints the reference's rows for its tokens); a set with --token-map, or
+ * with another argument, is a usage error. */
+static void test_rows_from_a_packed_set(void **state)
+{
+	char set[600], c[2048], tok[2048], *a, *b;
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+
+	(void)state;
+	snprintf(c, sizeof(c), "%s", fixture("ref/longcat/tiny/tiny-n4/config.json"));
+	snprintf(tok, sizeof(tok), "%s", fixture("ref/longcat/tiny/tiny-n4.tokens.npy"));
+	snprintf(set, sizeof(set), "%s/tiny-n4.engram", tmpdir_create_once());
+	o.config_path = c;
+	o.out_path = set;
+	o.synthetic_scale = 1;
+	must(engram_pack(&o, NULL), set);
+	snprintf(cmd, sizeof(cmd), "%s rows %s --tokens %s", tool(), set, tok);
+	assert_int_equal(run(&a, 0), 0);
+	snprintf(cmd, sizeof(cmd), "%s rows --config %s --tokens %s", tool(), c, tok);
+	assert_int_equal(run(&b, 0), 0);
+	assert_true(strlen(a) > 300 * 8);
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
+	snprintf(cmd, sizeof(cmd), "%s rows %s --token-map %s --tokens 1", tool(), set, fixture("ref/v41/v41.token_map.npy"));
+	assert_int_equal(run(&a, 1), 2);
+	assert_non_null(strstr(a, "the set stores its config and token map; give no --token-map"));
+	free(a);
+	snprintf(cmd, sizeof(cmd), "%s rows %s %s --tokens 1", tool(), set, set);
+	assert_int_equal(run(&a, 1), 2);
+	assert_non_null(strstr(a, "or a packed set and --tokens, and no other arguments"));
+	free(a);
+	tmpdir_cleanup();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_mask_is_0_or_1),
 		cmocka_unit_test(test_qwen_rows_without_token_map),
 		cmocka_unit_test(test_longcat_rows_without_token_map),
+		cmocka_unit_test(test_rows_from_a_packed_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

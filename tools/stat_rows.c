@@ -11,6 +11,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: engram-stat rows --config FILE [--token-map FILE] --tokens T [--mask M]\n"
+		   "       engram-stat rows SET --tokens T [--mask M]   (the config a packed set stores)\n"
 		   "  --token-map: the compressed-token map of a DeepSeek Engram config (a Qwen4-Exp or LongCat\n"
 		   "  config hashes raw token ids: none)\n"
 		   "  T, M: an .npy file or a comma-separated list; M has one 0/1 per token (0 = dead)\n"
@@ -31,7 +32,9 @@ int stat_rows(int argc, char **argv)
 	size_t n = 0;
 	uint8_t *mask = NULL;
 	uint64_t *rows = NULL;
-	engram_config *cfg = NULL;
+	engram_config *own = NULL;
+	const engram_config *cfg = NULL;
+	engram_store *st = NULL;
 	engram_hasher *h = NULL;
 	int c, err, status = 1;
 
@@ -45,14 +48,23 @@ int stat_rows(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!config || !tokens_arg || optind != argc) {
-		tool_error("rows needs --config and --tokens (and --token-map for a DeepSeek Engram config)%s",
-			   optind != argc ? " and no other arguments" : "");
+	/* the config: --config's file (and --token-map), or the one a packed set (one argument) stores */
+	if (!tokens_arg || (config ? optind != argc : optind != argc - 1)) {
+		tool_error("rows needs --config and --tokens (and --token-map for a DeepSeek Engram config), or a packed "
+			   "set and --tokens%s", optind < argc - !config ? ", and no other arguments" : "");
 		usage(stderr);
 		return 2;
 	}
-	if ((err = engram_config_load(&cfg, config, map)) < 0)
+	if (!config && map) {
+		tool_error("rows of a packed set: the set stores its config and token map; give no --token-map");
+		usage(stderr);
+		return 2;
+	}
+	if (config && (err = engram_config_load(&own, config, map)) < 0)
 		return tool_lib_error(err);
+	if (!config && (err = engram_open(&st, argv[optind], 0)) < 0)
+		return tool_lib_error(err);
+	cfg = own ? own : engram_store_config(st);
 	if (tool_load_ints(tokens_arg, "--tokens", &tokens, &n) < 0)
 		goto out;
 	if (mask_arg && tool_load_mask(mask_arg, n, &mask) < 0)
@@ -92,7 +104,8 @@ int stat_rows(int argc, char **argv)
 	status = 0;
 out:
 	engram_hasher_destroy(h);
-	engram_config_free(cfg);
+	engram_config_free(own);
+	engram_close(st);
 	engram_free(tokens);
 	free(mask);
 	free(rows);

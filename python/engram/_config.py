@@ -46,7 +46,8 @@ class Config(NoCopy):
     Config(config_json, token_map=None, tokenizer=None) loads the JSON (the Engram demo's EngramConfig fields, or
     a Hugging Face config.json) with the compressed-token map from a .npy file (token_map) or built from a
     Hugging Face tokenizer.json (tokenizer; this loads libengram-pack). A Qwen4-Exp config.json (Qwen3.8-Flash-
-    Next, model_type qwen4_exp: family "qwen4-exp-ple") hashes raw token ids: it takes neither. Store.config is
+    Next, model_type qwen4_exp: family "qwen4-exp-ple") and a LongCat one (LongCat-Flash-Lite, model_type
+    longcat_flash_ngram: family "longcat-flash-ngram") hash raw token ids: they take neither. Store.config is
     the config stored in a shard."""
 
     _HOW = "load it again in each process (engram.Config(path, ...)), or take store.config of a Store opened there"
@@ -105,7 +106,10 @@ class Config(NoCopy):
         """The hash family: "deepseek-engram" (DeepSeek Engram: a compressed-token map, dead-token masks) or
         "qwen4-exp-ple" (Qwen4-Exp's PLE n-gram table: raw ids in [0, raw_vocab), pad_id its n-gram EOS, which
         begins every history and cuts it; layer_ids its ple_layer_ids, numbered from 1; table_rows padded to
-        make_ngram_vocab_size_divisible_by)."""
+        make_ngram_vocab_size_divisible_by) or "longcat-flash-ngram" (LongCat's n-gram embedding tables: raw ids in
+        [0, raw_vocab); one layer, id 0, read at the input embedding, whose columns are the k x (n-1) tables in
+        table order, primes(0) their sizes ratio x vocab + 2t + 1 (odd, not primes); pad_id the EOS, which cuts the
+        history, a look-back across it or before the start reading the id 0, compressed_pad)."""
         return self._family
 
     @property
@@ -158,7 +162,7 @@ class Config(NoCopy):
 
     @property
     def pad_id(self) -> int:
-        """The raw pad id (family "qwen4-exp-ple": its n-gram EOS)."""
+        """The raw pad id (families "qwen4-exp-ple" and "longcat-flash-ngram": the EOS)."""
         return self._pad_id
 
     @property

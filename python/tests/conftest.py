@@ -91,6 +91,38 @@ def vectors(name):
     return _vectors[name]
 
 
+def check_every_way_of_pushing(h, t, ids, eos, vocab, keep):
+    """A raw-id family's Hasher h (3 slots) against a sequence t's rows ids ([positions, columns], the layer's one):
+    whole, in chunks, a token at a time in a decode batch beside another slot, with wrong drafts (EOS among them)
+    rewound, moved between slots by export and import, and the history given back by seed (from the start, or its
+    last keep tokens and more, then the rest pushed): the same rows every time."""
+    for chunk in (len(t), 1, 2, 3, 5, 64):
+        h.reset(0)
+        got = np.concatenate([h.push(0, t[p:p + chunk])[0] for p in range(0, len(t), chunk)])
+        np.testing.assert_array_equal(got, ids, err_msg=f"chunk {chunk}")
+    rng = np.random.default_rng(5)
+    h.reset(1)
+    h.reset(2)
+    for p in range(len(t)):
+        step = h.push_batch([2, 1], [t[p], t[p]])[0]
+        np.testing.assert_array_equal(step, np.stack([ids[p], ids[p]]), err_msg=f"batch at {p}")
+        drafts = [eos if rng.integers(2) else int(rng.integers(vocab)) for _ in range(int(rng.integers(4)))]
+        if drafts:
+            h.push(1, drafts)
+            h.rewind(1, len(drafts))
+        if p % 7 == 3:
+            state = h.export_state(1)
+            h.reset(1)
+            h.import_state(0, state)
+            h.import_state(1, h.export_state(0))
+    for cut in (0, 1, 2, len(t) // 2, len(t) - 1):
+        h.seed(0, t[:cut], start=True)
+        np.testing.assert_array_equal(h.push(0, t[cut:])[0], ids[cut:], err_msg=f"seeded from the start, {cut}")
+        if cut >= keep:
+            h.seed(0, t[:cut])
+            np.testing.assert_array_equal(h.push(0, t[cut:])[0], ids[cut:], err_msg=f"seeded, {cut}")
+
+
 def config_of(name):
     return engram.Config(fixture(f"ref/{name}/{name}.config.json"),
                          token_map=fixture(f"ref/{name}/{name}.token_map.npy"))

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import fixture, run, tool
+from conftest import check_every_way_of_pushing, fixture, run, tool
 
 import engram
 
@@ -71,34 +71,7 @@ def test_hasher_every_way_of_pushing(name):
     """Whole, in chunks, a token at a time in a decode batch beside another slot, with wrong drafts (EOS among
     them) rewound, and moved between slots by export and import: the reference's rows every time."""
     t, ids = real(name)
-    ids = ids.astype(np.uint64)
-    h = engram.Hasher(qwen(), max_seqs=3)
-    for chunk in (len(t), 1, 5, 64):
-        h.reset(0)
-        got = np.concatenate([h.push(0, t[p:p + chunk])[0] for p in range(0, len(t), chunk)])
-        np.testing.assert_array_equal(got, ids, err_msg=f"chunk {chunk}")
-    rng = np.random.default_rng(5)
-    h.reset(1)
-    h.reset(2)
-    for p in range(len(t)):
-        step = h.push_batch([2, 1], [t[p], t[p]])[0]
-        np.testing.assert_array_equal(step, np.stack([ids[p], ids[p]]), err_msg=f"batch at {p}")
-        drafts = [EOS if rng.integers(2) else int(rng.integers(248320)) for _ in range(int(rng.integers(4)))]
-        if drafts:
-            h.push(1, drafts)
-            h.rewind(1, len(drafts))
-        if p % 7 == 3:
-            state = h.export_state(1)
-            h.reset(1)
-            h.import_state(0, state)
-            h.import_state(1, h.export_state(0))
-    # the history given back (seed): from the start, or its last tokens, then the rest pushed
-    for cut in (0, 1, 2, len(t) // 2, len(t) - 1):
-        h.seed(0, t[:cut], start=True)
-        np.testing.assert_array_equal(h.push(0, t[cut:])[0], ids[cut:], err_msg=f"seeded from the start, {cut}")
-        if cut >= 2:
-            h.seed(0, t[:cut])
-            np.testing.assert_array_equal(h.push(0, t[cut:])[0], ids[cut:], err_msg=f"seeded, {cut}")
+    check_every_way_of_pushing(engram.Hasher(qwen(), max_seqs=3), t, ids.astype(np.uint64), EOS, 248320, 2)
 
 
 def test_ids_outside_the_vocab_and_token_maps_are_refused():
