@@ -205,7 +205,8 @@ static void test_engram_stat_gather(void **state)
 }
 
 /* engram-pack --model-dir of either checkpoint directory (config.json and the safetensors, no tokenizer.json),
- * and --config with --weights of the index, pack sets that gather the reference's rows. */
+ * --config with --weights of the index, and split sets (by tables, by size) pack sets that gather the reference's
+ * rows. */
 static void test_engram_pack_model_dir_and_weights(void **state)
 {
 	static const char *const dirs[] = { TINY "tiny-n4", TINY "tiny-n4-sharded" };
@@ -223,6 +224,13 @@ static void test_engram_pack_model_dir_and_weights(void **state)
 	assert_int_equal(sh("%s --quiet --config %s --weights %s --out %s --codec zstd", tool_path("engram-pack"),
 			    cfg_path, w, out), 0);
 	check_set(out, "--config --weights index");
+	/* split by tables (heads:2: each order's 2 tables over 2 shards) and by size, zstd: the set gathers the same */
+	static const char *const splits[] = { "--split heads:2", "--split size:8K --codec zstd" };
+	for (int k = 0; k < 2; k++) {
+		snprintf(out, sizeof(out), "%.4000s/split%d.json", tmpdir_create_once(), k);
+		assert_int_equal(sh("%s --quiet --model-dir %s %s --out %s", tool_path("engram-pack"), dir, splits[k], out), 0);
+		check_set(out, splits[k]);
+	}
 	engram_store *st;
 	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
 	must(engram_open(&st, out, 0), out);
