@@ -19,7 +19,6 @@
 
 #include "engram.h"
 #include "engram_pack.h"
-#include "safetensors.h"
 #include "util.h"
 
 #define TINY "ref/qwen38/tiny/"
@@ -177,129 +176,27 @@ static void test_store_gathers_the_reference(void **state)
 	}
 }
 
-/* One session step's rows and f32/bf16 gathers against the reference for the positions pos[0..n) pushed. */
-static void check_step(engram_session *s, int which, const size_t *pos, size_t n, const char *how)
-{
-	const uint64_t *r = engram_session_rows(s, 0);
-	float *want = malloc(n * COLS * HD * sizeof(float));
-	uint8_t *f = malloc(n * COLS * HD * 4), *b = malloc(n * COLS * HD * 2);
-
-	assert_int_equal(engram_session_positions(s), n);
-	for (size_t i = 0; i < n; i++) {
-		for (unsigned c = 0; c < COLS; c++)
-			if (r[i * COLS + c] != (uint64_t)ids[pos[i] * COLS + c])
-				fail_msg("%s: position %zu column %u: row %llu, reference %lld", how, pos[i], c,
-					 (unsigned long long)r[i * COLS + c], (long long)ids[pos[i] * COLS + c]);
-		memcpy(want + i * COLS * HD, expect[which] + pos[i] * COLS * HD, COLS * HD * sizeof(float));
-	}
-	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, f, n * COLS * HD * 4), "gather f32");
-	must(engram_session_gather(s, 0, ENGRAM_OUT_BF16, b, n * COLS * HD * 2), "gather bf16");
-	check_gathered(which, f, b, NULL, 0, want, n * COLS, how);
-	free(want);
-	free(f);
-	free(b);
-}
-
-static uint64_t rng = 0x51;
-
-static unsigned below(unsigned n)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (unsigned)(rng % n);
-}
-
 /* Sessions in both modes give the reference's rows and values however the tokens come: whole, in chunks, one
  * token a step for several slots at once (push_batch), with rejected drafts (some of them EOS) rewound, and moved
  * to another slot by export and import between steps. */
 static void test_sessions_every_way_of_pushing(void **state)
 {
+	static const size_t chunks[] = { N_TOK, 3, 7 };
+
 	(void)state;
 	for (int k = 0; k < 3; k++)
 		for (int mode = 0; mode < 2; mode++) {
 			engram_store *st;
 			engram_session *s;
 			struct engram_session_options o = ENGRAM_INIT(struct engram_session_options);
-			int which = k == 2;
-			size_t pos[N_TOK + 16];
+			struct session_ref r = { tokens, N_TOK, (const uint64_t *)ids, expect[k == 2], COLS, HD, EOS, 1000, k != 2 };
 			char how[128];
 			o.max_seqs = 4;
 			o.mode = mode ? ENGRAM_MODE_PAGECACHE : ENGRAM_MODE_DIRECT;
 			must(engram_open(&st, shard[k], 0), shard[k]);
 			must(engram_session_create(&s, st, &o), "session");
-			/* whole, then in chunks of 3 and 7 */
-			static const size_t chunks[] = { N_TOK, 3, 7 };
-			for (size_t ci = 0; ci < 3; ci++) {
-				must(engram_session_reset(s, 1), "reset");
-				for (size_t p = 0; p < N_TOK; p += chunks[ci]) {
-					size_t m = N_TOK - p < chunks[ci] ? N_TOK - p : chunks[ci];
-					for (size_t i = 0; i < m; i++)
-						pos[i] = p + i;
-					must(engram_session_begin(s), "begin");
-					must(engram_session_push(s, 1, tokens + p, NULL, m), "push");
-					snprintf(how, sizeof(how), "%s mode %d chunk %zu at %zu", label[k], mode, chunks[ci], p);
-					check_step(s, which, pos, m, how);
-				}
-			}
-			/* decode: slots 3, 0, 2 take the sequence a token a step; slot 2 pushes drafts, rewinds the
-			 * rejected ones, and is moved to slot 1 and back by export and import */
-			unsigned slots[3] = { 3, 0, 2 };
-			for (unsigned i = 0; i < 3; i++)
-				must(engram_session_reset(s, slots[i]), "reset");
-			for (size_t t = 0; t < N_TOK; t++) {
-				int64_t tok[3] = { tokens[t], tokens[t], tokens[t] };
-				size_t k_drafts = below(4), ok = 0;
-				int64_t drafts[4];
-				must(engram_session_begin(s), "begin");
-				must(engram_session_push_batch(s, slots, tok, NULL, 3), "push_batch");
-				/* drafts after slot 2's token: the true next tokens, until one is wrong (a random id or EOS) */
-				for (size_t d = 0; d < k_drafts && t + 1 + d < N_TOK; d++) {
-					int wrong = ok < d || below(3) == 0;
-					drafts[d] = wrong ? (below(2) ? EOS : (int64_t)below(1000)) : tokens[t + 1 + d];
-					if (!wrong && drafts[d] == tokens[t + 1 + d])
-						ok++;
-				}
-				size_t nd = k_drafts < N_TOK - t - 1 ? k_drafts : N_TOK - t - 1;
-				if (nd)
-					must(engram_session_push(s, 2, drafts, NULL, nd), "drafts");
-				/* the drafts' rows are checked where they are the true tokens: positions 3 .. 3 + ok */
-				for (size_t i = 0; i < 3; i++)
-					pos[i] = t;
-				for (size_t d = 0; d < ok; d++)
-					pos[3 + d] = t + 1 + d;
-				snprintf(how, sizeof(how), "%s mode %d decode %zu", label[k], mode, t);
-				const uint64_t *r = engram_session_rows(s, 0);
-				uint64_t *keep = malloc((3 + nd) * COLS * sizeof(*keep));
-				memcpy(keep, r, (3 + nd) * COLS * sizeof(*keep));
-				for (size_t i = 0; i < 3 + ok; i++)
-					for (unsigned c = 0; c < COLS; c++)
-						if (keep[i * COLS + c] != (uint64_t)ids[pos[i] * COLS + c])
-							fail_msg("%s: step position %zu column %u: row %llu, reference %lld", how, i, c,
-								 (unsigned long long)keep[i * COLS + c],
-								 (long long)ids[pos[i] * COLS + c]);
-				free(keep);
-				assert_int_equal(engram_session_positions(s), 3 + nd); /* the batch and the drafts */
-				must(engram_session_rewind(s, 2, nd), "rewind the drafts");
-				if (t % 5 == 4) { /* preempted: slot 2's state through slot 1 and back */
-					uint8_t sb[ENGRAM_SEQ_STATE_MAX];
-					int len = engram_session_export(s, 2, sb, sizeof(sb));
-					assert_true(len > 0);
-					must(engram_session_reset(s, 2), "reset");
-					must(engram_session_import(s, 1, sb, (size_t)len), "import");
-					len = engram_session_export(s, 1, sb, sizeof(sb));
-					assert_true(len > 0);
-					must(engram_session_import(s, 2, sb, (size_t)len), "import back");
-				}
-			}
-			/* a last step of the whole sequence, gathered, after all that */
-			must(engram_session_reset(s, 0), "reset");
-			must(engram_session_begin(s), "begin");
-			must(engram_session_push(s, 0, tokens, NULL, N_TOK), "push");
-			for (size_t i = 0; i < N_TOK; i++)
-				pos[i] = i;
-			snprintf(how, sizeof(how), "%s mode %d whole after decode", label[k], mode);
-			check_step(s, which, pos, N_TOK, how);
+			snprintf(how, sizeof(how), "%s mode %d", label[k], mode);
+			session_push_every_way(s, &r, chunks, 3, how);
 			engram_session_destroy(s);
 			engram_close(st);
 		}
@@ -349,94 +246,17 @@ static void test_engram_stat_info(void **state)
 
 /* ---- checkpoints written here: the tiny one's tensors, some changed ---- */
 
-struct tensor {
-	char name[160], dtype[16];
-	unsigned ndim;
-	uint64_t shape[2];
-	uint8_t *data;
-	size_t nbytes;
-};
-
 /* The tensors of a safetensors fixture, read whole. */
-static size_t load_tensors(const char *rel, struct tensor *t, size_t cap)
+static size_t load_tensors(const char *rel, struct st_tensor *t, size_t cap)
 {
-	struct eg_tensor_set *set;
-	char path[4096];
-	const char *p[1] = { path };
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s", fixture(rel));
-	must(eg_tensors_open(&set, p, 1), rel);
-	n = eg_tensors_count(set);
-	assert_true(n <= cap);
-	FILE *f = fopen(path, "rb");
-	for (size_t i = 0; i < n; i++) {
-		const struct eg_tensor *e = eg_tensors_get(set, i);
-		snprintf(t[i].name, sizeof(t[i].name), "%s", e->name);
-		snprintf(t[i].dtype, sizeof(t[i].dtype), "%s", e->dtype);
-		t[i].ndim = e->ndim;
-		memcpy(t[i].shape, e->shape, sizeof(t[i].shape));
-		t[i].nbytes = e->nbytes;
-		t[i].data = malloc(e->nbytes + 1);
-		fseek(f, (long)e->offset, SEEK_SET);
-		assert_int_equal(fread(t[i].data, 1, e->nbytes, f), e->nbytes);
-	}
-	fclose(f);
-	eg_tensors_free(set);
-	return n;
-}
-
-static void free_tensors(struct tensor *t, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(t[i].data);
-}
-
-/* Write tensors t[i] for the i whose bit is set in `which` as a safetensors file at path. */
-static void write_st(const char *path, const struct tensor *t, size_t n, uint64_t which)
-{
-	char hdr[16384];
-	size_t k = 0, off = 0;
-
-	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "{");
-	for (size_t i = 0; i < n; i++) {
-		if (!(which >> i & 1))
-			continue;
-		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", off || k > 1 ? "," : "",
-				      t[i].name, t[i].dtype);
-		for (unsigned d = 0; d < t[i].ndim; d++)
-			k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
-		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].nbytes);
-		off += t[i].nbytes;
-	}
-	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "}");
-	while (k % 8)
-		hdr[k++] = ' ';
-	FILE *f = fopen(path, "wb");
-	uint64_t hl = k;
-	assert_non_null(f);
-	fwrite(&hl, 8, 1, f);
-	fwrite(hdr, 1, k, f);
-	for (size_t i = 0; i < n; i++)
-		if (which >> i & 1)
-			fwrite(t[i].data, 1, t[i].nbytes, f);
-	assert_int_equal(fclose(f), 0);
-}
-
-static struct tensor *named(struct tensor *t, size_t n, const char *suffix)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strlen(t[i].name) >= strlen(suffix) && !strcmp(t[i].name + strlen(t[i].name) - strlen(suffix), suffix))
-			return &t[i];
-	fail_msg("no tensor ending in %s", suffix);
-	return NULL;
+	return st_load(fixture(rel), t, cap);
 }
 
 /* The parts spread over two files of a sharded index, in a model directory with config.json and no
  * tokenizer.json: engram-pack --model-dir packs it, and the rows gathered are the reference's. */
 static void test_model_dir_with_a_sharded_index(void **state)
 {
-	struct tensor t[16];
+	struct st_tensor t[16];
 	size_t n = load_tensors(TINY "tiny-n3.bf16.safetensors", t, 16);
 	char dir[2048], path[8400], out[4200], idx[8192];
 	size_t k = 0;
@@ -450,9 +270,9 @@ static void test_model_dir_with_a_sharded_index(void **state)
 		if (!strstr(t[i].name, "shard_1.") && !strstr(t[i].name, "shard_3."))
 			first |= (uint64_t)1 << i;
 	snprintf(path, sizeof(path), "%s/model-00001-of-00002.safetensors", dir);
-	write_st(path, t, n, first);
+	st_write(path, t, n, first);
 	snprintf(path, sizeof(path), "%s/model-00002-of-00002.safetensors", dir);
-	write_st(path, t, n, ~first & (((uint64_t)1 << n) - 1));
+	st_write(path, t, n, ~first & (((uint64_t)1 << n) - 1));
 	k += (size_t)snprintf(idx + k, sizeof(idx) - k, "{\"metadata\":{},\"weight_map\":{");
 	for (size_t i = 0; i < n; i++)
 		k += (size_t)snprintf(idx + k, sizeof(idx) - k, "%s\"%s\":\"model-0000%d-of-00002.safetensors\"", i ? "," : "",
@@ -473,7 +293,7 @@ static void test_model_dir_with_a_sharded_index(void **state)
 	must(engram_store_info(st, &si), "info");
 	assert_string_equal(si.token_map_source, "none");
 	engram_close(st);
-	free_tensors(t, n);
+	st_free(t, n);
 }
 
 /* A config of two layers, 2 and 4: each layer's table is read from its own parts (layers.1 and layers.3), the
@@ -481,7 +301,7 @@ static void test_model_dir_with_a_sharded_index(void **state)
  * rows, layer 4 the rows written for it, at the rows the hasher gives. */
 static void test_two_layers(void **state)
 {
-	struct tensor t[40];
+	struct st_tensor t[40];
 	size_t n = load_tensors(TINY "tiny-n3.bf16.safetensors", t, 16);
 	const char *dir = tmpdir_create_once();
 	char cfg[4200], w[4200], out[4200];
@@ -501,7 +321,7 @@ static void test_two_layers(void **state)
 	assert_int_equal(rows4, 224);                         /* 47 + 53 + 59 + 61 = 220, padded to 8 */
 	/* layer 4's parts: row r holds the values r, r + 1/4, r + 1/2, r + 3/4 (exact in bf16 below 64) */
 	for (unsigned i = 0; i < 4; i++) {
-		struct tensor *p = &t[n + i];
+		struct st_tensor *p = &t[n + i];
 		snprintf(p->name, sizeof(p->name), "model.language_model.layers.3.ple.ple_embedding.ngram_embedding."
 						   "shard_%u.weight", i);
 		snprintf(p->dtype, sizeof(p->dtype), "BF16");
@@ -518,7 +338,7 @@ static void test_two_layers(void **state)
 			}
 	}
 	snprintf(w, sizeof(w), "%.4000s/two.safetensors", dir);
-	write_st(w, t, n + 4, ((uint64_t)1 << (n + 4)) - 1);
+	st_write(w, t, n + 4, ((uint64_t)1 << (n + 4)) - 1);
 	snprintf(out, sizeof(out), "%.4000s/two.engram", dir);
 	pack_files(cfg, NULL, w, out, NULL);
 	engram_store *st;
@@ -541,29 +361,16 @@ static void test_two_layers(void **state)
 	engram_hasher_destroy(h);
 	engram_close(st);
 	engram_config_free(c);
-	free_tensors(t, n + 4);
+	st_free(t, n + 4);
 }
 
-/* Pack weights at path with the tiny config (and a template when given): the error, and the detail, which must
- * hold both fragments. */
+/* Pack weights at path with the tiny config (and a template when given): refused with want, the detail holding
+ * both fragments. */
 static void expect_refused(const char *path, const char *tmpl, int want, const char *frag1, const char *frag2)
 {
 	const char *wp[1] = { path };
-	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
-	char out[4200];
 
-	snprintf(out, sizeof(out), "%s/refused.engram", tmpdir_create_once());
-	o.config_path = cfg_path;
-	o.weights = wp;
-	o.n_weights = 1;
-	o.out_path = out;
-	o.weight_template = tmpl;
-	int err = engram_pack(&o, NULL);
-	if (err != want)
-		fail_msg("%s: pack gave %d (%s: %s), expected %d", path, err, engram_strerror(err), engram_last_error(), want);
-	if ((frag1 && !strstr(engram_last_error(), frag1)) || (frag2 && !strstr(engram_last_error(), frag2)))
-		fail_msg("%s: detail '%s' lacks '%s' or '%s'", path, engram_last_error(), frag1, frag2 ? frag2 : "");
-	assert_int_equal(access(out, F_OK), -1);
+	pack_refused(cfg_path, wp, 1, tmpl, want, frag1, frag2);
 }
 
 /* Each way a checkpoint can be wrong, refused naming the file and the tensor: a part missing, of the wrong shape,
@@ -572,20 +379,20 @@ static void expect_refused(const char *path, const char *tmpl, int want, const c
  * its parts. */
 static void test_hostile_checkpoints(void **state)
 {
-	struct tensor t[16], u[16];
+	struct st_tensor t[16], u[16];
 	const char *dir = tmpdir_create_once();
 	char path[4200];
 	size_t n = load_tensors(TINY "tiny-n3.bf16.safetensors", t, 16), n8;
 	const uint64_t all = ((uint64_t)1 << n) - 1;
-	struct tensor *p1 = named(t, n, "shard_1.weight"), *p2 = named(t, n, "shard_2.weight");
+	struct st_tensor *p1 = st_named(t, n, "shard_1.weight"), *p2 = st_named(t, n, "shard_2.weight");
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/bad.safetensors", dir);
-	write_st(path, t, n, all & ~((uint64_t)1 << (p2 - t)));
+	st_write(path, t, n, all & ~((uint64_t)1 << (p2 - t)));
 	expect_refused(path, NULL, -ENOENT, "ngram_embedding.shard_2.weight'", "part 2 of the 4");
 	p1->shape[0] = 37;
 	p1->nbytes = 37 * HD * 2;
-	write_st(path, t, n, all);
+	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "bad.safetensors': tensor 'model.language_model.layers.1.ple.ple_embedding."
 						  "ngram_embedding.shard_1.weight' has shape [37, 4]", "must be [38, 4]");
 	p1->shape[0] = 38;
@@ -594,49 +401,49 @@ static void test_hostile_checkpoints(void **state)
 	memcpy(&t[n], p2, sizeof(*p2));
 	snprintf(t[n].name, sizeof(t[n].name),
 		 "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_4.weight");
-	write_st(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
+	st_write(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "shard_4.weight' is a part past the 4", "bad.safetensors");
 	/* a stray part further past the last (it packed silently: only shard_4 was looked for) */
 	snprintf(t[n].name, sizeof(t[n].name),
 		 "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_9.weight");
-	write_st(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
+	st_write(path, t, n + 1, ((uint64_t)1 << (n + 1)) - 1);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "shard_9.weight' is a part past the 4", "bad.safetensors");
 	/* part 1 in F16, the others BF16 */
 	snprintf(p1->dtype, sizeof(p1->dtype), "F16");
-	write_st(path, t, n, all);
+	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "shard_1.weight' has dtype F16, another than part 0's (BF16)",
 		       "bad.safetensors");
 	snprintf(p1->dtype, sizeof(p1->dtype), "BF16");
 	/* hash buffers: one entry each off by 2; then a wrong type */
 	static const char *const bufs[] = { "layer_multipliers", "ngram_heads_vocab_sizes", "ngram_heads_offsets" };
 	for (int b = 0; b < 3; b++) {
-		struct tensor *x = named(t, n, bufs[b]);
+		struct st_tensor *x = st_named(t, n, bufs[b]);
 		int64_t v;
 		memcpy(&v, x->data + 8, 8);
 		v += 2;
 		memcpy(x->data + 8, &v, 8);
-		write_st(path, t, n, all);
+		st_write(path, t, n, all);
 		char frag[200];
 		snprintf(frag, sizeof(frag), "ple_embedding.%s' entry 1 is %lld; the config derives", bufs[b], (long long)v);
 		expect_refused(path, NULL, ENGRAM_ECONFIG, frag, "bad.safetensors");
 		v -= 2;
 		memcpy(x->data + 8, &v, 8);
 	}
-	struct tensor *mult = named(t, n, "layer_multipliers");
+	struct st_tensor *mult = st_named(t, n, "layer_multipliers");
 	snprintf(mult->dtype, sizeof(mult->dtype), "F64");
-	write_st(path, t, n, all);
+	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "layer_multipliers' has dtype F64, expected I64", "bad.safetensors");
 	snprintf(mult->dtype, sizeof(mult->dtype), "I64");
 	/* a template: the table is found by its parts */
-	write_st(path, t, n, all);
+	st_write(path, t, n, all);
 	expect_refused(path, "layers.{L}.x.weight", -EINVAL, "no --template", NULL);
-	free_tensors(t, n);
+	st_free(t, n);
 
 	/* FP8: the scale missing, of shape [2], of type I64, not finite */
 	n8 = load_tensors(TINY "tiny-n3.fp8.safetensors", u, 16);
-	struct tensor *sc = named(u, n8, "weight_scale");
+	struct st_tensor *sc = st_named(u, n8, "weight_scale");
 	const uint64_t all8 = ((uint64_t)1 << n8) - 1;
-	write_st(path, u, n8, all8 & ~((uint64_t)1 << (sc - u)));
+	st_write(path, u, n8, all8 & ~((uint64_t)1 << (sc - u)));
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "shard_0.weight' is F8_E4M3 but the table's scale",
 		       "weight_scale' is missing");
 	uint8_t two[4];
@@ -646,28 +453,28 @@ static void test_hostile_checkpoints(void **state)
 	sc->data = two;
 	sc->shape[0] = 2;
 	sc->nbytes = 4;
-	write_st(path, u, n8, all8);
+	st_write(path, u, n8, all8);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "weight_scale' has shape [2], expected [] or [1]", "bad.safetensors");
 	sc->shape[0] = 1;
 	snprintf(sc->dtype, sizeof(sc->dtype), "F32");
 	uint32_t nan = 0x7fc00000u;
 	memcpy(two, &nan, 4);
-	write_st(path, u, n8, all8);
+	st_write(path, u, n8, all8);
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "weight_scale' is not a finite number", "bad.safetensors");
 	sc->data = orig;
 	sc->nbytes = 2;
 	snprintf(sc->dtype, sizeof(sc->dtype), "I16");
-	write_st(path, u, n8, all8);
+	st_write(path, u, n8, all8);
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "weight_scale' has dtype I16, expected BF16, F16 or F32", "bad.safetensors");
-	free_tensors(u, n8);
+	st_free(u, n8);
 }
 
 /* A scale given as F32 or F16 (and of shape []) dequantizes as the BF16 one does: e4m3 x scale. */
 static void test_fp8_scale_types(void **state)
 {
-	struct tensor u[16];
+	struct st_tensor u[16];
 	size_t n8 = load_tensors(TINY "tiny-n3.fp8.safetensors", u, 16);
-	struct tensor *sc = named(u, n8, "weight_scale");
+	struct st_tensor *sc = st_named(u, n8, "weight_scale");
 	uint16_t h;
 	char path[4200];
 
@@ -698,14 +505,14 @@ static void test_fp8_scale_types(void **state)
 		}
 		sc->data = buf;
 		snprintf(path, sizeof(path), "%.4000s/scale%d.safetensors", tmpdir_create_once(), form);
-		write_st(path, u, n8, ((uint64_t)1 << n8) - 1);
+		st_write(path, u, n8, ((uint64_t)1 << n8) - 1);
 		sc->data = orig;
 		char out[4200];
 		snprintf(out, sizeof(out), "%.4000s/scale%d.engram", tmpdir_create_once(), form);
 		pack_files(cfg_path, NULL, path, out, NULL);
 		check_set(out, 1, path);
 	}
-	free_tensors(u, n8);
+	st_free(u, n8);
 }
 
 int main(void)

@@ -17,6 +17,7 @@
 #include "engram.h"
 #include "engram_pack.h"
 #include <zstd.h>
+#include "safetensors.h"
 #include "util.h"
 
 const char *fixture(const char *rel)
@@ -597,4 +598,213 @@ double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+size_t st_load(const char *path, struct st_tensor *t, size_t cap)
+{
+	struct eg_tensor_set *set;
+	const char *p[1] = { path };
+	size_t n;
+
+	must(eg_tensors_open(&set, p, 1), path);
+	n = eg_tensors_count(set);
+	assert_true(n <= cap);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	for (size_t i = 0; i < n; i++) {
+		const struct eg_tensor *e = eg_tensors_get(set, i);
+		assert_true(e->ndim <= 2);
+		snprintf(t[i].name, sizeof(t[i].name), "%s", e->name);
+		snprintf(t[i].dtype, sizeof(t[i].dtype), "%s", e->dtype);
+		t[i].ndim = e->ndim;
+		memcpy(t[i].shape, e->shape, sizeof(t[i].shape));
+		t[i].nbytes = e->nbytes;
+		t[i].data = malloc(e->nbytes + 1);
+		fseek(f, (long)e->offset, SEEK_SET);
+		assert_int_equal(fread(t[i].data, 1, e->nbytes, f), e->nbytes);
+	}
+	fclose(f);
+	eg_tensors_free(set);
+	return n;
+}
+
+void st_free(struct st_tensor *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(t[i].data);
+}
+
+void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t which)
+{
+	char hdr[16384];
+	size_t k = 0, off = 0;
+
+	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "{");
+	for (size_t i = 0; i < n; i++) {
+		if (!(which >> i & 1))
+			continue;
+		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", off || k > 1 ? "," : "",
+				      t[i].name, t[i].dtype);
+		for (unsigned d = 0; d < t[i].ndim; d++)
+			k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
+		k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].nbytes);
+		off += t[i].nbytes;
+	}
+	k += (size_t)snprintf(hdr + k, sizeof(hdr) - k, "}");
+	assert_true(k < sizeof(hdr) - 8);
+	while (k % 8)
+		hdr[k++] = ' ';
+	FILE *f = fopen(path, "wb");
+	uint64_t hl = k;
+	assert_non_null(f);
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, k, f);
+	for (size_t i = 0; i < n; i++)
+		if (which >> i & 1)
+			fwrite(t[i].data, 1, t[i].nbytes, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+struct st_tensor *st_named(struct st_tensor *t, size_t n, const char *suffix)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(t[i].name) >= strlen(suffix) && !strcmp(t[i].name + strlen(t[i].name) - strlen(suffix), suffix))
+			return &t[i];
+	fail_msg("no tensor ending in %s", suffix);
+	return NULL;
+}
+
+void session_check_step(engram_session *s, const struct session_ref *r, const size_t *pos, size_t n_true,
+			size_t n_pushed, int gather, const char *how)
+{
+	const uint64_t *got = engram_session_rows(s, 0);
+	const size_t w = (size_t)r->cols * r->hd;
+
+	assert_int_equal(engram_session_positions(s), n_pushed);
+	for (size_t i = 0; i < n_true; i++)
+		for (unsigned c = 0; c < r->cols; c++)
+			if (got[i * r->cols + c] != r->rows[pos[i] * r->cols + c])
+				fail_msg("%s: step position %zu (sequence position %zu) column %u: row %llu, reference %llu", how,
+					 i, pos[i], c, (unsigned long long)got[i * r->cols + c],
+					 (unsigned long long)r->rows[pos[i] * r->cols + c]);
+	if (!gather)
+		return;
+	float *f = malloc(n_pushed * w * 4);
+	uint16_t *b = malloc(n_pushed * w * 2), *nat = r->native_bf16 ? malloc(n_pushed * w * 2) : NULL;
+	must(engram_session_gather(s, 0, ENGRAM_OUT_F32, f, n_pushed * w * 4), "gather f32");
+	must(engram_session_gather(s, 0, ENGRAM_OUT_BF16, b, n_pushed * w * 2), "gather bf16");
+	if (nat)
+		must(engram_session_gather(s, 0, ENGRAM_OUT_NATIVE, nat, n_pushed * w * 2), "gather native");
+	for (size_t i = 0; i < n_true; i++)
+		for (size_t j = 0; j < w; j++) {
+			float want = r->values[pos[i] * w + j];
+			uint32_t wb;
+			memcpy(&wb, &want, 4);
+			if (memcmp(&f[i * w + j], &want, 4) || b[i * w + j] != bf16_of(want) ||
+			    (nat && (uint32_t)nat[i * w + j] << 16 != wb))
+				fail_msg("%s: step position %zu (sequence position %zu) value %zu: f32 %a bf16 %04x native %04x, "
+					 "reference %a", how, i, pos[i], j, (double)f[i * w + j], b[i * w + j], nat ? nat[i * w + j] : 0,
+					 (double)want);
+		}
+	free(f);
+	free(b);
+	free(nat);
+}
+
+static unsigned below(uint64_t *rng, unsigned n)
+{
+	*rng ^= *rng << 13;
+	*rng ^= *rng >> 7;
+	*rng ^= *rng << 17;
+	return (unsigned)(*rng % n);
+}
+
+void session_push_every_way(engram_session *s, const struct session_ref *r, const size_t *chunks, size_t n_chunks,
+			    const char *label)
+{
+	const size_t N = r->n;
+	size_t *pos = malloc((N + 4) * sizeof(*pos));
+	uint64_t rng = 0x51;
+	char how[300];
+
+	for (size_t ci = 0; ci < n_chunks; ci++) {
+		must(engram_session_reset(s, 1), "reset");
+		for (size_t p = 0; p < N; p += chunks[ci]) {
+			size_t m = N - p < chunks[ci] ? N - p : chunks[ci];
+			for (size_t i = 0; i < m; i++)
+				pos[i] = p + i;
+			must(engram_session_begin(s), "begin");
+			must(engram_session_push(s, 1, r->tokens + p, NULL, m), "push");
+			snprintf(how, sizeof(how), "%s, chunk %zu at %zu", label, chunks[ci], p);
+			session_check_step(s, r, pos, m, m, 1, how);
+		}
+	}
+	unsigned slots[3] = { 3, 0, 2 };
+	for (unsigned i = 0; i < 3; i++)
+		must(engram_session_reset(s, slots[i]), "reset");
+	for (size_t t = 0; t < N; t++) {
+		int64_t tok[3] = { r->tokens[t], r->tokens[t], r->tokens[t] }, drafts[4];
+		size_t k_drafts = below(&rng, 4), ok = 0;
+		must(engram_session_begin(s), "begin");
+		must(engram_session_push_batch(s, slots, tok, NULL, 3), "push_batch");
+		/* drafts after slot 2's token: the true next tokens, until one is wrong (a random id or EOS) */
+		for (size_t d = 0; d < k_drafts && t + 1 + d < N; d++) {
+			int wrong = ok < d || below(&rng, 3) == 0;
+			drafts[d] = wrong ? (below(&rng, 2) ? r->eos : (int64_t)below(&rng, (unsigned)r->vocab)) : r->tokens[t + 1 + d];
+			if (!wrong && drafts[d] == r->tokens[t + 1 + d])
+				ok++;
+		}
+		size_t nd = k_drafts < N - t - 1 ? k_drafts : N - t - 1;
+		if (nd)
+			must(engram_session_push(s, 2, drafts, NULL, nd), "drafts");
+		/* the drafts' rows are checked where they are the true tokens: step positions 3 .. 3 + ok */
+		for (size_t i = 0; i < 3; i++)
+			pos[i] = t;
+		for (size_t d = 0; d < ok; d++)
+			pos[3 + d] = t + 1 + d;
+		snprintf(how, sizeof(how), "%s, decode %zu", label, t);
+		session_check_step(s, r, pos, 3 + ok, 3 + nd, t % 16 == 5, how);
+		must(engram_session_rewind(s, 2, nd), "rewind the drafts");
+		if (t % 5 == 4) { /* preempted: slot 2's state through slot 1 and back */
+			uint8_t sb[ENGRAM_SEQ_STATE_MAX];
+			int len = engram_session_export(s, 2, sb, sizeof(sb));
+			assert_true(len > 0);
+			must(engram_session_reset(s, 2), "reset");
+			must(engram_session_import(s, 1, sb, (size_t)len), "import");
+			len = engram_session_export(s, 1, sb, sizeof(sb));
+			assert_true(len > 0);
+			must(engram_session_import(s, 2, sb, (size_t)len), "import back");
+		}
+	}
+	/* a last step of the whole sequence, gathered, after all that */
+	must(engram_session_reset(s, 0), "reset");
+	must(engram_session_begin(s), "begin");
+	must(engram_session_push(s, 0, r->tokens, NULL, N), "push");
+	for (size_t i = 0; i < N; i++)
+		pos[i] = i;
+	snprintf(how, sizeof(how), "%s, whole after decode", label);
+	session_check_step(s, r, pos, N, N, 1, how);
+	free(pos);
+}
+
+void pack_refused(const char *config, const char *const *weights, size_t n, const char *tmpl, int want,
+		  const char *frag1, const char *frag2)
+{
+	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
+	char out[4200];
+
+	snprintf(out, sizeof(out), "%.4000s/refused.engram", tmpdir_create_once());
+	o.config_path = config;
+	o.weights = weights;
+	o.n_weights = n;
+	o.out_path = out;
+	o.weight_template = tmpl;
+	int err = engram_pack(&o, NULL);
+	if (err != want)
+		fail_msg("%s: pack gave %d (%s: %s), expected %d", weights[0], err, engram_strerror(err), engram_last_error(),
+			 want);
+	if ((frag1 && !strstr(engram_last_error(), frag1)) || (frag2 && !strstr(engram_last_error(), frag2)))
+		fail_msg("%s: detail '%s' lacks '%s' or '%s'", weights[0], engram_last_error(), frag1 ? frag1 : "",
+			 frag2 ? frag2 : "");
+	assert_int_equal(access(out, F_OK), -1);
 }

@@ -116,4 +116,51 @@ const char *unzst_fixture(const char *rel, const char *name);
 /* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
  * and the shape through shape[0..*ndim). Fails the test on any problem. */
 void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);
+
+/* Checkpoints written by tests: a safetensors file's tensors read whole (st_load appends those of the file at path
+ * to t[0..cap), returning how many it added), written back (st_write: the tensors t[i] whose bit i of which is
+ * set, in order), found by name suffix (st_named fails the test when none ends in suffix) and freed. */
+struct st_tensor {
+	char name[160], dtype[16];
+	unsigned ndim;
+	uint64_t shape[2];
+	uint8_t *data;
+	size_t nbytes;
+};
+size_t st_load(const char *path, struct st_tensor *t, size_t cap);
+void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t which);
+struct st_tensor *st_named(struct st_tensor *t, size_t n, const char *suffix);
+void st_free(struct st_tensor *t, size_t n);
+
+/* Pack weights[0..n) with config (NULL: none, as GGUF weights allow) and the weight template tmpl (NULL: none) into
+ * the scratch directory: the pack must fail with want, its detail holding frag1 and frag2 (each NULL: anything),
+ * and leave no output. */
+void pack_refused(const char *config, const char *const *weights, size_t n, const char *tmpl, int want,
+		  const char *frag1, const char *frag2);
+
+/* A packed reference checkpoint's sequence (test_pack_qwen, test_pack_longcat): its tokens[0..n), the rows of layer
+ * index 0 at each position (rows[pos * cols + c], offsets included) and the values they gather (values[pos][cols x
+ * hd], float32: bf16 gathers are them rounded to nearest even); draft tokens that are wrong are EOS or ids below
+ * vocab. */
+struct session_ref {
+	const int64_t *tokens;
+	size_t n;
+	const uint64_t *rows;
+	const float *values;
+	unsigned cols, hd;
+	int64_t eos, vocab;
+	int native_bf16; /* the table is BF16: a native gather is the values' upper halves (they are BF16 widened) */
+};
+struct engram_session;
+/* Check a session's step: positions pos[0..n_true) are the reference's (rows, and with gather their f32 and bf16
+ * values, and native ones when native_bf16), of the n_pushed positions the step holds (drafts beyond n_true are
+ * not the sequence's). */
+void session_check_step(struct engram_session *s, const struct session_ref *r, const size_t *pos, size_t n_true,
+			size_t n_pushed, int gather, const char *how);
+/* Push the sequence every way into s (4 slots at least), checking each step: whole and in chunks[0..n_chunks)
+ * (slot 1); a token a step for slots 3, 0 and 2 at once (push_batch), slot 2 pushing drafts (the true next tokens
+ * until a wrong one, EOS or a random id) that are rewound, and moved to slot 1 and back by export and import every
+ * fifth step; then the whole sequence again (slot 0). label names the case in messages. */
+void session_push_every_way(struct engram_session *s, const struct session_ref *r, const size_t *chunks,
+			    size_t n_chunks, const char *label);
 #endif

@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"  --model-dir DIR          a Hugging Face checkpoint directory: its config.json, tokenizer.json, and\n"
 		"                           model.safetensors or model.safetensors.index.json\n"
 		"  --config FILE            hash config: the Engram demo's JSON or a Hugging Face config.json (DeepSeek\n"
-		"                           Engram, or Qwen4-Exp: raw token ids, no token map)\n"
+		"                           Engram; Qwen4-Exp or LongCat: raw token ids, no token map)\n"
 		"  --token-map FILE         compressed-token map .npy\n"
 		"  --tokenizer FILE         tokenizer.json to build the token map from (instead of --token-map)\n"
 		"  --weights FILE...        .safetensors, model.safetensors.index.json, .npy or .gguf files (a split\n"
@@ -167,7 +167,7 @@ static char *dir_gguf(const char *dir, int *several)
 	return found;
 }
 
-/* Whether the config at path hashes through a token map (DeepSeek Engram), not raw ids (Qwen4-Exp): 1 or 0; a
+/* Whether the config at path hashes through a token map (DeepSeek Engram), not raw ids (Qwen4-Exp, LongCat): 1 or 0; a
  * config that does not load is refused here, with the library's message naming the file, the field and what is
  * wrong (-1), never taken for one that needs a map. */
 static int config_takes_map(const char *path)
@@ -187,8 +187,8 @@ static int config_takes_map(const char *path)
 /* The checkpoint directory's files, as Hugging Face lays them out, into *o (and paths[], which owns them):
  * config.json, tokenizer.json and, unless synthetic, model.safetensors (a whole checkpoint, which transformers
  * prefers too) or model.safetensors.index.json; or, as llama.cpp lays them out, a GGUF (whose keys may state the
- * config and the map: config.json and tokenizer.json are then used when present). A Qwen4-Exp config hashes raw
- * ids: its tokenizer.json is not needed, nor read, beside a checkpoint or a GGUF. Returns 0, or prints which file
+ * config and the map: config.json and tokenizer.json are then used when present). A Qwen4-Exp or LongCat config hashes
+ * raw ids: its tokenizer.json is not needed, nor read, beside a checkpoint or a GGUF. Returns 0, or prints which file
  * DIR lacks (or what is wrong with its config.json) and returns -1. */
 static int model_dir_files(const char *dir, struct engram_pack_options *o, const char **weights, char *paths[3])
 {
@@ -227,7 +227,7 @@ static int model_dir_files(const char *dir, struct engram_pack_options *o, const
 		if (!o->n_weights && (paths[2] = dir_gguf(dir, &several))) {
 			weights[o->n_weights++] = paths[2];
 			o->config_path = have[0] ? paths[0] : NULL;
-			o->tokenizer_path = takes_map && have[1] ? paths[1] : NULL;
+			o->tokenizer_path = takes_map && have[1] ? paths[1] : NULL; /* a raw-id config's GGUF takes none */
 			return 0;
 		}
 		if (several)
@@ -432,7 +432,7 @@ int main(int argc, char **argv)
 		if ((!o.config_path || (!(o.token_map_path || o.tokenizer_path) && takes)) &&
 		    !any_gguf(weights, o.n_weights)) {
 			usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF "
-				    "weights may state them; a Qwen4-Exp config needs no token map)");
+				    "weights may state them; a Qwen4-Exp or LongCat config needs no token map)");
 			goto out;
 		}
 	}

@@ -1,7 +1,8 @@
 /* The hash config of a GGUF's Engram tables: llama.cpp's {arch}.engram.* keys (arch = general.architecture,
  * "deepseek41" when absent) read where present, each checked against the library's own derivation from the same
  * parameters; what is missing taken from the config JSON and token map the caller gives, or the token map built
- * from the GGUF's own vocabulary (gguf_vocab.c). */
+ * from the GGUF's own vocabulary (gguf_vocab.c). LongCat's tables have no GGUF layout: a LongCat GGUF, or a GGUF
+ * with a LongCat config, is refused. */
 #define ENGRAM_STATIC_LINKING_ONLY /* engram_config_load_gguf */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "file.h"
@@ -292,6 +294,26 @@ static int constants(struct ctx *c, const engram_config *cfg, uint32_t *checked)
 	return err;
 }
 
+/* A LongCat GGUF (general.architecture "longcat...", as llama.cpp forks write it), or a LongCat config given for
+ * a GGUF: refused, ENGRAM_ECONFIG, since no GGUF layout of LongCat's n-gram tables exists upstream. */
+static int refuse_longcat(const struct eg_gguf *g, const char *path, const char *config_path)
+{
+	const struct eg_gguf_kv *arch = eg_gguf_find(g, "general.architecture");
+	struct eg_hash_params p;
+	int err;
+
+	if (arch && arch->type == EG_GGUF_STRING && arch->n >= 7 && !strncasecmp((const char *)arch->p, "longcat", 7))
+		return eg_fail(ENGRAM_ECONFIG, "'%s' is a LongCat GGUF (general.architecture '%.*s'): no GGUF layout of "
+					       "LongCat's n-gram tables exists upstream, so none is read; pack the release's "
+					       "safetensors (--model-dir, or --config config.json --weights)", path,
+			       (int)(arch->n < 64 ? arch->n : 64), (const char *)arch->p);
+	if (config_path && (err = eg_params_from_json(&p, config_path)) == 0 && p.family == ENGRAM_FAMILY_LONGCAT)
+		return eg_fail(ENGRAM_ECONFIG, "'%s' is a LongCat config, and '%s' a GGUF: no GGUF layout of LongCat's "
+					       "n-gram tables exists upstream, so none is read; pack the release's "
+					       "safetensors (--model-dir, or --config config.json --weights)", config_path, path);
+	return 0; /* a config that cannot be read is reported where it is read */
+}
+
 int eg_gguf_config(engram_config **out, const char *gguf_path, const char *config_path, int32_t *map, uint64_t n,
 		   struct eg_disk_source *src)
 {
@@ -315,6 +337,8 @@ int eg_gguf_config(engram_config **out, const char *gguf_path, const char *confi
 		return err;
 	}
 	c.g = &g;
+	if ((err = refuse_longcat(&g, gguf_path, config_path)) < 0)
+		goto out;
 	if (eg_gguf_is_qwen(&g)) { /* Qwen4-Exp's PLE table: its own keys, raw token ids */
 		err = map ? eg_fail(ENGRAM_ECONFIG, "'%s' is a Qwen4-Exp GGUF, whose table takes raw token ids: give no "
 					"token map or tokenizer", gguf_path)

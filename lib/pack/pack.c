@@ -516,7 +516,7 @@ static int check_options(const struct engram_pack_options *o, struct packer *pk)
 		return eg_fail(-EINVAL, "pack takes a token map or a tokenizer, not both");
 	if (!o->out_path || (!gguf_weight(o) && !o->config_path))
 		return eg_fail(-EINVAL, "pack needs a config, an output path, and a token map or a tokenizer (one of them; "
-					"GGUF weights may state the config and the map; a Qwen4-Exp config needs neither)");
+					"GGUF weights may state the config and the map; a Qwen4-Exp or LongCat config needs no map)");
 	if (!o->synthetic_scale && (!o->weights || !o->n_weights))
 		return eg_fail(-EINVAL, "pack needs weights (or a synthetic scale)");
 	if (!o->codec || !strcmp(o->codec, "raw"))

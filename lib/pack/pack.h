@@ -23,11 +23,11 @@ struct eg_source {
 	const char *wpath, *spath, *wname;
 	uint8_t *scratch;               /* scales of one read */
 	size_t scratch_cap;
-	/* a table in row parts (eg_source_qwen): part i holds rows [i x part_rows, ...); wfd is part cur_part's
-	 * (n_parts: none open yet) */
+	/* a table in row parts (eg_source_qwen, eg_source_longcat): part i holds rows [part_first[i],
+	 * part_first[i + 1]), each its tensor's rows; wfd is part cur_part's (n_parts: none open yet) */
 	const struct eg_tensor **parts;
 	unsigned n_parts, cur_part;
-	uint64_t part_rows;
+	uint64_t *part_first;           /* [n_parts + 1], set by eg_source_parts_ready */
 	float tscale;                   /* F8_E4M3_T: the table's scale, written after each row's bytes */
 };
 
@@ -36,10 +36,21 @@ struct eg_source {
 int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
 			 unsigned layer_index, const char *weight_template, const char *scale_template);
 /* A Qwen4-Exp PLE table from its checkpoint's row parts (pack_qwen.c), its hash buffers checked against the
- * config; and the read of rows across its parts. */
+ * config; and the read of rows across a table's parts (pack_source.c). */
 int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
 		   unsigned layer_index, int templated);
 int eg_source_read_parts(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst);
+/* LongCat's k x (n-1) n-gram tables from the release's checkpoint (pack_longcat.c): table t the tensor
+ * `model.ngram_embeddings.embedders.{t}.weight` (Lite-Sparse: `model.oe_embed_tokens{t}.weight`), BF16
+ * [M_t, row width], wherever the index puts it; packed as the parts of one table, in table order. */
+int eg_source_longcat(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
+		      unsigned layer_index, int templated);
+/* Once s->parts[0..n_parts) are found and checked: where each part's rows begin in the table (their rows in
+ * order), which must add up to s->rows, and the s fields every table of parts shares (the part's dtype as
+ * s->dtype, its row width as s->head_dim). */
+int eg_source_parts_ready(struct eg_source *s);
+/* A tensor's shape as "d0, d1, ..." in buf (of cap bytes), for messages. */
+const char *eg_shape_text(const struct eg_tensor *t, char *buf, size_t cap);
 /* Random rows of the given dtype ("bf16", "f32", "f16", "e4m3"), reproducible from seed. */
 int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned layer_index, const char *dtype,
 			uint64_t seed);

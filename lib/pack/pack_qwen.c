@@ -25,16 +25,6 @@ static int find(const struct eg_tensor_set *set, char *name, size_t cap, int lay
 	return eg_tensors_find_unique(set, name, t) < 0 ? -EEXIST : 0;
 }
 
-static const char *shape_text(const struct eg_tensor *t, char *buf, size_t cap)
-{
-	size_t k = 0;
-
-	buf[0] = 0;
-	for (unsigned i = 0; i < t->ndim && k < cap; i++)
-		k += (size_t)snprintf(buf + k, cap - k, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
-	return buf;
-}
-
 /* A tensor's bytes (at most cap), read whole. */
 static int read_tensor(const struct eg_tensor *t, void *buf, size_t len)
 {
@@ -63,7 +53,7 @@ static int check_buffer(const struct eg_tensor_set *set, int layer, const char *
 		return eg_fail(ENGRAM_EDTYPE, "'%s': tensor '%s' has dtype %s, expected I64", t->path, t->name, t->dtype);
 	if (t->ndim != 1 || t->shape[0] != n || t->nbytes != (uint64_t)n * 8)
 		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' has shape [%s]; the config has %u", t->path, t->name,
-			       shape_text(t, shape, sizeof(shape)), n);
+			       eg_shape_text(t, shape, sizeof(shape)), n);
 	for (unsigned i = 0; i < n; i += 64) {
 		unsigned m = n - i < 64 ? n - i : 64;
 		struct eg_tensor part = *t;
@@ -123,7 +113,7 @@ static int read_scale(const struct eg_tensor_set *set, int layer, const struct e
 			       t->name, t->dtype);
 	if (t->ndim > 1 || (t->ndim == 1 && t->shape[0] != 1) || t->nbytes != size)
 		return eg_fail(ENGRAM_ESHAPE, "'%s': scale tensor '%s' has shape [%s], expected [] or [1]: one scale for "
-					      "the table", t->path, t->name, shape_text(t, shape, sizeof(shape)));
+					      "the table", t->path, t->name, eg_shape_text(t, shape, sizeof(shape)));
 	if ((err = read_tensor(t, b, size)) < 0)
 		return err;
 	if (size == 4) {
@@ -183,7 +173,6 @@ int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const e
 	if (!s->parts)
 		return eg_fail(-ENOMEM, "out of memory");
 	s->n_parts = s->cur_part = P;
-	s->part_rows = per;
 	for (unsigned i = 0; i < P; i++) {
 		char what[64];
 		const struct eg_tensor *t = NULL;
@@ -207,7 +196,7 @@ int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const e
 		if (t->ndim != 2 || t->shape[0] != want || t->shape[1] != dim || !want)
 			return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' has shape [%s]; part %u of %u must be [%llu, %u]: rows "
 						      "[%llu, %llu) of layer %d's %llu (the parts do not tile the table)",
-				       t->path, t->name, shape_text(t, shape, sizeof(shape)), i, P, (unsigned long long)want,
+				       t->path, t->name, eg_shape_text(t, shape, sizeof(shape)), i, P, (unsigned long long)want,
 				       dim, (unsigned long long)(i * per), (unsigned long long)(i * per + want), layer_id,
 				       (unsigned long long)rows);
 		s->parts[i] = t;
@@ -219,40 +208,5 @@ int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const e
 	s->head_dim = dim;
 	s->rows = rows;
 	s->layer_id = layer_id;
-	s->record_size = eg_record_size(s->dtype, dim);
-	s->payload = dim * eg_dtype_elem_size(s->dtype);
-	s->wname = s->parts[0]->name;
-	s->wpath = s->parts[0]->path;
-	return 0;
-}
-
-int eg_source_read_parts(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
-{
-	const size_t rec = s->record_size, pay = s->payload;
-
-	for (size_t done = 0; done < n;) {
-		unsigned i = (unsigned)((row + done) / s->part_rows);
-		uint64_t r = row + done - (uint64_t)i * s->part_rows, left = s->parts[i]->shape[0] - r;
-		size_t m = n - done < left ? n - done : (size_t)left;
-		int err;
-
-		if (i != s->cur_part) {
-			if (s->wfd >= 0)
-				close(s->wfd);
-			s->cur_part = s->n_parts;
-			if ((s->wfd = eg_open_regular(s->parts[i]->path, "checkpoint")) < 0)
-				return s->wfd;
-			s->cur_part = i;
-		}
-		uint8_t *d = dst + done * rec;
-		if ((err = eg_pread_full(s->wfd, d, m * pay, m * pay, s->parts[i]->offset + r * pay, s->parts[i]->path)) < 0)
-			return err;
-		/* F8_E4M3_T: spread the rows out, the table's scale after each */
-		for (size_t k = m; rec != pay && k-- > 0;) {
-			memmove(d + k * rec, d + k * pay, pay);
-			memcpy(d + k * rec + pay, &s->tscale, sizeof(s->tscale));
-		}
-		done += m;
-	}
-	return 0;
+	return eg_source_parts_ready(s);
 }

@@ -1,5 +1,5 @@
-/* Rows for the packer: checkpoint tensors found by name and checked against the config, or synthetic rows
- * with the config's exact geometry. */
+/* Rows for the packer: checkpoint tensors found by name and checked against the config (a table whole, or in
+ * parts: the read across them), or synthetic rows with the config's exact geometry. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -40,6 +40,16 @@ static int expand(char *dst, size_t cap, const char *tmpl, int layer_id)
 	return 0;
 }
 
+const char *eg_shape_text(const struct eg_tensor *t, char *buf, size_t cap)
+{
+	size_t k = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < t->ndim && k < cap; i++)
+		k += (size_t)snprintf(buf + k, cap - k, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
+	return buf;
+}
+
 static int find(const struct eg_tensor_set *set, const char *name, const struct eg_tensor **t)
 {
 	int err = eg_tensors_find_unique(set, name, t);
@@ -57,7 +67,10 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 	unsigned dim = engram_config_head_dim(cfg);
 
 	/* the checkpoint's layout is the family's: Qwen4-Exp's table is in row parts with its hash buffers, or whole
-	 * in a llama.cpp GGUF under a name of its own (its keys checked against the derivation: gguf_qwen.c) */
+	 * in a llama.cpp GGUF under a name of its own (its keys checked against the derivation: gguf_qwen.c);
+	 * LongCat's tables are its release's, each its own tensor (no GGUF layout of them exists) */
+	if (cfg->family == ENGRAM_FAMILY_LONGCAT)
+		return eg_source_longcat(s, set, cfg, li, wtmpl || stmpl);
 	if (cfg->family == ENGRAM_FAMILY_QWEN_PLE) {
 		if ((err = find(set, EG_QWEN_GGUF_TENSOR, &w)) < 0)
 			return err;
@@ -105,14 +118,11 @@ int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, c
 					      "F8_E4M3 (with F8_E8M0 scales) or one of ggml's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
 					      "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL", w->path, w->name, w->dtype);
 	if (w->ndim != 2 || w->shape[0] != rows || w->shape[1] != dim) {
-		char shape[128] = "";
-		size_t k = 0;
-		for (unsigned i = 0; i < w->ndim && k < sizeof(shape); i++)
-			k += (size_t)snprintf(shape + k, sizeof(shape) - k, "%s%llu", i ? ", " : "",
-					      (unsigned long long)w->shape[i]);
+		char shape[128];
 		return eg_fail(ENGRAM_ESHAPE, "'%s': tensor '%s' has shape [%s]; the config needs [%llu, %u] "
 					      "(rows = layer %d's engram_num_embeddings, or its prime sum; columns = head dim)",
-			       w->path, w->name, shape, (unsigned long long)rows, dim, layer_id);
+			       w->path, w->name, eg_shape_text(w, shape, sizeof(shape)), (unsigned long long)rows, dim,
+			       layer_id);
 	}
 	if (s->dtype == EG_DT_F8_E4M3) {
 		if (stmpl) {
@@ -201,6 +211,76 @@ int eg_source_synthetic(struct eg_source *s, const engram_config *cfg, unsigned 
 	return 0;
 }
 
+int eg_source_parts_ready(struct eg_source *s)
+{
+	uint64_t sum = 0;
+
+	if (!(s->part_first = malloc(((size_t)s->n_parts + 1) * sizeof(*s->part_first))))
+		return eg_fail(-ENOMEM, "out of memory");
+	for (unsigned i = 0; i < s->n_parts; sum += s->parts[i]->shape[0], i++)
+		s->part_first[i] = sum;
+	s->part_first[s->n_parts] = sum;
+	if (sum != s->rows) /* the family's checks of each part's rows make this a bug, not bad input */
+		return eg_fail(-EINVAL, "'%s': the %u parts of layer %d's table hold %llu rows, not its %llu",
+			       s->parts[0]->path, s->n_parts, s->layer_id, (unsigned long long)sum,
+			       (unsigned long long)s->rows);
+	s->record_size = eg_record_size(s->dtype, s->head_dim);
+	s->payload = s->head_dim * eg_dtype_elem_size(s->dtype);
+	s->wname = s->parts[0]->name;
+	s->wpath = s->parts[0]->path;
+	return 0;
+}
+
+/* The part that holds row: the open one, or the last whose first row is at most row. */
+static unsigned part_of(const struct eg_source *s, uint64_t row)
+{
+	unsigned lo = 0, hi = s->n_parts;
+
+	if (s->cur_part < s->n_parts && row >= s->part_first[s->cur_part] && row < s->part_first[s->cur_part + 1])
+		return s->cur_part;
+	while (hi - lo > 1) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (s->part_first[mid] <= row)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int eg_source_read_parts(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
+{
+	const size_t rec = s->record_size, pay = s->payload;
+
+	for (size_t done = 0; done < n;) {
+		unsigned i = part_of(s, row + done);
+		uint64_t r = row + done - s->part_first[i], left = s->part_first[i + 1] - (row + done);
+		size_t m = n - done < left ? n - done : (size_t)left;
+		int err;
+
+		if (i != s->cur_part) {
+			if (s->wfd >= 0)
+				close(s->wfd);
+			s->wfd = -1;
+			s->cur_part = s->n_parts;
+			if ((s->wfd = eg_open_regular(s->parts[i]->path, "checkpoint")) < 0)
+				return s->wfd;
+			posix_fadvise(s->wfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+			s->cur_part = i;
+		}
+		uint8_t *d = dst + done * rec;
+		if ((err = eg_pread_full(s->wfd, d, m * pay, m * pay, s->parts[i]->offset + r * pay, s->parts[i]->path)) < 0)
+			return err;
+		/* F8_E4M3_T: spread the rows out, the table's scale after each */
+		for (size_t k = m; rec != pay && k-- > 0;) {
+			memmove(d + k * rec, d + k * pay, pay);
+			memcpy(d + k * rec + pay, &s->tscale, sizeof(s->tscale));
+		}
+		done += m;
+	}
+	return 0;
+}
+
 int eg_source_read(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst)
 {
 	size_t nscale;
@@ -236,7 +316,9 @@ void eg_source_close(struct eg_source *s)
 		close(s->sfd);
 	free(s->scratch);
 	free(s->parts);
+	free(s->part_first);
 	s->parts = NULL;
+	s->part_first = NULL;
 	s->wfd = s->sfd = -1;
 	s->scratch = NULL;
 	s->scratch_cap = 0;
