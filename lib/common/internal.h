@@ -146,6 +146,16 @@ struct engram_config {
  * -EINVAL "layer index I out of range (N layers)" (the caller returns its own failure value). */
 int eg_bad_layer(const engram_config *c, unsigned layer_index);
 
+/* Is raw a token id the config can hash (below the token map's entries; for a family without a token map, not
+ * negative either)? */
+static inline int eg_token_ok(const engram_config *cfg, int64_t raw)
+{
+	return raw < (int64_t)cfg->raw_vocab && raw >= cfg->min_token;
+}
+
+/* The error of a token id that eg_token_ok refuses, at position i of the caller's array. */
+int eg_bad_token(const engram_config *cfg, int64_t token, size_t i);
+
 /* Parse either JSON form into params; path names the file in errors. */
 EG_PRIVATE int eg_params_from_json(struct eg_hash_params *p, const char *path);
 
