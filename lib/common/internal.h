@@ -22,7 +22,7 @@
 #define EG_MAX_LAYERS 1024
 #define EG_MAX_PRIMES 16384                  /* layers x columns: one prime each */
 /* The one head-dim limit: config.c refuses a larger one, and every table must have its config's head dim
- * (format.c's eg_table_check), so format.h's eg_record_size() bounds records with it too (it used to allow 2^20,
+ * (layout.c's eg_table_check), so format.h's eg_record_size() bounds records with it too (it used to allow 2^20,
  * which only engram_table_layout() could reach). An F32 row is then at most 256 KiB: 64 pages. */
 #define EG_MAX_HEAD_DIM 65536
 #define EG_MAX_TABLE_ROWS ((uint64_t)1 << 40) /* rows of a layer's table */
