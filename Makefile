@@ -197,6 +197,7 @@ check:
 	@scripts/install-deps build test
 	@$(MAKE) --no-print-directory all tests
 	@scripts/check-abi $(B)
+	@scripts/check-functions
 	@ENGRAM_BUILD=$(B) scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/remote-tests
 	@B=$(B) SANITIZE=$(SANITIZE) scripts/stats-tests

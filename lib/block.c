@@ -27,7 +27,7 @@ int eg_block_range(const struct eg_piece *p, uint64_t b, uint64_t *start, uint64
 	if (eg_block_span(t, p->frames, b, start, end) < 0)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu: frame index entry [%llu, %llu) is out of "
 						"order, past the data or larger than the largest frame",
-			       p->shard->path, t->layer_id, (unsigned long long)b, (unsigned long long)*start,
+			       p->path, t->layer_id, (unsigned long long)b, (unsigned long long)*start,
 			       (unsigned long long)*end);
 	return 0;
 }
@@ -42,7 +42,7 @@ size_t eg_block_bytes(const struct eg_disk_table *t, uint64_t b)
 int eg_block_check(const struct eg_piece *p, uint64_t b, const uint8_t *stored, size_t len)
 {
 	if (eg_checksum(stored, len) != p->sums[b])
-		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu checksum mismatch", p->shard->path,
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu checksum mismatch", p->path,
 			       p->t->layer_id, (unsigned long long)b);
 	return 0;
 }
@@ -82,7 +82,7 @@ int eg_block_decode(struct eg_block_ctx *c, const struct eg_piece *p, uint64_t b
 	}
 	r = ZSTD_decompressDCtx(c->dctx, out, want, frame, len);
 	if (ZSTD_isError(r) || r != want)
-		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu does not decode (%s)", p->shard->path,
+		return eg_fail(ENGRAM_ECORRUPT, "'%s': layer %d block %llu does not decode (%s)", p->path,
 			       t->layer_id, (unsigned long long)b, ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
 	if (out != dst)
 		eg_unshuffle(dst, out, want, eg_dtype_elem_size(t->dtype));

@@ -9,9 +9,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "format.h"
+#include "internal.h"
 
+struct eg_shard;
 struct ZSTD_DCtx_s;
+
+/* One contiguous row range of a layer, in one shard. data is NULL in a metadata-only shard (EG_HDR_NO_DATA). */
+struct eg_piece {
+	struct eg_shard *shard;       /* the store's (store.h) */
+	const char *path;             /* its shard's path, for messages */
+	const struct eg_disk_table *t;
+	const uint64_t *frames;       /* zstd end offsets, or NULL */
+	const uint64_t *sums;
+	const uint8_t *data;          /* map + data_offset */
+};
 
 /* Decoding state of one thread: a zstd context and an unshuffle buffer, made on first use. */
 struct eg_block_ctx {

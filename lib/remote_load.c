@@ -238,6 +238,201 @@ static void loader_free(struct loader *ld)
 	eg_remote_close(ld->map);
 }
 
+/* key_command on the set's meta key "what" (load, done): the reply, or NULL (the error set, and in *err). */
+static redisReply *meta_command(struct loader *ld, const char *what, enum eg_reply_kind kind, uint64_t max, int *err,
+				const char *fmt, const char *val, size_t vlen)
+{
+	char key[EG_REMOTE_KEY_MAX];
+	size_t klen = eg_remote_meta_key(key, ld->set_id, what);
+
+	return key_command(ld, key, klen, kind, max, err, fmt, val, vlen);
+}
+
+/* SET of the set's meta key "what" to text: 0 or the error. */
+static int meta_set(struct loader *ld, const char *what, const char *text, int len)
+{
+	int err = 0;
+	redisReply *rep = meta_command(ld, what, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)len);
+
+	if (rep)
+		freeReplyObject(rep);
+	return err;
+}
+
+/* A store whose rows can be loaded: -EINVAL naming a shard that holds no table data. */
+static int check_loadable(const engram_store *st)
+{
+	for (unsigned i = 0; i < st->n_shards; i++)
+		if (st->shards[i].hdr->flags & EG_HDR_NO_DATA)
+			return eg_fail(-EINVAL, "'%s' holds no table data (a metadata-only shard): load from the full set",
+				       st->shards[i].path);
+	return 0;
+}
+
+/* The set's rows in all, and the bytes of its largest value (a group of records of the widest table). */
+static size_t largest_value(const engram_store *st, uint64_t *rows_total)
+{
+	size_t vmax = 0;
+
+	for (unsigned l = 0; l < st->cfg->n_layers; l++) {
+		const struct eg_disk_table *t = eg_store_layer_table(st, l);
+		*rows_total += st->cfg->layers[l].rows;
+		if (t && EG_REMOTE_GROUP * ((size_t)EG_REMOTE_HDR + t->record_size) > vmax)
+			vmax = EG_REMOTE_GROUP * ((size_t)EG_REMOTE_HDR + t->record_size);
+	}
+	return vmax;
+}
+
+/* restart: the completion and progress keys deleted, so that the set is incomplete from now until every row is
+ * written again. 0 or the error. */
+static int forget_load(struct loader *ld)
+{
+	int err = 0;
+
+	for (const char *const *what = (const char *const[]){ "done", "load", NULL }; *what; what++) {
+		redisReply *rep = meta_command(ld, *what, EG_REPLY_INTEGER, 0, &err, "DEL %b", NULL, 0);
+		if (!rep)
+			return err;
+		freeReplyObject(rep);
+	}
+	return 0;
+}
+
+/* Is the set complete already (its completion key present)? 1, 0, or the error. */
+static int load_complete(struct loader *ld)
+{
+	int err = 0;
+	redisReply *rep = meta_command(ld, "done", EG_REPLY_INTEGER, 0, &err, "EXISTS %b", NULL, 0);
+
+	if (!rep)
+		return err;
+	err = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+	freeReplyObject(rep);
+	return err;
+}
+
+/* Where an earlier run stopped (its progress key: everything before layer *layer0, group *group0 is loaded; 0 0
+ * when there is none), and the rows it loaded into res->rows_resumed. 0 or the error. */
+static int resume_point(struct loader *ld, unsigned *layer0, uint64_t *group0, struct engram_remote_load_result *res)
+{
+	const engram_config *cfg = ld->st->cfg;
+	int err = 0;
+	redisReply *rep = meta_command(ld, "load", EG_REPLY_BULK, PROGRESS_BYTES, &err, "GET %b", NULL, 0);
+
+	if (!rep)
+		return err;
+	if (rep->type == REDIS_REPLY_STRING && sscanf(rep->str, "%u %llu", layer0, (unsigned long long *)group0) == 2 &&
+	    *layer0 <= cfg->n_layers) {
+		for (unsigned l = 0; l < *layer0; l++)
+			res->rows_resumed += cfg->layers[l].rows;
+		if (*layer0 < cfg->n_layers) {
+			uint64_t r = *group0 * EG_REMOTE_GROUP;
+			res->rows_resumed += r < cfg->layers[*layer0].rows ? r : cfg->layers[*layer0].rows;
+		}
+	} else {
+		*layer0 = 0;
+		*group0 = 0;
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
+/* One batch encoded and written, written again after the slot map is read again while its keys move (MOVED, ASK),
+ * at most MAX_RETRIES times. 0 or the error. */
+static int put_batch(struct loader *ld, struct batch *b, size_t vmax)
+{
+	int err, tries = 0;
+
+	if ((err = encode(ld, b, vmax)) < 0)
+		return err;
+	while ((err = write_batch(ld, b, vmax)) == 1 && ++tries < MAX_RETRIES) {
+		if ((err = eg_remote_refresh(ld->map)) < 0)
+			return err;
+		for (int i = 0; i < ld->n_ctx; i++) /* a node's index may now be another address's */
+			drop_ctx(ld, i);
+	}
+	return err == 1 ? eg_fail(-EPROTO, "remote: the slot map kept changing while loading") : err;
+}
+
+/* Every row from layer0, group0 on, a batch at a time, the progress key written after each batch; stopped by the
+ * row limit or the progress callback (-ECANCELED). 0 or the error. */
+static int load_rows(struct loader *ld, const struct engram_remote_load_options *o, struct batch *b, size_t vmax,
+		     unsigned layer0, uint64_t group0, struct engram_remote_load_result *res)
+{
+	const engram_config *cfg = ld->st->cfg;
+	char text[160];
+	int err;
+
+	for (unsigned l = layer0; l < cfg->n_layers; l++) {
+		uint64_t groups = (cfg->layers[l].rows + EG_REMOTE_GROUP - 1) / EG_REMOTE_GROUP;
+		for (uint64_t g = l == layer0 ? group0 : 0; g < groups; g += b->n) {
+			if (o->limit_rows && res->rows_loaded >= o->limit_rows)
+				return eg_fail(-ECANCELED, "remote load stopped after %llu rows (the limit): the set is "
+					       "marked incomplete; run again to resume", (unsigned long long)res->rows_loaded);
+			b->layer = l;
+			b->group0 = g;
+			b->n = groups - g < BATCH_GROUPS ? (unsigned)(groups - g) : BATCH_GROUPS;
+			if ((err = put_batch(ld, b, vmax)) < 0)
+				return err;
+			res->rows_loaded += b->rows;
+			res->row_bytes += b->row_bytes;
+			res->value_bytes += b->value_bytes;
+			res->keys += b->n;
+			int tl = snprintf(text, sizeof(text), "%u %llu", g + b->n < groups ? l : l + 1,
+					  (unsigned long long)(g + b->n < groups ? g + b->n : 0));
+			if ((err = meta_set(ld, "load", text, tl)) < 0)
+				return err;
+			if (o->progress && o->progress(o->progress_arg, res->rows_resumed + res->rows_loaded, res->rows_total))
+				return eg_fail(-ECANCELED, "remote load cancelled: the set is marked incomplete; run again to "
+					       "resume");
+		}
+	}
+	return 0;
+}
+
+/* The load as its order of writes has it (the comment at the top): 0 or the error, res filled as far as it got. */
+static int load(struct loader *ld, const struct engram_remote_load_options *o, struct engram_remote_load_result *res)
+{
+	const engram_store *st = ld->st;
+	size_t vmax = largest_value(st, &res->rows_total);
+	struct batch b = { 0 };
+	unsigned layer0 = 0;
+	uint64_t group0 = 0;
+	char text[160];
+	int err, tl;
+
+	b.vals = malloc(BATCH_GROUPS * vmax);
+	b.len = malloc(BATCH_GROUPS * sizeof(*b.len));
+	if (!b.vals || !b.len) {
+		err = eg_fail(-ENOMEM, "out of memory for a batch of %u keys", BATCH_GROUPS);
+		goto out;
+	}
+	res->used_memory_before = used_memory(ld, &res->masters);
+	if (o->restart && (err = forget_load(ld)) < 0)
+		goto out;
+	if ((err = load_complete(ld)) != 0) { /* complete already: nothing to do */
+		if (err > 0) {
+			res->already_complete = 1;
+			res->rows_resumed = res->rows_total;
+			res->used_memory_after = res->used_memory_before;
+			err = 0;
+		}
+		goto out;
+	}
+	if ((err = resume_point(ld, &layer0, &group0, res)) < 0 ||
+	    (err = load_rows(ld, o, &b, vmax, layer0, group0, res)) < 0)
+		goto out;
+	tl = snprintf(text, sizeof(text), "libengram remote set: %llu rows, %u layers, %u rows a key",
+			  (unsigned long long)res->rows_total, st->cfg->n_layers, EG_REMOTE_GROUP);
+	if ((err = meta_set(ld, "done", text, tl)) < 0)
+		goto out;
+	res->used_memory_after = used_memory(ld, &res->masters);
+out:
+	free(b.vals);
+	free(b.len);
+	return err;
+}
+
 ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_remote_load_options *opts,
 				  struct engram_remote_load_result *result)
 {
@@ -245,12 +440,7 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 	struct engram_remote_load_options o = { .size = sizeof(o) };
 	struct engram_remote_load_result res = { .size = sizeof(res) };
 	struct loader ld = { .st = st };
-	struct batch b = { 0 };
-	char key[EG_REMOTE_KEY_MAX], text[160];
-	size_t klen, vmax = 0;
-	unsigned layer0 = 0;
-	uint64_t group0 = 0;
-	redisReply *rep;
+	struct eg_sigpipe sp;
 	int err;
 
 	if (!st || !opts)
@@ -260,128 +450,24 @@ ENGRAM_API int engram_remote_load(const engram_store *st, const struct engram_re
 		return err;
 	if (!o.url)
 		return eg_fail(-EINVAL, "engram_remote_load: no cluster address");
-	for (unsigned i = 0; i < st->n_shards; i++)
-		if (st->shards[i].hdr->flags & EG_HDR_NO_DATA)
-			return eg_fail(-EINVAL, "'%s' holds no table data (a metadata-only shard): load from the full set",
-				       st->shards[i].path);
+	if ((err = check_loadable(st)) < 0)
+		return err;
 	ld.set_id = st->shards[0].hdr->set_id;
 	ld.timeout_ms = o.timeout_ms ? o.timeout_ms : 5000;
 	/* a node lost mid-load fails the load with a message, not the process with SIGPIPE */
-	struct eg_sigpipe sp;
 	eg_remote_sigpipe_block(&sp);
 	if ((err = eg_remote_open(&ld.map, o.url, ld.set_id, ld.timeout_ms, 0)) < 0) {
 		eg_remote_sigpipe_restore(&sp);
 		return err;
 	}
-	for (unsigned l = 0; l < st->cfg->n_layers; l++) {
-		const struct eg_disk_table *t = eg_store_layer_table(st, l);
-		res.rows_total += st->cfg->layers[l].rows;
-		if (t && EG_REMOTE_GROUP * ((size_t)EG_REMOTE_HDR + t->record_size) > vmax)
-			vmax = EG_REMOTE_GROUP * ((size_t)EG_REMOTE_HDR + t->record_size);
+	err = load(&ld, &o, &res);
+	if (result) {
+		int out = eg_struct_out(result, &res, sizeof(res),
+					EG_SIZE_THROUGH(struct engram_remote_load_result, already_complete),
+					"engram_remote_load_result");
+		if (!err)
+			err = out;
 	}
-	b.vals = malloc(BATCH_GROUPS * vmax);
-	b.len = malloc(BATCH_GROUPS * sizeof(*b.len));
-	if (!b.vals || !b.len) {
-		err = eg_fail(-ENOMEM, "out of memory for a batch of %u keys", BATCH_GROUPS);
-		goto out;
-	}
-	res.used_memory_before = used_memory(&ld, &res.masters);
-	/* restart: the set is incomplete from now until every row is written again */
-	for (const char *const *what = (const char *const[]){ "done", "load", NULL }; o.restart && *what; what++) {
-		klen = eg_remote_meta_key(key, ld.set_id, *what);
-		if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, &err, "DEL %b", NULL, 0)))
-			goto out;
-		freeReplyObject(rep);
-	}
-	/* complete already? then nothing to do */
-	klen = eg_remote_meta_key(key, ld.set_id, "done");
-	if (!(rep = key_command(&ld, key, klen, EG_REPLY_INTEGER, 0, &err, "EXISTS %b", NULL, 0)))
-		goto out;
-	res.already_complete = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
-	freeReplyObject(rep);
-	if (res.already_complete) {
-		res.rows_resumed = res.rows_total;
-		res.used_memory_after = res.used_memory_before;
-		goto done;
-	}
-	/* resume after what an earlier run loaded */
-	klen = eg_remote_meta_key(key, ld.set_id, "load");
-	if (!(rep = key_command(&ld, key, klen, EG_REPLY_BULK, PROGRESS_BYTES, &err, "GET %b", NULL, 0)))
-		goto out;
-	if (rep->type == REDIS_REPLY_STRING && sscanf(rep->str, "%u %llu", &layer0, (unsigned long long *)&group0) == 2 &&
-	    layer0 <= st->cfg->n_layers) {
-		for (unsigned l = 0; l < layer0; l++)
-			res.rows_resumed += st->cfg->layers[l].rows;
-		if (layer0 < st->cfg->n_layers) {
-			uint64_t r = group0 * EG_REMOTE_GROUP;
-			res.rows_resumed += r < st->cfg->layers[layer0].rows ? r : st->cfg->layers[layer0].rows;
-		}
-	} else {
-		layer0 = 0;
-		group0 = 0;
-	}
-	freeReplyObject(rep);
-	for (unsigned l = layer0; l < st->cfg->n_layers; l++) {
-		uint64_t groups = (st->cfg->layers[l].rows + EG_REMOTE_GROUP - 1) / EG_REMOTE_GROUP;
-		for (uint64_t g = l == layer0 ? group0 : 0; g < groups; g += b.n) {
-			if (o.limit_rows && res.rows_loaded >= o.limit_rows) {
-				err = eg_fail(-ECANCELED, "remote load stopped after %llu rows (the limit): the set is "
-					      "marked incomplete; run again to resume", (unsigned long long)res.rows_loaded);
-				goto out;
-			}
-			b.layer = l;
-			b.group0 = g;
-			b.n = groups - g < BATCH_GROUPS ? (unsigned)(groups - g) : BATCH_GROUPS;
-			if ((err = encode(&ld, &b, vmax)) < 0)
-				goto out;
-			int tries = 0;
-			while ((err = write_batch(&ld, &b, vmax)) == 1 && ++tries < MAX_RETRIES) {
-				if ((err = eg_remote_refresh(ld.map)) < 0)
-					goto out;
-				for (int i = 0; i < ld.n_ctx; i++) /* a node's index may now be another address's */
-					drop_ctx(&ld, i);
-			}
-			if (err) {
-				if (err == 1)
-					err = eg_fail(-EPROTO, "remote: the slot map kept changing while loading");
-				goto out;
-			}
-			res.rows_loaded += b.rows;
-			res.row_bytes += b.row_bytes;
-			res.value_bytes += b.value_bytes;
-			res.keys += b.n;
-			klen = eg_remote_meta_key(key, ld.set_id, "load");
-			int tl = snprintf(text, sizeof(text), "%u %llu", g + b.n < groups ? l : l + 1,
-					  (unsigned long long)(g + b.n < groups ? g + b.n : 0));
-			if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)tl)))
-				goto out;
-			freeReplyObject(rep);
-			if (o.progress && o.progress(o.progress_arg, res.rows_resumed + res.rows_loaded, res.rows_total)) {
-				err = eg_fail(-ECANCELED, "remote load cancelled: the set is marked incomplete; run again to "
-					      "resume");
-				goto out;
-			}
-		}
-	}
-	klen = eg_remote_meta_key(key, ld.set_id, "done");
-	int tl = snprintf(text, sizeof(text), "libengram remote set: %llu rows, %u layers, %u rows a key",
-			  (unsigned long long)res.rows_total, st->cfg->n_layers, EG_REMOTE_GROUP);
-	if (!(rep = key_command(&ld, key, klen, EG_REPLY_STATUS, 0, &err, "SET %b %b", text, (size_t)tl)))
-		goto out;
-	freeReplyObject(rep);
-	res.used_memory_after = used_memory(&ld, &res.masters);
-done:
-	err = 0;
-	if (result)
-		err = eg_struct_out(result, &res, sizeof(res),
-				    EG_SIZE_THROUGH(struct engram_remote_load_result, already_complete),
-				    "engram_remote_load_result");
-out:
-	if (err < 0 && result)
-		eg_struct_out(result, &res, sizeof(res), EG_SIZE_THROUGH(struct engram_remote_load_result, already_complete),
-			      "engram_remote_load_result");
-	free(b.vals);
-	free(b.len);
 	loader_free(&ld);
 	eg_remote_sigpipe_restore(&sp);
 	return err;

@@ -188,6 +188,7 @@ static int index_pieces(engram_store *s, int whole_set)
 				return err;
 			s->pieces[k] = (struct eg_piece){
 				.shard = data,
+				.path = data->path,
 				.t = t,
 				.frames = t->codec == EG_CODEC_ZSTD ? (const uint64_t *)(sh->map + t->frames_offset) : NULL,
 				.sums = (const uint64_t *)(sh->map + t->blocksums_offset),

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "block.h"
 #include "format.h"
 #include "internal.h"
 
@@ -16,15 +17,6 @@ struct eg_shard {
 	const struct eg_disk_header *hdr; /* &header */
 	struct eg_disk_header header; /* the header as it was checked: a private copy */
 	struct eg_sections secs;      /* the metadata, private copies too: the mapping's own are never read again */
-};
-
-/* One contiguous row range of a layer, in one shard. data is NULL in a metadata-only shard (EG_HDR_NO_DATA). */
-struct eg_piece {
-	struct eg_shard *shard;
-	const struct eg_disk_table *t;
-	const uint64_t *frames;       /* zstd end offsets, or NULL */
-	const uint64_t *sums;
-	const uint8_t *data;          /* map + data_offset */
 };
 
 struct engram_store {

@@ -507,7 +507,20 @@ static char *to_json(const struct replay_info *info, uint64_t table_bytes, const
 
 enum { OPT_MEM_MB = RS_OPT_END, OPT_POLICY, OPT_CACHE_MB, OPT_PROFILE, OPT_HOT_SHARE, OPT_JSON };
 
-int stat_cachesim(int argc, char **argv)
+/* The command's options beyond the stream's (replay_stream.c). */
+struct args {
+	struct replay_info info;
+	struct replay_stream_args sa;
+	uint64_t mb[MAX_BUDGETS], staging_given;
+	size_t n_mb;
+	unsigned pol;           /* the policies to run, a bit each */
+	double hot_share;
+	const char *profile;
+	int json;
+};
+
+/* The options into a, checked: -1 to go on, else the command's exit status (2: a bad option, 0: --help). */
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option own[] = {
 		{ "mem-mb", required_argument, NULL, OPT_MEM_MB }, { "policy", required_argument, NULL, OPT_POLICY },
@@ -515,124 +528,154 @@ int stat_cachesim(int argc, char **argv)
 		{ "hot-share", required_argument, NULL, OPT_HOT_SHARE }, { "json", no_argument, NULL, OPT_JSON },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct replay_info info = { 0 };
-	struct replay_stream_args sa = { 0 };
-	uint64_t mb[MAX_BUDGETS], staging_given = 0, *hot = NULL, n_hot = 0;
-	unsigned *hot_layers = NULL;
-	size_t n_mb = 0, n_runs = 0, *starts = NULL;
-	unsigned pol = 0;
-	double hot_share = 0.5;
-	const char *profile = NULL;
-	int json = 0, c, err, status = 1;
+	int c;
+
+	a->hot_share = 0.5;
+	replay_stream_defaults(&a->info);
+	while ((c = replay_stream_getopt(argc, argv, own, &a->info, &a->sa)) != -1) {
+		switch (c) {
+		case RS_OPT_BAD: return 2;
+		case OPT_MEM_MB:
+			if (parse_budgets(optarg, a->mb, &a->n_mb) < 0)
+				return 2;
+			break;
+		case OPT_POLICY:
+			if (parse_policies(optarg, &a->pol) < 0)
+				return 2;
+			break;
+		case OPT_CACHE_MB:
+			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &a->staging_given) < 0)
+				return 2;
+			break;
+		case OPT_PROFILE: a->profile = optarg; break;
+		case OPT_HOT_SHARE:
+			if (tool_parse_double("--hot-share", optarg, 0, 1, &a->hot_share) < 0)
+				return 2;
+			break;
+		case OPT_JSON: a->json = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: fprintf(stderr, "run 'engram-stat cachesim --help' for the options\n"); return 2;
+		}
+	}
+	if (replay_stream_check("cachesim", argc, argv, &a->sa) < 0)
+		return 2;
+	if (!a->n_mb) {
+		tool_error("cachesim needs --mem-mb: the budgets to simulate");
+		return 2;
+	}
+	if (!a->pol)
+		a->pol = (1u << ENGRAM_CACHESIM_PAGE_LRU) | (1u << ENGRAM_CACHESIM_PAGE) | (1u << ENGRAM_CACHESIM_ROW) |
+			 (a->profile ? 1u << ENGRAM_CACHESIM_HOT_ROW : 0);
+	if ((a->pol & 1u << ENGRAM_CACHESIM_HOT_ROW) && !a->profile) {
+		tool_error("--policy hot+row needs --profile: the streams that rank its hot rows");
+		return 2;
+	}
+	a->info.shard = argv[optind];
+	return -1;
+}
+
+/* The hot region's ranking (rank_profile), for the hot+row policy. */
+struct hot {
+	uint64_t *rows, n;
+	unsigned *layers;
+};
+
+/* A simulation per budget and policy asked for, into runs (n_runs of them made): 0, or -1 (reported). */
+static int create_runs(engram_store *st, const struct args *a, const struct hot *hot, struct run *runs,
+		       size_t *n_runs)
+{
+	const engram_config *cfg = engram_store_config(st);
+	int err;
+
+	for (size_t b = 0; b < a->n_mb; b++)
+		for (unsigned p = 0; p < N_POLICIES; p++) {
+			if (!(a->pol & 1u << p))
+				continue;
+			struct engram_cachesim_options o = ENGRAM_INIT(struct engram_cachesim_options);
+			if (p == ENGRAM_CACHESIM_ROW || p == ENGRAM_CACHESIM_HOT_ROW)
+				o.staging_bytes = replay_staging_mb(cfg, a->info.batch, a->mb[b], a->staging_given) << 20;
+			o.hot_bytes = (uint64_t)(a->hot_share * (double)(a->mb[b] << 20));
+			o.hot_layers = hot->layers;
+			o.hot_rows = hot->rows;
+			o.n_hot = hot->n;
+			runs[*n_runs] = (struct run){ .policy = p, .mem_mb = a->mb[b],
+						      .r = ENGRAM_INIT(struct engram_cachesim_result) };
+			if ((err = engram_cachesim_create(&runs[(*n_runs)++].sim, st, (enum engram_cachesim_policy)p,
+							  a->mb[b] << 20, &o)) < 0) {
+				tool_lib_error(err);
+				return -1;
+			}
+		}
+	return 0;
+}
+
+/* Every run's result, reported as text or JSON: 0, or -1 (reported). */
+static int report(const struct args *a, uint64_t raw_bytes, const struct totals *tot, struct run *runs, size_t n_runs)
+{
+	char *doc;
+	int err;
+
+	for (size_t i = 0; i < n_runs; i++)
+		if ((err = engram_cachesim_result(runs[i].sim, &runs[i].r)) < 0) {
+			tool_lib_error(err);
+			return -1;
+		}
+	if (!a->json) {
+		print_text(&a->info, raw_bytes, tot, a->mb, a->n_mb, a->pol, runs, a->hot_share);
+		return tool_flush_stdout();
+	}
+	if (!(doc = to_json(&a->info, raw_bytes, tot, runs, n_runs, a->hot_share, a->profile))) {
+		tool_error("out of memory");
+		return -1;
+	}
+	fputs(doc, stdout);
+	fputc('\n', stdout);
+	free(doc);
+	return tool_flush_stdout();
+}
+
+int stat_cachesim(int argc, char **argv)
+{
+	struct args a = { 0 };
+	struct hot hot = { 0 };
+	size_t n_runs = 0, *starts = NULL;
+	int err, status;
 	int64_t *tokens = NULL;
 	struct replay_sched sc = { 0 };
 	struct run *runs = NULL;
 	struct engram_store_info si = ENGRAM_INIT(struct engram_store_info);
 	struct totals tot = { 0 };
 	engram_store *st = NULL;
-	char *doc = NULL;
 
-	replay_stream_defaults(&info);
-	while ((c = replay_stream_getopt(argc, argv, own, &info, &sa)) != -1) {
-		switch (c) {
-		case RS_OPT_BAD: return 2;
-		case OPT_MEM_MB:
-			if (parse_budgets(optarg, mb, &n_mb) < 0)
-				return 2;
-			break;
-		case OPT_POLICY:
-			if (parse_policies(optarg, &pol) < 0)
-				return 2;
-			break;
-		case OPT_CACHE_MB:
-			if (tool_parse_u64("--cache-mb", optarg, 1, TOOL_CACHE_MB_MAX, &staging_given) < 0)
-				return 2;
-			break;
-		case OPT_PROFILE: profile = optarg; break;
-		case OPT_HOT_SHARE:
-			if (tool_parse_double("--hot-share", optarg, 0, 1, &hot_share) < 0)
-				return 2;
-			break;
-		case OPT_JSON: json = 1; break;
-		case 'h': usage(stdout); return 0;
-		default: fprintf(stderr, "run 'engram-stat cachesim --help' for the options\n"); return 2;
-		}
-	}
-	if (replay_stream_check("cachesim", argc, argv, &sa) < 0)
-		return 2;
-	if (!n_mb) {
-		tool_error("cachesim needs --mem-mb: the budgets to simulate");
-		return 2;
-	}
-	if (!pol)
-		pol = (1u << ENGRAM_CACHESIM_PAGE_LRU) | (1u << ENGRAM_CACHESIM_PAGE) | (1u << ENGRAM_CACHESIM_ROW) |
-		      (profile ? 1u << ENGRAM_CACHESIM_HOT_ROW : 0);
-	if ((pol & 1u << ENGRAM_CACHESIM_HOT_ROW) && !profile) {
-		tool_error("--policy hot+row needs --profile: the streams that rank its hot rows");
-		return 2;
-	}
-	info.shard = argv[optind];
-
-	if ((err = engram_open(&st, info.shard, 0)) < 0)
+	if ((status = parse_args(argc, argv, &a)) >= 0)
+		return status;
+	status = 1;
+	if ((err = engram_open(&st, a.info.shard, 0)) < 0)
 		return tool_lib_error(err);
 	const engram_config *cfg = engram_store_config(st);
-	if (replay_stream_build(&info, &sa, cfg, &tokens, &starts, &sc) < 0)
+	if (replay_stream_build(&a.info, &a.sa, cfg, &tokens, &starts, &sc) < 0)
 		goto done;
-	if ((pol & 1u << ENGRAM_CACHESIM_HOT_ROW) && rank_profile(profile, cfg, &info, &hot_layers, &hot, &n_hot) < 0)
+	if ((a.pol & 1u << ENGRAM_CACHESIM_HOT_ROW) &&
+	    rank_profile(a.profile, cfg, &a.info, &hot.layers, &hot.rows, &hot.n) < 0)
 		goto done;
 	if ((err = engram_store_info(st, &si)) < 0) {
 		tool_lib_error(err);
 		goto done;
 	}
-	if (!(runs = calloc(n_mb * N_POLICIES, sizeof(*runs)))) {
+	if (!(runs = calloc(a.n_mb * N_POLICIES, sizeof(*runs)))) {
 		tool_error("out of memory");
 		goto done;
 	}
-	for (size_t b = 0; b < n_mb; b++)
-		for (unsigned p = 0; p < N_POLICIES; p++) {
-			if (!(pol & 1u << p))
-				continue;
-			struct engram_cachesim_options o = ENGRAM_INIT(struct engram_cachesim_options);
-			if (p == ENGRAM_CACHESIM_ROW || p == ENGRAM_CACHESIM_HOT_ROW)
-				o.staging_bytes = replay_staging_mb(cfg, info.batch, mb[b], staging_given) << 20;
-			o.hot_bytes = (uint64_t)(hot_share * (double)(mb[b] << 20));
-			o.hot_layers = hot_layers;
-			o.hot_rows = hot;
-			o.n_hot = n_hot;
-			runs[n_runs] = (struct run){ .policy = p, .mem_mb = mb[b], .r = ENGRAM_INIT(struct engram_cachesim_result) };
-			if ((err = engram_cachesim_create(&runs[n_runs++].sim, st, (enum engram_cachesim_policy)p, mb[b] << 20,
-							  &o)) < 0) {
-				tool_lib_error(err);
-				goto done;
-			}
-		}
-	if (replay_steps(st, &sc, tokens, &info, runs, n_runs, &tot) < 0)
-		goto done;
-	for (size_t i = 0; i < n_runs; i++)
-		if ((err = engram_cachesim_result(runs[i].sim, &runs[i].r)) < 0) {
-			tool_lib_error(err);
-			goto done;
-		}
-	if (json) {
-		if (!(doc = to_json(&info, si.raw_bytes, &tot, runs, n_runs, hot_share, profile))) {
-			tool_error("out of memory");
-			goto done;
-		}
-		fputs(doc, stdout);
-		fputc('\n', stdout);
-	} else {
-		print_text(&info, si.raw_bytes, &tot, mb, n_mb, pol, runs, hot_share);
-	}
-	if (tool_flush_stdout() < 0)
+	if (create_runs(st, &a, &hot, runs, &n_runs) < 0 || replay_steps(st, &sc, tokens, &a.info, runs, n_runs, &tot) < 0 ||
+	    report(&a, si.raw_bytes, &tot, runs, n_runs) < 0)
 		goto done;
 	status = 0;
 done:
 	for (size_t i = 0; i < n_runs; i++)
 		engram_cachesim_destroy(runs[i].sim);
 	free(runs);
-	free(hot);
-	free(hot_layers);
-	free(doc);
+	free(hot.rows);
+	free(hot.layers);
 	replay_sched_free(&sc);
 	free(starts);
 	engram_free(tokens);

@@ -385,6 +385,15 @@ int eg_bad_layer(const engram_config *c, unsigned li)
 	return 1;
 }
 
+int eg_bad_token(const engram_config *cfg, int64_t token, size_t i)
+{
+	if (cfg->min_token >= 0)
+		return eg_fail(-EINVAL, "token id %lld at position %zu is outside the vocabulary [0, %llu)",
+			       (long long)token, i, (unsigned long long)cfg->raw_vocab);
+	return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
+		       (long long)token, i, (unsigned long long)cfg->raw_vocab);
+}
+
 ENGRAM_API int engram_config_layer_id(const engram_config *c, unsigned li)
 {
 	EG_KEEP_ERRNO;

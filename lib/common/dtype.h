@@ -1,12 +1,15 @@
-/* Element types of stored rows (F32, BF16, F16, F8_E4M3 with E8M0 scales; enum eg_dtype in format.h): decoding
- * records to the output types of enum engram_out for every gather path, and encoding float32 the way checkpoints
- * are quantized (for synthetic tables). */
+/* Element types of stored rows (enum eg_dtype, their sizes and names: format.h's codes), converted. The conversions,
+ * each file calling only those below it: dtype_encode.c (float32 encoded the way checkpoints are quantized, for
+ * synthetic tables), dtype_ggml.c (ggml's block types, a block at a time) and dtype.c (records decoded to the
+ * output types of enum engram_out for every gather path). This header is their face. */
 #ifndef ENGRAM_DTYPE_H
 #define ENGRAM_DTYPE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype_encode.h"
+#include "dtype_ggml.h"
 #include "engram.h"
 #include "format.h"
 
@@ -54,8 +57,9 @@ const char *eg_out_name(enum engram_out out);
 void eg_convert_rows(uint32_t dtype, uint32_t head_dim, enum engram_out out, const uint8_t *const *src, size_t n,
 		     uint8_t *dst);
 
-/* n records of a ggml block type (EG_DT_Q8_0 ... EG_DT_IQ4_NL; dtype_ggml.c) to f32 (bf16 = 0) exactly as ggml's
- * dequantize_row_* gives them, or to bf16 rounded from those f32 values as eg_f32_to_bf16 rounds. */
+/* n records of a ggml block type (EG_DT_Q8_0 ... EG_DT_IQ4_NL; each block through dtype_ggml.c's decoder) to f32
+ * (bf16 = 0) exactly as ggml's dequantize_row_* gives them, or to bf16 rounded from those f32 values as
+ * eg_f32_to_bf16 rounds. */
 void eg_convert_ggml(uint32_t dtype, uint32_t head_dim, int bf16, const uint8_t *const *src, size_t n, uint8_t *dst);
 /* n (a multiple of 8) float32 values to bf16 at dst (any alignment), as every gather rounds: to nearest even,
  * NaN kept a quiet NaN. */
@@ -63,19 +67,5 @@ void eg_f32_to_bf16(const float *f, uint8_t *dst, size_t n);
 
 /* Non-zero: use only the portable conversions, not those for the CPU's vector extensions (for tests). */
 void eg_convert_portable(int on);
-
-/* float32 to BF16 and F16, rounding to nearest even (finite inputs; F16 overflows to infinity). */
-EG_PRIVATE void eg_encode_bf16(const float *f, uint16_t *h, unsigned n);
-EG_PRIVATE void eg_encode_f16(const float *f, uint16_t *h, unsigned n);
-/* n float32 values times scale to F8_E4M3 codes (e4m3fn): round to nearest even, saturated at +-448 (F8_E4M3_T
- * rows, whose one scale for the whole table the caller chose). */
-EG_PRIVATE void eg_encode_e4m3(const float *f, float scale, uint8_t *q, unsigned n);
-/* One block of 32 float32 values to a block_iq4_nl (dtype_ggml.c): fp16 d, nibbles indexing ggml's kvalues_iq4nl;
- * d from the value of largest magnitude, refined by least squares weighted by the squared values as ggml's
- * quantizer starts (not its search over scales: these rows are synthetic), the indices nearest to x / d. */
-EG_PRIVATE void eg_encode_iq4nl_block(const float *f, uint8_t *b);
-/* One block of EG_SCALE_BLOCK float32 values to F8_E4M3 codes in q (DeepSeek's recipe: scale
- * 2^ceil(log2(amax / 448)), round to nearest even, saturate at +-448); returns the E8M0 scale byte. */
-EG_PRIVATE uint8_t eg_encode_e4m3_block(const float *f, uint8_t *q);
 
 #endif

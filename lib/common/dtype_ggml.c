@@ -5,9 +5,11 @@
  * the real ggml dequantized (fixtures/gguf). IQ4_NL is also encoded, for synthetic tables of its geometry. */
 #include <string.h>
 
-#include "dtype.h"
+#include "dtype_encode.h"
+#include "dtype_ggml.h"
+#include "format.h"
 
-#define QK_K 256
+#define QK_K EG_GGML_MAX_ELEMS
 
 static float half_to_f32(const uint8_t *p)
 {
@@ -280,9 +282,7 @@ static void iq4_nl(const uint8_t *b, float *y)
 	mul_q(y, q, half_to_f32(b), 32);
 }
 
-typedef void (*block_fn)(const uint8_t *b, float *y);
-
-static block_fn block_decoder(uint32_t dtype)
+eg_ggml_block_fn eg_ggml_decoder(uint32_t dtype)
 {
 	switch (dtype) {
 	case EG_DT_Q8_0: return q8_0;
@@ -298,28 +298,6 @@ static block_fn block_decoder(uint32_t dtype)
 	case EG_DT_IQ4_NL: return iq4_nl;
 	}
 	return NULL;
-}
-
-void eg_convert_ggml(uint32_t dtype, uint32_t hd, int bf16, const uint8_t *const *src, size_t n, uint8_t *dst)
-{
-	const struct eg_block_type *bt = eg_block_type(dtype);
-	const block_fn fn = block_decoder(dtype);
-	const size_t os = bf16 ? 2 : 4, nb = hd / bt->elems;
-	float tmp[QK_K];
-
-	eg_prefetch_first(src, n, nb * bt->bytes);
-	for (size_t i = 0; i < n; i++, dst += hd * os) {
-		const uint8_t *s = src[i];
-		eg_prefetch_ahead(src, i, n, nb * bt->bytes);
-		for (size_t k = 0; k < nb; k++) {
-			uint8_t *d = dst + k * bt->elems * os;
-			fn(s + k * bt->bytes, tmp);
-			if (bf16)
-				eg_f32_to_bf16(tmp, d, bt->elems);
-			else
-				memcpy(d, tmp, bt->elems * sizeof(float));
-		}
-	}
 }
 
 /* The entry of kvalues_iq4nl nearest to x (ggml's best_index_int8). */

@@ -18,16 +18,10 @@
 #include "family.h"
 #include "format.h"
 #include "jsonerr.h"
-#include "layout.h"
 #include "file.h"
 
 #define MAX_SECTIONS 64
 #define MANIFEST_MAX_SHARDS 100000
-
-static int in_range(uint64_t off, uint64_t len, uint64_t size)
-{
-	return off <= size && len <= size - off;
-}
 
 /* ---- the identity of an external data file ---- */
 
@@ -110,11 +104,11 @@ static void seal_blocks(uint8_t *map, uint64_t len, uint64_t sto, const struct e
 {
 	uint64_t start, end, sum;
 
-	if ((t->codec != EG_CODEC_RAW && t->codec != EG_CODEC_ZSTD) || !in_range(t->data_offset, t->data_length, len) ||
+	if ((t->codec != EG_CODEC_RAW && t->codec != EG_CODEC_ZSTD) || !eg_in_range(t->data_offset, t->data_length, len) ||
 	    t->blocksums_offset % 8 || t->blocksums_offset < EG_HEADER_SIZE || t->n_blocks > len / 8 ||
-	    !in_range(t->blocksums_offset, t->n_blocks * 8, sto) ||
+	    !eg_in_range(t->blocksums_offset, t->n_blocks * 8, sto) ||
 	    (t->codec == EG_CODEC_ZSTD &&
-	     (t->frames_offset % 8 || !in_range(t->frames_offset, t->n_blocks * 8, len))))
+	     (t->frames_offset % 8 || !eg_in_range(t->frames_offset, t->n_blocks * 8, len))))
 		return;
 	const uint64_t *frames = t->codec == EG_CODEC_ZSTD ? (const uint64_t *)(map + t->frames_offset) : NULL;
 	for (uint64_t b = 0; b < t->n_blocks; b++) {
@@ -132,7 +126,7 @@ int eg_shard_seal(uint8_t *map, uint64_t len)
 	if (len < sizeof(*h))
 		return -1;
 	if (h->section_table_offset % 8 || h->n_sections > len / sizeof(struct eg_disk_section) ||
-	    !in_range(h->section_table_offset, (uint64_t)h->n_sections * sizeof(struct eg_disk_section), len)) {
+	    !eg_in_range(h->section_table_offset, (uint64_t)h->n_sections * sizeof(struct eg_disk_section), len)) {
 		h->file_size = len;
 		h->header_checksum = eg_checksum(h, offsetof(struct eg_disk_header, header_checksum));
 		return -1;
@@ -142,7 +136,7 @@ int eg_shard_seal(uint8_t *map, uint64_t len)
 	 * table are never written here, so the loops below read them as they were) */
 	for (unsigned i = 0; i < h->n_sections; i++) {
 		const struct eg_disk_section *e = &secs[i];
-		if (e->type != EG_SEC_TABLES || e->offset % 8 || !in_range(e->offset, e->length, len))
+		if (e->type != EG_SEC_TABLES || e->offset % 8 || !eg_in_range(e->offset, e->length, len))
 			continue;
 		for (uint64_t k = 0; k < e->length / sizeof(struct eg_disk_table); k++) {
 			struct eg_disk_table t;
@@ -151,7 +145,7 @@ int eg_shard_seal(uint8_t *map, uint64_t len)
 		}
 	}
 	for (unsigned i = 0; i < h->n_sections; i++)
-		if (in_range(secs[i].offset, secs[i].length, len))
+		if (eg_in_range(secs[i].offset, secs[i].length, len))
 			secs[i].checksum = eg_checksum(map + secs[i].offset, (size_t)secs[i].length);
 	eg_header_seal(h, secs, len);
 	return 0;
@@ -191,7 +185,7 @@ int eg_header_decode(struct eg_disk_header *h, const uint8_t *buf, size_t have, 
 	if (h->shard_count == 0 || h->shard_index >= h->shard_count)
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': shard %u of %u", path, h->shard_index, h->shard_count);
 	if (h->n_sections == 0 || h->n_sections > MAX_SECTIONS || h->section_table_offset % 8 ||
-	    !in_range(h->section_table_offset, (uint64_t)h->n_sections * sizeof(struct eg_disk_section), file_size))
+	    !eg_in_range(h->section_table_offset, (uint64_t)h->n_sections * sizeof(struct eg_disk_section), file_size))
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table (%u entries at %llu) is outside the file", path,
 			       h->n_sections, (unsigned long long)h->section_table_offset);
 	return 0;
@@ -307,7 +301,7 @@ int eg_sections_decode(struct eg_sections *s, const uint8_t *map, const struct e
 		return eg_fail(ENGRAM_ECORRUPT, "'%s': section table checksum mismatch", path);
 	for (unsigned i = 0; i < h->n_sections; i++) {
 		const struct eg_disk_section *e = &s->table[i];
-		if (!in_range(e->offset, e->length, h->section_table_offset) || e->offset % 8 || e->offset < EG_HEADER_SIZE)
+		if (!eg_in_range(e->offset, e->length, h->section_table_offset) || e->offset % 8 || e->offset < EG_HEADER_SIZE)
 			return eg_fail(ENGRAM_ECORRUPT, "'%s': %s section (%llu bytes at %llu) is outside the file", path,
 				       eg_section_name(e->type), (unsigned long long)e->length,
 				       (unsigned long long)e->offset);
@@ -461,64 +455,6 @@ int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64
 	d->raw_vocab = h->raw_vocab;
 	d->row_scale = h->row_scale;
 	d->compressed_pad = h->compressed_pad;
-	return 0;
-}
-
-/* ---- table directory ---- */
-
-int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
-		   uint64_t data_end, const char *path)
-{
-	const struct eg_disk_section *fr = s->by_type[EG_SEC_FRAMES], *bs = s->by_type[EG_SEC_BLOCKSUMS];
-	struct eg_disk_table want;
-
-#define BAD(...) eg_fail(ENGRAM_ECORRUPT, __VA_ARGS__)
-	if (t->layer_index >= c->n_layers || t->layer_id != c->layers[t->layer_index].id)
-		return BAD("'%s': table %u names layer %d (index %u), not in the config", path, i, t->layer_id,
-			   t->layer_index);
-	/* the table may hold rows beyond those the hash addresses (engram_num_embeddings), never fewer */
-	if (t->table_rows < c->layers[t->layer_index].addressed || t->table_rows > EG_MAX_TABLE_ROWS)
-		return BAD("'%s': table %u says layer %d has %llu rows; its primes address %llu", path, i, t->layer_id,
-			   (unsigned long long)t->table_rows, (unsigned long long)c->layers[t->layer_index].addressed);
-	if (t->row_count == 0 || t->row_begin > t->table_rows || t->row_count > t->table_rows - t->row_begin)
-		return BAD("'%s': table %u rows [%llu, +%llu) do not fit layer %d's %llu rows", path, i,
-			   (unsigned long long)t->row_begin, (unsigned long long)t->row_count, t->layer_id,
-			   (unsigned long long)t->table_rows);
-	if (t->head_dim != c->head_dim || !eg_record_size(t->dtype, t->head_dim) || t->pages_per_block == 0 ||
-	    t->pages_per_block > EG_MAX_BLOCK_PAGES ||
-	    (t->codec == EG_CODEC_EXTERNAL ? eg_layout_init_external(&want, t->dtype, t->head_dim, t->row_count,
-								   t->pages_per_block, t->row_skew % EG_PAGE)
-					   : eg_layout_init(&want, t->dtype, t->head_dim, t->row_count, t->pages_per_block)) < 0 ||
-	    t->record_size != want.record_size || t->rows_per_page != want.rows_per_page ||
-	    t->pages_per_row != want.pages_per_row || t->n_pages != want.n_pages || t->n_blocks != want.n_blocks)
-		return BAD("'%s': table %u row layout is inconsistent", path, i);
-	if (t->pages_per_row && t->pages_per_block % t->pages_per_row)
-		return BAD("'%s': table %u blocks of %u pages split its %u-page rows", path, i, t->pages_per_block,
-			   t->pages_per_row);
-	if (t->codec > EG_CODEC_EXTERNAL || t->filter > EG_FILTER_SHUFFLE ||
-	    (t->codec != EG_CODEC_ZSTD && t->filter != EG_FILTER_NONE))
-		return BAD("'%s': table %u has unknown codec %u / filter %u", path, i, t->codec, t->filter);
-	if (t->codec == EG_CODEC_EXTERNAL && (t->external_file >= s->n_external || t->row_skew >= EG_PAGE))
-		return BAD("'%s': table %u names external data file %u (the shard has %u) at skew %u", path, i,
-			   t->external_file, s->n_external, t->row_skew);
-	if (t->codec != EG_CODEC_EXTERNAL && (t->row_skew || t->external_file))
-		return BAD("'%s': table %u has a row skew or external file but is not external", path, i);
-	if (t->data_offset % EG_PAGE || (t->data_offset < EG_PAGE && t->codec != EG_CODEC_EXTERNAL) ||
-	    (!s->no_data && !in_range(t->data_offset, t->data_length, data_end)))
-		return BAD("'%s': table %u data (%llu bytes at %llu) is outside the file", path, i,
-			   (unsigned long long)t->data_length, (unsigned long long)t->data_offset);
-	if (t->codec != EG_CODEC_ZSTD && t->data_length != t->n_pages * EG_PAGE)
-		return BAD("'%s': table %u holds %llu bytes for %llu pages", path, i, (unsigned long long)t->data_length,
-			   (unsigned long long)t->n_pages);
-	if (t->codec == EG_CODEC_ZSTD &&
-	    (t->frames_offset % 8 || t->frames_offset < fr->offset ||
-	     !in_range(t->frames_offset - fr->offset, t->n_blocks * 8, fr->length) ||
-	     t->max_frame > ZSTD_compressBound(eg_layout_block_bytes(t->pages_per_block))))
-		return BAD("'%s': table %u frame index is outside its section", path, i);
-	if (t->blocksums_offset % 8 || t->blocksums_offset < bs->offset ||
-	    !in_range(t->blocksums_offset - bs->offset, t->n_blocks * 8, bs->length))
-		return BAD("'%s': table %u block checksums are outside their section", path, i);
-#undef BAD
 	return 0;
 }
 

@@ -37,6 +37,14 @@
 #define EG_HEADER_SIZE 256u
 #define EG_MAX_BLOCK_PAGES 4096u      /* pages per block at most (16 MiB) */
 
+/* Uncompressed bytes of a whole block of pages_per_block pages: a raw piece's checksum granule, a zstd piece's
+ * frame (a piece's last block may be shorter: block.h's eg_block_bytes). A fact of the format, which layout.h's
+ * sizes build on. */
+static inline size_t eg_layout_block_bytes(uint32_t pages_per_block)
+{
+	return (size_t)pages_per_block * EG_PAGE;
+}
+
 enum eg_section_type {
 	EG_SEC_HASH = 1,      /* struct eg_disk_hash + layer ids, multipliers, primes */
 	EG_SEC_TOKMAP = 2,    /* int32 compressed id per raw token id */
@@ -55,7 +63,7 @@ enum eg_dtype {
 	EG_DT_F16 = 3,
 	EG_DT_F8_E4M3 = 4,    /* with one F8_E8M0 scale byte per EG_SCALE_BLOCK columns, after the payload */
 	/* ggml's block types (added in 1.1 without a new minor: a reader that does not know a dtype refuses
-	 * the table by name, see eg_table_check): a row is head_dim / elems blocks, as a GGUF file stores it (ggml's
+	 * the table by name, see layout.c's eg_table_check): a row is head_dim / elems blocks, as a GGUF file stores it (ggml's
 	 * block_q8_0 ... block_q6_K and block_iq4_nl, little-endian fp16 scales); see eg_block_types below and dtype_ggml.c */
 	EG_DT_Q8_0 = 5,
 	EG_DT_Q4_0 = 6,
@@ -334,6 +342,12 @@ static inline uint32_t eg_dtype_granule(uint32_t dt)
  * fail with eg_fail() naming the file (path) and the structure; encoders fill the fixed fields and checksums.
  */
 
+/* [off, off + len) lies inside size bytes (no overflow). */
+static inline int eg_in_range(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
 /* ---- checksums and sealing: the one place that says how each checksum of a file is computed ----
  * Every checksum of format 1 (the header's, the section table's, each section's, each data block's stored bytes)
  * is eg_checksum() of the bytes it covers. The writer seals as it writes (eg_section_encode, eg_header_encode,
@@ -412,11 +426,6 @@ EG_PRIVATE void eg_hash_section_encode(uint8_t *dst, const engram_config *c, uin
  * a token map); hdr_flags: the header's, whose EG_HDR_FAMILY must say whether the family is not 0. */
 int eg_hash_section_decode(struct eg_hash_decoded *d, const uint8_t *sec, uint64_t len, uint64_t tokmap_len,
 			   uint32_t hdr_flags, const char *path);
-
-/* Table directory entry i of a file against the config and the file's sections (data before data_end: for an
- * EG_CODEC_EXTERNAL table, the end of its data file; unless the file holds no data: s->no_data). */
-int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
-		   uint64_t data_end, const char *path);
 
 /* The manifest of a split set: a JSON file naming its shards, which sit beside it. */
 struct eg_manifest {

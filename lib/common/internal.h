@@ -22,7 +22,7 @@
 #define EG_MAX_LAYERS 1024
 #define EG_MAX_PRIMES 16384                  /* layers x columns: one prime each */
 /* The one head-dim limit: config.c refuses a larger one, and every table must have its config's head dim
- * (format.c's eg_table_check), so format.h's eg_record_size() bounds records with it too (it used to allow 2^20,
+ * (layout.c's eg_table_check), so format.h's eg_record_size() bounds records with it too (it used to allow 2^20,
  * which only engram_table_layout() could reach). An F32 row is then at most 256 KiB: 64 pages. */
 #define EG_MAX_HEAD_DIM 65536
 #define EG_MAX_TABLE_ROWS ((uint64_t)1 << 40) /* rows of a layer's table */
@@ -149,6 +149,16 @@ struct engram_config {
 /* The one check of a layer index that a caller gave: 0 when it is a layer of c, else 1 with the error set to
  * -EINVAL "layer index I out of range (N layers)" (the caller returns its own failure value). */
 int eg_bad_layer(const engram_config *c, unsigned layer_index);
+
+/* Is raw a token id the config can hash (below the token map's entries; for a family without a token map, not
+ * negative either)? */
+static inline int eg_token_ok(const engram_config *cfg, int64_t raw)
+{
+	return raw < (int64_t)cfg->raw_vocab && raw >= cfg->min_token;
+}
+
+/* The error of a token id that eg_token_ok refuses, at position i of the caller's array. */
+int eg_bad_token(const engram_config *cfg, int64_t token, size_t i);
 
 /* Parse either JSON form into params; path names the file in errors. */
 EG_PRIVATE int eg_params_from_json(struct eg_hash_params *p, const char *path);

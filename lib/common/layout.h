@@ -48,14 +48,13 @@ EG_PRIVATE int eg_layout_init_external(struct eg_disk_table *t, uint32_t dtype, 
 /* Byte offset of a row's record from the start of the piece's uncompressed pages. */
 uint64_t eg_layout_row_offset(const struct eg_disk_table *t, uint64_t local_row);
 
-/* ---- blocks ---- */
+/* ---- a table directory entry, checked (a whole block's bytes are format.h's eg_layout_block_bytes) ---- */
 
-/* Uncompressed bytes of a whole block of pages_per_block pages: a raw piece's checksum granule, a zstd piece's
- * frame (a piece's last block may be shorter: block.h's eg_block_bytes). */
-static inline size_t eg_layout_block_bytes(uint32_t pages_per_block)
-{
-	return (size_t)pages_per_block * EG_PAGE;
-}
+/* Table directory entry i of a file against the config, the derivation above and the file's sections (data
+ * before data_end: for an EG_CODEC_EXTERNAL table, the end of its data file; unless the file holds no data:
+ * s->no_data): its geometry, codec, data, frame index and checksums where the file can hold them. */
+int eg_table_check(const struct eg_disk_table *t, unsigned i, const engram_config *c, const struct eg_sections *s,
+		   uint64_t data_end, const char *path);
 
 /* ---- units: what a session reads and caches for a row ---- */
 

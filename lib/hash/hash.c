@@ -154,15 +154,6 @@ ENGRAM_API int engram_hasher_reset(engram_hasher *h, unsigned seq)
 	return 0;
 }
 
-int eg_bad_token(const engram_config *cfg, int64_t token, size_t i)
-{
-	if (cfg->min_token >= 0)
-		return eg_fail(-EINVAL, "token id %lld at position %zu is outside the vocabulary [0, %llu)",
-			       (long long)token, i, (unsigned long long)cfg->raw_vocab);
-	return eg_fail(-EINVAL, "token id %lld at position %zu is beyond the token map (%llu entries)",
-		       (long long)token, i, (unsigned long long)cfg->raw_vocab);
-}
-
 /* Do the slot's history entries older than its live ones all hold the pad? Then look-backs past the live tokens
  * read the pad from the window, as the reference has them do. */
 static int pad_beyond_live(const engram_hasher *h, const struct seq *s)

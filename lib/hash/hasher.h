@@ -75,16 +75,6 @@ static inline unsigned eg_live_after(const engram_config *cfg, int64_t id, unsig
 	return live < keep ? live + 1 : keep;
 }
 
-/* Is raw a token id the config can hash (below the token map's entries; for a family without a token map, not
- * negative either)? */
-static inline int eg_token_ok(const engram_config *cfg, int64_t raw)
-{
-	return raw < (int64_t)cfg->raw_vocab && raw >= cfg->min_token;
-}
-
-/* The error of a token id that eg_token_ok refuses, at position i of the caller's array. */
-int eg_bad_token(const engram_config *cfg, int64_t token, size_t i);
-
 /* Record one position taken by slot s (its compressed id, and the live depth after it) in its ring. */
 static inline void eg_slot_put(struct seq *s, int64_t id, unsigned live)
 {

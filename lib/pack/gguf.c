@@ -1,6 +1,7 @@
 /* GGUF metadata: a cursor over a copy of the file's first bytes, every read bounds-checked, every failure
  * naming the file and the field it was reading. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -538,6 +539,31 @@ int eg_gguf_int_array(const struct eg_gguf *g, const char *key, int64_t **out, u
 	*out = v;
 	*n = kv->n;
 	return 1;
+}
+
+int eg_gguf_same(const char *path, const char *key, int64_t idx, int64_t stored, int64_t want, const char *whose)
+{
+	char at[32] = "";
+
+	if (stored == want)
+		return 0;
+	if (idx >= 0)
+		snprintf(at, sizeof(at), "[%" PRId64 "]", idx);
+	return eg_fail(ENGRAM_ECONFIG, "'%s': %s%s is %" PRId64 ", but %s %" PRId64, path, key, at, stored, whose, want);
+}
+
+int eg_gguf_same_array(const char *path, const char *key, const int64_t *stored, uint64_t n_stored,
+		       const int64_t *want, uint64_t n, const char *whose)
+{
+	if (n_stored != n)
+		return eg_fail(ENGRAM_ECONFIG, "'%s': %s has %" PRIu64 " elements, but %s %" PRIu64, path, key, n_stored,
+			       whose, n);
+	for (uint64_t i = 0; i < n; i++) {
+		int err = eg_gguf_same(path, key, (int64_t)i, stored[i], want[i], whose);
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 int eg_gguf_strings(const struct eg_gguf_kv *kv, const char **s, uint64_t *len, const char *path)

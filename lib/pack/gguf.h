@@ -71,6 +71,11 @@ int eg_gguf_int(const struct eg_gguf *g, const char *key, int64_t *out, const ch
 /* An array of integers (no bool, f32 or f64 elements) as int64 (malloc'd *out, *n elements): 1, 0 when absent,
  * ENGRAM_EPARSE naming the key and its type, -ENOMEM. */
 int eg_gguf_int_array(const struct eg_gguf *g, const char *key, int64_t **out, uint64_t *n, const char *path);
+/* A GGUF key's value (element idx; -1 for a scalar) or an array key's values against what `whose` gives:
+ * ENGRAM_ECONFIG naming the file, the key, the (first differing) element and both values. */
+int eg_gguf_same(const char *path, const char *key, int64_t idx, int64_t stored, int64_t want, const char *whose);
+int eg_gguf_same_array(const char *path, const char *key, const int64_t *stored, uint64_t n_stored,
+		       const int64_t *want, uint64_t n, const char *whose);
 /* The strings of a string array (kv->n of them: s[i] points into the metadata, len[i] is its length), or of a
  * string scalar (one). Returns 0, or ENGRAM_EPARSE naming the key when kv holds no strings. */
 int eg_gguf_strings(const struct eg_gguf_kv *kv, const char **s, uint64_t *len, const char *path);

@@ -59,31 +59,6 @@ static int array_key(const struct ctx *c, const char *name, int64_t **v, uint64_
 	return eg_gguf_int_array(c->g, k, v, n, c->path);
 }
 
-int eg_gguf_same(const char *path, const char *key, int64_t idx, int64_t stored, int64_t want, const char *whose)
-{
-	char at[32] = "";
-
-	if (stored == want)
-		return 0;
-	if (idx >= 0)
-		snprintf(at, sizeof(at), "[%" PRId64 "]", idx);
-	return eg_fail(ENGRAM_ECONFIG, "'%s': %s%s is %" PRId64 ", but %s %" PRId64, path, key, at, stored, whose, want);
-}
-
-int eg_gguf_same_array(const char *path, const char *key, const int64_t *stored, uint64_t n_stored,
-		       const int64_t *want, uint64_t n, const char *whose)
-{
-	if (n_stored != n)
-		return eg_fail(ENGRAM_ECONFIG, "'%s': %s has %" PRIu64 " elements, but %s %" PRIu64, path, key, n_stored,
-			       whose, n);
-	for (uint64_t i = 0; i < n; i++) {
-		int err = eg_gguf_same(path, key, (int64_t)i, stored[i], want[i], whose);
-		if (err < 0)
-			return err;
-	}
-	return 0;
-}
-
 /* Element idx (-1: a scalar) of a key against the value `whose` gives. */
 static int same(const struct ctx *c, const char *name, int64_t idx, int64_t stored, int64_t want, const char *whose)
 {

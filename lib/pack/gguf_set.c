@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "gguf_set.h"
 #include "internal.h"
-#include "safetensors.h"
+#include "tensors.h"
 
 /* The split number and count of a name ending in -NNNNN-of-MMMMM.gguf (gguf-split's form); 0 when it has none.
  * *stem_len is the length before "-NNNNN". */

@@ -70,11 +70,6 @@ int eg_gguf_config(engram_config **out, const char *gguf_path, const char *confi
  * keys checked against it; the stored constants checked against the library's derivation (ENGRAM_ECONFIG naming
  * the key), the table's rows those of the tensor (in this file or a later part of its split set). */
 #define EG_QWEN_GGUF_TENSOR "per_layer_token_embd.weight"
-/* A GGUF key's value (element idx; -1 for a scalar) or an array key's values against what `whose` gives:
- * ENGRAM_ECONFIG naming the file, the key, the (first differing) element and both values. */
-int eg_gguf_same(const char *path, const char *key, int64_t idx, int64_t stored, int64_t want, const char *whose);
-int eg_gguf_same_array(const char *path, const char *key, const int64_t *stored, uint64_t n_stored,
-		       const int64_t *want, uint64_t n, const char *whose);
 struct eg_gguf;
 int eg_gguf_is_qwen(const struct eg_gguf *g);
 int eg_gguf_qwen_config(engram_config **out, const struct eg_gguf *g, const char *path, const char *config_path,

@@ -15,27 +15,15 @@
 
 #include "internal.h"
 #include "file.h"
+#include "gguf_set.h"
+#include "grow.h"
 #include "index_paths.h"
 #include "safetensors.h"
-#include "gguf.h"
 
 /* What a header may ask for: real checkpoint shards have headers of kilobytes to a few MiB and thousands of
  * tensors; a hostile one must not cost minutes or gigabytes. */
 #define ST_MAX_HEADER (16u << 20)
 #define ST_MAX_TENSORS 250000u
-
-struct st_file {
-	char *path;
-	dev_t dev;
-	ino_t ino;
-};
-
-struct eg_tensor_set {
-	struct eg_tensor *t;
-	size_t n, cap;
-	struct st_file *files;
-	size_t n_files, cap_files;
-};
 
 /* A weight_map entry, checked once every file is read. */
 struct st_mapping {
@@ -49,25 +37,6 @@ struct build {
 	struct st_mapping *maps;
 	size_t n_maps, cap_maps;
 };
-
-/* p itself when it holds need elements already, else p enlarged (and *cap updated); NULL when out of memory. */
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return p;
-	while (n < need)
-		n *= 2;
-	q = realloc(p, n * elem);
-	if (!q) {
-		eg_fail(-ENOMEM, "out of memory for the tensor directory");
-		return NULL;
-	}
-	*cap = n;
-	return q;
-}
 
 static unsigned dtype_bits(const char *d)
 {
@@ -94,26 +63,6 @@ static const char *shape_str(char *buf, size_t size, const uint64_t *shape, unsi
 	for (unsigned i = 0; i < ndim && k < size; i++)
 		k += (size_t)snprintf(buf + k, size - k, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
 	return buf;
-}
-
-struct eg_tensor *eg_tensors_new(struct eg_tensor_set *s, const char *name, size_t file)
-{
-	struct eg_tensor *t;
-
-	t = grow(s->t, &s->cap, s->n + 1, sizeof(*s->t));
-	if (!t)
-		return NULL;
-	s->t = t;
-	t = &s->t[s->n];
-	memset(t, 0, sizeof(*t));
-	t->name = strdup(name);
-	if (!t->name) {
-		eg_fail(-ENOMEM, "out of memory for the tensor directory");
-		return NULL;
-	}
-	t->path = s->files[file].path;
-	s->n++;
-	return t;
 }
 
 /* A non-negative JSON integer. */
@@ -223,11 +172,11 @@ static int by_extent(const void *a, const void *b)
 	return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-/* Tensors [first, s->n) all come from one file; no two may share a byte. */
+/* Tensors [first, count) of the directory all come from one file; no two may share a byte. */
 static int check_overlap(const struct st_ctx *c, size_t first)
 {
-	struct eg_tensor_set *s = c->b->s;
-	size_t n = s->n - first, k = 0;
+	const struct eg_tensor_set *s = c->b->s;
+	size_t count = eg_tensors_count(s), n = count - first, k = 0;
 	const struct eg_tensor **v, *last = NULL;
 	int err = 0;
 
@@ -236,9 +185,9 @@ static int check_overlap(const struct st_ctx *c, size_t first)
 	v = malloc(n * sizeof(*v));
 	if (!v)
 		return eg_fail(-ENOMEM, "'%s': out of memory", c->path);
-	for (size_t i = first; i < s->n; i++)
-		if (s->t[i].nbytes)
-			v[k++] = &s->t[i];
+	for (size_t i = first; i < count; i++)
+		if (eg_tensors_get(s, i)->nbytes)
+			v[k++] = eg_tensors_get(s, i);
 	qsort(v, k, sizeof(*v), by_extent);
 	for (size_t i = 0; i < k && !err; i++) {
 		if (last && v[i]->offset < last->offset + last->nbytes)
@@ -256,10 +205,10 @@ static int check_overlap(const struct st_ctx *c, size_t first)
 
 static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 {
-	struct st_ctx c = { .b = b, .path = b->s->files[file].path, .file = file };
+	struct st_ctx c = { .b = b, .path = eg_tensors_path(b->s, file), .file = file };
 	unsigned char len8[8];
 	uint64_t hlen = 0;
-	size_t first = b->s->n;
+	size_t first = eg_tensors_count(b->s);
 	json_error_t jerr;
 	char why[JSON_ERROR_TEXT_LENGTH];
 	json_t *root, *v;
@@ -314,7 +263,7 @@ static int read_safetensors(struct build *b, int fd, uint64_t size, size_t file)
 
 static int read_npy(struct build *b, int fd, size_t file)
 {
-	const char *path = b->s->files[file].path;
+	const char *path = eg_tensors_path(b->s, file);
 	const char *base = strrchr(path, '/');
 	struct eg_npy h;
 	struct eg_tensor *t;
@@ -366,11 +315,10 @@ static int has_suffix(const char *s, const char *suf)
 static int read_index(struct build *b, int fd, const char *path);
 
 /* Open path (a shard of `index` when index is not NULL) unless that file was read already, and read its
- * tensors. *file is its index in s->files. */
+ * tensors. *file is its index among the directory's files. */
 static int load(struct build *b, const char *path, const char *index, size_t *file)
 {
 	struct eg_tensor_set *s = b->s;
-	struct st_file *files;
 	struct stat st;
 	int fd, err;
 
@@ -384,25 +332,10 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 		err = eg_fail(-errno, "cannot stat '%s': %s", path, strerror(errno));
 		goto out;
 	}
-	for (size_t i = 0; i < s->n_files; i++)
-		if (s->files[i].dev == st.st_dev && s->files[i].ino == st.st_ino) {
-			*file = i;
-			err = 0;
-			goto out;
-		}
-	files = grow(s->files, &s->cap_files, s->n_files + 1, sizeof(*s->files));
-	if (!files) {
-		err = -ENOMEM;
+	if ((err = eg_tensors_add_file(s, path, st.st_dev, st.st_ino, file)) != 0) {
+		err = err > 0 ? 0 : err; /* read already */
 		goto out;
 	}
-	s->files = files;
-	*file = s->n_files;
-	s->files[*file] = (struct st_file){ .path = strdup(path), .dev = st.st_dev, .ino = st.st_ino };
-	if (!s->files[*file].path) {
-		err = eg_fail(-ENOMEM, "out of memory for the tensor directory");
-		goto out;
-	}
-	s->n_files++;
 	if (index)
 		err = read_safetensors(b, fd, (uint64_t)st.st_size, *file);
 	else if (has_suffix(path, ".npy"))
@@ -410,7 +343,7 @@ static int load(struct build *b, const char *path, const char *index, size_t *fi
 	else if (has_suffix(path, ".json"))
 		err = read_index(b, fd, path);
 	else if (has_suffix(path, ".gguf"))
-		err = eg_gguf_tensors(b->s, fd, *file, s->files[*file].path);
+		err = eg_gguf_tensors(b->s, fd, *file, eg_tensors_path(s, *file));
 	else
 		err = read_safetensors(b, fd, (uint64_t)st.st_size, *file);
 out:
@@ -420,10 +353,10 @@ out:
 
 static int add_mapping(struct build *b, const char *name, size_t file, const char *index)
 {
-	struct st_mapping *maps = grow(b->maps, &b->cap_maps, b->n_maps + 1, sizeof(*b->maps));
+	struct st_mapping *maps = eg_array_grown(b->maps, sizeof(*b->maps), &b->cap_maps, b->n_maps + 1, 16);
 
 	if (!maps)
-		return -ENOMEM;
+		return eg_fail(-ENOMEM, "out of memory for the tensor directory");
 	b->maps = maps;
 	b->maps[b->n_maps].name = strdup(name);
 	if (!b->maps[b->n_maps].name)
@@ -530,24 +463,25 @@ static const struct eg_tensor *lookup(const struct eg_tensor **sorted, size_t n,
 static int check_names(const struct build *b)
 {
 	const struct eg_tensor_set *s = b->s;
+	const size_t n = eg_tensors_count(s);
 	const struct eg_tensor **v;
 	int err = 0;
 
-	v = malloc((s->n ? s->n : 1) * sizeof(*v));
+	v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v)
 		return eg_fail(-ENOMEM, "out of memory for the tensor directory");
-	for (size_t i = 0; i < s->n; i++)
-		v[i] = &s->t[i];
-	qsort(v, s->n, sizeof(*v), by_name);
-	for (size_t i = 1; i < s->n && !err; i++)
+	for (size_t i = 0; i < n; i++)
+		v[i] = eg_tensors_get(s, i);
+	qsort(v, n, sizeof(*v), by_name);
+	for (size_t i = 1; i < n && !err; i++)
 		if (!strcmp(v[i - 1]->name, v[i]->name))
 			err = eg_fail(ENGRAM_EPARSE, "tensor '%s' is in both '%s' and '%s'", v[i]->name,
 				      v[i - 1] < v[i] ? v[i - 1]->path : v[i]->path,
 				      v[i - 1] < v[i] ? v[i]->path : v[i - 1]->path);
 	for (size_t i = 0; i < b->n_maps && !err; i++) {
 		const struct st_mapping *m = &b->maps[i];
-		const struct eg_tensor *t = lookup(v, s->n, m->name);
-		const char *shard = s->files[m->file].path;
+		const struct eg_tensor *t = lookup(v, n, m->name);
+		const char *shard = eg_tensors_path(s, m->file);
 
 		if (!t)
 			err = eg_fail(ENGRAM_EPARSE, "'%s': weight_map puts tensor '%s' in '%s', which does not have "
@@ -568,9 +502,8 @@ int eg_tensors_open(struct eg_tensor_set **out, const char *const *paths, size_t
 	*out = NULL;
 	if (!paths || !n_paths)
 		return eg_fail(-EINVAL, "no checkpoint files given");
-	b.s = calloc(1, sizeof(*b.s));
-	if (!b.s)
-		return eg_fail(-ENOMEM, "out of memory for the tensor directory");
+	if (!(b.s = eg_tensors_create()))
+		return -ENOMEM;
 	for (size_t i = 0; i < n_paths && !err; i++) {
 		size_t file;
 		if (!paths[i])
@@ -588,58 +521,5 @@ int eg_tensors_open(struct eg_tensor_set **out, const char *const *paths, size_t
 		return err;
 	}
 	*out = b.s;
-	return 0;
-}
-
-void eg_tensors_free(struct eg_tensor_set *s)
-{
-	if (!s)
-		return;
-	for (size_t i = 0; i < s->n; i++)
-		free(s->t[i].name);
-	for (size_t i = 0; i < s->n_files; i++)
-		free(s->files[i].path);
-	free(s->t);
-	free(s->files);
-	free(s);
-}
-
-size_t eg_tensors_count(const struct eg_tensor_set *s)
-{
-	return s ? s->n : 0;
-}
-
-const struct eg_tensor *eg_tensors_get(const struct eg_tensor_set *s, size_t i)
-{
-	return s && i < s->n ? &s->t[i] : NULL;
-}
-
-int eg_tensors_find_unique(const struct eg_tensor_set *s, const char *suffix, const struct eg_tensor **out)
-{
-	const struct eg_tensor *first = NULL, *second = NULL;
-	size_t sl = strlen(suffix);
-
-	*out = NULL;
-	if (!s || !sl)
-		return 0;
-	for (size_t i = 0; i < s->n; i++) {
-		const char *name = s->t[i].name;
-		size_t nl = strlen(name);
-
-		if (nl == sl && !memcmp(name, suffix, sl)) {
-			*out = &s->t[i];
-			return 0;
-		}
-		if (nl > sl && name[nl - sl - 1] == '.' && !memcmp(name + nl - sl, suffix, sl)) {
-			if (!first)
-				first = &s->t[i];
-			else if (!second)
-				second = &s->t[i];
-		}
-	}
-	if (second)
-		return eg_fail(-EEXIST, "tensor name '%s' is ambiguous: '%s' and '%s' both end in it", suffix,
-			       first->name, second->name);
-	*out = first;
 	return 0;
 }

@@ -1,26 +1,14 @@
-/* Checkpoint tensor directory: where each tensor of a set of safetensors files (single, sharded through a
- * *.safetensors.index.json, or .npy) lives. Only metadata is read and validated; data is never loaded, so the
- * packer can stream tables of any size from (path, offset, nbytes). Not installed, not exported. */
+/* Reading a checkpoint's tensor directory (tensors.h): where each tensor of a set of safetensors files (single,
+ * sharded through a *.safetensors.index.json, or .npy) lives. Only metadata is read and validated; data is never
+ * loaded, so the packer can stream tables of any size from (path, offset, nbytes). Not installed, not exported. */
 #ifndef ENGRAM_SAFETENSORS_H
 #define ENGRAM_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define EG_TENSOR_MAX_DIMS 8
-
-struct eg_tensor {
-	char *name;
-	char dtype[16];           /* as written, e.g. "BF16"; for .npy the safetensors name of the numpy type */
-	unsigned elem_bits;       /* 8/16/32/64; 0 when the dtype is unknown (the size could not be checked) */
-	unsigned ndim;
-	uint64_t shape[EG_TENSOR_MAX_DIMS];
-	uint64_t nbytes;
-	const char *path;         /* file that holds it (owned by the set) */
-	uint64_t offset;          /* absolute byte offset of its data in that file */
-};
-
-struct eg_tensor_set;
+#include "gguf_set.h"
+#include "tensors.h"
 
 /*
  * Read the tensor directory of every file in paths[0..n_paths), by name:
@@ -41,27 +29,4 @@ struct eg_tensor_set;
  * Unknown safetensors dtypes are accepted with elem_bits 0. *out is NULL on failure.
  */
 int eg_tensors_open(struct eg_tensor_set **out, const char *const *paths, size_t n_paths);
-void eg_tensors_free(struct eg_tensor_set *s);
-
-size_t eg_tensors_count(const struct eg_tensor_set *s);
-/* NULL when i is out of range. */
-const struct eg_tensor *eg_tensors_get(const struct eg_tensor_set *s, size_t i);
-
-/*
- * Find the tensor named `suffix` or, failing an exact match, the one whose name ends in "." + suffix (a
- * prefix such as "model." or "model.language_model."). Returns 0 with *out set, 0 with *out NULL when no
- * tensor matches, or -EEXIST when the suffix matches several and none exactly (the message names two).
- */
-int eg_tensors_find_unique(const struct eg_tensor_set *s, const char *suffix, const struct eg_tensor **out);
-
-/* For the readers of other formats (gguf_set.c): a new tensor of file `file` of the set (its name copied, the
- * rest zero but its path); NULL when out of memory (the error set). */
-struct eg_tensor *eg_tensors_new(struct eg_tensor_set *s, const char *name, size_t file);
-/* The tensors of the GGUF file open at fd (file `file` of the set, at path), as eg_tensors_open reads them. */
-int eg_gguf_tensors(struct eg_tensor_set *s, int fd, size_t file, const char *path);
-/* paths with every first file of a GGUF split set (NAME-00001-of-0000N.gguf) followed by the set's other files,
- * which must sit beside it: a malloc'd array of *n_out strings (free with eg_paths_free). */
-int eg_gguf_expand_splits(const char *const *paths, size_t n, char ***out, size_t *n_out);
-void eg_paths_free(char **paths, size_t n);
-
 #endif

@@ -24,8 +24,6 @@
  * replica promoted in a failover is found. SIGPIPE from writing to a closed socket is blocked and consumed. */
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +33,9 @@
 #include <hiredis/sds.h>
 
 #include "grow.h"
-#include "remote_client.h"
+#include "internal.h"
+#include "remote.h"
+#include "remote_state.h"
 
 /* Socket calls made on this thread (eg_remote_thread_io_calls). */
 static _Thread_local uint64_t io_calls;
@@ -249,30 +249,6 @@ static int send_row(struct eg_remote *r, uint32_t i, uint64_t now, eg_remote_cb 
 }
 
 /* Write a node's output buffer as far as the socket takes it, SIGPIPE blocked (and consumed if raised). */
-void eg_remote_sigpipe_block(struct eg_sigpipe *sp)
-{
-	sigset_t pending, pipe_set;
-
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	sp->had = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &sp->old);
-}
-
-void eg_remote_sigpipe_restore(struct eg_sigpipe *sp)
-{
-	sigset_t pending, pipe_set;
-
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	/* a SIGPIPE our writes raised is consumed; one pending before is left to the caller */
-	if (!sp->had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-		struct timespec zero = { 0, 0 };
-		sigtimedwait(&pipe_set, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &sp->old, NULL);
-}
-
 static int node_write(struct eg_remote *r, struct node *n)
 {
 	struct eg_sigpipe sp;

@@ -1,4 +1,4 @@
-/* Keys, slots and values of the remote row tier (the layout is described in remote.h).
+/* Keys, slots and values of the remote row tier (the layout is described in remote_key.h).
  *
  * Why groups of 16 rows in one string, read with GETRANGE: measured with INFO memory (used_memory before and
  * after 200,000 rows, Redis 7.0.15, jemalloc) on this project's VM, a 296-byte value (a 264-byte V4.1 row and
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "remote_key.h"
 
 /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), a byte at a time: crc16_table[i] is the CRC of the byte i
  * followed by a zero byte's worth of shifting (test_remote checks it against the specification's example). */

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remote_client.h"
+#include "internal.h"
+#include "remote_state.h"
 
 struct eg_remote *eg_remote_new(const uint8_t set_id[16], unsigned timeout_ms)
 {

@@ -6,7 +6,7 @@
  * scanner first: it follows the reply's structure (type bytes, header lines, bulk bodies, open arrays) and refuses
  * it at the first header, type or line that the command asked does not owe; the caller then fails the node as
  * one that closed. A refused reply costs at most the bytes of one header line (EG_REPLY_LINE). What each
- * command owes (remote.h, enum eg_reply_kind):
+ * command owes (remote_reply.h, enum eg_reply_kind):
  *
  *   GETRANGE (a row)    a bulk string of at most the record's bytes; or an error (MOVED, ASK, CLUSTERDOWN...)
  *   ASKING, SET,        a status; or an error
@@ -19,7 +19,8 @@
  *                       EG_REPLY_FIELD bytes; EG_REPLY_SLOTS_ITEMS items and EG_REPLY_SLOTS_BYTES bytes in all
  *
  * Errors and statuses are lines of at most EG_REPLY_LINE bytes; every line and bulk body must end in CRLF. */
-#include "remote.h"
+#include "remote_key.h"
+#include "remote_reply.h"
 
 enum { G_DONE, G_TYPE, G_LINE, G_BODY }; /* a zeroed guard is done: it awaits eg_reply_expect */
 

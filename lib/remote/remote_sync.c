@@ -6,6 +6,8 @@
  * before hiredis's reader holds it. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -14,7 +16,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/sds.h>
 
-#include "remote.h"
+#include "remote_sync.h"
 
 uint64_t eg_remote_now_ms(void)
 {
@@ -127,4 +129,28 @@ struct redisReply *eg_remote_conn_reply(struct eg_remote_conn *k, enum eg_reply_
 			k->n = got > 0 ? (size_t)got : 0;
 		}
 	}
+}
+
+void eg_remote_sigpipe_block(struct eg_sigpipe *sp)
+{
+	sigset_t pending, pipe_set;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sp->had = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &sp->old);
+}
+
+void eg_remote_sigpipe_restore(struct eg_sigpipe *sp)
+{
+	sigset_t pending, pipe_set;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	/* a SIGPIPE our writes raised is consumed; one pending before is left to the caller */
+	if (!sp->had && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+		sigtimedwait(&pipe_set, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &sp->old, NULL);
 }
