@@ -36,7 +36,7 @@ struct eg_source {
 int eg_source_checkpoint(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
 			 unsigned layer_index, const char *weight_template, const char *scale_template);
 /* A Qwen4-Exp PLE table from its checkpoint's row parts (pack_qwen.c), its hash buffers checked against the
- * config; and the read of rows across a table's parts (pack_source.c). */
+ * config; and the read of rows across a table's parts (source_parts.c). */
 int eg_source_qwen(struct eg_source *s, const struct eg_tensor_set *set, const engram_config *cfg,
 		   unsigned layer_index, int templated);
 int eg_source_read_parts(struct eg_source *s, uint64_t row, size_t n, uint8_t *dst);
