@@ -37,8 +37,6 @@
 #define LAYER_GATE 64
 /* Rows requested between two issues (handover.c). */
 #define REQUEST_BATCH 256
-/* A waiting gather is woken once this many units were published since it began to wait (eg_rd_awaited_done). */
-#define WAKE_BATCH 32
 /* Idle, the private cache is made resident this far ahead of the entries used, a chunk a turn (units.h): more
  * than a batch-64 step's reads of 4 KiB (about 3,200), so that a burst's reads land in memory zeroed between
  * bursts, and a push waits for the thread at most one chunk's zeroing (about 0.1 ms). */
@@ -163,24 +161,6 @@ static void sample_cpu(struct eg_reader *rd)
 			 __ATOMIC_RELAXED);
 }
 
-/* A gather waits and the unit it waits for is published: wake it (and only then, so that a gather waiting for
- * a late row is not woken by every completion before it); and, once it is, only when WAKE_BATCH units have been
- * published since it began to wait or its layer has no read left queued or in flight. A gather walks its rows in
- * order and waits for the first one not in yet; woken for each unit as it lands it slept again at once, dozens of
- * times a layer (a futex wake and two context switches each, on the way of a burst's reads): woken for a batch,
- * it converts the rows in by then in one go, and after the layer's last read at most a batch of rows is left. */
-int eg_rd_awaited_done(const struct eg_reader *rd)
-{
-	const struct pend_queue *l;
-
-	if (!rd->waiters || !rd->awaited)
-		return rd->waiters != 0;
-	if (rd->awaited->state == EG_UNIT_INFLIGHT)
-		return 0;
-	l = &rd->pend[rd->awaited_layer];
-	return rd->published - rd->awaited_pub >= WAKE_BATCH || (!l->n && !l->inflight);
-}
-
 static void *progress_main(void *arg)
 {
 	struct start_args *a = arg;
@@ -192,7 +172,7 @@ static void *progress_main(void *arg)
 	if (err < 0) /* the detail is this thread's: handed to the caller's */
 		snprintf(a->msg, sizeof(a->msg), "%s", engram_last_error());
 	rd->started = 1;
-	pthread_cond_broadcast(&rd->done);
+	pthread_cond_broadcast(&rd->work);
 	if (!err)
 		loop(rd);
 	pthread_mutex_unlock(&rd->lock);
@@ -231,7 +211,7 @@ static void busy_mark(struct eg_reader *rd)
 static void loop(struct eg_reader *rd)
 {
 	for (;;) {
-		uint64_t p0 = rd->published;
+		uint64_t p0 = eg_rd_published(rd);
 		int more = 0;
 		if (rd->stop) {
 			eg_rd_drop_backlog(rd);
@@ -245,15 +225,15 @@ static void loop(struct eg_reader *rd)
 				more = !eg_rd_hand_sleep(rd);
 		}
 		busy_mark(rd);
-		if (rd->published != p0 && eg_rd_awaited_done(rd))
-			pthread_cond_broadcast(&rd->done);
+		if (eg_rd_published(rd) != p0 && eg_rd_awaited_done(rd))
+			eg_rd_wake_waiters(rd);
 		/* another source of completions (the remote tier) starts its requests and publishes here */
 		if (rd->source.run && rd->source.run(rd, rd->source.arg) && eg_rd_awaited_done(rd))
-			pthread_cond_broadcast(&rd->done);
+			eg_rd_wake_waiters(rd);
 		if (rd->stop && !rd->io->inflight)
 			break;
 		/* (not with a source that polls sockets of its own: its replies are read only in its wait) */
-		if (!more && !rd->stop && !rd->io->inflight && !rd->waiters && !rd->source.wait && populate_ahead(rd))
+		if (!more && !rd->stop && !rd->io->inflight && !eg_rd_has_waiters(rd) && !rd->source.wait && populate_ahead(rd))
 			continue; /* and look for work again before the next chunk */
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
 		int src = rd->source.wait && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
@@ -285,8 +265,8 @@ static void loop(struct eg_reader *rd)
 			eg_rd_publish(rd, &rd->cqes[i]);
 		if (n < 0 && !rd->io_err)
 			rd->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
-		if ((k && eg_rd_awaited_done(rd)) || (n < 0 && rd->waiters))
-			pthread_cond_broadcast(&rd->done);
+		if ((k && eg_rd_awaited_done(rd)) || (n < 0 && eg_rd_has_waiters(rd)))
+			eg_rd_wake_waiters(rd);
 		if (n < 0 && !rd->stop) {
 			while (!rd->stop)
 				pthread_cond_wait(&rd->work, &rd->lock);
@@ -300,23 +280,9 @@ void eg_reader_wake(struct eg_reader *rd)
 	eg_rd_wake(rd);
 }
 
-int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer)
+int eg_rd_io_err(const struct eg_reader *rd)
 {
-	uint64_t t0 = eg_rd_now_ns();
-	int err = 0;
-
-	rd->waiters++;
-	rd->awaited = &t->u[slot];
-	rd->awaited_layer = layer;
-	rd->awaited_pub = rd->published;
-	while (t->u[slot].state == EG_UNIT_INFLIGHT && !rd->io_err)
-		pthread_cond_wait(&rd->done, &rd->lock);
-	rd->waiters--;
-	rd->awaited = NULL;
-	if (t->u[slot].state == EG_UNIT_INFLIGHT)
-		err = eg_fail(rd->io_err, "reading rows: %s", engram_strerror(rd->io_err));
-	COUNT(rd, layer, wait_ns, eg_rd_now_ns() - t0);
-	return err;
+	return rd->io_err;
 }
 
 int eg_rd_progress_start(struct eg_reader *rd)
@@ -338,14 +304,14 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	if (!(rd->cqes = malloc(rd->depth * sizeof(*rd->cqes))))
 		return eg_fail(-ENOMEM, "out of memory");
 	if (pthread_mutex_init(&rd->lock, NULL) || pthread_mutex_init(&rd->hand_lock, NULL) ||
-	    pthread_cond_init(&rd->done, NULL) || pthread_cond_init(&rd->work, NULL))
+	    pthread_cond_init(&rd->work, NULL))
 		return eg_fail(-ENOMEM, "out of memory for the I/O thread's locks");
 	if ((err = pthread_create(&rd->thread, NULL, progress_main, &a)) != 0)
 		return eg_fail(-err, "cannot start the I/O thread: %s", strerror(err));
 	rd->thread_live = 1;
 	pthread_mutex_lock(&rd->lock);
 	while (!rd->started)
-		pthread_cond_wait(&rd->done, &rd->lock);
+		pthread_cond_wait(&rd->work, &rd->lock);
 	err = rd->start_err;
 	pthread_mutex_unlock(&rd->lock);
 	if (err < 0) {
@@ -356,7 +322,7 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	return 0;
 }
 
-void eg_rd_progress_stop(struct eg_reader *rd)
+int eg_rd_progress_stop(struct eg_reader *rd)
 {
 	int forked = rd->thread_live && eg_reader_usable(rd) < 0;
 
@@ -374,13 +340,13 @@ void eg_rd_progress_stop(struct eg_reader *rd)
 	if (rd->cqes && !forked) {
 		pthread_mutex_destroy(&rd->lock);
 		pthread_mutex_destroy(&rd->hand_lock);
-		pthread_cond_destroy(&rd->done);
 		pthread_cond_destroy(&rd->work);
 	}
 	rd->thread_live = 0;
 	eg_block_ctx_free(&rd->io_bctx);
 	free(rd->cqes);
 	rd->cqes = NULL;
+	return forked;
 }
 
 uint64_t eg_reader_busy_ns(struct eg_reader *rd)

@@ -242,7 +242,7 @@ static void set_ready(struct eg_reader *rd, struct eg_units *t, uint32_t slot, i
 	u->disk = (uint8_t)disk;
 	if (t == &rd->track)
 		rd->track_done_t = u->t_done;
-	rd->published++;
+	eg_rd_published_one(rd);
 	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
 		eg_units_released(&rd->cache);
 		eg_units_released(&rd->track);
@@ -259,7 +259,7 @@ static void found_in_page_cache(struct eg_reader *rd, const struct pending *q)
 
 	eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, q->piece, q->unit), eg_unit_pages(t, q->unit));
 	eg_units_drop(&rd->track, q->slot);
-	rd->published++;
+	eg_rd_published_one(rd);
 	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
 	COUNT_FOR(rd, q->layer, q->gen, bytes, eg_unit_len(t, q->unit));
 }
@@ -315,6 +315,11 @@ int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, ui
 			     .cached = (uint8_t)tab, .gen = rd->step_gen };
 
 	return enqueue(rd, &q, 1);
+}
+
+int eg_rd_layer_idle(const struct eg_reader *rd, unsigned l)
+{
+	return !rd->pend[l].n && !rd->pend[l].inflight;
 }
 
 void eg_rd_drop_backlog(struct eg_reader *rd)

@@ -180,7 +180,7 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 				  .report = o->report, .report_arg = o->report_arg };
 	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = alloc_buffers(rd)) < 0 ||
 	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
-	    (err = open_fds(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
+	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
 	    (o->remote && (err = eg_rd_remote_open(rd, o->remote, o->remote_timeout_ms)) < 0)) {
 		eg_reader_destroy(rd);
 		return err;
@@ -194,8 +194,9 @@ void eg_reader_destroy(struct eg_reader *rd)
 {
 	if (!rd)
 		return;
-	eg_rd_progress_stop(rd);
+	int forked = eg_rd_progress_stop(rd);
 	eg_rd_remote_close(rd); /* the I/O thread's client: after the thread */
+	eg_rd_waits_free(rd, forked);
 	for (unsigned i = 0; rd->fd_buf && i < rd->st->n_files; i++) {
 		if (rd->fd_buf[i] >= 0)
 			close(rd->fd_buf[i]);
@@ -346,10 +347,10 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 			out->waiting[l] = rd->pend[l].n;
 	}
 	*out = (struct eg_reader_probe){
-		.published = rd->published, .backlog = rd->pend_n, .step_units = out->step_units,
+		.published = eg_rd_published(rd), .backlog = rd->pend_n, .step_units = out->step_units,
 		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = rd->gate,
 		.track_entries = rd->track.n, .handed_all = out->handed_all,
-		.gather_waits = rd->waiters && !eg_rd_awaited_done(rd),
+		.gather_waits = eg_rd_has_waiters(rd) && !eg_rd_awaited_done(rd),
 		.stopping = rd->stop, .inflight = out->inflight, .waiting = out->waiting,
 	};
 	pthread_mutex_unlock(&rd->lock);

@@ -25,6 +25,7 @@
 #include "seen.h"
 #include "store.h"
 #include "reader.h"
+#include "wait.h"
 
 /* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
  * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
@@ -149,20 +150,16 @@ struct eg_reader {
 	 * tables' entries, the backlog (pend, pend_n), the requests, seen, the counters and the fields below;
 	 * the backend and req[] of reads in flight are the thread's alone. */
 	pthread_mutex_t lock;
-	pthread_cond_t done;              /* units were published: the caller waits here */
-	pthread_cond_t work;              /* the thread waits here for stop once its backend has failed */
+	pthread_cond_t work;              /* the caller waits here for the thread to start, the thread for stop
+					     once its backend has failed */
 	pthread_t thread;
 	int thread_live;
 	uint8_t idle;                     /* enum prog_idle: where the thread sleeps, so a kick knows how to wake it */
 	uint8_t stop;
 	uint8_t started;                  /* the thread has made its backend (or failed: start_err) */
 	int start_err;
-	unsigned waiters;                 /* caller threads waiting for a unit */
-	const struct eg_unit *awaited;    /* the unit a gather waits for, or NULL */
-	unsigned awaited_layer;           /* its layer, and rd->published when the gather began to wait */
-	uint64_t awaited_pub;
+	struct eg_rd_waits *wait;         /* the waits (wait.c) */
 	int io_err;                       /* the backend failed: every later wait reports it */
-	uint64_t published;               /* units made ready or failed by the thread, for the tests */
 	uint64_t track_done_t;            /* t_done of the page-cache unit (track) published last: below the step's
 					     start, none was in this step (gather.c skips its lookups then) */
 	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
@@ -292,19 +289,17 @@ int eg_rd_load_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece 
 /* Pages of a raw unit that are not in the page cache now (mincore of the mapping: no read): 0 when every one
  * is; all of them when mincore cannot tell. */
 unsigned eg_rd_probe(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit);
+/* Under the lock: layer l has no read queued or in flight. */
+int eg_rd_layer_idle(const struct eg_reader *rd, unsigned l);
 /* Error of a unit whose read failed (u->err), naming the file. */
 int eg_rd_unit_error(const struct eg_piece *p, int err);
 
 /* progress.c */
 /* Start the I/O thread, which makes the backend (io_uring, else the pread pool); stop it (destroy). */
 int eg_rd_progress_start(struct eg_reader *rd);
-void eg_rd_progress_stop(struct eg_reader *rd);
-/* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
- * wait_ns. */
-int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer);
-/* Under lock: whether a gather that waits (if any) is to be woken now: its unit is in, and a batch of units or its
- * layer's last with it. While this is 0 and rd->waiters is not, a gather sleeps on reads in flight. */
-int eg_rd_awaited_done(const struct eg_reader *rd);
+int eg_rd_progress_stop(struct eg_reader *rd); /* 1: in a child of a fork (nothing to unlock or destroy) */
+/* The backend's failure (under the lock): every later wait reports it. */
+int eg_rd_io_err(const struct eg_reader *rd);
 
 #define READER_GATHER_CHUNK 256
 

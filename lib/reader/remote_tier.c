@@ -160,7 +160,7 @@ static unsigned src_run(struct eg_reader *rd, void *arg)
 	r->n_ask = 0;
 	eg_remote_get_stats(r->client, &r->cst);
 	r->published = 0;
-	if (r->err && rd->waiters)
+	if (r->err && eg_rd_has_waiters(rd))
 		published++; /* the waiting gathers see the failure */
 	return published;
 }
@@ -337,12 +337,12 @@ static int wait_row(struct eg_reader *rd, uint64_t key, struct rref ref, const s
 	struct rrow *e = eg_rrows_row(&r->rt, ref, key, NULL);
 	int rc = 0, err;
 
-	rd->waiters++;
+	eg_rd_wait_enter(rd);
 	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
-		rc = pthread_cond_timedwait(&rd->done, &rd->lock, deadline);
+		rc = eg_rd_wait_until(rd, deadline);
 		e = eg_rrows_row(&r->rt, ref, key, NULL); /* the entry again, not a pointer kept across the wait */
 	}
-	rd->waiters--;
+	eg_rd_wait_leave(rd);
 	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
 		err = r->err;
 		r->err = 0;
