@@ -303,8 +303,7 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	rd->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;
 	if (!(rd->cqes = malloc(rd->depth * sizeof(*rd->cqes))))
 		return eg_fail(-ENOMEM, "out of memory");
-	if (pthread_mutex_init(&rd->lock, NULL) || pthread_mutex_init(&rd->hand_lock, NULL) ||
-	    pthread_cond_init(&rd->work, NULL))
+	if (pthread_mutex_init(&rd->lock, NULL) || pthread_cond_init(&rd->work, NULL))
 		return eg_fail(-ENOMEM, "out of memory for the I/O thread's locks");
 	if ((err = pthread_create(&rd->thread, NULL, progress_main, &a)) != 0)
 		return eg_fail(-err, "cannot start the I/O thread: %s", strerror(err));
@@ -339,7 +338,6 @@ int eg_rd_progress_stop(struct eg_reader *rd)
 	rd->io = NULL;
 	if (rd->cqes && !forked) {
 		pthread_mutex_destroy(&rd->lock);
-		pthread_mutex_destroy(&rd->hand_lock);
 		pthread_cond_destroy(&rd->work);
 	}
 	rd->thread_live = 0;

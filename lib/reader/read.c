@@ -69,7 +69,7 @@ int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
 /* Make sure a unit is read or being read (pin it for the step when asked); *queued is set when a read was
  * queued for it. hits_only: a unit that needs a read is left alone, and 1 returned. */
 static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit, int pin,
-			int hits_only, int *queued)
+			uint64_t t_req, int hits_only, int *queued)
 {
 	int cached = eg_rd_is_cached(rd, p);
 	struct eg_units *t = eg_rd_table(rd, cached);
@@ -96,7 +96,7 @@ static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_pi
 		break;
 	case EG_POL_READ:
 		t->u[slot].state = EG_UNIT_INFLIGHT;
-		t->u[slot].t_req = rd->req_t;
+		t->u[slot].t_req = t_req;
 		t->u[slot].disk = 0;
 		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
 				     .cached = (uint8_t)cached, .gen = rd->step_gen };
@@ -110,7 +110,8 @@ static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_pi
 	return pin && cached ? eg_rd_pin(rd, slot) : 0;
 }
 
-int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done)
+int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin,
+		       uint64_t t_req, size_t *done)
 {
 	uint64_t units = 0, straddled = 0;
 	size_t k = 0;
@@ -131,7 +132,7 @@ int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *row
 		if (rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row)))
 			continue; /* in RAM already, as a row */
 		uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin), unit = eg_unit_of(p->t, off);
-		err = request_unit(rd, layer, p, unit, pin, done != NULL, &queued);
+		err = request_unit(rd, layer, p, unit, pin, t_req, done != NULL, &queued);
 		units += (uint64_t)queued;
 		straddled += (uint64_t)(queued && eg_unit_straddles(p->t, unit));
 	}

@@ -180,7 +180,8 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 				  .report = o->report, .report_arg = o->report_arg };
 	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = alloc_buffers(rd)) < 0 ||
 	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
-	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
+	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
+	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
 	    (o->remote && (err = eg_rd_remote_open(rd, o->remote, o->remote_timeout_ms)) < 0)) {
 		eg_reader_destroy(rd);
 		return err;
@@ -197,6 +198,7 @@ void eg_reader_destroy(struct eg_reader *rd)
 	int forked = eg_rd_progress_stop(rd);
 	eg_rd_remote_close(rd); /* the I/O thread's client: after the thread */
 	eg_rd_waits_free(rd, forked);
+	eg_rd_hand_free(rd, forked);
 	for (unsigned i = 0; rd->fd_buf && i < rd->st->n_files; i++) {
 		if (rd->fd_buf[i] >= 0)
 			close(rd->fd_buf[i]);
@@ -229,7 +231,6 @@ void eg_reader_destroy(struct eg_reader *rd)
 	free(rd->fan);
 	free(rd->rc_buf);
 	free(rd->pinned);
-	eg_rd_hand_free(rd);
 	free(rd);
 }
 
@@ -289,10 +290,10 @@ int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t 
 	 * none here while rows handed over earlier wait to be requested. (hand is the caller's thread's to append
 	 * to, and the I/O thread takes it under the lock held here.) */
 	if ((flags & EG_READ_NOW) && pthread_mutex_trylock(&rd->lock) == 0) {
-		int in_order = !rd->hand.n && rd->taken_rec >= rd->taken.n; /* else all handed over, after them */
+		int in_order = eg_rd_hand_done(rd, 0); /* else all handed over, after them */
 		for (; in_order && k < L && !err; k++) {
 			unsigned l = rd->layer_order[k];
-			err = eg_rd_request_rows(rd, l, rows[l], n, pin, &done);
+			err = eg_rd_request_rows(rd, l, rows[l], n, pin, 0, &done);
 			if (done < n)
 				break;
 		}
@@ -335,9 +336,7 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 	pthread_mutex_lock(&rd->lock);
 	if (take)
 		eg_rd_take_requests(rd, SIZE_MAX);
-	pthread_mutex_lock(&rd->hand_lock);
-	out->handed_all = rd->hand.n == 0 && rd->taken_rec >= rd->taken.n;
-	pthread_mutex_unlock(&rd->hand_lock);
+	out->handed_all = eg_rd_hand_done(rd, 1);
 	out->step_units = 0;
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
 		out->step_units += rd->step[l].units;

@@ -25,6 +25,7 @@
 #include "seen.h"
 #include "store.h"
 #include "reader.h"
+#include "handover.h"
 #include "wait.h"
 
 /* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
@@ -99,12 +100,6 @@ struct eg_source {
 	void (*kick)(struct eg_reader *rd, void *arg);
 };
 
-/* Rows handed over by the caller's thread, to be requested by the I/O thread (handover.c). */
-struct eg_handover {
-	uint64_t *v; /* records: a header (layer | pin << 16, the row count, the push's ns), then the rows */
-	size_t n, cap;
-};
-
 struct eg_reader {
 	const engram_store *st;
 	const engram_config *cfg;
@@ -167,13 +162,7 @@ struct eg_reader {
 	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
-	/* the hand-over (handover.c): hand is guarded by hand_lock alone (taken alone, or inside lock);
-	 * taken, and the record being requested (taken_rec, the rows of it done), by lock */
-	pthread_mutex_t hand_lock;
-	struct eg_handover hand, taken;
-	size_t taken_rec, taken_done;
-	uint8_t hand_awake;               /* the I/O thread will look at hand before it sleeps (hand_lock) */
-	uint64_t req_t;                   /* the request time of the units being requested (lock) */
+	struct eg_rd_hand *hand;          /* the hand-over (handover.c) */
 	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
 	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
 	/* the report to the session (eg_reader_options; reader.c) */
@@ -254,22 +243,13 @@ static inline void eg_rd_wake(struct eg_reader *rd)
 	pthread_mutex_unlock(&rd->lock);
 }
 
-/* handover.c. The caller's thread, without the lock: append one layer's rows, requested at t_ns (pin:
- * held for the step); then kick, which wakes the I/O thread when it may sleep. The I/O thread, under the lock,
- * before it sleeps: 1 when nothing is left to take (hand_awake cleared: the next kick wakes it). Under the lock:
- * request at most max rows of what was handed over (SIZE_MAX: all of it, before a gather, begin or the
- * counters); 1 when some are left. */
-int eg_rd_hand_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, uint64_t t_ns);
-void eg_rd_hand_kick(struct eg_reader *rd);
-int eg_rd_hand_sleep(struct eg_reader *rd);
-int eg_rd_take_requests(struct eg_reader *rd, size_t max);
-void eg_rd_hand_free(struct eg_reader *rd);
-
 /* read.c: request (the I/O thread, or whoever takes the requests; under lock) */
-/* Make sure the unit of each row is read or being read (pin: hold cached units for the step); rd->req_t is the
+/* Make sure the unit of each row is read or being read (pin: hold cached units for the step); t_req is the
  * units' request time. With done: only rows whose units are held or being read already, up to the first that
- * needs a read; *done is how many were. With the remote tier, nothing (its rows are its own: handover.c). */
-int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done);
+ * needs a read (so no request time); *done is how many were. With the remote tier, nothing (its rows are its
+ * own: handover.c). */
+int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin,
+		       uint64_t t_req, size_t *done);
 /* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
  * returns 1 when more could start); finish a
  * completion outside the lock (retry a short read: returns 1; else decode, c->res final: returns 0); publish it
