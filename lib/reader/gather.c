@@ -357,13 +357,14 @@ static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r,
  * buffer. */
 static int take_alone(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c)
 {
+	const uint8_t *unit;
 	int err;
 
 	flush(rd, c);
-	if ((err = eg_rd_load_unit(rd, layer, r->p, r->unit, rd->overflow)) < 0)
+	if ((err = eg_rd_load_spare(rd, layer, r->p, r->unit, &unit)) < 0)
 		return err;
-	take_row(rd, layer, r, c, rd->overflow, NULL, EG_NO_UNIT);
-	fan_out(rd, r, c, rd->overflow, EG_NO_UNIT);
+	take_row(rd, layer, r, c, unit, NULL, EG_NO_UNIT);
+	fan_out(rd, r, c, unit, EG_NO_UNIT);
 	flush(rd, c);
 	return 0;
 }

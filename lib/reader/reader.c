@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fanout.h"
 #include "file.h"
+#include "grow.h"
 #include "reader_int.h"
 
 #define TRACK_MIN (1u << 18)
@@ -79,20 +79,14 @@ static int open_fds(struct eg_reader *rd)
 	return 0;
 }
 
-/* The largest unit and zstd frame of the store, and the slots of the private cache (0 when no unit is cached). */
+/* The largest unit of the store, and the slots of the private cache (0 when no unit is cached). */
 static int size_units(struct eg_reader *rd, uint64_t cache_bytes, uint64_t *slots)
 {
-	size_t max_frame = 0;
 	int any_cached = 0;
 
 	rd->unit_max = eg_store_unit_max(rd->st);
-	for (unsigned i = 0; i < rd->st->n_pieces; i++) {
-		const struct eg_disk_table *t = rd->st->pieces[i].t;
-		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
-			max_frame = t->max_frame;
+	for (unsigned i = 0; i < rd->st->n_pieces; i++)
 		any_cached |= eg_rd_is_cached(rd, &rd->st->pieces[i]);
-	}
-	rd->bounce_bytes = max_frame ? (max_frame + 2 * EG_PAGE) / EG_PAGE * EG_PAGE : 0;
 	*slots = any_cached ? cache_bytes / rd->unit_max : 0;
 	if (any_cached && *slots < 16)
 		*slots = 16;
@@ -102,30 +96,14 @@ static int size_units(struct eg_reader *rd, uint64_t cache_bytes, uint64_t *slot
 	return 0;
 }
 
-/* The reads' buffers. Frame buffers are an anonymous mapping: a deep queue costs memory only as reads use it. */
+/* The row tier's staging and the layers' order. */
 static int alloc_buffers(struct eg_reader *rd)
 {
-	unsigned L = rd->cfg->n_layers, depth = rd->depth;
-
-	rd->pend = calloc(L, sizeof(*rd->pend));
-	rd->req = calloc(depth, sizeof(*rd->req));
-	rd->sink = eg_alloc_aligned((size_t)depth * READER_SINK);
-	rd->unit_sink = calloc(depth, sizeof(*rd->unit_sink));
-	rd->overflow = eg_alloc_aligned(rd->unit_max + rd->bounce_bytes);
-	rd->layer_order = malloc(L * sizeof(*rd->layer_order));
+	rd->layer_order = malloc(rd->cfg->n_layers * sizeof(*rd->layer_order));
 	if (rd->rc)
 		rd->rc_buf = malloc(READER_GATHER_CHUNK * rd->rc->record_bytes);
-	if (rd->bounce_bytes) {
-		void *m = mmap(NULL, (size_t)depth * rd->bounce_bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		rd->bounce = m == MAP_FAILED ? NULL : m;
-	}
-	if (!rd->pend || !rd->req || !rd->sink || !rd->unit_sink || !rd->overflow || !rd->layer_order ||
-	    (rd->rc && !rd->rc_buf) || (rd->bounce_bytes && !rd->bounce))
-		return eg_fail(-ENOMEM, "out of memory for a session of %u reads in flight", depth);
-	for (unsigned i = 0; i < depth; i++)
-		rd->req[i].next_free = i + 1 < depth ? i + 1 : EG_NO_UNIT;
-	rd->req_free = 0;
+	if (!rd->layer_order || (rd->rc && !rd->rc_buf))
+		return eg_fail(-ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -178,7 +156,12 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 	*rd = (struct eg_reader){ .st = o->st, .cfg = o->st->cfg, .mode = o->mode, .flags = o->flags,
 				  .rc = o->row_cache, .depth = o->queue_depth, .step = o->step, .total = o->total,
 				  .report = o->report, .report_arg = o->report_arg };
-	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = alloc_buffers(rd)) < 0 ||
+	if (pthread_mutex_init(&rd->lock, NULL)) {
+		free(rd);
+		return eg_fail(-ENOMEM, "out of memory for the reader's lock");
+	}
+	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = eg_rd_queue_init(rd)) < 0 ||
+	    (err = alloc_buffers(rd)) < 0 ||
 	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
 	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
@@ -199,6 +182,8 @@ void eg_reader_destroy(struct eg_reader *rd)
 	eg_rd_remote_close(rd); /* the I/O thread's client: after the thread */
 	eg_rd_waits_free(rd, forked);
 	eg_rd_hand_free(rd, forked);
+	if (!forked) /* a child of a fork: the parent's I/O thread may have held it */
+		pthread_mutex_destroy(&rd->lock);
 	for (unsigned i = 0; rd->fd_buf && i < rd->st->n_files; i++) {
 		if (rd->fd_buf[i] >= 0)
 			close(rd->fd_buf[i]);
@@ -212,18 +197,7 @@ void eg_reader_destroy(struct eg_reader *rd)
 	eg_units_destroy(&rd->spill);
 	eg_seen_destroy(&rd->seen);
 	free(rd->seen_base);
-	if (rd->bounce)
-		munmap(rd->bounce, (size_t)rd->depth * rd->bounce_bytes);
-	free(rd->req);
-	for (unsigned l = 0; rd->pend && l < rd->cfg->n_layers; l++)
-		free(rd->pend[l].v);
-	free(rd->pend);
-	free(rd->sink);
-	for (unsigned i = 0; rd->unit_sink && i < rd->depth; i++)
-		free(rd->unit_sink[i]);
-	free(rd->unit_sink);
-	free(rd->overflow);
-	eg_block_ctx_free(&rd->bctx);
+	eg_rd_queue_free(rd);
 	free(rd->layer_order);
 	free(rd->refs);
 	if (rd->fan)
@@ -234,9 +208,17 @@ void eg_reader_destroy(struct eg_reader *rd)
 	free(rd);
 }
 
-const char *eg_reader_backend(const struct eg_reader *rd)
+int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
 {
-	return rd->backend;
+	if (rd->n_pinned == rd->cap_pinned) {
+		uint32_t *v = eg_array_grown(rd->pinned, sizeof(*v), &rd->cap_pinned, rd->n_pinned + 1, 1024);
+		if (!v)
+			return eg_fail(-ENOMEM, "out of memory");
+		rd->pinned = v;
+	}
+	rd->cache.u[slot].pins++;
+	rd->pinned[rd->n_pinned++] = slot;
+	return 0;
 }
 
 void eg_reader_begin(struct eg_reader *rd)
@@ -266,10 +248,13 @@ void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram)
 
 	if (!rd->report) /* no stats segment: nothing to do */
 		return;
-	r = (struct eg_reader_report){ .backlog = rd->pend_n, .rc_ram = rc_ram,
-				       .io_cpu_ns = __atomic_load_n(&rd->io_cpu_ns, __ATOMIC_RELAXED) };
-	for (unsigned l = 0; l < rd->cfg->n_layers; l++)
-		r.inflight += rd->pend[l].inflight;
+	r = (struct eg_reader_report){ .backlog = eg_rd_backlog(rd), .rc_ram = rc_ram,
+				       .io_cpu_ns = eg_rd_io_cpu_ns(rd) };
+	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
+		size_t inflight, waiting;
+		eg_rd_layer_reads(rd, l, &inflight, &waiting);
+		r.inflight += inflight;
+	}
 	if (layer < 0 && rd->remote) {
 		eg_rd_remote_counters(rd, &rs);
 		r.remote = &rs;
@@ -339,18 +324,20 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 	out->handed_all = eg_rd_hand_done(rd, 1);
 	out->step_units = 0;
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
+		size_t inflight, waiting;
 		out->step_units += rd->step[l].units;
+		eg_rd_layer_reads(rd, l, &inflight, &waiting);
 		if (out->inflight)
-			out->inflight[l] = rd->pend[l].inflight;
+			out->inflight[l] = inflight;
 		if (out->waiting)
-			out->waiting[l] = rd->pend[l].n;
+			out->waiting[l] = waiting;
 	}
 	*out = (struct eg_reader_probe){
-		.published = eg_rd_published(rd), .backlog = rd->pend_n, .step_units = out->step_units,
-		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = rd->gate,
+		.published = eg_rd_published(rd), .backlog = eg_rd_backlog(rd), .step_units = out->step_units,
+		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = eg_rd_gate(rd),
 		.track_entries = rd->track.n, .handed_all = out->handed_all,
 		.gather_waits = eg_rd_has_waiters(rd) && !eg_rd_awaited_done(rd),
-		.stopping = rd->stop, .inflight = out->inflight, .waiting = out->waiting,
+		.stopping = eg_rd_progress_stopping(rd), .inflight = out->inflight, .waiting = out->waiting,
 	};
 	pthread_mutex_unlock(&rd->lock);
 }
@@ -358,7 +345,7 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 void eg_reader_test_source(struct eg_reader *rd, unsigned (*run)(struct eg_reader *rd, void *arg), void *arg)
 {
 	pthread_mutex_lock(&rd->lock);
-	rd->source = (struct eg_source){ .run = run, .arg = arg };
+	eg_rd_set_source(rd, &(struct eg_source){ .run = run, .arg = arg });
 	pthread_mutex_unlock(&rd->lock);
 }
 

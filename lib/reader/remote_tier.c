@@ -222,7 +222,7 @@ int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms
 	/* from here the client is the I/O thread's */
 	pthread_mutex_lock(&rd->lock);
 	rd->remote = r;
-	rd->source = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
+	eg_rd_set_source(rd, &(struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick });
 	eg_rd_progress_wake_locked(rd);
 	pthread_mutex_unlock(&rd->lock);
 	return 0;
@@ -318,10 +318,11 @@ static int fallback(struct eg_reader *rd, unsigned layer, uint64_t row, const st
 			       r->names[e->node], status_text(e->status), rd->st->shards[0].path);
 	uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 	uint64_t unit = eg_unit_of(p->t, off);
-	pthread_mutex_lock(&rd->lock); /* the counters and the overflow buffer are shared with the I/O thread */
-	err = eg_rd_load_unit(rd, layer, p, unit, rd->overflow);
+	const uint8_t *src;
+	pthread_mutex_lock(&rd->lock); /* the counters and the spare buffer are shared with the I/O thread */
+	err = eg_rd_load_spare(rd, layer, p, unit, &src);
 	if (err >= 0) {
-		memcpy(dst, rd->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
+		memcpy(dst, src + (off - eg_unit_off(p->t, unit)), p->t->record_size);
 		r->st.fallbacks++;
 	}
 	pthread_mutex_unlock(&rd->lock);
