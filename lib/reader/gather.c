@@ -16,7 +16,45 @@
 #include "policy.h"
 #include "reader_int.h"
 
+/* The gather's part: the caller's thread's, under the session lock. */
+struct eg_rd_gather {
+	struct row_ref *refs;             /* the call's rows, classified */
+	size_t cap_refs;
+	uint8_t *rc_buf;                  /* rows copied out of the row cache: READER_GATHER_CHUNK records */
+	struct eg_fanout *fan;            /* the call's rows linked by unit (fanout.h), made when first needed */
+	uint64_t read_ahead, read_alone;  /* misses read ahead (at depth), and alone: for the tests */
+};
 
+int eg_rd_gather_init(struct eg_reader *rd)
+{
+	struct eg_rd_gather *g;
+
+	if (!(g = rd->gather = calloc(1, sizeof(*g))) ||
+	    (rd->rc && !(g->rc_buf = malloc(READER_GATHER_CHUNK * rd->rc->record_bytes))))
+		return eg_fail(-ENOMEM, "out of memory");
+	return 0;
+}
+
+void eg_rd_gather_free(struct eg_reader *rd)
+{
+	struct eg_rd_gather *g = rd->gather;
+
+	if (!g)
+		return;
+	free(g->refs);
+	if (g->fan)
+		eg_fanout_free(g->fan);
+	free(g->fan);
+	free(g->rc_buf);
+	free(g);
+	rd->gather = NULL;
+}
+
+void eg_rd_gather_counts(const struct eg_reader *rd, uint64_t *read_ahead, uint64_t *read_alone)
+{
+	*read_ahead = rd->gather->read_ahead;
+	*read_alone = rd->gather->read_alone;
+}
 /* Log-linear histogram of the lead a read needed (ENGRAM_LEAD_BUCKETS, see engram.h): bucket 0 below 1 us,
  * then four buckets per power of two. */
 static unsigned lead_bucket(uint64_t ns)
@@ -59,11 +97,12 @@ static uint32_t row_unit(const struct eg_reader *rd, const struct eg_units *t, u
 
 static int grow_refs(struct eg_reader *rd, size_t n)
 {
-	struct row_ref *v = eg_array_grown(rd->refs, sizeof(*v), &rd->cap_refs, n, 1024);
+	struct eg_rd_gather *g = rd->gather;
+	struct row_ref *v = eg_array_grown(g->refs, sizeof(*v), &g->cap_refs, n, 1024);
 
 	if (!v)
 		return eg_fail(-ENOMEM, "out of memory for a gather of %zu rows", n);
-	rd->refs = v;
+	g->refs = v;
 	return 0;
 }
 
@@ -75,10 +114,11 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		    uint64_t *trusted_ram, uint64_t *rc_ram)
 {
 	const struct eg_piece *p = NULL;
+	struct row_ref *refs = rd->gather->refs;
 	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = rd->step_t0;
 
 	for (size_t i = 0; i < n; i++) {
-		struct row_ref *r = &rd->refs[i];
+		struct row_ref *r = &refs[i];
 		const uint64_t row = EG_READ_ONCE(rows[i]); /* the caller's: read once, checked, then used */
 		if (rd->rc)
 			eg_rc_prefetch_ahead(rd->rc, layer, rows, n, i);
@@ -156,6 +196,7 @@ struct chunk {
 	enum engram_out out;
 	size_t ob;
 	uint8_t *dst;                        /* the caller's buffer: row i at dst + i x ob */
+	struct row_ref *refs;                /* the call's rows (the gather's part) */
 	const struct eg_fanout *fan;         /* the call's rows linked by unit (fanout.h), once made; or NULL */
 };
 
@@ -241,7 +282,7 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 		return err;
 	}
 	++*queued;
-	rd->read_ahead++;
+	rd->gather->read_ahead++;
 	if (tab == EG_TAB_CACHE) {
 		u->ref = 1;
 		return eg_rd_pin(rd, slot);
@@ -253,19 +294,20 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 
 static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from, struct chunk *c)
 {
-	size_t i = (size_t)(from - rd->refs);
+	struct eg_rd_gather *g = rd->gather;
+	size_t i = (size_t)(from - c->refs);
 	unsigned queued = 0, max = rd->spill.n / 2 ? rd->spill.n / 2 : 1;
 	int err;
 
 	flush(rd, c); /* the chunk's spill entries are let go of: reusable */
-	if (!c->fan && !rd->rc && (rd->fan || (rd->fan = calloc(1, sizeof(*rd->fan)))) &&
-	    eg_fanout_build(rd->fan, rd, c->n_refs) == 0)
-		c->fan = rd->fan; /* (out of memory: units are read again past the spill table, as without) */
+	if (!c->fan && !rd->rc && (g->fan || (g->fan = calloc(1, sizeof(*g->fan)))) &&
+	    eg_fanout_build(g->fan, rd, c->refs, c->n_refs) == 0)
+		c->fan = g->fan; /* (out of memory: units are read again past the spill table, as without) */
 	err = ahead_one(rd, layer, from, &queued);
 	if (c->scanned <= i)
 		c->scanned = i + 1;
 	for (; !err && c->scanned < c->n_refs && queued < max; c->scanned++) {
-		struct row_ref *r = &rd->refs[c->scanned];
+		struct row_ref *r = &c->refs[c->scanned];
 		if (r->cached && !r->in_rc && !r->fanned)
 			err = ahead_one(rd, layer, r, &queued);
 	}
@@ -298,7 +340,7 @@ static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref 
 
 	if (rd->rc)
 		eg_policy_keep_row(rd->rc, layer, r->p->t, r->row, rec, u, r->unit, unit);
-	put(c, (size_t)(r - rd->refs), rec, held);
+	put(c, (size_t)(r - c->refs), rec, held);
 }
 
 /* Every later row of the call on r's unit, whose bytes are unit (spill entry sp, or read alone: EG_NO_UNIT), is
@@ -309,8 +351,8 @@ static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk 
 {
 	if (!c->fan)
 		return;
-	for (uint32_t j = c->fan->next[r - rd->refs]; j != EG_NO_UNIT; j = c->fan->next[j]) {
-		struct row_ref *q = &rd->refs[j];
+	for (uint32_t j = c->fan->next[r - c->refs]; j != EG_NO_UNIT; j = c->fan->next[j]) {
+		struct row_ref *q = &c->refs[j];
 		if (q->ahead && sp != EG_NO_UNIT)
 			rd->spill.u[sp].pins--;
 		q->ahead = 0;
@@ -383,9 +425,9 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 	int err;
 
 	if (r->in_rc) {
-		uint8_t *dst = rd->rc_buf + c->k * rd->rc->record_bytes;
+		uint8_t *dst = rd->gather->rc_buf + c->k * rd->rc->record_bytes;
 		if (eg_rc_get(rd->rc, eg_rc_key(layer, r->row), dst, p->t->record_size)) {
-			put(c, (size_t)(r - rd->refs), dst, EG_NO_UNIT);
+			put(c, (size_t)(r - c->refs), dst, EG_NO_UNIT);
 			return 0;
 		}
 	}
@@ -397,7 +439,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(rd, layer, &t->u[slot], step_t0);
-		put(c, (size_t)(r - rd->refs), p->data + r->off, EG_NO_UNIT);
+		put(c, (size_t)(r - c->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
 	if (slot == EG_NO_UNIT && r->cached) {
@@ -412,7 +454,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		    (err = take_spilled(rd, layer, r, c, sp)) <= 0)
 			return err;
 		if (slot == EG_NO_UNIT && sp == EG_NO_UNIT) {
-			rd->read_alone++;
+			rd->gather->read_alone++;
 			return take_alone(rd, layer, r, c);
 		}
 		/* in the cache: waited for below as a pushed row's; a failed read ahead: read alone */
@@ -450,11 +492,11 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 				COUNT(rd, layer, disk_bytes, (uint64_t)missing * EG_PAGE);
 			eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
 		}
-		put(c, (size_t)(r - rd->refs), p->data + r->off, EG_NO_UNIT);
+		put(c, (size_t)(r - c->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
 	if (slot == EG_NO_UNIT) {
-		rd->read_alone++;
+		rd->gather->read_alone++;
 		slot = eg_units_alloc(t, key);
 		if (slot == EG_NO_UNIT) /* nothing evictable */
 			return take_alone(rd, layer, r, c);
@@ -522,12 +564,13 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 		pthread_mutex_unlock(&rd->lock);
 		return err;
 	}
+	c.refs = rd->gather->refs;
 	if (trusted)
 		f0 = thread_major_faults();
 	for (size_t i = 0; i < n; i++) {
-		if (rd->refs[i].fanned) /* taken already, with an earlier row on its unit */
+		if (c.refs[i].fanned) /* taken already, with an earlier row on its unit */
 			continue;
-		if ((err = resolve(rd, layer, &rd->refs[i], step_t0, &c)) < 0)
+		if ((err = resolve(rd, layer, &c.refs[i], step_t0, &c)) < 0)
 			break;
 		if (c.k == READER_GATHER_CHUNK)
 			flush(rd, &c);

@@ -96,20 +96,11 @@ static int size_units(struct eg_reader *rd, uint64_t cache_bytes, uint64_t *slot
 	return 0;
 }
 
-/* The row tier's staging and the layers' order. */
-static int alloc_buffers(struct eg_reader *rd)
-{
-	rd->layer_order = malloc(rd->cfg->n_layers * sizeof(*rd->layer_order));
-	if (rd->rc)
-		rd->rc_buf = malloc(READER_GATHER_CHUNK * rd->rc->record_bytes);
-	if (!rd->layer_order || (rd->rc && !rd->rc_buf))
-		return eg_fail(-ENOMEM, "out of memory");
-	return 0;
-}
-
 /* Layer indexes by ascending layer id: the order their reads start. */
-static void sort_layers(struct eg_reader *rd)
+static int sort_layers(struct eg_reader *rd)
 {
+	if (!(rd->layer_order = malloc(rd->cfg->n_layers * sizeof(*rd->layer_order))))
+		return eg_fail(-ENOMEM, "out of memory");
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++)
 		rd->layer_order[l] = l;
 	for (unsigned i = 1; i < rd->cfg->n_layers; i++) /* insertion sort: a few layers */
@@ -118,6 +109,7 @@ static void sort_layers(struct eg_reader *rd)
 			rd->layer_order[j] = rd->layer_order[j - 1];
 			rd->layer_order[j - 1] = x;
 		}
+	return 0;
 }
 
 /* The unit tables: the reads in flight into the page cache (never more units than the store has there, none in
@@ -161,7 +153,7 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 		return eg_fail(-ENOMEM, "out of memory for the reader's lock");
 	}
 	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = eg_rd_queue_init(rd)) < 0 ||
-	    (err = alloc_buffers(rd)) < 0 ||
+	    (err = eg_rd_gather_init(rd)) < 0 || (err = sort_layers(rd)) < 0 ||
 	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
 	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
@@ -169,7 +161,6 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 		eg_reader_destroy(rd);
 		return err;
 	}
-	sort_layers(rd);
 	*out = rd;
 	return 0;
 }
@@ -199,11 +190,7 @@ void eg_reader_destroy(struct eg_reader *rd)
 	free(rd->seen_base);
 	eg_rd_queue_free(rd);
 	free(rd->layer_order);
-	free(rd->refs);
-	if (rd->fan)
-		eg_fanout_free(rd->fan);
-	free(rd->fan);
-	free(rd->rc_buf);
+	eg_rd_gather_free(rd);
 	free(rd->pinned);
 	free(rd);
 }
@@ -332,9 +319,11 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 		if (out->waiting)
 			out->waiting[l] = waiting;
 	}
+	uint64_t ahead, alone;
+	eg_rd_gather_counts(rd, &ahead, &alone);
 	*out = (struct eg_reader_probe){
 		.published = eg_rd_published(rd), .backlog = eg_rd_backlog(rd), .step_units = out->step_units,
-		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = eg_rd_gate(rd),
+		.read_ahead = ahead, .read_alone = alone, .gate = eg_rd_gate(rd),
 		.track_entries = rd->track.n, .handed_all = out->handed_all,
 		.gather_waits = eg_rd_has_waiters(rd) && !eg_rd_awaited_done(rd),
 		.stopping = eg_rd_progress_stopping(rd), .inflight = out->inflight, .waiting = out->waiting,

@@ -25,6 +25,7 @@
 #include "seen.h"
 #include "store.h"
 #include "reader.h"
+#include "gather.h"
 #include "handover.h"
 #include "progress.h"
 #include "read.h"
@@ -37,19 +38,6 @@
 /* Which unit table an entry is in: 0 and 1 are also eg_rd_is_cached()'s answers. */
 enum eg_table { EG_TAB_TRACK = 0, EG_TAB_CACHE = 1, EG_TAB_SPILL = 2 };
 
-/* One row of a gather call, located and classified before anything waits. */
-struct row_ref {
-	const struct eg_piece *p;
-	uint64_t off;        /* the record's byte offset in the piece's pages */
-	uint64_t unit;       /* off / unit bytes */
-	uint64_t row;
-	uint8_t state;       /* enum row_state */
-	uint8_t cached;
-	uint8_t in_rc;       /* found in the row cache when classified */
-	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
-	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
-	uint8_t fanned;      /* taken with an earlier row of the call on its unit, from one read (fanout.h) */
-};
 
 struct eg_reader {
 	const engram_store *st;
@@ -67,25 +55,20 @@ struct eg_reader {
 	size_t unit_max;                  /* bytes of the largest unit of any piece */
 	struct eg_rd_queue *q;            /* the reads: requests, backlog, their buffers (read.c) */
 	engram_rowcache *rc;              /* the row tier, or NULL */
-	uint8_t *rc_buf;                  /* rows copied out of it: READER_GATHER_CHUNK records */
 	unsigned *layer_order;            /* layer indexes by ascending layer id: shortest lead first */
 	/* the step */
 	uint32_t *pinned;
 	size_t n_pinned, cap_pinned;
 	uint64_t step_t0;                 /* when the step began (engram_session_begin) */
 	uint32_t step_gen;                /* steps begun: a read started later is counted in its own step's */
-	/* gather scratch */
-	struct row_ref *refs;
-	size_t cap_refs;
 	struct engram_io_stats *step, *total; /* the session's counters (eg_reader_options) */
 	/* the session lock */
 	pthread_mutex_t lock;
 	struct eg_rd_thread *thread;      /* the I/O thread (progress.c) */
 	struct eg_rd_waits *wait;         /* the waits (wait.c) */
+	struct eg_rd_gather *gather;      /* a gather's rows and scratch (gather.c) */
 	uint64_t track_done_t;            /* t_done of the page-cache unit (track) published last: below the step's
 					     start, none was in this step (gather.c skips its lookups then) */
-	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
-	struct eg_fanout *fan;            /* a gather's rows linked by unit (fanout.h), made when first needed */
 	struct eg_rd_hand *hand;          /* the hand-over (handover.c) */
 	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
 	/* the report to the session (eg_reader_options; reader.c) */
@@ -145,7 +128,6 @@ static inline uint64_t eg_rd_now_ns(void)
 /* reader.c: hold cache entry slot for the step (under lock). */
 int eg_rd_pin(struct eg_reader *rd, uint32_t slot);
 
-#define READER_GATHER_CHUNK 256
 
 /* remote_tier.c: the remote tier, which replaces reading units for rows no RAM tier holds. Its client is
  * the I/O thread's (an eg_source); request and begin are called under the lock, gather without it. */

@@ -1,0 +1,34 @@
+/* Gathering a layer's rows through a session (gather.c). Its part (struct eg_rd_gather: the call's rows as
+ * classified, the row cache's staging, the links of rows on one unit, what it read ahead and alone) is the
+ * caller's thread's, used under the session lock. */
+#ifndef ENGRAM_READER_GATHER_H
+#define ENGRAM_READER_GATHER_H
+
+#include <stdint.h>
+
+struct eg_reader;
+struct eg_piece;
+
+/* Rows a gather converts at a time (and the remote tier's). */
+#define READER_GATHER_CHUNK 256
+
+/* One row of a gather call, located and classified before anything waits. */
+struct row_ref {
+	const struct eg_piece *p;
+	uint64_t off;        /* the record's byte offset in the piece's pages */
+	uint64_t unit;       /* off / unit bytes */
+	uint64_t row;
+	uint8_t state;       /* enum row_state */
+	uint8_t cached;
+	uint8_t in_rc;       /* found in the row cache when classified */
+	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
+	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
+	uint8_t fanned;      /* taken with an earlier row of the call on its unit, from one read (fanout.h) */
+};
+
+int eg_rd_gather_init(struct eg_reader *rd);
+void eg_rd_gather_free(struct eg_reader *rd);
+/* Misses gathers have read ahead (at depth, through the I/O thread), and alone (themselves): for the tests. */
+void eg_rd_gather_counts(const struct eg_reader *rd, uint64_t *read_ahead, uint64_t *read_alone);
+
+#endif
