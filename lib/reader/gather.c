@@ -74,8 +74,8 @@ static void count_lead(struct eg_reader *rd, unsigned layer, const struct eg_uni
 {
 	if (u->t_req && u->t_done >= step_t0 && u->t_done >= u->t_req) {
 		unsigned b = lead_bucket(u->t_done - u->t_req);
-		rd->step[layer].lead_hist[b]++;
-		rd->total[layer].lead_hist[b]++;
+		rd->io_step[layer].lead_hist[b]++;
+		rd->io_total[layer].lead_hist[b]++;
 	}
 }
 
@@ -84,7 +84,7 @@ static int row_trusted(struct eg_reader *rd, const struct row_ref *r)
 {
 	uint32_t pi = eg_rd_piece_index(rd, r->p);
 
-	return !r->cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(r->p->t, r->unit));
+	return !r->cached && eg_rd_seen_test(rd, pi, r->unit, eg_unit_pages(r->p->t, r->unit));
 }
 
 /* The row's unit in t, or EG_NO_UNIT. A trusted page's unit says only whether a read of this step (since t0)
@@ -92,7 +92,7 @@ static int row_trusted(struct eg_reader *rd, const struct row_ref *r)
  * session's every row (each lookup is a cache miss in a large table). */
 static uint32_t row_unit(const struct eg_reader *rd, const struct eg_units *t, uint64_t key, int trusted, uint64_t t0)
 {
-	return trusted && rd->track_done_t < t0 ? EG_NO_UNIT : eg_units_find(t, key);
+	return trusted && eg_rd_track_done_t(rd) < t0 ? EG_NO_UNIT : eg_units_find(t, key);
 }
 
 static int grow_refs(struct eg_reader *rd, size_t n)
@@ -115,7 +115,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 {
 	const struct eg_piece *p = NULL;
 	struct row_ref *refs = rd->gather->refs;
-	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = rd->step_t0;
+	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = eg_rd_step_t0(rd);
 
 	for (size_t i = 0; i < n; i++) {
 		struct row_ref *r = &refs[i];
@@ -212,6 +212,8 @@ static void put(struct chunk *c, size_t at, const uint8_t *src, uint32_t held)
  * told so only then (a step holding the whole cache would otherwise sweep it again for every row read past it). */
 static void release(struct eg_reader *rd, struct chunk *c)
 {
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	int freed = 0, spilled = 0;
 
 	for (size_t i = 0; i < c->k; i++) {
@@ -219,14 +221,14 @@ static void release(struct eg_reader *rd, struct chunk *c)
 		if (h == EG_NO_UNIT)
 			continue;
 		if (h & HELD_SPILL)
-			spilled |= --rd->spill.u[h & ~HELD_SPILL].pins == 0;
+			spilled |= --spill->u[h & ~HELD_SPILL].pins == 0;
 		else
-			freed |= --rd->cache.u[h].pins == 0;
+			freed |= --cache->u[h].pins == 0;
 	}
 	if (freed)
-		eg_units_released(&rd->cache);
+		eg_units_released(cache);
 	if (spilled)
-		eg_units_released(&rd->spill);
+		eg_units_released(spill);
 	c->k = 0;
 }
 
@@ -253,24 +255,26 @@ static void flush(struct eg_reader *rd, struct chunk *c)
  * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside. */
 static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, unsigned *queued)
 {
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	uint32_t pi = eg_rd_piece_index(rd, r->p);
 	uint64_t key = eg_unit_key(pi, r->unit);
 	uint32_t slot;
 	int tab = EG_TAB_CACHE, err;
 
 	r->scanned = 1;
-	if ((slot = eg_units_find(&rd->cache, key)) != EG_NO_UNIT) {
-		rd->cache.u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
+	if ((slot = eg_units_find(cache, key)) != EG_NO_UNIT) {
+		cache->u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
 		return 0; /* requested, read or being read */
 	}
-	if ((slot = eg_units_find(&rd->spill, key)) != EG_NO_UNIT) {
-		rd->spill.u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
+	if ((slot = eg_units_find(spill, key)) != EG_NO_UNIT) {
+		spill->u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
 		r->ahead = 1;
 		return 0;
 	}
-	if ((slot = eg_units_alloc(&rd->cache, key)) == EG_NO_UNIT) {
+	if ((slot = eg_units_alloc(cache, key)) == EG_NO_UNIT) {
 		tab = EG_TAB_SPILL;
-		if ((slot = eg_units_alloc(&rd->spill, key)) == EG_NO_UNIT)
+		if ((slot = eg_units_alloc(spill, key)) == EG_NO_UNIT)
 			return 1; /* nowhere to read it to now */
 	}
 	struct eg_unit *u = &eg_rd_table(rd, tab)->u[slot];
@@ -294,9 +298,10 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 
 static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from, struct chunk *c)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	struct eg_rd_gather *g = rd->gather;
 	size_t i = (size_t)(from - c->refs);
-	unsigned queued = 0, max = rd->spill.n / 2 ? rd->spill.n / 2 : 1;
+	unsigned queued = 0, max = spill->n / 2 ? spill->n / 2 : 1;
 	int err;
 
 	flush(rd, c); /* the chunk's spill entries are let go of: reusable */
@@ -322,12 +327,14 @@ static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from
  * lands in its entry, and is found). */
 static void ahead_done(struct eg_reader *rd)
 {
-	for (uint32_t k = 0; k < rd->spill.n; k++) {
-		rd->spill.u[k].pins = 0;
-		if (rd->spill.u[k].key && rd->spill.u[k].state != EG_UNIT_INFLIGHT)
-			eg_units_drop(&rd->spill, k);
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
+
+	for (uint32_t k = 0; k < spill->n; k++) {
+		spill->u[k].pins = 0;
+		if (spill->u[k].key && spill->u[k].state != EG_UNIT_INFLIGHT)
+			eg_units_drop(spill, k);
 	}
-	eg_units_released(&rd->spill);
+	eg_units_released(spill);
 }
 
 /* The chunk's next row: the record in unit (the unit's bytes; its entry u, or NULL), held as `held` until the
@@ -349,12 +356,14 @@ static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref 
  * buffer, and it reads nothing until the rows are taken. A row the scan held the entry for lets go of it. */
 static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk *c, const uint8_t *unit, uint32_t sp)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
+
 	if (!c->fan)
 		return;
 	for (uint32_t j = c->fan->next[r - c->refs]; j != EG_NO_UNIT; j = c->fan->next[j]) {
 		struct row_ref *q = &c->refs[j];
 		if (q->ahead && sp != EG_NO_UNIT)
-			rd->spill.u[sp].pins--;
+			spill->u[sp].pins--;
 		q->ahead = 0;
 		q->fanned = 1;
 		if (c->k == READER_GATHER_CHUNK)
@@ -368,7 +377,7 @@ static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk 
 static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, struct eg_units *t,
 		       uint32_t slot, uint32_t held)
 {
-	if (!r->scanned || t != &rd->cache) /* a row the scan passed was counted as a use then (ahead_one()) */
+	if (!r->scanned || t != eg_rd_table(rd, EG_TAB_CACHE)) /* a row the scan passed was counted as a use then (ahead_one()) */
 		t->u[slot].ref = 1;
 	t->u[slot].pins++;
 	take_row(rd, layer, r, c, eg_units_data(t, slot), &t->u[slot], held);
@@ -378,20 +387,21 @@ static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_re
  * entry is let go of: the caller reads the unit alone). */
 static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r, struct chunk *c, uint32_t sp)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	int err;
 
-	if (rd->spill.u[sp].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, &rd->spill, sp, layer)) < 0)
+	if (spill->u[sp].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, spill, sp, layer)) < 0)
 		return err;
 	if (r->ahead) { /* the scan's hold, now the chunk's */
-		rd->spill.u[sp].pins--;
+		spill->u[sp].pins--;
 		r->ahead = 0;
 	}
-	if (rd->spill.u[sp].err) {
-		eg_units_drop(&rd->spill, sp);
+	if (spill->u[sp].err) {
+		eg_units_drop(spill, sp);
 		return 1;
 	}
-	take_entry(rd, layer, r, c, &rd->spill, sp, sp | HELD_SPILL);
-	fan_out(rd, r, c, eg_units_data(&rd->spill, sp), sp);
+	take_entry(rd, layer, r, c, spill, sp, sp | HELD_SPILL);
+	fan_out(rd, r, c, eg_units_data(spill, sp), sp);
 	return 0;
 }
 
@@ -417,6 +427,7 @@ static int take_alone(struct eg_reader *rd, unsigned layer, const struct row_ref
  * where take_alone() reads it). */
 static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	const struct eg_piece *p = r->p;
 	uint32_t pi = eg_rd_piece_index(rd, p);
 	uint64_t key = eg_unit_key(pi, r->unit);
@@ -450,7 +461,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		if (!r->scanned && !r->in_rc && (err = read_ahead(rd, layer, r, c)) < 0)
 			return err;
 		uint32_t sp = EG_NO_UNIT;
-		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(&rd->spill, key)) != EG_NO_UNIT &&
+		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(spill, key)) != EG_NO_UNIT &&
 		    (err = take_spilled(rd, layer, r, c, sp)) <= 0)
 			return err;
 		if (slot == EG_NO_UNIT && sp == EG_NO_UNIT) {
@@ -490,7 +501,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 				COUNT(rd, layer, ram, 1);
 			else
 				COUNT(rd, layer, disk_bytes, (uint64_t)missing * EG_PAGE);
-			eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
+			eg_rd_seen_mark(rd, pi, r->unit, eg_unit_pages(p->t, r->unit));
 		}
 		put(c, (size_t)(r - c->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
@@ -534,9 +545,7 @@ static void count_evicted(struct eg_reader *rd, unsigned layer, uint64_t faults,
 	COUNT(rd, layer, misses, x);
 	COUNT(rd, layer, ram, -(x < trusted_ram ? x : trusted_ram));
 	COUNT(rd, layer, disk_bytes, faults * EG_PAGE);
-	/* the kernel keeps fewer pages than the session trusted: trust fewer */
-	eg_seen_shrink(&rd->seen);
-	rd->evicted = 1;
+	eg_rd_tables_evicted(rd); /* the kernel keeps fewer pages than the session trusted: trust fewer */
 }
 
 int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
@@ -544,7 +553,7 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 {
 	const struct eg_disk_table *lt = eg_store_layer_table(rd->st, layer);
 	struct chunk c = { .k = 0, .n_refs = n, .out = out, .dst = dst };
-	uint64_t step_t0 = rd->step_t0, trusted = 0, trusted_ram = 0, rc_ram = 0;
+	uint64_t step_t0 = eg_rd_step_t0(rd), trusted = 0, trusted_ram = 0, rc_ram = 0;
 	long f0 = -1;
 	int err;
 

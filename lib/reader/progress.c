@@ -127,16 +127,17 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 	 * read (also where the kernel then refuses the registration). Not by default: create would cost the
 	 * zeroing of the whole cache (bench/RESULTS.md, round 4); reads make it resident a chunk at a time
 	 * (eg_units_populate). */
-	size_t cache_len = (size_t)rd->cache.n * rd->cache.entry_bytes;
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	size_t cache_len = (size_t)cache->n * cache->entry_bytes;
 	/* Else (by default), the cache's chunks are registered as they become resident, at the first read into
 	 * each: fixed reads without the whole cache pinned at create. */
-	void *lazy = rd->cache.mem && uo->fixed_cache ? rd->cache.mem : NULL;
-	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX && uo->fixed_bufs)
+	void *lazy = cache->mem && uo->fixed_cache ? cache->mem : NULL;
+	if (cache->mem && cache_len <= READER_RESIDENT_MAX && uo->fixed_bufs)
 		lazy = NULL;
-	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX) {
-		if (uo->fixed_bufs && want_uring && madvise(rd->cache.mem, cache_len, MADV_POPULATE_WRITE) == 0)
-			rd->cache.resident = cache_len;
-		bufs[n_bufs] = rd->cache.mem; /* and registered: reads into it are fixed reads, no pinning per read */
+	if (cache->mem && cache_len <= READER_RESIDENT_MAX) {
+		if (uo->fixed_bufs && want_uring && madvise(cache->mem, cache_len, MADV_POPULATE_WRITE) == 0)
+			cache->resident = cache_len;
+		bufs[n_bufs] = cache->mem; /* and registered: reads into it are fixed reads, no pinning per read */
 		len[n_bufs++] = cache_len;
 	}
 	size_t bounce_len;
@@ -215,12 +216,13 @@ static void *progress_main(void *arg)
  * of inside one, under the lock, on the way to a gather's row (bench/RESULTS.md, round 4). 1 when it did. */
 static int populate_ahead(struct eg_reader *rd)
 {
-	size_t to = eg_units_ahead(&rd->cache, AHEAD_BYTES, AHEAD_CHUNK);
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	size_t to = eg_units_ahead(cache, AHEAD_BYTES, AHEAD_CHUNK);
 
 	if (!to)
 		return 0;
 	pthread_mutex_unlock(&rd->lock);
-	eg_units_populate_to(&rd->cache, to);
+	eg_units_populate_to(cache, to);
 	pthread_mutex_lock(&rd->lock);
 	return 1;
 }

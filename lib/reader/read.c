@@ -188,12 +188,12 @@ static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_pi
 	uint32_t slot;
 	int err;
 
-	if (!cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, unit), eg_unit_pages(p->t, unit)))
+	if (!cached && eg_rd_seen_test(rd, pi, unit, eg_unit_pages(p->t, unit)))
 		return 0;
 	slot = eg_units_find(t, key);
 	/* page-cache mode: a read completed before this step, of a page the seen bits no longer trust, proves
 	 * nothing now (the kernel may have dropped the page since) */
-	if (!cached && slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < rd->step_t0) {
+	if (!cached && slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < eg_rd_step_t0(rd)) {
 		eg_units_drop(t, slot);
 		slot = EG_NO_UNIT;
 	}
@@ -209,7 +209,7 @@ static int request_unit(struct eg_reader *rd, unsigned layer, const struct eg_pi
 		t->u[slot].t_req = t_req;
 		t->u[slot].disk = 0;
 		struct pending q = { .slot = slot, .piece = pi, .unit = unit, .layer = (uint16_t)layer,
-				     .cached = (uint8_t)cached, .gen = rd->step_gen };
+				     .cached = (uint8_t)cached, .gen = eg_rd_step_gen(rd) };
 		if ((err = enqueue(rd, &q, 0)) < 0) {
 			eg_units_drop(t, slot);
 			return err;
@@ -355,14 +355,8 @@ static void set_ready(struct eg_reader *rd, struct eg_units *t, uint32_t slot, i
 	u->state = EG_UNIT_READY;
 	u->t_done = eg_rd_now_ns();
 	u->disk = (uint8_t)disk;
-	if (t == &rd->track)
-		rd->track_done_t = u->t_done;
+	eg_rd_tables_ready(rd, t, u);
 	eg_rd_published_one(rd);
-	if (!u->pins) { /* no longer in flight and not held for the step: evictable */
-		eg_units_released(&rd->cache);
-		eg_units_released(&rd->track);
-		eg_units_released(&rd->spill);
-	}
 }
 
 /* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. Its seen
@@ -372,8 +366,8 @@ static void found_in_page_cache(struct eg_reader *rd, const struct pending *q)
 {
 	const struct eg_disk_table *t = rd->st->pieces[q->piece].t;
 
-	eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, q->piece, q->unit), eg_unit_pages(t, q->unit));
-	eg_units_drop(&rd->track, q->slot);
+	eg_rd_seen_mark(rd, q->piece, q->unit, eg_unit_pages(t, q->unit));
+	eg_units_drop(eg_rd_table(rd, EG_TAB_TRACK), q->slot);
 	eg_rd_published_one(rd);
 	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
 	COUNT_FOR(rd, q->layer, q->gen, bytes, eg_unit_len(t, q->unit));
@@ -429,7 +423,7 @@ int eg_rd_issue(struct eg_reader *rd, unsigned max)
 int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab)
 {
 	struct pending q = { .slot = slot, .piece = piece, .unit = unit, .layer = (uint16_t)layer,
-			     .cached = (uint8_t)tab, .gen = rd->step_gen };
+			     .cached = (uint8_t)tab, .gen = eg_rd_step_gen(rd) };
 
 	return enqueue(rd, &q, 1);
 }
@@ -515,7 +509,7 @@ void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c)
 			   straddling row's read may find its first page cached, read for the row before it) */
 		COUNT_FOR(rd, r->layer, r->gen, disk_bytes, r->cached ? r->len : (uint64_t)EG_PAGE * r->missing);
 	if (!r->cached && c->res > 0)
-		eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, r->piece, r->unit), eg_unit_pages(p->t, r->unit));
+		eg_rd_seen_mark(rd, r->piece, r->unit, eg_unit_pages(p->t, r->unit));
 	if (r->cached && c->res > 0) /* its other rows go into the row cache when a gather takes one (policy.h) */
 		t->u[r->slot].fill = EG_FILL_PENDING;
 	release_request(rd, (uint32_t)c->tag);

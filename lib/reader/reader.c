@@ -14,38 +14,6 @@
 #include "grow.h"
 #include "reader_int.h"
 
-#define TRACK_MIN (1u << 18)
-
-/* Units of the store's tables that this reader reads into the page cache (the others go through its cache), and
- * where each piece's begin in that count (seen_base, when not NULL). */
-static uint64_t page_cache_units(const struct eg_reader *rd, uint64_t *seen_base)
-{
-	uint64_t units = 0;
-
-	for (unsigned i = 0; i < rd->st->n_pieces; i++) {
-		const struct eg_piece *p = &rd->st->pieces[i];
-		if (seen_base)
-			seen_base[i] = units;
-		if (!eg_rd_is_cached(rd, p))
-			units += eg_n_units(p->t);
-	}
-	return units;
-}
-
-/* Bits for every unit of the tables this reader reads into the page cache. */
-static int init_seen(struct eg_reader *rd, uint64_t page_cache_bytes)
-{
-	uint64_t bits;
-
-	if (!(rd->seen_base = calloc(rd->st->n_pieces ? rd->st->n_pieces : 1, sizeof(*rd->seen_base))))
-		return eg_fail(-ENOMEM, "out of memory");
-	bits = page_cache_units(rd, rd->seen_base);
-	/* two generations of half the page cache the reader may count on each */
-	if (eg_seen_init(&rd->seen, bits, page_cache_bytes / EG_PAGE / 2 ? page_cache_bytes / EG_PAGE / 2 : 0) < 0)
-		return eg_fail(-ENOMEM, "out of memory for the page map of %llu units", (unsigned long long)bits);
-	return 0;
-}
-
 static int open_fds(struct eg_reader *rd)
 {
 	unsigned n = rd->st->n_files;
@@ -79,23 +47,6 @@ static int open_fds(struct eg_reader *rd)
 	return 0;
 }
 
-/* The largest unit of the store, and the slots of the private cache (0 when no unit is cached). */
-static int size_units(struct eg_reader *rd, uint64_t cache_bytes, uint64_t *slots)
-{
-	int any_cached = 0;
-
-	rd->unit_max = eg_store_unit_max(rd->st);
-	for (unsigned i = 0; i < rd->st->n_pieces; i++)
-		any_cached |= eg_rd_is_cached(rd, &rd->st->pieces[i]);
-	*slots = any_cached ? cache_bytes / rd->unit_max : 0;
-	if (any_cached && *slots < 16)
-		*slots = 16;
-	if (*slots > EG_UNITS_MAX)
-		return eg_fail(-EINVAL, "cache of %llu bytes needs %llu slots of %zu bytes; at most %u are possible",
-			       (unsigned long long)cache_bytes, (unsigned long long)*slots, rd->unit_max, EG_UNITS_MAX);
-	return 0;
-}
-
 /* Layer indexes by ascending layer id: the order their reads start. */
 static int sort_layers(struct eg_reader *rd)
 {
@@ -112,49 +63,24 @@ static int sort_layers(struct eg_reader *rd)
 	return 0;
 }
 
-/* The unit tables: the reads in flight into the page cache (never more units than the store has there, none in
- * direct mode), the private cache and, beside it, the spill table: SPILL_BYTES (at least SPILL_MIN entries, at
- * most SPILL_MAX) that a gather reads misses into, at depth, when its step holds the whole cache (mapped, so
- * untouched until then). */
-#define SPILL_BYTES (4u << 20)
-#define SPILL_MIN 8u
-#define SPILL_MAX 256u
-static int init_tables(struct eg_reader *rd, uint64_t slots)
-{
-	uint64_t track = rd->depth * 4 > TRACK_MIN ? rd->depth * 4 : TRACK_MIN, pc_units = page_cache_units(rd, NULL);
-	size_t spill = rd->unit_max ? SPILL_BYTES / rd->unit_max : SPILL_MAX;
-	int err;
-
-	if (track > pc_units)
-		track = pc_units ? pc_units : 1;
-	spill = spill < SPILL_MIN ? SPILL_MIN : spill > SPILL_MAX ? SPILL_MAX : spill;
-	if ((err = eg_units_init(&rd->track, (uint32_t)track, 0)) < 0 ||
-	    (slots && (err = eg_units_init(&rd->cache, (uint32_t)slots, rd->unit_max)) < 0) ||
-	    (slots && (err = eg_units_init(&rd->spill, (uint32_t)spill, rd->unit_max)) < 0))
-		return eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
-			       (unsigned long long)slots, rd->unit_max);
-	return 0;
-}
-
 int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 {
 	struct eg_reader *rd;
-	uint64_t slots;
 	int err;
 
 	*out = NULL;
 	if (!(rd = calloc(1, sizeof(*rd))))
 		return eg_fail(-ENOMEM, "out of memory");
 	*rd = (struct eg_reader){ .st = o->st, .cfg = o->st->cfg, .mode = o->mode, .flags = o->flags,
-				  .rc = o->row_cache, .depth = o->queue_depth, .step = o->step, .total = o->total,
+				  .rc = o->row_cache, .depth = o->queue_depth, .io_step = o->step, .io_total = o->total,
 				  .report = o->report, .report_arg = o->report_arg };
 	if (pthread_mutex_init(&rd->lock, NULL)) {
 		free(rd);
 		return eg_fail(-ENOMEM, "out of memory for the reader's lock");
 	}
-	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = eg_rd_queue_init(rd)) < 0 ||
-	    (err = eg_rd_gather_init(rd)) < 0 || (err = sort_layers(rd)) < 0 ||
-	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
+	rd->unit_max = eg_store_unit_max(rd->st);
+	if ((err = eg_rd_tables_init(rd, o->cache_bytes, o->page_cache_bytes)) < 0 ||
+	    (err = eg_rd_queue_init(rd)) < 0 || (err = eg_rd_gather_init(rd)) < 0 || (err = sort_layers(rd)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
 	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
 	    (o->remote && (err = eg_rd_remote_open(rd, o->remote, o->remote_timeout_ms)) < 0)) {
@@ -183,28 +109,26 @@ void eg_reader_destroy(struct eg_reader *rd)
 	}
 	free(rd->fd_buf);
 	free(rd->fd_direct);
-	eg_units_destroy(&rd->track);
-	eg_units_destroy(&rd->cache);
-	eg_units_destroy(&rd->spill);
-	eg_seen_destroy(&rd->seen);
-	free(rd->seen_base);
+	eg_rd_tables_free(rd);
 	eg_rd_queue_free(rd);
 	free(rd->layer_order);
 	eg_rd_gather_free(rd);
-	free(rd->pinned);
+	free(rd->step.pinned);
 	free(rd);
 }
 
 int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
 {
-	if (rd->n_pinned == rd->cap_pinned) {
-		uint32_t *v = eg_array_grown(rd->pinned, sizeof(*v), &rd->cap_pinned, rd->n_pinned + 1, 1024);
+	struct eg_rd_step *st = &rd->step;
+
+	if (st->n_pinned == st->cap_pinned) {
+		uint32_t *v = eg_array_grown(st->pinned, sizeof(*v), &st->cap_pinned, st->n_pinned + 1, 1024);
 		if (!v)
 			return eg_fail(-ENOMEM, "out of memory");
-		rd->pinned = v;
+		st->pinned = v;
 	}
-	rd->cache.u[slot].pins++;
-	rd->pinned[rd->n_pinned++] = slot;
+	eg_rd_table(rd, EG_TAB_CACHE)->u[slot].pins++;
+	st->pinned[st->n_pinned++] = slot;
 	return 0;
 }
 
@@ -212,16 +136,15 @@ void eg_reader_begin(struct eg_reader *rd)
 {
 	pthread_mutex_lock(&rd->lock);
 	eg_rd_take_requests(rd, SIZE_MAX); /* the step's pushes are requested in the step they were made */
-	for (size_t i = 0; i < rd->n_pinned; i++)
-		rd->cache.u[rd->pinned[i]].pins--;
-	eg_units_released(&rd->cache);
-	rd->n_pinned = 0;
-	if (!rd->evicted)
-		eg_seen_grow(&rd->seen);
-	rd->evicted = 0;
-	rd->step_t0 = eg_rd_now_ns();
-	rd->step_gen++;
-	memset(rd->step, 0, rd->cfg->n_layers * sizeof(*rd->step));
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	for (size_t i = 0; i < rd->step.n_pinned; i++)
+		cache->u[rd->step.pinned[i]].pins--;
+	eg_units_released(cache);
+	rd->step.n_pinned = 0;
+	eg_rd_tables_begin(rd);
+	rd->step.t0 = eg_rd_now_ns();
+	rd->step.gen++;
+	memset(rd->io_step, 0, rd->cfg->n_layers * sizeof(*rd->io_step));
 	if (rd->remote) /* its tables are shared with the I/O thread (remote_tier.c) */
 		eg_rd_remote_begin(rd);
 	eg_rd_report(rd, -1, 0);
@@ -312,7 +235,7 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 	out->step_units = 0;
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
 		size_t inflight, waiting;
-		out->step_units += rd->step[l].units;
+		out->step_units += rd->io_step[l].units;
 		eg_rd_layer_reads(rd, l, &inflight, &waiting);
 		if (out->inflight)
 			out->inflight[l] = inflight;
@@ -324,7 +247,7 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 	*out = (struct eg_reader_probe){
 		.published = eg_rd_published(rd), .backlog = eg_rd_backlog(rd), .step_units = out->step_units,
 		.read_ahead = ahead, .read_alone = alone, .gate = eg_rd_gate(rd),
-		.track_entries = rd->track.n, .handed_all = out->handed_all,
+		.track_entries = eg_rd_table(rd, EG_TAB_TRACK)->n, .handed_all = out->handed_all,
 		.gather_waits = eg_rd_has_waiters(rd) && !eg_rd_awaited_done(rd),
 		.stopping = eg_rd_progress_stopping(rd), .inflight = out->inflight, .waiting = out->waiting,
 	};

@@ -29,15 +29,22 @@
 #include "handover.h"
 #include "progress.h"
 #include "read.h"
+#include "tables.h"
 #include "wait.h"
 
 /* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
  * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
 #define READER_RESIDENT_MAX ((size_t)1 << 30)
 
-/* Which unit table an entry is in: 0 and 1 are also eg_rd_is_cached()'s answers. */
-enum eg_table { EG_TAB_TRACK = 0, EG_TAB_CACHE = 1, EG_TAB_SPILL = 2 };
 
+
+/* The step (reader.c's), under the session lock. */
+struct eg_rd_step {
+	uint32_t *pinned;                 /* cache entries held for the step */
+	size_t n_pinned, cap_pinned;
+	uint64_t t0;                      /* when the step began (engram_session_begin) */
+	uint32_t gen;                     /* steps begun: a read started later is counted in its own step's */
+};
 
 struct eg_reader {
 	const engram_store *st;
@@ -46,29 +53,18 @@ struct eg_reader {
 	unsigned flags;
 	unsigned depth;                   /* reads in flight at most */
 	int *fd_buf, *fd_direct;          /* per shard */
-	struct eg_units track, cache;
-	struct eg_units spill;            /* units a gather has read past a cache its step holds whole, at depth
-					     (gather.c); with the cache */
-	int evicted;                      /* this step found a trusted page evicted (see seen.h) */
-	struct eg_seen seen;              /* page-cache mode: units of raw tables brought in, so not read again */
-	uint64_t *seen_base;              /* per piece: its first bit in seen (raw pieces in page-cache mode) */
 	size_t unit_max;                  /* bytes of the largest unit of any piece */
+	struct eg_rd_step step;           /* the step (reader.c) */
+	struct eg_rd_tables tab;          /* the unit tables and seen bits (tables.c) */
 	struct eg_rd_queue *q;            /* the reads: requests, backlog, their buffers (read.c) */
 	engram_rowcache *rc;              /* the row tier, or NULL */
 	unsigned *layer_order;            /* layer indexes by ascending layer id: shortest lead first */
-	/* the step */
-	uint32_t *pinned;
-	size_t n_pinned, cap_pinned;
-	uint64_t step_t0;                 /* when the step began (engram_session_begin) */
-	uint32_t step_gen;                /* steps begun: a read started later is counted in its own step's */
-	struct engram_io_stats *step, *total; /* the session's counters (eg_reader_options) */
+	struct engram_io_stats *io_step, *io_total; /* the session's counters (eg_reader_options) */
 	/* the session lock */
 	pthread_mutex_t lock;
 	struct eg_rd_thread *thread;      /* the I/O thread (progress.c) */
 	struct eg_rd_waits *wait;         /* the waits (wait.c) */
 	struct eg_rd_gather *gather;      /* a gather's rows and scratch (gather.c) */
-	uint64_t track_done_t;            /* t_done of the page-cache unit (track) published last: below the step's
-					     start, none was in this step (gather.c skips its lookups then) */
 	struct eg_rd_hand *hand;          /* the hand-over (handover.c) */
 	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
 	/* the report to the session (eg_reader_options; reader.c) */
@@ -89,21 +85,44 @@ static inline uint32_t eg_rd_piece_index(const struct eg_reader *rd, const struc
 	return (uint32_t)(p - rd->st->pieces);
 }
 
-static inline uint64_t eg_rd_seen_bit(const struct eg_reader *rd, uint32_t piece, uint64_t unit)
+/* The unit tables (tables.h): table tab (enum eg_table), the seen bits of a unit, the time the last page-cache
+ * unit was published. */
+static inline struct eg_units *eg_rd_table(struct eg_reader *rd, int tab)
 {
-	return rd->seen_base[piece] + unit;
+	return eg_tables_get(&rd->tab, tab);
 }
 
-static inline struct eg_units *eg_rd_table(struct eg_reader *rd, int cached)
+static inline int eg_rd_seen_test(struct eg_reader *rd, uint32_t piece, uint64_t unit, unsigned pages)
 {
-	return cached == EG_TAB_SPILL ? &rd->spill : cached ? &rd->cache : &rd->track;
+	return eg_tables_seen_test(&rd->tab, piece, unit, pages);
+}
+
+static inline void eg_rd_seen_mark(struct eg_reader *rd, uint32_t piece, uint64_t unit, unsigned pages)
+{
+	eg_tables_seen_mark(&rd->tab, piece, unit, pages);
+}
+
+static inline uint64_t eg_rd_track_done_t(const struct eg_reader *rd)
+{
+	return rd->tab.track_done_t;
+}
+
+/* The step (reader.c's): when it began, and its number. */
+static inline uint64_t eg_rd_step_t0(const struct eg_reader *rd)
+{
+	return rd->step.t0;
+}
+
+static inline uint32_t eg_rd_step_gen(const struct eg_reader *rd)
+{
+	return rd->step.gen;
 }
 
 /* Add v to a counter of one layer, in the step's and the session's totals. */
 static inline void eg_rd_count(struct eg_reader *rd, unsigned layer, size_t field, uint64_t v)
 {
-	*(uint64_t *)((char *)&rd->step[layer] + field) += v;
-	*(uint64_t *)((char *)&rd->total[layer] + field) += v;
+	*(uint64_t *)((char *)&rd->io_step[layer] + field) += v;
+	*(uint64_t *)((char *)&rd->io_total[layer] + field) += v;
 }
 #define COUNT(rd, l, f, v) eg_rd_count((rd), (l), offsetof(struct engram_io_stats, f), (v))
 
@@ -111,9 +130,9 @@ static inline void eg_rd_count(struct eg_reader *rd, unsigned layer, size_t fiel
  * step lasts (its reads may start after the next step has begun). */
 static inline void eg_rd_count_for(struct eg_reader *rd, unsigned layer, uint32_t gen, size_t field, uint64_t v)
 {
-	if (gen == rd->step_gen)
-		*(uint64_t *)((char *)&rd->step[layer] + field) += v;
-	*(uint64_t *)((char *)&rd->total[layer] + field) += v;
+	if (gen == rd->step.gen)
+		*(uint64_t *)((char *)&rd->io_step[layer] + field) += v;
+	*(uint64_t *)((char *)&rd->io_total[layer] + field) += v;
 }
 #define COUNT_FOR(rd, l, g, f, v) eg_rd_count_for((rd), (l), (g), offsetof(struct engram_io_stats, f), (v))
 
