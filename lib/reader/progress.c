@@ -10,13 +10,13 @@
  * the pread pool's condition variable) when nothing is to be done. With a report (reader.h), the thread also
  * samples its own CPU time, at most every 100 ms, for it.
  *
- * Another source of completions (the remote tier) joins the loop through th->source (reader_int.h): the loop calls
- * its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the loop from
- * its own thread with eg_rd_wake() (the same kick as push's: an eventfd read kept in the ring, or
+ * Another source of completions (the remote tier) joins the loop as its source (struct eg_source, progress.h):
+ * the loop calls its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the
+ * loop from its own thread with eg_rd_wake() (the same kick as push's: an eventfd read kept in the ring, or
  * the pool's condition variable). A source with sockets of its own (the remote tier's client) also gives
  * wait(): the thread calls it outside the lock on every turn, and, when the backend has no read in flight or to
  * start, sleeps in it (the source polls its sockets and an eventfd of its own, which its kick() writes) instead
- * of in the backend; a wake then kicks the source (th->idle says where the thread sleeps).
+ * of in the backend; a wake then kicks the source (its idle says where the thread sleeps).
  *
  * fork: the child has none of the parent's threads. eg_fork_gen counts forks (pthread_atfork); a session made
  * before the fork returns ENGRAM_EFORKED in the child, and its destroy frees it without joining or locking. */
@@ -56,6 +56,9 @@ struct eg_rd_thread {
 	uint64_t busy_ns, busy_since;
 };
 
+/* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
+ * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
+#define READER_RESIDENT_MAX ((size_t)1 << 30)
 /* Reads started between two submissions: the first of a large backlog reach the disk while the rest are
  * prepared, and push waits for the lock at most this long. */
 #define ISSUE_BATCH 64

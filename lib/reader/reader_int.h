@@ -1,11 +1,25 @@
-/* The reader's state, shared by its rooms (reader.h lists them); nothing outside lib/reader/ includes this.
+/* The reader's state: its parts, each owned by one file of lib/reader/ (reader.h lists the files); nothing outside
+ * lib/reader/ includes this. struct eg_reader below is what every part reads (the store, the session's options
+ * and counters, the session lock) and the parts themselves:
+ *   step    reader.c      the step: its cache pins, start and number (struct eg_rd_step, below)
+ *   tab     tables.c      the unit tables (track, cache, spill) and seen bits (tables.h)
+ *   q       read.c        the reads: requests, each layer's backlog, their buffers, the decoders (read.h)
+ *   thread  progress.c    the I/O thread: backend, completions, source, sleep and wake, CPU and busy time
+ *   wait    wait.c        who waits for what, and the condition variable they sleep on
+ *   gather  gather.c      a gather's rows as classified, its staging and links, what it read ahead and alone
+ *   hand    handover.c    rows handed from the caller's thread to the I/O thread, with hand_lock
+ *   remote  remote_tier.c the remote tier, or NULL
+ * A part's fields are its file's: the other files reach it only through the functions its header declares. Each
+ * part but two is allocated by its owner's init and defined in its .c file alone, so nothing else can see its
+ * fields; step and tab, whose accessors run for every row, are kept in place and reached through the inline
+ * accessors below. The session lock's comment says what it guards; hand_lock is the hand-over's own.
  *
  * Vocabulary. A *table* is a layer's table; a *piece* (struct eg_piece) is the part of it one shard holds. A
  * *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page (or pages)
  * holding the row in a raw piece, or the zstd block holding it; units are numbered within their piece and keyed
- * by (piece, unit) (their sizes and keys: layout.h). A unit has an *entry* in a *unit table* (units.c):
- * `track` (page-cache mode: reads in flight of raw pieces, no data) or `cache` (direct mode and every zstd
- * piece: the data); the fields named `slot` below hold such an entry's index. A *slot* is otherwise a sequence
+ * by (piece, unit) (their sizes and keys: layout.h). A unit has an *entry* in a *unit table* (units.c, tables.h):
+ * `track` (page-cache mode: reads in flight of raw pieces, no data), `cache` (direct mode and every zstd
+ * piece: the data) or `spill`; fields named `slot` hold such an entry's index. A *slot* is otherwise a sequence
  * slot (max_seqs), and the row cache's places are *row slots*. A *request* is a read in flight, one of
  * queue_depth. */
 #ifndef ENGRAM_READER_INT_H
@@ -17,26 +31,19 @@
 #include <time.h>
 
 #include "block.h"
-#include "units.h"
 #include "io.h"
 #include "layout.h"
 #include "policy.h"
 #include "rowcache.h"
-#include "seen.h"
 #include "store.h"
 #include "reader.h"
 #include "gather.h"
 #include "handover.h"
 #include "progress.h"
 #include "read.h"
+#include "remote_tier.h"
 #include "tables.h"
 #include "wait.h"
-
-/* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
- * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
-#define READER_RESIDENT_MAX ((size_t)1 << 30)
-
-
 
 /* The step (reader.c's), under the session lock. */
 struct eg_rd_step {
@@ -47,31 +54,37 @@ struct eg_rd_step {
 };
 
 struct eg_reader {
+	/* set at create, read-only after */
 	const engram_store *st;
 	const engram_config *cfg;
 	enum engram_mode mode;
 	unsigned flags;
 	unsigned depth;                   /* reads in flight at most */
-	int *fd_buf, *fd_direct;          /* per shard */
-	size_t unit_max;                  /* bytes of the largest unit of any piece */
-	struct eg_rd_step step;           /* the step (reader.c) */
-	struct eg_rd_tables tab;          /* the unit tables and seen bits (tables.c) */
-	struct eg_rd_queue *q;            /* the reads: requests, backlog, their buffers (read.c) */
 	engram_rowcache *rc;              /* the row tier, or NULL */
+	size_t unit_max;                  /* bytes of the largest unit of any piece */
+	int *fd_buf, *fd_direct;          /* per shard */
 	unsigned *layer_order;            /* layer indexes by ascending layer id: shortest lead first */
-	struct engram_io_stats *io_step, *io_total; /* the session's counters (eg_reader_options) */
-	/* the session lock */
-	pthread_mutex_t lock;
-	struct eg_rd_thread *thread;      /* the I/O thread (progress.c) */
-	struct eg_rd_waits *wait;         /* the waits (wait.c) */
-	struct eg_rd_gather *gather;      /* a gather's rows and scratch (gather.c) */
-	struct eg_rd_hand *hand;          /* the hand-over (handover.c) */
-	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
-	/* the report to the session (eg_reader_options; reader.c) */
+	/* the session's counters (eg_reader_options), and the report to it (reader.c) */
+	struct engram_io_stats *io_step, *io_total;
 	void (*report)(void *arg, int layer, const struct eg_reader_report *r);
 	void *report_arg;
+	/* The session lock: what the caller's thread shares with the I/O thread. It guards the counters (io_step,
+	 * io_total), step, tab (but the data of an entry whose read is in flight, the I/O thread's until it is
+	 * published), q (but the requests in flight and the I/O thread's decoder, the thread's alone), wait (its
+	 * condition variable is used with it), gather, hand's taken rows (not hand itself: hand_lock), thread's
+	 * source and state (stop, idle, start, failure, busy time; not the backend) and remote (but what
+	 * remote_tier.c marks as the I/O thread's). No other lock guards any of them; hand_lock is taken inside
+	 * it, never the other way round. */
+	pthread_mutex_t lock;
+	struct eg_rd_step step;           /* reader.c */
+	struct eg_rd_tables tab;          /* tables.c */
+	struct eg_rd_queue *q;            /* read.c */
+	struct eg_rd_thread *thread;      /* progress.c */
+	struct eg_rd_waits *wait;         /* wait.c */
+	struct eg_rd_gather *gather;      /* gather.c */
+	struct eg_rd_hand *hand;          /* handover.c */
+	struct eg_rd_remote *remote;      /* remote_tier.c, or NULL */
 };
-
 
 /* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
  * tracked in the page cache. */
@@ -146,21 +159,7 @@ static inline uint64_t eg_rd_now_ns(void)
 
 /* reader.c: hold cache entry slot for the step (under lock). */
 int eg_rd_pin(struct eg_reader *rd, uint32_t slot);
-
-
-/* remote_tier.c: the remote tier, which replaces reading units for rows no RAM tier holds. Its client is
- * the I/O thread's (an eg_source); request and begin are called under the lock, gather without it. */
-int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms);
-void eg_rd_remote_close(struct eg_reader *rd);
-void eg_rd_remote_begin(struct eg_reader *rd);
-int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n);
-int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
-			  uint8_t *dst);
-/* Its counters, as engram_session_remote_stats gives them (under the lock; rd->remote set). */
-void eg_rd_remote_counters(const struct eg_reader *rd, struct engram_remote_stats *out);
-
 /* reader.c: the report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
 void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram);
-
 
 #endif
