@@ -14,7 +14,12 @@
 #include "grow.h"
 #include "layout.h"
 #include "policy.h"
+#include "gather.h"
+#include "read.h"
 #include "reader_int.h"
+#include "tables.h"
+#include "wait.h"
+#include "wake.h"
 
 /* The gather's part: the caller's thread's, under the session lock. */
 struct eg_rd_gather {
@@ -317,7 +322,7 @@ static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from
 			err = ahead_one(rd, layer, r, &queued);
 	}
 	if (queued)
-		eg_rd_progress_wake_locked(rd);
+		eg_rd_wake_locked(rd);
 	return err < 0 ? err : 0;
 }
 
@@ -548,31 +553,21 @@ static void count_evicted(struct eg_reader *rd, unsigned layer, uint64_t faults,
 	eg_rd_tables_evicted(rd); /* the kernel keeps fewer pages than the session trusted: trust fewer */
 }
 
-int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
-		     uint8_t *dst)
+int eg_rd_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		 uint8_t *dst, uint64_t *rc_ram)
 {
 	const struct eg_disk_table *lt = eg_store_layer_table(rd->st, layer);
 	struct chunk c = { .k = 0, .n_refs = n, .out = out, .dst = dst };
-	uint64_t step_t0 = eg_rd_step_t0(rd), trusted = 0, trusted_ram = 0, rc_ram = 0;
+	uint64_t step_t0 = eg_rd_step_t0(rd), trusted = 0, trusted_ram = 0;
 	long f0 = -1;
 	int err;
 
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_take_requests(rd, SIZE_MAX); /* what was pushed and not yet requested, before anything is classified */
-	if (rd->remote || !n || !lt) {
-		pthread_mutex_unlock(&rd->lock);
-		if (rd->remote)
-			return eg_rd_remote_gather(rd, layer, rows, n, out, dst);
-		return n ? eg_fail(-EINVAL, "layer %d has no table in this store", rd->cfg->layers[layer].id) : 0;
-	}
 	c.dtype = lt->dtype; /* one per layer: checked when the store was opened */
 	c.hd = lt->head_dim;
 	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
 	/* the I/O thread has published what completed: rows ready now count as ready */
-	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram, &rc_ram)) < 0) {
-		pthread_mutex_unlock(&rd->lock);
+	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram, rc_ram)) < 0)
 		return err;
-	}
 	c.refs = rd->gather->refs;
 	if (trusted)
 		f0 = thread_major_faults();
@@ -593,8 +588,5 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
 		count_evicted(rd, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
-	if (!err)
-		eg_rd_report(rd, (int)layer, rc_ram);
-	pthread_mutex_unlock(&rd->lock);
 	return err;
 }

@@ -16,7 +16,10 @@
 
 #include "file.h"
 #include "grow.h"
+#include "handover.h"
+#include "read.h"
 #include "reader_int.h"
+#include "remote_tier.h"
 
 #define HDR_WORDS 3
 
@@ -79,7 +82,7 @@ int eg_rd_hand_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 	return err < 0 ? eg_fail(err, "out of memory for %zu rows to read", n) : 0;
 }
 
-void eg_rd_hand_kick(struct eg_reader *rd)
+int eg_rd_hand_kick(struct eg_reader *rd)
 {
 	struct eg_rd_hand *h = rd->hand;
 	int wake;
@@ -89,8 +92,7 @@ void eg_rd_hand_kick(struct eg_reader *rd)
 	if (wake)
 		h->hand_awake = 1;
 	pthread_mutex_unlock(&h->hand_lock);
-	if (wake)
-		eg_rd_wake(rd);
+	return wake;
 }
 
 int eg_rd_hand_sleep(struct eg_reader *rd)

@@ -28,15 +28,18 @@
 #include <time.h>
 
 #include "file.h"
+#include "handover.h"
+#include "progress.h"
+#include "read.h"
 #include "reader_int.h"
+#include "tables.h"
+#include "wait.h"
+#include "wake.h"
 
-enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_SRC /* in source.wait() */ };
-
-/* The I/O thread's part. Under the session lock: source, idle, stop, started, start_err, io_err, busy_ns and
- * busy_since; ctl is used with it. The backend (but kick() and cpu_ns()), cqes and cpu_next are the thread's
+/* The I/O thread's part. Under the session lock: source, stop, started, start_err, busy_ns and busy_since; ctl is used with it. The backend (but kick() and cpu_ns()), cqes and cpu_next are the thread's
  * alone; cpu_ns is stored by it (a relaxed atomic) and read by any thread; the rest is set at start. */
 struct eg_rd_thread {
-	struct eg_io *io;                 /* the backend */
+	struct eg_io *io;                 /* the backend (its reads are queued by read.c, its kick rung by wake.c) */
 	char backend[160];                /* its name */
 	struct eg_cqe *cqes;              /* one batch of completions: depth */
 	struct eg_source source;          /* another source of completions driven by the thread, or none */
@@ -44,11 +47,9 @@ struct eg_rd_thread {
 					     once its backend has failed */
 	pthread_t tid;
 	int live;                         /* the thread runs (or ran, and has not been joined) */
-	uint8_t idle;                     /* enum prog_idle: where the thread sleeps, so a kick knows how to wake it */
 	uint8_t stop;
 	uint8_t started;                  /* the thread has made its backend (or failed: start_err) */
 	int start_err;
-	int io_err;                       /* the backend failed: every later wait reports it */
 	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
 	uint64_t cpu_ns;                  /* the thread's CPU time, for the report */
 	uint64_t cpu_next;                /* when it samples it next (ns, coarse clock) */
@@ -205,6 +206,10 @@ static void *progress_main(void *arg)
 	th->start_err = err;
 	if (err < 0) /* the detail is this thread's: handed to the caller's */
 		snprintf(a->msg, sizeof(a->msg), "%s", engram_last_error());
+	if (!err) { /* the backend: read.c queues reads on it, the bell kicks it */
+		eg_rd_queue_backend(rd, th->io);
+		eg_rd_bell_backend(rd, th->io);
+	}
 	th->started = 1;
 	pthread_cond_broadcast(&th->ctl);
 	if (!err)
@@ -274,7 +279,7 @@ static void loop(struct eg_reader *rd)
 			continue; /* and look for work again before the next chunk */
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
 		int src = th->source.wait && !th->stop, src_sleep = src && !more && !th->io->inflight;
-		th->idle = more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
+		eg_rd_bell_sleep(rd, more ? EG_RD_AWAKE : src_sleep ? EG_RD_SLEEP_SRC : EG_RD_SLEEP_IO);
 		pthread_mutex_unlock(&rd->lock);
 		sample_cpu(rd);
 		/* reap submits what was queued in the same system call as its wait; a source's poll needs the
@@ -284,9 +289,9 @@ static void loop(struct eg_reader *rd)
 			th->source.wait(rd, th->source.arg, src_sleep);
 		if (src_sleep) {
 			pthread_mutex_lock(&rd->lock);
-			th->idle = PROG_BUSY;
-			if (n < 0 && !th->io_err)
-				th->io_err = n;
+			eg_rd_bell_sleep(rd, EG_RD_AWAKE);
+			if (n < 0)
+				eg_rd_wait_fail(rd, n);
 			continue;
 		}
 		if (n >= 0) /* with more to start: what has completed, without waiting */
@@ -296,12 +301,12 @@ static void loop(struct eg_reader *rd)
 			if (!eg_rd_finish_read(rd, &th->cqes[i]))
 				th->cqes[k++] = th->cqes[i];
 		pthread_mutex_lock(&rd->lock);
-		th->idle = PROG_BUSY;
+		eg_rd_bell_sleep(rd, EG_RD_AWAKE);
 		busy_mark(rd);
 		for (unsigned i = 0; i < k; i++)
 			eg_rd_publish(rd, &th->cqes[i]);
-		if (n < 0 && !th->io_err)
-			th->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
+		if (n < 0) /* the backend failed: waits report it (the reads in flight are lost) */
+			eg_rd_wait_fail(rd, n);
 		if ((k && eg_rd_awaited_done(rd)) || (n < 0 && eg_rd_has_waiters(rd)))
 			eg_rd_wake_waiters(rd);
 		if (n < 0 && !th->stop) {
@@ -312,24 +317,6 @@ static void loop(struct eg_reader *rd)
 	}
 }
 
-void eg_rd_progress_wake_locked(struct eg_reader *rd)
-{
-	struct eg_rd_thread *th = rd->thread;
-
-	if (th->idle == PROG_IDLE_IO)
-		th->io->ops->kick(th->io);
-	else if (th->idle == PROG_IDLE_SRC)
-		th->source.kick(rd, th->source.arg);
-	th->idle = PROG_BUSY;
-}
-
-void eg_rd_wake(struct eg_reader *rd)
-{
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_progress_wake_locked(rd);
-	pthread_mutex_unlock(&rd->lock);
-}
-
 void eg_reader_wake(struct eg_reader *rd)
 {
 	eg_rd_wake(rd);
@@ -338,11 +325,7 @@ void eg_reader_wake(struct eg_reader *rd)
 void eg_rd_set_source(struct eg_reader *rd, const struct eg_source *s)
 {
 	rd->thread->source = *s;
-}
-
-struct eg_io *eg_rd_io(const struct eg_reader *rd)
-{
-	return rd->thread->io;
+	eg_rd_bell_source(rd, s->kick, s->arg);
 }
 
 int eg_rd_progress_stopping(const struct eg_reader *rd)
@@ -358,12 +341,6 @@ uint64_t eg_rd_io_cpu_ns(const struct eg_reader *rd)
 const char *eg_reader_backend(const struct eg_reader *rd)
 {
 	return rd->thread->backend;
-}
-
-int eg_rd_io_err(const struct eg_reader *rd)
-{
-	const struct eg_rd_thread *th = rd->thread;
-	return th->io_err;
 }
 
 int eg_rd_progress_start(struct eg_reader *rd)
@@ -417,13 +394,16 @@ int eg_rd_progress_stop(struct eg_reader *rd)
 	if (th->live && !forked) {
 		pthread_mutex_lock(&rd->lock);
 		th->stop = 1;
-		eg_rd_progress_wake_locked(rd);
+		eg_rd_wake_locked(rd);
 		pthread_cond_signal(&th->ctl);
 		pthread_mutex_unlock(&rd->lock);
 		pthread_join(th->tid, NULL);
 	}
-	if (th->io)
+	if (th->io) {
+		eg_rd_queue_backend(rd, NULL);
+		eg_rd_bell_backend(rd, NULL);
 		th->io->ops->destroy(th->io, forked);
+	}
 	th->io = NULL;
 	if (!forked)
 		pthread_cond_destroy(&th->ctl);

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 struct eg_reader;
-struct eg_io;
 
 /* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
  * under the session lock at every turn of its loop, to start that source's requests and publish its completed
@@ -29,18 +28,11 @@ struct eg_source {
 int eg_rd_progress_start(struct eg_reader *rd);
 int eg_rd_progress_stop(struct eg_reader *rd);
 
-/* Wake the I/O thread so that it runs its loop (and its source) again: under the lock; eg_rd_wake: the same
- * from any thread, without it. */
-void eg_rd_progress_wake_locked(struct eg_reader *rd);
-void eg_rd_wake(struct eg_reader *rd);
-/* Install s as the source of completions the thread runs at every turn (under the lock). */
+/* Install s as the source of completions the thread runs at every turn, and kicks where it sleeps (under the
+ * lock). */
 void eg_rd_set_source(struct eg_reader *rd, const struct eg_source *s);
 
-/* The backend the thread drives (read.c queues reads on it, from the thread); under the lock: its failure
- * (every later wait reports it), and whether the thread is stopping; the thread's CPU time as it sampled it
- * last (any thread). */
-struct eg_io *eg_rd_io(const struct eg_reader *rd);
-int eg_rd_io_err(const struct eg_reader *rd);
+/* Under the lock: whether the thread is stopping; the thread's CPU time as it sampled it last (any thread). */
 int eg_rd_progress_stopping(const struct eg_reader *rd);
 uint64_t eg_rd_io_cpu_ns(const struct eg_reader *rd);
 

@@ -61,7 +61,7 @@ struct pend_queue {
 	size_t inflight;    /* the layer's reads in flight */
 };
 
-/* The reads (read.h): all of it under the session lock, but req[] of a read in flight and io_bctx (the I/O
+/* The reads (read.h): all of it under the session lock, but req[] of a read in flight, io and io_bctx (the I/O
  * thread's), and overflow and bctx (the caller's thread's, for a gather's own reads). */
 struct eg_rd_queue {
 	struct request *req;        /* depth of them */
@@ -75,7 +75,9 @@ struct eg_rd_queue {
 	uint8_t **unit_sink;        /* per request, made on demand: dropped reads of multi-page units */
 	uint8_t *bounce;            /* zstd frames (aligned): bounce_bytes per request */
 	size_t bounce_bytes;
+	struct eg_io *io;           /* the backend reads are queued on (progress.c's, made in its thread) */
 	struct eg_block_ctx io_bctx; /* the I/O thread's decoder */
+	uint64_t published;         /* units made ready or failed (a waiting gather is woken by the batch: wait.c) */
 	uint8_t *overflow;          /* a unit a gather reads with no entry, then its frame (eg_rd_load_spare) */
 	struct eg_block_ctx bctx;   /* the caller's thread's decoder */
 };
@@ -136,6 +138,16 @@ void eg_rd_queue_free(struct eg_reader *rd)
 	eg_block_ctx_free(&q->io_bctx);
 	free(q);
 	rd->q = NULL;
+}
+
+void eg_rd_queue_backend(struct eg_reader *rd, struct eg_io *io)
+{
+	rd->q->io = io;
+}
+
+uint64_t eg_rd_published(const struct eg_reader *rd)
+{
+	return rd->q->published;
 }
 
 void *eg_rd_queue_bounce(const struct eg_reader *rd, size_t *len)
@@ -338,8 +350,7 @@ static int start_read(struct eg_reader *rd, uint32_t tag, const struct pending *
 			return eg_fail(-ENOMEM, "out of memory for a read buffer");
 		r->buf = rq->unit_sink[tag];
 	}
-	struct eg_io *io = eg_rd_io(rd);
-	if ((err = io->ops->read(io, r->fd, r->buf, r->len, r->off, tag)) < 0)
+	if ((err = rq->io->ops->read(rq->io, r->fd, r->buf, r->len, r->off, tag)) < 0)
 		return eg_fail(err, "queueing a read: %s", engram_strerror(err));
 	COUNT_FOR(rd, q->layer, q->gen, bytes, u.span);
 	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
@@ -356,7 +367,7 @@ static void set_ready(struct eg_reader *rd, struct eg_units *t, uint32_t slot, i
 	u->t_done = eg_rd_now_ns();
 	u->disk = (uint8_t)disk;
 	eg_rd_tables_ready(rd, t, u);
-	eg_rd_published_one(rd);
+	rd->q->published++;
 }
 
 /* A raw unit of page-cache mode found there by the probe: no read, and no disk read on its behalf. Its seen
@@ -368,7 +379,7 @@ static void found_in_page_cache(struct eg_reader *rd, const struct pending *q)
 
 	eg_rd_seen_mark(rd, q->piece, q->unit, eg_unit_pages(t, q->unit));
 	eg_units_drop(eg_rd_table(rd, EG_TAB_TRACK), q->slot);
-	eg_rd_published_one(rd);
+	rd->q->published++;
 	COUNT_FOR(rd, q->layer, q->gen, ios, 1);
 	COUNT_FOR(rd, q->layer, q->gen, bytes, eg_unit_len(t, q->unit));
 }
@@ -474,7 +485,7 @@ int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c)
 	if (res > 0 && r->done + (size_t)res < need) {
 		/* short read: ask for the rest (its request was just freed, so this cannot be refused) */
 		r->done += (size_t)res;
-		struct eg_io *io = eg_rd_io(rd);
+		struct eg_io *io = rd->q->io;
 		if (io->ops->read(io, r->fd, r->buf + r->done, r->len - r->done, r->off + r->done, c->tag) == 0)
 			return 1;
 		res = -EIO;

@@ -11,13 +11,16 @@
 struct eg_reader;
 struct eg_piece;
 struct eg_cqe;
+struct eg_io;
 
 /* The requests and buffers for rd->depth reads in flight (the layer gate from ENGRAM_LAYER_GATE); free them
  * (after the I/O thread has stopped). */
 int eg_rd_queue_init(struct eg_reader *rd);
 void eg_rd_queue_free(struct eg_reader *rd);
-/* The zstd frames' buffer (for the backend to register), and its bytes; NULL when no table is zstd. */
+/* The zstd frames' buffer (for the backend to register), and its bytes; NULL when no table is zstd. The
+ * backend the reads are queued on (the I/O thread's, once it has made it; NULL once it is gone). */
 void *eg_rd_queue_bounce(const struct eg_reader *rd, size_t *len);
+void eg_rd_queue_backend(struct eg_reader *rd, struct eg_io *io);
 
 /* request (the I/O thread, or whoever takes the requests; under lock) */
 /* Make sure the unit of each row is read or being read (pin: hold cached units for the step); t_req is the
@@ -37,8 +40,10 @@ void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c);
 int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab);
 /* Fail every read still in the backlog (destroy). */
 void eg_rd_drop_backlog(struct eg_reader *rd);
-/* Under the lock: reads waiting for a request, in all layers; a layer's reads in flight and waiting; whether a
+/* Under the lock: units made ready or failed so far (by the I/O thread, for the waits and the tests); reads
+ * waiting for a request, in all layers; a layer's reads in flight and waiting; whether a
  * layer has none of either; the layer gate in use. */
+uint64_t eg_rd_published(const struct eg_reader *rd);
 size_t eg_rd_backlog(const struct eg_reader *rd);
 void eg_rd_layer_reads(const struct eg_reader *rd, unsigned l, size_t *inflight, size_t *waiting);
 int eg_rd_layer_idle(const struct eg_reader *rd, unsigned l);

@@ -12,7 +12,15 @@
 #include "fanout.h"
 #include "file.h"
 #include "grow.h"
+#include "gather.h"
+#include "handover.h"
+#include "progress.h"
+#include "read.h"
 #include "reader_int.h"
+#include "remote_tier.h"
+#include "tables.h"
+#include "wait.h"
+#include "wake.h"
 
 static int open_fds(struct eg_reader *rd)
 {
@@ -63,6 +71,21 @@ static int sort_layers(struct eg_reader *rd)
 	return 0;
 }
 
+/* The remote tier, and its source of completions given to the I/O thread. */
+static int open_remote(struct eg_reader *rd, const char *url, unsigned timeout_ms)
+{
+	struct eg_source src;
+	int err;
+
+	if ((err = eg_rd_remote_open(rd, url, timeout_ms, &src)) < 0)
+		return err;
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_set_source(rd, &src);
+	eg_rd_wake_locked(rd);
+	pthread_mutex_unlock(&rd->lock);
+	return 0;
+}
+
 int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 {
 	struct eg_reader *rd;
@@ -82,8 +105,8 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 	if ((err = eg_rd_tables_init(rd, o->cache_bytes, o->page_cache_bytes)) < 0 ||
 	    (err = eg_rd_queue_init(rd)) < 0 || (err = eg_rd_gather_init(rd)) < 0 || (err = sort_layers(rd)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
-	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
-	    (o->remote && (err = eg_rd_remote_open(rd, o->remote, o->remote_timeout_ms)) < 0)) {
+	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_bell_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
+	    (o->remote && (err = open_remote(rd, o->remote, o->remote_timeout_ms)) < 0)) {
 		eg_reader_destroy(rd);
 		return err;
 	}
@@ -99,6 +122,7 @@ void eg_reader_destroy(struct eg_reader *rd)
 	eg_rd_remote_close(rd); /* the I/O thread's client: after the thread */
 	eg_rd_waits_free(rd, forked);
 	eg_rd_hand_free(rd, forked);
+	eg_rd_bell_free(rd);
 	if (!forked) /* a child of a fork: the parent's I/O thread may have held it */
 		pthread_mutex_destroy(&rd->lock);
 	for (unsigned i = 0; rd->fd_buf && i < rd->st->n_files; i++) {
@@ -132,26 +156,8 @@ int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
 	return 0;
 }
 
-void eg_reader_begin(struct eg_reader *rd)
-{
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_take_requests(rd, SIZE_MAX); /* the step's pushes are requested in the step they were made */
-	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
-	for (size_t i = 0; i < rd->step.n_pinned; i++)
-		cache->u[rd->step.pinned[i]].pins--;
-	eg_units_released(cache);
-	rd->step.n_pinned = 0;
-	eg_rd_tables_begin(rd);
-	rd->step.t0 = eg_rd_now_ns();
-	rd->step.gen++;
-	memset(rd->io_step, 0, rd->cfg->n_layers * sizeof(*rd->io_step));
-	if (rd->remote) /* its tables are shared with the I/O thread (remote_tier.c) */
-		eg_rd_remote_begin(rd);
-	eg_rd_report(rd, -1, 0);
-	pthread_mutex_unlock(&rd->lock);
-}
-
-void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram)
+/* The report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
+static void report(struct eg_reader *rd, int layer, uint64_t rc_ram)
 {
 	struct eg_reader_report r;
 	struct engram_remote_stats rs;
@@ -170,6 +176,25 @@ void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram)
 		r.remote = &rs;
 	}
 	rd->report(rd->report_arg, layer, &r);
+}
+
+void eg_reader_begin(struct eg_reader *rd)
+{
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_take_requests(rd, SIZE_MAX); /* the step's pushes are requested in the step they were made */
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	for (size_t i = 0; i < rd->step.n_pinned; i++)
+		cache->u[rd->step.pinned[i]].pins--;
+	eg_units_released(cache);
+	rd->step.n_pinned = 0;
+	eg_rd_tables_begin(rd);
+	rd->step.t0 = eg_rd_now_ns();
+	rd->step.gen++;
+	memset(rd->io_step, 0, rd->cfg->n_layers * sizeof(*rd->io_step));
+	if (rd->remote) /* its tables are shared with the I/O thread (remote_tier.c) */
+		eg_rd_remote_begin(rd);
+	report(rd, -1, 0);
+	pthread_mutex_unlock(&rd->lock);
 }
 
 int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t n, unsigned flags)
@@ -201,7 +226,28 @@ int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t 
 		unsigned l = rd->layer_order[k];
 		err = eg_rd_hand_rows(rd, l, rows[l] + done, n - done, pin, t);
 	}
-	eg_rd_hand_kick(rd);
+	if (eg_rd_hand_kick(rd))
+		eg_rd_wake(rd);
+	return err;
+}
+
+int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		     uint8_t *dst)
+{
+	uint64_t rc_ram = 0;
+	int err;
+
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_take_requests(rd, SIZE_MAX); /* what was pushed and not yet requested, before anything is classified */
+	if (rd->remote || !n || !eg_store_layer_table(rd->st, layer)) {
+		pthread_mutex_unlock(&rd->lock);
+		if (rd->remote)
+			return eg_rd_remote_gather(rd, layer, rows, n, out, dst);
+		return n ? eg_fail(-EINVAL, "layer %d has no table in this store", rd->cfg->layers[layer].id) : 0;
+	}
+	if ((err = eg_rd_gather(rd, layer, rows, n, out, dst, &rc_ram)) == 0)
+		report(rd, (int)layer, rc_ram);
+	pthread_mutex_unlock(&rd->lock);
 	return err;
 }
 
@@ -211,7 +257,8 @@ int eg_reader_prefetch(struct eg_reader *rd, unsigned layer, const uint64_t *row
 
 	if ((err = eg_rd_hand_rows(rd, layer, rows, n, 0, eg_rd_now_ns())) < 0)
 		return err;
-	eg_rd_hand_kick(rd);
+	if (eg_rd_hand_kick(rd))
+		eg_rd_wake(rd);
 	return 0;
 }
 

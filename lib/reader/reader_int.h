@@ -83,6 +83,7 @@ struct eg_reader {
 	struct eg_rd_waits *wait;         /* wait.c */
 	struct eg_rd_gather *gather;      /* gather.c */
 	struct eg_rd_hand *hand;          /* handover.c */
+	struct eg_rd_bell *bell;          /* wake.c */
 	struct eg_rd_remote *remote;      /* remote_tier.c, or NULL */
 };
 
@@ -159,7 +160,4 @@ static inline uint64_t eg_rd_now_ns(void)
 
 /* reader.c: hold cache entry slot for the step (under lock). */
 int eg_rd_pin(struct eg_reader *rd, uint32_t slot);
-/* reader.c: the report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
-void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram);
-
 #endif

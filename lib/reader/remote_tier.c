@@ -30,7 +30,12 @@
 #include "layout.h"
 #include "remote.h"
 #include "remote_rows.h"
+#include "progress.h"
+#include "read.h"
 #include "reader_int.h"
+#include "remote_tier.h"
+#include "wait.h"
+#include "wake.h"
 
 /* Everything but client and wake_fd is guarded by the session's lock. */
 struct eg_rd_remote {
@@ -195,7 +200,7 @@ static void src_kick(struct eg_reader *rd, void *arg)
 	(void)n; /* EAGAIN: the counter is full, so the thread is woken anyway */
 }
 
-int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms)
+int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms, struct eg_source *src)
 {
 	struct eg_rd_remote *r = calloc(1, sizeof(*r));
 	int err;
@@ -219,12 +224,11 @@ int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms
 		free(r);
 		return err;
 	}
-	/* from here the client is the I/O thread's */
+	/* from here the client is the I/O thread's, once the caller has installed *src */
 	pthread_mutex_lock(&rd->lock);
 	rd->remote = r;
-	eg_rd_set_source(rd, &(struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick });
-	eg_rd_progress_wake_locked(rd);
 	pthread_mutex_unlock(&rd->lock);
+	*src = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
 	return 0;
 }
 
@@ -286,7 +290,7 @@ int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *r
 	int err = request(rd, layer, rows, n, 0);
 
 	if (rd->remote->n_ask)
-		eg_rd_progress_wake_locked(rd); /* the I/O thread writes them; nothing here waits */
+		eg_rd_wake_locked(rd); /* the I/O thread writes them; nothing here waits */
 	if (err < 0)
 		return err;
 	COUNT(rd, layer, requested, n);
@@ -387,7 +391,7 @@ static int fetch_one(struct eg_reader *rd, unsigned layer, uint64_t row, int ask
 	if (ask) {
 		err = request(rd, layer, &row, 1, 1);
 		if (r->n_ask)
-			eg_rd_progress_wake_locked(rd);
+			eg_rd_wake_locked(rd);
 	}
 	if (err >= 0)
 		err = wait_row(rd, eg_rc_key(layer, row), (struct rref){ 0, 0 }, &deadline);
@@ -444,7 +448,7 @@ int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *ro
 	if (misses) {
 		err = request(rd, layer, rows, n, 0);
 		if (r->n_ask)
-			eg_rd_progress_wake_locked(rd);
+			eg_rd_wake_locked(rd);
 	}
 	/* sleep until the rows still outstanding are published: the client delivers each within its timeout */
 	uint64_t t0 = eg_rd_now_ns();

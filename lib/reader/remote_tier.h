@@ -10,8 +10,10 @@
 #include "engram.h"
 
 struct eg_reader;
+struct eg_source;
 
-int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms);
+/* The tier, and *src, the I/O thread's source of completions it is driven by (installed by the caller). */
+int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms, struct eg_source *src);
 void eg_rd_remote_close(struct eg_reader *rd);
 void eg_rd_remote_begin(struct eg_reader *rd);
 int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n);

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "read.h"
 #include "reader_int.h"
+#include "wait.h"
 
 /* A waiting gather is woken once this many units were published since it began to wait (eg_rd_awaited_done). */
 #define WAKE_BATCH 32
@@ -13,9 +15,9 @@ struct eg_rd_waits {
 	pthread_cond_t done;           /* units were published: the waiters sleep here */
 	unsigned waiters;              /* caller threads waiting (for a unit, or a remote row) */
 	const struct eg_unit *awaited; /* the unit a gather waits for, or NULL */
-	unsigned awaited_layer;        /* its layer, and `published` when the gather began to wait */
+	unsigned awaited_layer;        /* its layer, and the units published (read.c) when the gather began to wait */
 	uint64_t awaited_pub;
-	uint64_t published;            /* units made ready or failed by the I/O thread, for the tests */
+	int io_err;                    /* the backend failed: every later wait reports it */
 };
 
 int eg_rd_waits_init(struct eg_reader *rd)
@@ -54,27 +56,25 @@ int eg_rd_awaited_done(const struct eg_reader *rd)
 		return w->waiters != 0;
 	if (w->awaited->state == EG_UNIT_INFLIGHT)
 		return 0;
-	return w->published - w->awaited_pub >= WAKE_BATCH || eg_rd_layer_idle(rd, w->awaited_layer);
+	return eg_rd_published(rd) - w->awaited_pub >= WAKE_BATCH || eg_rd_layer_idle(rd, w->awaited_layer);
 }
 
 int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer)
 {
 	struct eg_rd_waits *w = rd->wait;
 	uint64_t t0 = eg_rd_now_ns();
-	int err = 0, io_err;
+	int err = 0;
 
 	w->waiters++;
 	w->awaited = &t->u[slot];
 	w->awaited_layer = layer;
-	w->awaited_pub = w->published;
-	while (t->u[slot].state == EG_UNIT_INFLIGHT && !eg_rd_io_err(rd))
+	w->awaited_pub = eg_rd_published(rd);
+	while (t->u[slot].state == EG_UNIT_INFLIGHT && !w->io_err)
 		pthread_cond_wait(&w->done, &rd->lock);
 	w->waiters--;
 	w->awaited = NULL;
-	if (t->u[slot].state == EG_UNIT_INFLIGHT) {
-		io_err = eg_rd_io_err(rd);
-		err = eg_fail(io_err, "reading rows: %s", engram_strerror(io_err));
-	}
+	if (t->u[slot].state == EG_UNIT_INFLIGHT)
+		err = eg_fail(w->io_err, "reading rows: %s", engram_strerror(w->io_err));
 	COUNT(rd, layer, wait_ns, eg_rd_now_ns() - t0);
 	return err;
 }
@@ -94,14 +94,10 @@ void eg_rd_wait_leave(struct eg_reader *rd)
 	rd->wait->waiters--;
 }
 
-void eg_rd_published_one(struct eg_reader *rd)
+void eg_rd_wait_fail(struct eg_reader *rd, int err)
 {
-	rd->wait->published++;
-}
-
-uint64_t eg_rd_published(const struct eg_reader *rd)
-{
-	return rd->wait->published;
+	if (!rd->wait->io_err)
+		rd->wait->io_err = err;
 }
 
 int eg_rd_has_waiters(const struct eg_reader *rd)
