@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "fanout.h"
+#include "gather_rows.h"
 #include "grow.h"
+#include "layout.h"
 #include "reader_int.h"
 
 struct eg_fan_slot {

@@ -8,26 +8,10 @@
 #include <stdint.h>
 
 #include "engram.h"
+#include "gather_rows.h"
 
 struct eg_reader;
 struct eg_piece;
-
-/* Rows a gather converts at a time (and the remote tier's). */
-#define READER_GATHER_CHUNK 256
-
-/* One row of a gather call, located and classified before anything waits. */
-struct row_ref {
-	const struct eg_piece *p;
-	uint64_t off;        /* the record's byte offset in the piece's pages */
-	uint64_t unit;       /* off / unit bytes */
-	uint64_t row;
-	uint8_t state;       /* enum row_state */
-	uint8_t cached;
-	uint8_t in_rc;       /* found in the row cache when classified */
-	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
-	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
-	uint8_t fanned;      /* taken with an earlier row of the call on its unit, from one read (fanout.h) */
-};
 
 /* Gather n rows (n > 0) of a layer that has a table into dst (eg_reader_gather, under the lock: let go of while
  * rows are converted); *rc_ram: its rows the row cache served from RAM (the report's). */

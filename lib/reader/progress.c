@@ -27,8 +27,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "block.h"
 #include "file.h"
 #include "handover.h"
+#include "io.h"
 #include "progress.h"
 #include "read.h"
 #include "reader_int.h"
@@ -84,7 +86,7 @@ static void register_fork(void)
 	pthread_atfork(NULL, NULL, forked_child);
 }
 
-int eg_reader_usable(const struct eg_reader *rd)
+int eg_rd_progress_usable(const struct eg_reader *rd)
 {
 	const struct eg_rd_thread *th = rd->thread;
 	if (th->fork_gen != __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED))
@@ -317,11 +319,6 @@ static void loop(struct eg_reader *rd)
 	}
 }
 
-void eg_reader_wake(struct eg_reader *rd)
-{
-	eg_rd_wake(rd);
-}
-
 void eg_rd_set_source(struct eg_reader *rd, const struct eg_source *s)
 {
 	rd->thread->source = *s;
@@ -338,7 +335,7 @@ uint64_t eg_rd_io_cpu_ns(const struct eg_reader *rd)
 	return __atomic_load_n(&rd->thread->cpu_ns, __ATOMIC_RELAXED);
 }
 
-const char *eg_reader_backend(const struct eg_reader *rd)
+const char *eg_rd_backend_name(const struct eg_reader *rd)
 {
 	return rd->thread->backend;
 }
@@ -389,7 +386,7 @@ int eg_rd_progress_stop(struct eg_reader *rd)
 
 	if (!th)
 		return 0;
-	int forked = th->live && eg_reader_usable(rd) < 0;
+	int forked = th->live && eg_rd_progress_usable(rd) < 0;
 
 	if (th->live && !forked) {
 		pthread_mutex_lock(&rd->lock);
@@ -413,7 +410,7 @@ int eg_rd_progress_stop(struct eg_reader *rd)
 	return forked;
 }
 
-uint64_t eg_reader_busy_ns(struct eg_reader *rd)
+uint64_t eg_rd_busy_ns(const struct eg_reader *rd)
 {
 	struct eg_rd_thread *th = rd->thread;
 	uint64_t t = th->busy_since ? eg_rd_now_ns() : 0;
@@ -421,7 +418,7 @@ uint64_t eg_reader_busy_ns(struct eg_reader *rd)
 	return th->busy_ns + (t > th->busy_since ? t - th->busy_since : 0);
 }
 
-uint64_t eg_reader_cpu_ns(struct eg_reader *rd)
+uint64_t eg_rd_cpu_ns(const struct eg_reader *rd)
 {
 	struct eg_rd_thread *th = rd->thread;
 	uint64_t ns = th->io ? th->io->ops->cpu_ns(th->io) : 0;

@@ -15,11 +15,15 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "block.h"
 #include "file.h"
 #include "grow.h"
+#include "io.h"
 #include "layout.h"
 #include "policy.h"
+#include "read.h"
 #include "reader_int.h"
+#include "rowcache.h"
 
 /* Bytes of a one-byte page-cache read's landing place: one cache line per request. */
 #define READER_SINK 64

@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fanout.h"
 #include "file.h"
-#include "grow.h"
 #include "gather.h"
 #include "handover.h"
+#include "io.h"
 #include "progress.h"
 #include "read.h"
+#include "reader.h"
 #include "reader_int.h"
 #include "remote_tier.h"
 #include "tables.h"
@@ -102,7 +102,8 @@ int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 		return eg_fail(-ENOMEM, "out of memory for the reader's lock");
 	}
 	rd->unit_max = eg_store_unit_max(rd->st);
-	if ((err = eg_rd_tables_init(rd, o->cache_bytes, o->page_cache_bytes)) < 0 ||
+	if ((err = eg_tables_init(&rd->tab, rd->st, rd->mode == ENGRAM_MODE_DIRECT || rd->rc, rd->depth, rd->unit_max,
+				  o->cache_bytes, o->page_cache_bytes)) < 0 ||
 	    (err = eg_rd_queue_init(rd)) < 0 || (err = eg_rd_gather_init(rd)) < 0 || (err = sort_layers(rd)) < 0 ||
 	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
 	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_bell_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
@@ -133,27 +134,11 @@ void eg_reader_destroy(struct eg_reader *rd)
 	}
 	free(rd->fd_buf);
 	free(rd->fd_direct);
-	eg_rd_tables_free(rd);
+	eg_tables_free(&rd->tab);
 	eg_rd_queue_free(rd);
 	free(rd->layer_order);
 	eg_rd_gather_free(rd);
-	free(rd->step.pinned);
 	free(rd);
-}
-
-int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
-{
-	struct eg_rd_step *st = &rd->step;
-
-	if (st->n_pinned == st->cap_pinned) {
-		uint32_t *v = eg_array_grown(st->pinned, sizeof(*v), &st->cap_pinned, st->n_pinned + 1, 1024);
-		if (!v)
-			return eg_fail(-ENOMEM, "out of memory");
-		st->pinned = v;
-	}
-	eg_rd_table(rd, EG_TAB_CACHE)->u[slot].pins++;
-	st->pinned[st->n_pinned++] = slot;
-	return 0;
 }
 
 /* The report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
@@ -182,12 +167,7 @@ void eg_reader_begin(struct eg_reader *rd)
 {
 	pthread_mutex_lock(&rd->lock);
 	eg_rd_take_requests(rd, SIZE_MAX); /* the step's pushes are requested in the step they were made */
-	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
-	for (size_t i = 0; i < rd->step.n_pinned; i++)
-		cache->u[rd->step.pinned[i]].pins--;
-	eg_units_released(cache);
-	rd->step.n_pinned = 0;
-	eg_rd_tables_begin(rd);
+	eg_tables_begin(&rd->tab); /* the last step's pins let go of */
 	rd->step.t0 = eg_rd_now_ns();
 	rd->step.gen++;
 	memset(rd->io_step, 0, rd->cfg->n_layers * sizeof(*rd->io_step));
@@ -311,4 +291,41 @@ void eg_reader_test_source(struct eg_reader *rd, unsigned (*run)(struct eg_reade
 int eg_reader_in_page_cache(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit)
 {
 	return eg_rd_probe(rd, p, unit) == 0;
+}
+
+int eg_reader_remote_stats(struct eg_reader *rd, struct engram_remote_stats *out)
+{
+	if (!rd->remote)
+		return eg_fail(-EINVAL, "the session has no remote tier");
+	pthread_mutex_lock(&rd->lock); /* the I/O thread's counters too */
+	eg_rd_remote_counters(rd, out);
+	pthread_mutex_unlock(&rd->lock);
+	return 0;
+}
+
+/* ---- the I/O thread's (progress.c) ---- */
+
+int eg_reader_usable(const struct eg_reader *rd)
+{
+	return eg_rd_progress_usable(rd);
+}
+
+const char *eg_reader_backend(const struct eg_reader *rd)
+{
+	return eg_rd_backend_name(rd);
+}
+
+uint64_t eg_reader_cpu_ns(struct eg_reader *rd)
+{
+	return eg_rd_cpu_ns(rd);
+}
+
+uint64_t eg_reader_busy_ns(struct eg_reader *rd)
+{
+	return eg_rd_busy_ns(rd);
+}
+
+void eg_reader_wake(struct eg_reader *rd)
+{
+	eg_rd_wake(rd);
 }

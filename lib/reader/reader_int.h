@@ -30,25 +30,14 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "block.h"
-#include "io.h"
-#include "layout.h"
-#include "policy.h"
-#include "rowcache.h"
+#include "internal.h"
 #include "store.h"
-#include "reader.h"
-#include "gather.h"
-#include "handover.h"
-#include "progress.h"
-#include "read.h"
-#include "remote_tier.h"
 #include "tables.h"
-#include "wait.h"
 
-/* The step (reader.c's), under the session lock. */
+struct eg_reader_report;
+
+/* The step (reader.c's), under the session lock; its pins are the cache's (tables.h). */
 struct eg_rd_step {
-	uint32_t *pinned;                 /* cache entries held for the step */
-	size_t n_pinned, cap_pinned;
 	uint64_t t0;                      /* when the step began (engram_session_begin) */
 	uint32_t gen;                     /* steps begun: a read started later is counted in its own step's */
 };
@@ -87,20 +76,21 @@ struct eg_reader {
 	struct eg_rd_remote *remote;      /* remote_tier.c, or NULL */
 };
 
-/* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
- * tracked in the page cache. */
-static inline int eg_rd_is_cached(const struct eg_reader *rd, const struct eg_piece *p)
-{
-	return p->t->codec == EG_CODEC_ZSTD || rd->mode == ENGRAM_MODE_DIRECT || rd->rc;
-}
 
 static inline uint32_t eg_rd_piece_index(const struct eg_reader *rd, const struct eg_piece *p)
 {
 	return (uint32_t)(p - rd->st->pieces);
 }
 
-/* The unit tables (tables.h): table tab (enum eg_table), the seen bits of a unit, the time the last page-cache
- * unit was published. */
+/* The unit tables (tables.h): whether a piece's units are read into the session's private cache (direct mode,
+ * zstd blocks, the row tier's staging) rather than tracked in the page cache; table tab (enum eg_table); the
+ * seen bits of a unit; the time the last page-cache unit was published; hold a cache entry for the step; a
+ * unit published (its entry's time, and whether one may be evictable); trusted pages found evicted. */
+static inline int eg_rd_is_cached(const struct eg_reader *rd, const struct eg_piece *p)
+{
+	return eg_tables_cached(&rd->tab, p);
+}
+
 static inline struct eg_units *eg_rd_table(struct eg_reader *rd, int tab)
 {
 	return eg_tables_get(&rd->tab, tab);
@@ -119,6 +109,21 @@ static inline void eg_rd_seen_mark(struct eg_reader *rd, uint32_t piece, uint64_
 static inline uint64_t eg_rd_track_done_t(const struct eg_reader *rd)
 {
 	return rd->tab.track_done_t;
+}
+
+static inline int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
+{
+	return eg_tables_pin(&rd->tab, slot);
+}
+
+static inline void eg_rd_tables_ready(struct eg_reader *rd, struct eg_units *t, const struct eg_unit *u)
+{
+	eg_tables_ready(&rd->tab, t, u);
+}
+
+static inline void eg_rd_tables_evicted(struct eg_reader *rd)
+{
+	eg_tables_evicted(&rd->tab);
 }
 
 /* The step (reader.c's): when it began, and its number. */
@@ -158,6 +163,4 @@ static inline uint64_t eg_rd_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* reader.c: hold cache entry slot for the step (under lock). */
-int eg_rd_pin(struct eg_reader *rd, uint32_t slot);
 #endif

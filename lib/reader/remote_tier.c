@@ -26,14 +26,16 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "gather_rows.h"
 #include "grow.h"
 #include "layout.h"
-#include "remote.h"
-#include "remote_rows.h"
-#include "progress.h"
+#include "io.h"
 #include "read.h"
 #include "reader_int.h"
+#include "remote.h"
+#include "remote_rows.h"
 #include "remote_tier.h"
+#include "rowcache.h"
 #include "wait.h"
 #include "wake.h"
 
@@ -523,14 +525,4 @@ void eg_rd_remote_counters(const struct eg_reader *rd, struct engram_remote_stat
 	out->moved = cs->moved;
 	out->ask = cs->ask;
 	out->max_outage_ms = cs->max_outage_ms;
-}
-
-int eg_reader_remote_stats(struct eg_reader *rd, struct engram_remote_stats *out)
-{
-	if (!rd->remote)
-		return eg_fail(-EINVAL, "the session has no remote tier");
-	pthread_mutex_lock(&rd->lock); /* the I/O thread's counters too */
-	eg_rd_remote_counters(rd, out);
-	pthread_mutex_unlock(&rd->lock);
-	return 0;
 }
