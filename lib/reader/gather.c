@@ -383,7 +383,8 @@ static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk 
 static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, struct eg_units *t,
 		       uint32_t slot, uint32_t held)
 {
-	if (!r->scanned || t != eg_rd_table(rd, EG_TAB_CACHE)) /* a row the scan passed was counted as a use then (ahead_one()) */
+	/* a row the scan passed was counted as a use then (ahead_one()) */
+	if (!r->scanned || t != eg_rd_table(rd, EG_TAB_CACHE))
 		t->u[slot].ref = 1;
 	t->u[slot].pins++;
 	take_row(rd, layer, r, c, eg_units_data(t, slot), &t->u[slot], held);

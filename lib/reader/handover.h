@@ -12,11 +12,11 @@ struct eg_reader;
 int eg_rd_hand_init(struct eg_reader *rd);
 void eg_rd_hand_free(struct eg_reader *rd, int forked);
 
-/* The caller's thread, without the session lock: append one layer's rows, requested at t_ns (pin: held for the
- * step); then kick: 1 when the I/O thread may sleep without looking at them (then wake it: eg_rd_wake). The I/O thread, under the lock, before it
- * sleeps: 1 when nothing is left to take (hand_awake cleared: the next kick wakes it). Under the lock: request at
- * most max rows of what was handed over (SIZE_MAX: all of it, before a gather, begin or the counters); 1 when
- * some are left. */
+/* The caller's thread, without the session lock: append one layer's rows, requested at t_ns (pin: held for the step);
+ * then kick: 1 when the I/O thread may sleep without looking at them (then wake it: eg_rd_wake). The I/O thread, under
+ * the lock, before it sleeps: 1 when nothing is left to take (hand_awake cleared: the next kick wakes it). Under the
+ * lock: request at most max rows of what was handed over (SIZE_MAX: all of it, before a gather, begin or the counters);
+ * 1 when some are left. */
 int eg_rd_hand_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, uint64_t t_ns);
 int eg_rd_hand_kick(struct eg_reader *rd);
 int eg_rd_hand_sleep(struct eg_reader *rd);

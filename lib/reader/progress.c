@@ -38,8 +38,9 @@
 #include "wait.h"
 #include "wake.h"
 
-/* The I/O thread's part. Under the session lock: source, stop, started, start_err, busy_ns and busy_since; ctl is used with it. The backend (but kick() and cpu_ns()), cqes and cpu_next are the thread's
- * alone; cpu_ns is stored by it (a relaxed atomic) and read by any thread; the rest is set at start. */
+/* The I/O thread's part. Under the session lock: source, stop, started, start_err, busy_ns and busy_since; ctl is used
+ * with it. The backend (but kick() and cpu_ns()), cqes and cpu_next are the thread's alone; cpu_ns is stored by it (a
+ * relaxed atomic) and read by any thread; the rest is set at start. */
 struct eg_rd_thread {
 	struct eg_io *io;                 /* the backend (its reads are queued by read.c, its kick rung by wake.c) */
 	char backend[160];                /* its name */

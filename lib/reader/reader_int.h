@@ -1,18 +1,22 @@
 /* The reader's state: its parts, each owned by one file of lib/reader/ (reader.h lists the files); nothing outside
  * lib/reader/ includes this. struct eg_reader below is what every part reads (the store, the session's options
- * and counters, the session lock) and the parts themselves:
- *   step    reader.c      the step: its cache pins, start and number (struct eg_rd_step, below)
- *   tab     tables.c      the unit tables (track, cache, spill) and seen bits (tables.h)
- *   q       read.c        the reads: requests, each layer's backlog, their buffers, the decoders (read.h)
- *   thread  progress.c    the I/O thread: backend, completions, source, sleep and wake, CPU and busy time
- *   wait    wait.c        who waits for what, and the condition variable they sleep on
- *   gather  gather.c      a gather's rows as classified, its staging and links, what it read ahead and alone
+ * and counters, the session lock) and the parts themselves, from the top of the calls down:
+ *   thread  progress.c    the I/O thread: backend, completions, its source, start and stop, CPU and busy time
  *   hand    handover.c    rows handed from the caller's thread to the I/O thread, with hand_lock
+ *   gather  gather.c      a gather's rows as classified, its staging and links, what it read ahead and alone
  *   remote  remote_tier.c the remote tier, or NULL
- * A part's fields are its file's: the other files reach it only through the functions its header declares. Each
- * part but two is allocated by its owner's init and defined in its .c file alone, so nothing else can see its
- * fields; step and tab, whose accessors run for every row, are kept in place and reached through the inline
- * accessors below. The session lock's comment says what it guards; hand_lock is the hand-over's own.
+ *   wait    wait.c        who waits for what, the backend's failure, the condition variable they sleep on
+ *   q       read.c        the reads: requests, each layer's backlog, their buffers and decoders, what they
+ *                         published
+ *   bell    wake.c        where the I/O thread sleeps, and how to kick it there
+ *   step    reader.c      the step's start and number (struct eg_rd_step, below)
+ *   tab     tables.c      the unit tables (track, cache, spill), the step's pins on the cache, the seen bits
+ * reader.c makes them (each owner's init, in turn) and serves reader.h with them. A part's fields are its
+ * file's: the other files reach it only through the functions its header declares, calling down the list, never
+ * up (and tables.c knows nothing of the reader). Each part but two is allocated by its owner and defined in its
+ * .c file alone, so nothing else can see its fields; step and tab, whose accessors run for every row, are kept in
+ * place and reached through the inline accessors below. The session lock's comment says what it guards;
+ * hand_lock is the hand-over's own.
  *
  * Vocabulary. A *table* is a layer's table; a *piece* (struct eg_piece) is the part of it one shard holds. A
  * *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page (or pages)
@@ -60,10 +64,10 @@ struct eg_reader {
 	/* The session lock: what the caller's thread shares with the I/O thread. It guards the counters (io_step,
 	 * io_total), step, tab (but the data of an entry whose read is in flight, the I/O thread's until it is
 	 * published), q (but the requests in flight and the I/O thread's decoder, the thread's alone), wait (its
-	 * condition variable is used with it), gather, hand's taken rows (not hand itself: hand_lock), thread's
-	 * source and state (stop, idle, start, failure, busy time; not the backend) and remote (but what
-	 * remote_tier.c marks as the I/O thread's). No other lock guards any of them; hand_lock is taken inside
-	 * it, never the other way round. */
+	 * condition variable is used with it), gather, hand's taken rows (not hand itself: hand_lock), bell,
+	 * thread's source and state (stop, start, busy time; not the backend) and remote (but what remote_tier.c
+	 * marks as the I/O thread's). No other lock guards any of them; hand_lock is taken inside it, never the
+	 * other way round. */
 	pthread_mutex_t lock;
 	struct eg_rd_step step;           /* reader.c */
 	struct eg_rd_tables tab;          /* tables.c */

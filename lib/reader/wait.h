@@ -1,6 +1,7 @@
-/* The waits (wait.c): a gather sleeping, under the session lock, until the I/O thread has published what it
- * waits for, or failed. After a turn that published, the thread asks whether the gather that waits is to be woken
- * now (eg_rd_awaited_done): only once its unit is in, with a batch of others or its layer's last. The remote tier's gathers wait here too, for rows, bounded by a deadline. */
+/* The waits (wait.c): a gather sleeping, under the session lock, until the I/O thread has published what it waits for,
+ * or failed. After a turn that published, the thread asks whether the gather that waits is to be woken now
+ * (eg_rd_awaited_done): only once its unit is in, with a batch of others or its layer's last. The remote tier's gathers
+ * wait here too, for rows, bounded by a deadline. */
 #ifndef ENGRAM_READER_WAIT_H
 #define ENGRAM_READER_WAIT_H
 
