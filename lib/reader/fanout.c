@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "fanout.h"
+#include "gather_rows.h"
 #include "grow.h"
+#include "layout.h"
 #include "reader_int.h"
 
 struct eg_fan_slot {
@@ -20,7 +22,7 @@ static size_t slot_of(uint64_t key, size_t mask)
 	return (size_t)(key >> 20) & mask;
 }
 
-int eg_fanout_build(struct eg_fanout *f, const struct eg_reader *rd, size_t n)
+int eg_fanout_build(struct eg_fanout *f, const struct eg_reader *rd, const struct row_ref *refs, size_t n)
 {
 	size_t cap = 16;
 
@@ -45,7 +47,7 @@ int eg_fanout_build(struct eg_fanout *f, const struct eg_reader *rd, size_t n)
 	cap = f->cap_tab; /* a larger table of an earlier call serves as well */
 	memset(f->tab, 0, cap * sizeof(*f->tab));
 	for (size_t i = 0; i < n; i++) {
-		const struct row_ref *r = &rd->refs[i];
+		const struct row_ref *r = &refs[i];
 		f->next[i] = EG_NO_UNIT;
 		if (!r->cached || r->in_rc)
 			continue;

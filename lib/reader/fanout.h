@@ -21,9 +21,9 @@ struct eg_fanout {
 	size_t cap_tab;       /* a power of two */
 };
 
-/* Link the rows of a gather of n rows (rd->refs, classified) that the private cache serves and no row cache
+/* Link the rows of a gather of n rows (refs, classified) that the private cache serves and no row cache
  * holds; 0, or -ENOMEM (then the gather goes on without: rows are read again as before). */
-int eg_fanout_build(struct eg_fanout *f, const struct eg_reader *rd, size_t n);
+int eg_fanout_build(struct eg_fanout *f, const struct eg_reader *rd, const struct row_ref *refs, size_t n);
 void eg_fanout_free(struct eg_fanout *f);
 
 #endif

@@ -11,12 +11,56 @@
 
 #include "dtype.h"
 #include "fanout.h"
+#include "gather.h"
 #include "grow.h"
 #include "layout.h"
 #include "policy.h"
+#include "read.h"
 #include "reader_int.h"
+#include "rowcache.h"
+#include "tables.h"
+#include "wait.h"
+#include "wake.h"
 
+/* The gather's part: the caller's thread's, under the session lock. */
+struct eg_rd_gather {
+	struct row_ref *refs;             /* the call's rows, classified */
+	size_t cap_refs;
+	uint8_t *rc_buf;                  /* rows copied out of the row cache: READER_GATHER_CHUNK records */
+	struct eg_fanout *fan;            /* the call's rows linked by unit (fanout.h), made when first needed */
+	uint64_t read_ahead, read_alone;  /* misses read ahead (at depth), and alone: for the tests */
+};
 
+int eg_rd_gather_init(struct eg_reader *rd)
+{
+	struct eg_rd_gather *g;
+
+	if (!(g = rd->gather = calloc(1, sizeof(*g))) ||
+	    (rd->rc && !(g->rc_buf = malloc(READER_GATHER_CHUNK * rd->rc->record_bytes))))
+		return eg_fail(-ENOMEM, "out of memory");
+	return 0;
+}
+
+void eg_rd_gather_free(struct eg_reader *rd)
+{
+	struct eg_rd_gather *g = rd->gather;
+
+	if (!g)
+		return;
+	free(g->refs);
+	if (g->fan)
+		eg_fanout_free(g->fan);
+	free(g->fan);
+	free(g->rc_buf);
+	free(g);
+	rd->gather = NULL;
+}
+
+void eg_rd_gather_counts(const struct eg_reader *rd, uint64_t *read_ahead, uint64_t *read_alone)
+{
+	*read_ahead = rd->gather->read_ahead;
+	*read_alone = rd->gather->read_alone;
+}
 /* Log-linear histogram of the lead a read needed (ENGRAM_LEAD_BUCKETS, see engram.h): bucket 0 below 1 us,
  * then four buckets per power of two. */
 static unsigned lead_bucket(uint64_t ns)
@@ -36,8 +80,8 @@ static void count_lead(struct eg_reader *rd, unsigned layer, const struct eg_uni
 {
 	if (u->t_req && u->t_done >= step_t0 && u->t_done >= u->t_req) {
 		unsigned b = lead_bucket(u->t_done - u->t_req);
-		rd->step[layer].lead_hist[b]++;
-		rd->total[layer].lead_hist[b]++;
+		rd->io_step[layer].lead_hist[b]++;
+		rd->io_total[layer].lead_hist[b]++;
 	}
 }
 
@@ -46,7 +90,7 @@ static int row_trusted(struct eg_reader *rd, const struct row_ref *r)
 {
 	uint32_t pi = eg_rd_piece_index(rd, r->p);
 
-	return !r->cached && eg_seen_test(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(r->p->t, r->unit));
+	return !r->cached && eg_rd_seen_test(rd, pi, r->unit, eg_unit_pages(r->p->t, r->unit));
 }
 
 /* The row's unit in t, or EG_NO_UNIT. A trusted page's unit says only whether a read of this step (since t0)
@@ -54,16 +98,17 @@ static int row_trusted(struct eg_reader *rd, const struct row_ref *r)
  * session's every row (each lookup is a cache miss in a large table). */
 static uint32_t row_unit(const struct eg_reader *rd, const struct eg_units *t, uint64_t key, int trusted, uint64_t t0)
 {
-	return trusted && rd->track_done_t < t0 ? EG_NO_UNIT : eg_units_find(t, key);
+	return trusted && eg_rd_track_done_t(rd) < t0 ? EG_NO_UNIT : eg_units_find(t, key);
 }
 
 static int grow_refs(struct eg_reader *rd, size_t n)
 {
-	struct row_ref *v = eg_array_grown(rd->refs, sizeof(*v), &rd->cap_refs, n, 1024);
+	struct eg_rd_gather *g = rd->gather;
+	struct row_ref *v = eg_array_grown(g->refs, sizeof(*v), &g->cap_refs, n, 1024);
 
 	if (!v)
 		return eg_fail(-ENOMEM, "out of memory for a gather of %zu rows", n);
-	rd->refs = v;
+	g->refs = v;
 	return 0;
 }
 
@@ -75,10 +120,11 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		    uint64_t *trusted_ram, uint64_t *rc_ram)
 {
 	const struct eg_piece *p = NULL;
-	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = rd->step_t0;
+	struct row_ref *refs = rd->gather->refs;
+	uint64_t ready = 0, not_ready = 0, ram = 0, t0 = eg_rd_step_t0(rd);
 
 	for (size_t i = 0; i < n; i++) {
-		struct row_ref *r = &rd->refs[i];
+		struct row_ref *r = &refs[i];
 		const uint64_t row = EG_READ_ONCE(rows[i]); /* the caller's: read once, checked, then used */
 		if (rd->rc)
 			eg_rc_prefetch_ahead(rd->rc, layer, rows, n, i);
@@ -156,6 +202,7 @@ struct chunk {
 	enum engram_out out;
 	size_t ob;
 	uint8_t *dst;                        /* the caller's buffer: row i at dst + i x ob */
+	struct row_ref *refs;                /* the call's rows (the gather's part) */
 	const struct eg_fanout *fan;         /* the call's rows linked by unit (fanout.h), once made; or NULL */
 };
 
@@ -171,6 +218,8 @@ static void put(struct chunk *c, size_t at, const uint8_t *src, uint32_t held)
  * told so only then (a step holding the whole cache would otherwise sweep it again for every row read past it). */
 static void release(struct eg_reader *rd, struct chunk *c)
 {
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	int freed = 0, spilled = 0;
 
 	for (size_t i = 0; i < c->k; i++) {
@@ -178,14 +227,14 @@ static void release(struct eg_reader *rd, struct chunk *c)
 		if (h == EG_NO_UNIT)
 			continue;
 		if (h & HELD_SPILL)
-			spilled |= --rd->spill.u[h & ~HELD_SPILL].pins == 0;
+			spilled |= --spill->u[h & ~HELD_SPILL].pins == 0;
 		else
-			freed |= --rd->cache.u[h].pins == 0;
+			freed |= --cache->u[h].pins == 0;
 	}
 	if (freed)
-		eg_units_released(&rd->cache);
+		eg_units_released(cache);
 	if (spilled)
-		eg_units_released(&rd->spill);
+		eg_units_released(spill);
 	c->k = 0;
 }
 
@@ -212,24 +261,26 @@ static void flush(struct eg_reader *rd, struct chunk *c)
  * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside. */
 static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, unsigned *queued)
 {
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	uint32_t pi = eg_rd_piece_index(rd, r->p);
 	uint64_t key = eg_unit_key(pi, r->unit);
 	uint32_t slot;
 	int tab = EG_TAB_CACHE, err;
 
 	r->scanned = 1;
-	if ((slot = eg_units_find(&rd->cache, key)) != EG_NO_UNIT) {
-		rd->cache.u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
+	if ((slot = eg_units_find(cache, key)) != EG_NO_UNIT) {
+		cache->u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
 		return 0; /* requested, read or being read */
 	}
-	if ((slot = eg_units_find(&rd->spill, key)) != EG_NO_UNIT) {
-		rd->spill.u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
+	if ((slot = eg_units_find(spill, key)) != EG_NO_UNIT) {
+		spill->u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
 		r->ahead = 1;
 		return 0;
 	}
-	if ((slot = eg_units_alloc(&rd->cache, key)) == EG_NO_UNIT) {
+	if ((slot = eg_units_alloc(cache, key)) == EG_NO_UNIT) {
 		tab = EG_TAB_SPILL;
-		if ((slot = eg_units_alloc(&rd->spill, key)) == EG_NO_UNIT)
+		if ((slot = eg_units_alloc(spill, key)) == EG_NO_UNIT)
 			return 1; /* nowhere to read it to now */
 	}
 	struct eg_unit *u = &eg_rd_table(rd, tab)->u[slot];
@@ -241,7 +292,7 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 		return err;
 	}
 	++*queued;
-	rd->read_ahead++;
+	rd->gather->read_ahead++;
 	if (tab == EG_TAB_CACHE) {
 		u->ref = 1;
 		return eg_rd_pin(rd, slot);
@@ -253,24 +304,26 @@ static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, un
 
 static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from, struct chunk *c)
 {
-	size_t i = (size_t)(from - rd->refs);
-	unsigned queued = 0, max = rd->spill.n / 2 ? rd->spill.n / 2 : 1;
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
+	struct eg_rd_gather *g = rd->gather;
+	size_t i = (size_t)(from - c->refs);
+	unsigned queued = 0, max = spill->n / 2 ? spill->n / 2 : 1;
 	int err;
 
 	flush(rd, c); /* the chunk's spill entries are let go of: reusable */
-	if (!c->fan && !rd->rc && (rd->fan || (rd->fan = calloc(1, sizeof(*rd->fan)))) &&
-	    eg_fanout_build(rd->fan, rd, c->n_refs) == 0)
-		c->fan = rd->fan; /* (out of memory: units are read again past the spill table, as without) */
+	if (!c->fan && !rd->rc && (g->fan || (g->fan = calloc(1, sizeof(*g->fan)))) &&
+	    eg_fanout_build(g->fan, rd, c->refs, c->n_refs) == 0)
+		c->fan = g->fan; /* (out of memory: units are read again past the spill table, as without) */
 	err = ahead_one(rd, layer, from, &queued);
 	if (c->scanned <= i)
 		c->scanned = i + 1;
 	for (; !err && c->scanned < c->n_refs && queued < max; c->scanned++) {
-		struct row_ref *r = &rd->refs[c->scanned];
+		struct row_ref *r = &c->refs[c->scanned];
 		if (r->cached && !r->in_rc && !r->fanned)
 			err = ahead_one(rd, layer, r, &queued);
 	}
 	if (queued)
-		eg_rd_progress_wake_locked(rd);
+		eg_rd_wake_locked(rd);
 	return err < 0 ? err : 0;
 }
 
@@ -280,12 +333,14 @@ static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from
  * lands in its entry, and is found). */
 static void ahead_done(struct eg_reader *rd)
 {
-	for (uint32_t k = 0; k < rd->spill.n; k++) {
-		rd->spill.u[k].pins = 0;
-		if (rd->spill.u[k].key && rd->spill.u[k].state != EG_UNIT_INFLIGHT)
-			eg_units_drop(&rd->spill, k);
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
+
+	for (uint32_t k = 0; k < spill->n; k++) {
+		spill->u[k].pins = 0;
+		if (spill->u[k].key && spill->u[k].state != EG_UNIT_INFLIGHT)
+			eg_units_drop(spill, k);
 	}
-	eg_units_released(&rd->spill);
+	eg_units_released(spill);
 }
 
 /* The chunk's next row: the record in unit (the unit's bytes; its entry u, or NULL), held as `held` until the
@@ -298,7 +353,7 @@ static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref 
 
 	if (rd->rc)
 		eg_policy_keep_row(rd->rc, layer, r->p->t, r->row, rec, u, r->unit, unit);
-	put(c, (size_t)(r - rd->refs), rec, held);
+	put(c, (size_t)(r - c->refs), rec, held);
 }
 
 /* Every later row of the call on r's unit, whose bytes are unit (spill entry sp, or read alone: EG_NO_UNIT), is
@@ -307,12 +362,14 @@ static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref 
  * buffer, and it reads nothing until the rows are taken. A row the scan held the entry for lets go of it. */
 static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk *c, const uint8_t *unit, uint32_t sp)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
+
 	if (!c->fan)
 		return;
-	for (uint32_t j = c->fan->next[r - rd->refs]; j != EG_NO_UNIT; j = c->fan->next[j]) {
-		struct row_ref *q = &rd->refs[j];
+	for (uint32_t j = c->fan->next[r - c->refs]; j != EG_NO_UNIT; j = c->fan->next[j]) {
+		struct row_ref *q = &c->refs[j];
 		if (q->ahead && sp != EG_NO_UNIT)
-			rd->spill.u[sp].pins--;
+			spill->u[sp].pins--;
 		q->ahead = 0;
 		q->fanned = 1;
 		if (c->k == READER_GATHER_CHUNK)
@@ -326,7 +383,8 @@ static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk 
 static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c, struct eg_units *t,
 		       uint32_t slot, uint32_t held)
 {
-	if (!r->scanned || t != &rd->cache) /* a row the scan passed was counted as a use then (ahead_one()) */
+	/* a row the scan passed was counted as a use then (ahead_one()) */
+	if (!r->scanned || t != eg_rd_table(rd, EG_TAB_CACHE))
 		t->u[slot].ref = 1;
 	t->u[slot].pins++;
 	take_row(rd, layer, r, c, eg_units_data(t, slot), &t->u[slot], held);
@@ -336,20 +394,21 @@ static void take_entry(struct eg_reader *rd, unsigned layer, const struct row_re
  * entry is let go of: the caller reads the unit alone). */
 static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r, struct chunk *c, uint32_t sp)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	int err;
 
-	if (rd->spill.u[sp].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, &rd->spill, sp, layer)) < 0)
+	if (spill->u[sp].state == EG_UNIT_INFLIGHT && (err = eg_rd_wait(rd, spill, sp, layer)) < 0)
 		return err;
 	if (r->ahead) { /* the scan's hold, now the chunk's */
-		rd->spill.u[sp].pins--;
+		spill->u[sp].pins--;
 		r->ahead = 0;
 	}
-	if (rd->spill.u[sp].err) {
-		eg_units_drop(&rd->spill, sp);
+	if (spill->u[sp].err) {
+		eg_units_drop(spill, sp);
 		return 1;
 	}
-	take_entry(rd, layer, r, c, &rd->spill, sp, sp | HELD_SPILL);
-	fan_out(rd, r, c, eg_units_data(&rd->spill, sp), sp);
+	take_entry(rd, layer, r, c, spill, sp, sp | HELD_SPILL);
+	fan_out(rd, r, c, eg_units_data(spill, sp), sp);
 	return 0;
 }
 
@@ -357,13 +416,14 @@ static int take_spilled(struct eg_reader *rd, unsigned layer, struct row_ref *r,
  * buffer. */
 static int take_alone(struct eg_reader *rd, unsigned layer, const struct row_ref *r, struct chunk *c)
 {
+	const uint8_t *unit;
 	int err;
 
 	flush(rd, c);
-	if ((err = eg_rd_load_unit(rd, layer, r->p, r->unit, rd->overflow)) < 0)
+	if ((err = eg_rd_load_spare(rd, layer, r->p, r->unit, &unit)) < 0)
 		return err;
-	take_row(rd, layer, r, c, rd->overflow, NULL, EG_NO_UNIT);
-	fan_out(rd, r, c, rd->overflow, EG_NO_UNIT);
+	take_row(rd, layer, r, c, unit, NULL, EG_NO_UNIT);
+	fan_out(rd, r, c, unit, EG_NO_UNIT);
 	flush(rd, c);
 	return 0;
 }
@@ -374,6 +434,7 @@ static int take_alone(struct eg_reader *rd, unsigned layer, const struct row_ref
  * where take_alone() reads it). */
 static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint64_t step_t0, struct chunk *c)
 {
+	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	const struct eg_piece *p = r->p;
 	uint32_t pi = eg_rd_piece_index(rd, p);
 	uint64_t key = eg_unit_key(pi, r->unit);
@@ -382,9 +443,9 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 	int err;
 
 	if (r->in_rc) {
-		uint8_t *dst = rd->rc_buf + c->k * rd->rc->record_bytes;
+		uint8_t *dst = rd->gather->rc_buf + c->k * rd->rc->record_bytes;
 		if (eg_rc_get(rd->rc, eg_rc_key(layer, r->row), dst, p->t->record_size)) {
-			put(c, (size_t)(r - rd->refs), dst, EG_NO_UNIT);
+			put(c, (size_t)(r - c->refs), dst, EG_NO_UNIT);
 			return 0;
 		}
 	}
@@ -396,7 +457,7 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		/* a page this session brought in; if its read was this step's, it had a lead */
 		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && !t->u[slot].err)
 			count_lead(rd, layer, &t->u[slot], step_t0);
-		put(c, (size_t)(r - rd->refs), p->data + r->off, EG_NO_UNIT);
+		put(c, (size_t)(r - c->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
 	if (slot == EG_NO_UNIT && r->cached) {
@@ -407,11 +468,11 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		if (!r->scanned && !r->in_rc && (err = read_ahead(rd, layer, r, c)) < 0)
 			return err;
 		uint32_t sp = EG_NO_UNIT;
-		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(&rd->spill, key)) != EG_NO_UNIT &&
+		if ((slot = eg_units_find(t, key)) == EG_NO_UNIT && (sp = eg_units_find(spill, key)) != EG_NO_UNIT &&
 		    (err = take_spilled(rd, layer, r, c, sp)) <= 0)
 			return err;
 		if (slot == EG_NO_UNIT && sp == EG_NO_UNIT) {
-			rd->read_alone++;
+			rd->gather->read_alone++;
 			return take_alone(rd, layer, r, c);
 		}
 		/* in the cache: waited for below as a pushed row's; a failed read ahead: read alone */
@@ -447,13 +508,13 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 				COUNT(rd, layer, ram, 1);
 			else
 				COUNT(rd, layer, disk_bytes, (uint64_t)missing * EG_PAGE);
-			eg_seen_mark(&rd->seen, eg_rd_seen_bit(rd, pi, r->unit), eg_unit_pages(p->t, r->unit));
+			eg_rd_seen_mark(rd, pi, r->unit, eg_unit_pages(p->t, r->unit));
 		}
-		put(c, (size_t)(r - rd->refs), p->data + r->off, EG_NO_UNIT);
+		put(c, (size_t)(r - c->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
 	if (slot == EG_NO_UNIT) {
-		rd->read_alone++;
+		rd->gather->read_alone++;
 		slot = eg_units_alloc(t, key);
 		if (slot == EG_NO_UNIT) /* nothing evictable */
 			return take_alone(rd, layer, r, c);
@@ -491,42 +552,31 @@ static void count_evicted(struct eg_reader *rd, unsigned layer, uint64_t faults,
 	COUNT(rd, layer, misses, x);
 	COUNT(rd, layer, ram, -(x < trusted_ram ? x : trusted_ram));
 	COUNT(rd, layer, disk_bytes, faults * EG_PAGE);
-	/* the kernel keeps fewer pages than the session trusted: trust fewer */
-	eg_seen_shrink(&rd->seen);
-	rd->evicted = 1;
+	eg_rd_tables_evicted(rd); /* the kernel keeps fewer pages than the session trusted: trust fewer */
 }
 
-int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
-		     uint8_t *dst)
+int eg_rd_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		 uint8_t *dst, uint64_t *rc_ram)
 {
 	const struct eg_disk_table *lt = eg_store_layer_table(rd->st, layer);
 	struct chunk c = { .k = 0, .n_refs = n, .out = out, .dst = dst };
-	uint64_t step_t0 = rd->step_t0, trusted = 0, trusted_ram = 0, rc_ram = 0;
+	uint64_t step_t0 = eg_rd_step_t0(rd), trusted = 0, trusted_ram = 0;
 	long f0 = -1;
 	int err;
 
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_take_requests(rd, SIZE_MAX); /* what was pushed and not yet requested, before anything is classified */
-	if (rd->remote || !n || !lt) {
-		pthread_mutex_unlock(&rd->lock);
-		if (rd->remote)
-			return eg_rd_remote_gather(rd, layer, rows, n, out, dst);
-		return n ? eg_fail(-EINVAL, "layer %d has no table in this store", rd->cfg->layers[layer].id) : 0;
-	}
 	c.dtype = lt->dtype; /* one per layer: checked when the store was opened */
 	c.hd = lt->head_dim;
 	c.ob = eg_out_row_bytes(c.dtype, c.hd, out);
 	/* the I/O thread has published what completed: rows ready now count as ready */
-	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram, &rc_ram)) < 0) {
-		pthread_mutex_unlock(&rd->lock);
+	if ((err = grow_refs(rd, n)) < 0 || (err = classify(rd, layer, rows, n, &trusted, &trusted_ram, rc_ram)) < 0)
 		return err;
-	}
+	c.refs = rd->gather->refs;
 	if (trusted)
 		f0 = thread_major_faults();
 	for (size_t i = 0; i < n; i++) {
-		if (rd->refs[i].fanned) /* taken already, with an earlier row on its unit */
+		if (c.refs[i].fanned) /* taken already, with an earlier row on its unit */
 			continue;
-		if ((err = resolve(rd, layer, &rd->refs[i], step_t0, &c)) < 0)
+		if ((err = resolve(rd, layer, &c.refs[i], step_t0, &c)) < 0)
 			break;
 		if (c.k == READER_GATHER_CHUNK)
 			flush(rd, &c);
@@ -540,8 +590,5 @@ int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows,
 	long f1 = f0 >= 0 ? thread_major_faults() : -1;
 	if (f0 >= 0 && f1 > f0)
 		count_evicted(rd, layer, (uint64_t)(f1 - f0), trusted, trusted_ram);
-	if (!err)
-		eg_rd_report(rd, (int)layer, rc_ram);
-	pthread_mutex_unlock(&rd->lock);
 	return err;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 struct eg_io;
+struct eg_reader;
 
 /* One completion: the tag given to read(), and bytes read or -errno. */
 struct eg_cqe {
@@ -60,5 +61,21 @@ int eg_io_uring_create(struct eg_io **out, unsigned depth, const struct eg_uring
 		       size_t lazy_len, size_t chunk);
 /* depth pread workers' worth of queue served by `threads` threads. */
 int eg_io_pool_create(struct eg_io **out, unsigned depth, unsigned threads);
+
+/* Another source of completions for the I/O thread to drive (progress.c), beside its backend (the remote
+ * tier): run() is called by the thread
+ * under the session lock at every turn of its loop, to start that source's requests and publish its completed
+ * units (set them ready as eg_rd_publish() does); it returns how many it published. The source's own thread
+ * or callback wakes the loop with eg_reader_wake() when it has completions.
+ * A source with I/O of its own (sockets) gives wait() and kick() too: wait() is called by the thread outside
+ * the lock at every turn, block 1 in place of the backend's sleep when the backend has no read in flight and
+ * none to start (it then sleeps in the source's own poll until an event of the source or a kick), else block 0
+ * (no waiting); kick() (under the lock, from any thread) ends a wait() that blocks. */
+struct eg_source {
+	unsigned (*run)(struct eg_reader *rd, void *arg);
+	void *arg;
+	void (*wait)(struct eg_reader *rd, void *arg, int block);
+	void (*kick)(struct eg_reader *rd, void *arg);
+};
 
 #endif

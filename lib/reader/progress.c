@@ -10,13 +10,13 @@
  * the pread pool's condition variable) when nothing is to be done. With a report (reader.h), the thread also
  * samples its own CPU time, at most every 100 ms, for it.
  *
- * Another source of completions (the remote tier) joins the loop through rd->source (reader_int.h): the loop calls
- * its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the loop from
- * its own thread with eg_rd_wake() (the same kick as push's: an eventfd read kept in the ring, or
+ * Another source of completions (the remote tier) joins the loop as its source (struct eg_source, progress.h):
+ * the loop calls its run() under the lock where marked in loop(), beside eg_rd_issue(), and the source wakes the
+ * loop from its own thread with eg_rd_wake() (the same kick as push's: an eventfd read kept in the ring, or
  * the pool's condition variable). A source with sockets of its own (the remote tier's client) also gives
  * wait(): the thread calls it outside the lock on every turn, and, when the backend has no read in flight or to
  * start, sleeps in it (the source polls its sockets and an eventfd of its own, which its kick() writes) instead
- * of in the backend; a wake then kicks the source (rd->idle says where the thread sleeps).
+ * of in the backend; a wake then kicks the source (its idle says where the thread sleeps).
  *
  * fork: the child has none of the parent's threads. eg_fork_gen counts forks (pthread_atfork); a session made
  * before the fork returns ENGRAM_EFORKED in the child, and its destroy frees it without joining or locking. */
@@ -27,18 +27,47 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "block.h"
 #include "file.h"
+#include "handover.h"
+#include "io.h"
+#include "progress.h"
+#include "read.h"
 #include "reader_int.h"
+#include "tables.h"
+#include "wait.h"
+#include "wake.h"
 
+/* The I/O thread's part. Under the session lock: source, stop, started, start_err, busy_ns and busy_since; ctl is used
+ * with it. The backend (but kick() and cpu_ns()), cqes and cpu_next are the thread's alone; cpu_ns is stored by it (a
+ * relaxed atomic) and read by any thread; the rest is set at start. */
+struct eg_rd_thread {
+	struct eg_io *io;                 /* the backend (its reads are queued by read.c, its kick rung by wake.c) */
+	char backend[160];                /* its name */
+	struct eg_cqe *cqes;              /* one batch of completions: depth */
+	struct eg_source source;          /* another source of completions driven by the thread, or none */
+	pthread_cond_t ctl;               /* the caller waits here for the thread to start, the thread for stop
+					     once its backend has failed */
+	pthread_t tid;
+	int live;                         /* the thread runs (or ran, and has not been joined) */
+	uint8_t stop;
+	uint8_t started;                  /* the thread has made its backend (or failed: start_err) */
+	int start_err;
+	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
+	uint64_t cpu_ns;                  /* the thread's CPU time, for the report */
+	uint64_t cpu_next;                /* when it samples it next (ns, coarse clock) */
+	/* the time the backend had reads in flight: the periods ended, and the start of the current one or 0 */
+	uint64_t busy_ns, busy_since;
+};
+
+/* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
+ * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
+#define READER_RESIDENT_MAX ((size_t)1 << 30)
 /* Reads started between two submissions: the first of a large backlog reach the disk while the rest are
  * prepared, and push waits for the lock at most this long. */
 #define ISSUE_BATCH 64
-/* A later layer's reads start while at most this many of earlier layers' are in flight (read.c). */
-#define LAYER_GATE 64
 /* Rows requested between two issues (handover.c). */
 #define REQUEST_BATCH 256
-/* A waiting gather is woken once this many units were published since it began to wait (eg_rd_awaited_done). */
-#define WAKE_BATCH 32
 /* Idle, the private cache is made resident this far ahead of the entries used, a chunk a turn (units.h): more
  * than a batch-64 step's reads of 4 KiB (about 3,200), so that a burst's reads land in memory zeroed between
  * bursts, and a push waits for the thread at most one chunk's zeroing (about 0.1 ms). */
@@ -58,9 +87,10 @@ static void register_fork(void)
 	pthread_atfork(NULL, NULL, forked_child);
 }
 
-int eg_reader_usable(const struct eg_reader *rd)
+int eg_rd_progress_usable(const struct eg_reader *rd)
 {
-	if (rd->fork_gen != __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED))
+	const struct eg_rd_thread *th = rd->thread;
+	if (th->fork_gen != __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED))
 		return eg_fail(ENGRAM_EFORKED, "this session was made by the parent of this process (it forked): "
 			       "make a new one from the store");
 	return 0;
@@ -88,6 +118,7 @@ static int env_switch(const char *name, int dflt)
 /* The backend, made in the thread that drives it. */
 static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, int want_uring)
 {
+	struct eg_rd_thread *th = rd->thread;
 	int fds[2 * 256], err = 0;
 	unsigned n_fds = 0;
 	void *bufs[3];
@@ -103,37 +134,40 @@ static int make_backend(struct eg_reader *rd, const struct eg_uring_opts *uo, in
 	 * read (also where the kernel then refuses the registration). Not by default: create would cost the
 	 * zeroing of the whole cache (bench/RESULTS.md, round 4); reads make it resident a chunk at a time
 	 * (eg_units_populate). */
-	size_t cache_len = (size_t)rd->cache.n * rd->cache.entry_bytes;
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	size_t cache_len = (size_t)cache->n * cache->entry_bytes;
 	/* Else (by default), the cache's chunks are registered as they become resident, at the first read into
 	 * each: fixed reads without the whole cache pinned at create. */
-	void *lazy = rd->cache.mem && uo->fixed_cache ? rd->cache.mem : NULL;
-	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX && uo->fixed_bufs)
+	void *lazy = cache->mem && uo->fixed_cache ? cache->mem : NULL;
+	if (cache->mem && cache_len <= READER_RESIDENT_MAX && uo->fixed_bufs)
 		lazy = NULL;
-	if (rd->cache.mem && cache_len <= READER_RESIDENT_MAX) {
-		if (uo->fixed_bufs && want_uring && madvise(rd->cache.mem, cache_len, MADV_POPULATE_WRITE) == 0)
-			rd->cache.resident = cache_len;
-		bufs[n_bufs] = rd->cache.mem; /* and registered: reads into it are fixed reads, no pinning per read */
+	if (cache->mem && cache_len <= READER_RESIDENT_MAX) {
+		if (uo->fixed_bufs && want_uring && madvise(cache->mem, cache_len, MADV_POPULATE_WRITE) == 0)
+			cache->resident = cache_len;
+		bufs[n_bufs] = cache->mem; /* and registered: reads into it are fixed reads, no pinning per read */
 		len[n_bufs++] = cache_len;
 	}
-	if (rd->bounce && (size_t)rd->depth * rd->bounce_bytes <= READER_RESIDENT_MAX) {
-		bufs[n_bufs] = rd->bounce;
-		len[n_bufs++] = (size_t)rd->depth * rd->bounce_bytes;
+	size_t bounce_len;
+	void *bounce = eg_rd_queue_bounce(rd, &bounce_len);
+	if (bounce && bounce_len <= READER_RESIDENT_MAX) {
+		bufs[n_bufs] = bounce;
+		len[n_bufs++] = bounce_len;
 	}
 	if (!want_uring) {
-		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring not requested)");
+		snprintf(th->backend, sizeof(th->backend), "pread pool (io_uring not requested)");
 	} else if ((err = eg_fault_setup(EG_FAULT_RING)) == 0 &&
-		   (err = eg_io_uring_create(&rd->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs, lazy,
+		   (err = eg_io_uring_create(&th->io, rd->depth, uo, fds, n_fds, bufs, len, n_bufs, lazy,
 						 cache_len, EG_UNITS_POPULATE)) == 0) {
-		snprintf(rd->backend, sizeof(rd->backend), "%s", rd->io->name);
+		snprintf(th->backend, sizeof(th->backend), "%s", th->io->name);
 	} else if (uring_refused(err)) {
-		snprintf(rd->backend, sizeof(rd->backend), "pread pool (io_uring: %s)", strerror(-err));
+		snprintf(th->backend, sizeof(th->backend), "pread pool (io_uring: %s)", strerror(-err));
 	} else {
 		return eg_fail(err, "cannot set up io_uring: %s", strerror(-err));
 	}
-	if (!rd->io && (err = eg_io_pool_create(&rd->io, rd->depth, rd->depth < 32 ? rd->depth : 32)) < 0)
+	if (!th->io && (err = eg_io_pool_create(&th->io, rd->depth, rd->depth < 32 ? rd->depth : 32)) < 0)
 		return eg_fail(err, "cannot start the read threads: %s", strerror(-err));
 	if (eg_fault_hook && eg_fault_hook->wrap) /* the tests' faulty backend (tests/faulty_io.c) */
-		rd->io = eg_fault_hook->wrap(rd->io, rd);
+		th->io = eg_fault_hook->wrap(th->io, rd);
 	return 0;
 }
 
@@ -148,51 +182,39 @@ static void loop(struct eg_reader *rd);
 
 #define CPU_EVERY_NS 100000000ull
 
-/* The thread's CPU time into rd->io_cpu_ns, at most every CPU_EVERY_NS (for the report; only with one). */
+/* The thread's CPU time into th->cpu_ns, at most every CPU_EVERY_NS (for the report; only with one). */
 static void sample_cpu(struct eg_reader *rd)
 {
+	struct eg_rd_thread *th = rd->thread;
 	struct timespec now, cpu;
 
 	if (!rd->report || clock_gettime(CLOCK_MONOTONIC_COARSE, &now) < 0)
 		return;
 	uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	if (t < rd->io_cpu_next || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) < 0)
+	if (t < th->cpu_next || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) < 0)
 		return;
-	rd->io_cpu_next = t + CPU_EVERY_NS;
-	__atomic_store_n(&rd->io_cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+	th->cpu_next = t + CPU_EVERY_NS;
+	__atomic_store_n(&th->cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
 			 __ATOMIC_RELAXED);
-}
-
-/* A gather waits and the unit it waits for is published: wake it (and only then, so that a gather waiting for
- * a late row is not woken by every completion before it); and, once it is, only when WAKE_BATCH units have been
- * published since it began to wait or its layer has no read left queued or in flight. A gather walks its rows in
- * order and waits for the first one not in yet; woken for each unit as it lands it slept again at once, dozens of
- * times a layer (a futex wake and two context switches each, on the way of a burst's reads): woken for a batch,
- * it converts the rows in by then in one go, and after the layer's last read at most a batch of rows is left. */
-int eg_rd_awaited_done(const struct eg_reader *rd)
-{
-	const struct pend_queue *l;
-
-	if (!rd->waiters || !rd->awaited)
-		return rd->waiters != 0;
-	if (rd->awaited->state == EG_UNIT_INFLIGHT)
-		return 0;
-	l = &rd->pend[rd->awaited_layer];
-	return rd->published - rd->awaited_pub >= WAKE_BATCH || (!l->n && !l->inflight);
 }
 
 static void *progress_main(void *arg)
 {
 	struct start_args *a = arg;
 	struct eg_reader *rd = a->rd;
+	struct eg_rd_thread *th = rd->thread;
 	int err = make_backend(rd, &a->uo, a->want_uring);
 
 	pthread_mutex_lock(&rd->lock);
-	rd->start_err = err;
+	th->start_err = err;
 	if (err < 0) /* the detail is this thread's: handed to the caller's */
 		snprintf(a->msg, sizeof(a->msg), "%s", engram_last_error());
-	rd->started = 1;
-	pthread_cond_broadcast(&rd->done);
+	if (!err) { /* the backend: read.c queues reads on it, the bell kicks it */
+		eg_rd_queue_backend(rd, th->io);
+		eg_rd_bell_backend(rd, th->io);
+	}
+	th->started = 1;
+	pthread_cond_broadcast(&th->ctl);
 	if (!err)
 		loop(rd);
 	pthread_mutex_unlock(&rd->lock);
@@ -205,12 +227,13 @@ static void *progress_main(void *arg)
  * of inside one, under the lock, on the way to a gather's row (bench/RESULTS.md, round 4). 1 when it did. */
 static int populate_ahead(struct eg_reader *rd)
 {
-	size_t to = eg_units_ahead(&rd->cache, AHEAD_BYTES, AHEAD_CHUNK);
+	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	size_t to = eg_units_ahead(cache, AHEAD_BYTES, AHEAD_CHUNK);
 
 	if (!to)
 		return 0;
 	pthread_mutex_unlock(&rd->lock);
-	eg_units_populate_to(&rd->cache, to);
+	eg_units_populate_to(cache, to);
 	pthread_mutex_lock(&rd->lock);
 	return 1;
 }
@@ -219,21 +242,23 @@ static int populate_ahead(struct eg_reader *rd)
  * two clock reads a burst, none a read. */
 static void busy_mark(struct eg_reader *rd)
 {
-	if (!rd->io->inflight == !rd->busy_since)
+	struct eg_rd_thread *th = rd->thread;
+	if (!th->io->inflight == !th->busy_since)
 		return;
 	uint64_t t = eg_rd_now_ns();
-	if (rd->busy_since)
-		rd->busy_ns += t - rd->busy_since;
-	rd->busy_since = rd->io->inflight ? t : 0;
+	if (th->busy_since)
+		th->busy_ns += t - th->busy_since;
+	th->busy_since = th->io->inflight ? t : 0;
 }
 
 /* The loop, entered and left with the lock held. */
 static void loop(struct eg_reader *rd)
 {
+	struct eg_rd_thread *th = rd->thread;
 	for (;;) {
-		uint64_t p0 = rd->published;
+		uint64_t p0 = eg_rd_published(rd);
 		int more = 0;
-		if (rd->stop) {
+		if (th->stop) {
 			eg_rd_drop_backlog(rd);
 		} else {
 			/* what push handed over is requested a batch at a time, its first reads started before the
@@ -245,87 +270,92 @@ static void loop(struct eg_reader *rd)
 				more = !eg_rd_hand_sleep(rd);
 		}
 		busy_mark(rd);
-		if (rd->published != p0 && eg_rd_awaited_done(rd))
-			pthread_cond_broadcast(&rd->done);
+		if (eg_rd_published(rd) != p0 && eg_rd_awaited_done(rd))
+			eg_rd_wake_waiters(rd);
 		/* another source of completions (the remote tier) starts its requests and publishes here */
-		if (rd->source.run && rd->source.run(rd, rd->source.arg) && eg_rd_awaited_done(rd))
-			pthread_cond_broadcast(&rd->done);
-		if (rd->stop && !rd->io->inflight)
+		if (th->source.run && th->source.run(rd, th->source.arg) && eg_rd_awaited_done(rd))
+			eg_rd_wake_waiters(rd);
+		if (th->stop && !th->io->inflight)
 			break;
 		/* (not with a source that polls sockets of its own: its replies are read only in its wait) */
-		if (!more && !rd->stop && !rd->io->inflight && !rd->waiters && !rd->source.wait && populate_ahead(rd))
+		if (!more && !th->stop && !th->io->inflight && !eg_rd_has_waiters(rd) && !th->source.wait && populate_ahead(rd))
 			continue; /* and look for work again before the next chunk */
 		/* a source with I/O of its own sleeps in its poll when the backend has nothing to do */
-		int src = rd->source.wait && !rd->stop, src_sleep = src && !more && !rd->io->inflight;
-		rd->idle = more ? PROG_BUSY : src_sleep ? PROG_IDLE_SRC : PROG_IDLE_IO;
+		int src = th->source.wait && !th->stop, src_sleep = src && !more && !th->io->inflight;
+		eg_rd_bell_sleep(rd, more ? EG_RD_AWAKE : src_sleep ? EG_RD_SLEEP_SRC : EG_RD_SLEEP_IO);
 		pthread_mutex_unlock(&rd->lock);
 		sample_cpu(rd);
 		/* reap submits what was queued in the same system call as its wait; a source's poll needs the
 		 * reads started first */
-		int n = src ? rd->io->ops->submit(rd->io) : 0;
+		int n = src ? th->io->ops->submit(th->io) : 0;
 		if (src)
-			rd->source.wait(rd, rd->source.arg, src_sleep);
+			th->source.wait(rd, th->source.arg, src_sleep);
 		if (src_sleep) {
 			pthread_mutex_lock(&rd->lock);
-			rd->idle = PROG_BUSY;
-			if (n < 0 && !rd->io_err)
-				rd->io_err = n;
+			eg_rd_bell_sleep(rd, EG_RD_AWAKE);
+			if (n < 0)
+				eg_rd_wait_fail(rd, n);
 			continue;
 		}
 		if (n >= 0) /* with more to start: what has completed, without waiting */
-			n = rd->io->ops->reap(rd->io, !more, rd->cqes, rd->depth);
+			n = th->io->ops->reap(th->io, !more, th->cqes, rd->depth);
 		unsigned k = 0;
 		for (int i = 0; i < n; i++)
-			if (!eg_rd_finish_read(rd, &rd->cqes[i]))
-				rd->cqes[k++] = rd->cqes[i];
+			if (!eg_rd_finish_read(rd, &th->cqes[i]))
+				th->cqes[k++] = th->cqes[i];
 		pthread_mutex_lock(&rd->lock);
-		rd->idle = PROG_BUSY;
+		eg_rd_bell_sleep(rd, EG_RD_AWAKE);
 		busy_mark(rd);
 		for (unsigned i = 0; i < k; i++)
-			eg_rd_publish(rd, &rd->cqes[i]);
-		if (n < 0 && !rd->io_err)
-			rd->io_err = n; /* the backend failed: waits report it (the reads in flight are lost) */
-		if ((k && eg_rd_awaited_done(rd)) || (n < 0 && rd->waiters))
-			pthread_cond_broadcast(&rd->done);
-		if (n < 0 && !rd->stop) {
-			while (!rd->stop)
-				pthread_cond_wait(&rd->work, &rd->lock);
+			eg_rd_publish(rd, &th->cqes[i]);
+		if (n < 0) /* the backend failed: waits report it (the reads in flight are lost) */
+			eg_rd_wait_fail(rd, n);
+		if ((k && eg_rd_awaited_done(rd)) || (n < 0 && eg_rd_has_waiters(rd)))
+			eg_rd_wake_waiters(rd);
+		if (n < 0 && !th->stop) {
+			while (!th->stop)
+				pthread_cond_wait(&th->ctl, &rd->lock);
 			break;
 		}
 	}
 }
 
-void eg_reader_wake(struct eg_reader *rd)
+void eg_rd_set_source(struct eg_reader *rd, const struct eg_source *s)
 {
-	eg_rd_wake(rd);
+	rd->thread->source = *s;
+	eg_rd_bell_source(rd, s->kick, s->arg);
 }
 
-int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer)
+int eg_rd_progress_stopping(const struct eg_reader *rd)
 {
-	uint64_t t0 = eg_rd_now_ns();
-	int err = 0;
+	return rd->thread->stop;
+}
 
-	rd->waiters++;
-	rd->awaited = &t->u[slot];
-	rd->awaited_layer = layer;
-	rd->awaited_pub = rd->published;
-	while (t->u[slot].state == EG_UNIT_INFLIGHT && !rd->io_err)
-		pthread_cond_wait(&rd->done, &rd->lock);
-	rd->waiters--;
-	rd->awaited = NULL;
-	if (t->u[slot].state == EG_UNIT_INFLIGHT)
-		err = eg_fail(rd->io_err, "reading rows: %s", engram_strerror(rd->io_err));
-	COUNT(rd, layer, wait_ns, eg_rd_now_ns() - t0);
-	return err;
+uint64_t eg_rd_io_cpu_ns(const struct eg_reader *rd)
+{
+	return __atomic_load_n(&rd->thread->cpu_ns, __ATOMIC_RELAXED);
+}
+
+const char *eg_rd_backend_name(const struct eg_reader *rd)
+{
+	return rd->thread->backend;
 }
 
 int eg_rd_progress_start(struct eg_reader *rd)
 {
 	struct start_args a = { .rd = rd };
+	struct eg_rd_thread *th;
 	int err;
 
+	if (!(th = rd->thread = calloc(1, sizeof(*th))))
+		return eg_fail(-ENOMEM, "out of memory");
+	if (pthread_cond_init(&th->ctl, NULL)) {
+		free(th);
+		rd->thread = NULL;
+		return eg_fail(-ENOMEM, "out of memory for the I/O thread's locks");
+	}
 	pthread_once(&fork_once, register_fork);
-	rd->fork_gen = __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED);
+	th->fork_gen = __atomic_load_n(&eg_fork_gen, __ATOMIC_RELAXED);
 	a.want_uring = !(rd->flags & ENGRAM_SESSION_NO_URING) && !env_switch("ENGRAM_NO_URING", 0);
 	a.uo.sqpoll = !!(rd->flags & ENGRAM_SESSION_SQPOLL);
 	a.uo.single_issuer = env_switch("ENGRAM_URING_SINGLE_ISSUER", 1);
@@ -333,70 +363,70 @@ int eg_rd_progress_start(struct eg_reader *rd)
 	a.uo.fixed_bufs = env_switch("ENGRAM_URING_FIXED_BUFFERS", 0);
 	a.uo.batch = env_switch("ENGRAM_URING_BATCH", 1);
 	a.uo.fixed_cache = env_switch("ENGRAM_URING_FIXED_CACHE", 1);
-	const char *g = getenv("ENGRAM_LAYER_GATE");
-	rd->gate = g && *g ? (unsigned)strtoul(g, NULL, 10) : LAYER_GATE;
-	if (!(rd->cqes = malloc(rd->depth * sizeof(*rd->cqes))))
+	if (!(th->cqes = malloc(rd->depth * sizeof(*th->cqes))))
 		return eg_fail(-ENOMEM, "out of memory");
-	if (pthread_mutex_init(&rd->lock, NULL) || pthread_mutex_init(&rd->hand_lock, NULL) ||
-	    pthread_cond_init(&rd->done, NULL) || pthread_cond_init(&rd->work, NULL))
-		return eg_fail(-ENOMEM, "out of memory for the I/O thread's locks");
-	if ((err = pthread_create(&rd->thread, NULL, progress_main, &a)) != 0)
+	if ((err = pthread_create(&th->tid, NULL, progress_main, &a)) != 0)
 		return eg_fail(-err, "cannot start the I/O thread: %s", strerror(err));
-	rd->thread_live = 1;
+	th->live = 1;
 	pthread_mutex_lock(&rd->lock);
-	while (!rd->started)
-		pthread_cond_wait(&rd->done, &rd->lock);
-	err = rd->start_err;
+	while (!th->started)
+		pthread_cond_wait(&th->ctl, &rd->lock);
+	err = th->start_err;
 	pthread_mutex_unlock(&rd->lock);
 	if (err < 0) {
-		pthread_join(rd->thread, NULL);
-		rd->thread_live = 0;
+		pthread_join(th->tid, NULL);
+		th->live = 0;
 		return eg_fail(err, "%s", a.msg);
 	}
 	return 0;
 }
 
-void eg_rd_progress_stop(struct eg_reader *rd)
+int eg_rd_progress_stop(struct eg_reader *rd)
 {
-	int forked = rd->thread_live && eg_reader_usable(rd) < 0;
+	struct eg_rd_thread *th = rd->thread;
 
-	if (rd->thread_live && !forked) {
+	if (!th)
+		return 0;
+	int forked = th->live && eg_rd_progress_usable(rd) < 0;
+
+	if (th->live && !forked) {
 		pthread_mutex_lock(&rd->lock);
-		rd->stop = 1;
-		eg_rd_progress_wake_locked(rd);
-		pthread_cond_signal(&rd->work);
+		th->stop = 1;
+		eg_rd_wake_locked(rd);
+		pthread_cond_signal(&th->ctl);
 		pthread_mutex_unlock(&rd->lock);
-		pthread_join(rd->thread, NULL);
+		pthread_join(th->tid, NULL);
 	}
-	if (rd->io)
-		rd->io->ops->destroy(rd->io, forked);
-	rd->io = NULL;
-	if (rd->cqes && !forked) {
-		pthread_mutex_destroy(&rd->lock);
-		pthread_mutex_destroy(&rd->hand_lock);
-		pthread_cond_destroy(&rd->done);
-		pthread_cond_destroy(&rd->work);
+	if (th->io) {
+		eg_rd_queue_backend(rd, NULL);
+		eg_rd_bell_backend(rd, NULL);
+		th->io->ops->destroy(th->io, forked);
 	}
-	rd->thread_live = 0;
-	eg_block_ctx_free(&rd->io_bctx);
-	free(rd->cqes);
-	rd->cqes = NULL;
+	th->io = NULL;
+	if (!forked)
+		pthread_cond_destroy(&th->ctl);
+	free(th->cqes);
+	free(th);
+	rd->thread = NULL;
+	return forked;
 }
 
-uint64_t eg_reader_busy_ns(struct eg_reader *rd)
+uint64_t eg_rd_busy_ns(const struct eg_reader *rd)
 {
-	uint64_t t = rd->busy_since ? eg_rd_now_ns() : 0;
+	struct eg_rd_thread *th = rd->thread;
+	uint64_t t = th->busy_since ? eg_rd_now_ns() : 0;
 
-	return rd->busy_ns + (t > rd->busy_since ? t - rd->busy_since : 0);
+	return th->busy_ns + (t > th->busy_since ? t - th->busy_since : 0);
 }
 
-uint64_t eg_reader_cpu_ns(struct eg_reader *rd)
+uint64_t eg_rd_cpu_ns(const struct eg_reader *rd)
 {
-	uint64_t ns = rd->io ? rd->io->ops->cpu_ns(rd->io) : 0;
+	struct eg_rd_thread *th = rd->thread;
+	uint64_t ns = th->io ? th->io->ops->cpu_ns(th->io) : 0;
 	clockid_t c;
 	struct timespec ts;
 
-	if (rd->thread_live && pthread_getcpuclockid(rd->thread, &c) == 0 && clock_gettime(c, &ts) == 0)
+	if (th->live && pthread_getcpuclockid(th->tid, &c) == 0 && clock_gettime(c, &ts) == 0)
 		ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	return ns;
 }

@@ -7,44 +7,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include "fanout.h"
 #include "file.h"
+#include "gather.h"
+#include "handover.h"
+#include "io.h"
+#include "progress.h"
+#include "read.h"
+#include "reader.h"
 #include "reader_int.h"
-
-#define TRACK_MIN (1u << 18)
-
-/* Units of the store's tables that this reader reads into the page cache (the others go through its cache), and
- * where each piece's begin in that count (seen_base, when not NULL). */
-static uint64_t page_cache_units(const struct eg_reader *rd, uint64_t *seen_base)
-{
-	uint64_t units = 0;
-
-	for (unsigned i = 0; i < rd->st->n_pieces; i++) {
-		const struct eg_piece *p = &rd->st->pieces[i];
-		if (seen_base)
-			seen_base[i] = units;
-		if (!eg_rd_is_cached(rd, p))
-			units += eg_n_units(p->t);
-	}
-	return units;
-}
-
-/* Bits for every unit of the tables this reader reads into the page cache. */
-static int init_seen(struct eg_reader *rd, uint64_t page_cache_bytes)
-{
-	uint64_t bits;
-
-	if (!(rd->seen_base = calloc(rd->st->n_pieces ? rd->st->n_pieces : 1, sizeof(*rd->seen_base))))
-		return eg_fail(-ENOMEM, "out of memory");
-	bits = page_cache_units(rd, rd->seen_base);
-	/* two generations of half the page cache the reader may count on each */
-	if (eg_seen_init(&rd->seen, bits, page_cache_bytes / EG_PAGE / 2 ? page_cache_bytes / EG_PAGE / 2 : 0) < 0)
-		return eg_fail(-ENOMEM, "out of memory for the page map of %llu units", (unsigned long long)bits);
-	return 0;
-}
+#include "remote_tier.h"
+#include "tables.h"
+#include "wait.h"
+#include "wake.h"
 
 static int open_fds(struct eg_reader *rd)
 {
@@ -79,59 +55,11 @@ static int open_fds(struct eg_reader *rd)
 	return 0;
 }
 
-/* The largest unit and zstd frame of the store, and the slots of the private cache (0 when no unit is cached). */
-static int size_units(struct eg_reader *rd, uint64_t cache_bytes, uint64_t *slots)
-{
-	size_t max_frame = 0;
-	int any_cached = 0;
-
-	rd->unit_max = eg_store_unit_max(rd->st);
-	for (unsigned i = 0; i < rd->st->n_pieces; i++) {
-		const struct eg_disk_table *t = rd->st->pieces[i].t;
-		if (t->codec == EG_CODEC_ZSTD && t->max_frame > max_frame)
-			max_frame = t->max_frame;
-		any_cached |= eg_rd_is_cached(rd, &rd->st->pieces[i]);
-	}
-	rd->bounce_bytes = max_frame ? (max_frame + 2 * EG_PAGE) / EG_PAGE * EG_PAGE : 0;
-	*slots = any_cached ? cache_bytes / rd->unit_max : 0;
-	if (any_cached && *slots < 16)
-		*slots = 16;
-	if (*slots > EG_UNITS_MAX)
-		return eg_fail(-EINVAL, "cache of %llu bytes needs %llu slots of %zu bytes; at most %u are possible",
-			       (unsigned long long)cache_bytes, (unsigned long long)*slots, rd->unit_max, EG_UNITS_MAX);
-	return 0;
-}
-
-/* The reads' buffers. Frame buffers are an anonymous mapping: a deep queue costs memory only as reads use it. */
-static int alloc_buffers(struct eg_reader *rd)
-{
-	unsigned L = rd->cfg->n_layers, depth = rd->depth;
-
-	rd->pend = calloc(L, sizeof(*rd->pend));
-	rd->req = calloc(depth, sizeof(*rd->req));
-	rd->sink = eg_alloc_aligned((size_t)depth * READER_SINK);
-	rd->unit_sink = calloc(depth, sizeof(*rd->unit_sink));
-	rd->overflow = eg_alloc_aligned(rd->unit_max + rd->bounce_bytes);
-	rd->layer_order = malloc(L * sizeof(*rd->layer_order));
-	if (rd->rc)
-		rd->rc_buf = malloc(READER_GATHER_CHUNK * rd->rc->record_bytes);
-	if (rd->bounce_bytes) {
-		void *m = mmap(NULL, (size_t)depth * rd->bounce_bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		rd->bounce = m == MAP_FAILED ? NULL : m;
-	}
-	if (!rd->pend || !rd->req || !rd->sink || !rd->unit_sink || !rd->overflow || !rd->layer_order ||
-	    (rd->rc && !rd->rc_buf) || (rd->bounce_bytes && !rd->bounce))
-		return eg_fail(-ENOMEM, "out of memory for a session of %u reads in flight", depth);
-	for (unsigned i = 0; i < depth; i++)
-		rd->req[i].next_free = i + 1 < depth ? i + 1 : EG_NO_UNIT;
-	rd->req_free = 0;
-	return 0;
-}
-
 /* Layer indexes by ascending layer id: the order their reads start. */
-static void sort_layers(struct eg_reader *rd)
+static int sort_layers(struct eg_reader *rd)
 {
+	if (!(rd->layer_order = malloc(rd->cfg->n_layers * sizeof(*rd->layer_order))))
+		return eg_fail(-ENOMEM, "out of memory");
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++)
 		rd->layer_order[l] = l;
 	for (unsigned i = 1; i < rd->cfg->n_layers; i++) /* insertion sort: a few layers */
@@ -140,52 +68,49 @@ static void sort_layers(struct eg_reader *rd)
 			rd->layer_order[j] = rd->layer_order[j - 1];
 			rd->layer_order[j - 1] = x;
 		}
+	return 0;
 }
 
-/* The unit tables: the reads in flight into the page cache (never more units than the store has there, none in
- * direct mode), the private cache and, beside it, the spill table: SPILL_BYTES (at least SPILL_MIN entries, at
- * most SPILL_MAX) that a gather reads misses into, at depth, when its step holds the whole cache (mapped, so
- * untouched until then). */
-#define SPILL_BYTES (4u << 20)
-#define SPILL_MIN 8u
-#define SPILL_MAX 256u
-static int init_tables(struct eg_reader *rd, uint64_t slots)
+/* The remote tier, and its source of completions given to the I/O thread. */
+static int open_remote(struct eg_reader *rd, const char *url, unsigned timeout_ms)
 {
-	uint64_t track = rd->depth * 4 > TRACK_MIN ? rd->depth * 4 : TRACK_MIN, pc_units = page_cache_units(rd, NULL);
-	size_t spill = rd->unit_max ? SPILL_BYTES / rd->unit_max : SPILL_MAX;
+	struct eg_source src;
 	int err;
 
-	if (track > pc_units)
-		track = pc_units ? pc_units : 1;
-	spill = spill < SPILL_MIN ? SPILL_MIN : spill > SPILL_MAX ? SPILL_MAX : spill;
-	if ((err = eg_units_init(&rd->track, (uint32_t)track, 0)) < 0 ||
-	    (slots && (err = eg_units_init(&rd->cache, (uint32_t)slots, rd->unit_max)) < 0) ||
-	    (slots && (err = eg_units_init(&rd->spill, (uint32_t)spill, rd->unit_max)) < 0))
-		return eg_fail(err, "out of memory for the session cache (%llu slots of %zu bytes)",
-			       (unsigned long long)slots, rd->unit_max);
+	if ((err = eg_rd_remote_open(rd, url, timeout_ms, &src)) < 0)
+		return err;
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_set_source(rd, &src);
+	eg_rd_wake_locked(rd);
+	pthread_mutex_unlock(&rd->lock);
 	return 0;
 }
 
 int eg_reader_create(struct eg_reader **out, const struct eg_reader_options *o)
 {
 	struct eg_reader *rd;
-	uint64_t slots;
 	int err;
 
 	*out = NULL;
 	if (!(rd = calloc(1, sizeof(*rd))))
 		return eg_fail(-ENOMEM, "out of memory");
 	*rd = (struct eg_reader){ .st = o->st, .cfg = o->st->cfg, .mode = o->mode, .flags = o->flags,
-				  .rc = o->row_cache, .depth = o->queue_depth, .step = o->step, .total = o->total,
+				  .rc = o->row_cache, .depth = o->queue_depth, .io_step = o->step, .io_total = o->total,
 				  .report = o->report, .report_arg = o->report_arg };
-	if ((err = size_units(rd, o->cache_bytes, &slots)) < 0 || (err = alloc_buffers(rd)) < 0 ||
-	    (err = init_tables(rd, slots)) < 0 || (err = init_seen(rd, o->page_cache_bytes)) < 0 ||
-	    (err = open_fds(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
-	    (o->remote && (err = eg_rd_remote_open(rd, o->remote, o->remote_timeout_ms)) < 0)) {
+	if (pthread_mutex_init(&rd->lock, NULL)) {
+		free(rd);
+		return eg_fail(-ENOMEM, "out of memory for the reader's lock");
+	}
+	rd->unit_max = eg_store_unit_max(rd->st);
+	if ((err = eg_tables_init(&rd->tab, rd->st, rd->mode == ENGRAM_MODE_DIRECT || rd->rc, rd->depth, rd->unit_max,
+				  o->cache_bytes, o->page_cache_bytes)) < 0 ||
+	    (err = eg_rd_queue_init(rd)) < 0 || (err = eg_rd_gather_init(rd)) < 0 || (err = sort_layers(rd)) < 0 ||
+	    (err = open_fds(rd)) < 0 || (err = eg_rd_waits_init(rd)) < 0 ||
+	    (err = eg_rd_hand_init(rd)) < 0 || (err = eg_rd_bell_init(rd)) < 0 || (err = eg_rd_progress_start(rd)) < 0 ||
+	    (o->remote && (err = open_remote(rd, o->remote, o->remote_timeout_ms)) < 0)) {
 		eg_reader_destroy(rd);
 		return err;
 	}
-	sort_layers(rd);
 	*out = rd;
 	return 0;
 }
@@ -194,8 +119,13 @@ void eg_reader_destroy(struct eg_reader *rd)
 {
 	if (!rd)
 		return;
-	eg_rd_progress_stop(rd);
+	int forked = eg_rd_progress_stop(rd);
 	eg_rd_remote_close(rd); /* the I/O thread's client: after the thread */
+	eg_rd_waits_free(rd, forked);
+	eg_rd_hand_free(rd, forked);
+	eg_rd_bell_free(rd);
+	if (!forked) /* a child of a fork: the parent's I/O thread may have held it */
+		pthread_mutex_destroy(&rd->lock);
 	for (unsigned i = 0; rd->fd_buf && i < rd->st->n_files; i++) {
 		if (rd->fd_buf[i] >= 0)
 			close(rd->fd_buf[i]);
@@ -204,75 +134,47 @@ void eg_reader_destroy(struct eg_reader *rd)
 	}
 	free(rd->fd_buf);
 	free(rd->fd_direct);
-	eg_units_destroy(&rd->track);
-	eg_units_destroy(&rd->cache);
-	eg_units_destroy(&rd->spill);
-	eg_seen_destroy(&rd->seen);
-	free(rd->seen_base);
-	if (rd->bounce)
-		munmap(rd->bounce, (size_t)rd->depth * rd->bounce_bytes);
-	free(rd->req);
-	for (unsigned l = 0; rd->pend && l < rd->cfg->n_layers; l++)
-		free(rd->pend[l].v);
-	free(rd->pend);
-	free(rd->sink);
-	for (unsigned i = 0; rd->unit_sink && i < rd->depth; i++)
-		free(rd->unit_sink[i]);
-	free(rd->unit_sink);
-	free(rd->overflow);
-	eg_block_ctx_free(&rd->bctx);
+	eg_tables_free(&rd->tab);
+	eg_rd_queue_free(rd);
 	free(rd->layer_order);
-	free(rd->refs);
-	if (rd->fan)
-		eg_fanout_free(rd->fan);
-	free(rd->fan);
-	free(rd->rc_buf);
-	free(rd->pinned);
-	eg_rd_hand_free(rd);
+	eg_rd_gather_free(rd);
 	free(rd);
 }
 
-const char *eg_reader_backend(const struct eg_reader *rd)
-{
-	return rd->backend;
-}
-
-void eg_reader_begin(struct eg_reader *rd)
-{
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_take_requests(rd, SIZE_MAX); /* the step's pushes are requested in the step they were made */
-	for (size_t i = 0; i < rd->n_pinned; i++)
-		rd->cache.u[rd->pinned[i]].pins--;
-	eg_units_released(&rd->cache);
-	rd->n_pinned = 0;
-	if (!rd->evicted)
-		eg_seen_grow(&rd->seen);
-	rd->evicted = 0;
-	rd->step_t0 = eg_rd_now_ns();
-	rd->step_gen++;
-	memset(rd->step, 0, rd->cfg->n_layers * sizeof(*rd->step));
-	if (rd->remote) /* its tables are shared with the I/O thread (remote_tier.c) */
-		eg_rd_remote_begin(rd);
-	eg_rd_report(rd, -1, 0);
-	pthread_mutex_unlock(&rd->lock);
-}
-
-void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram)
+/* The report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
+static void report(struct eg_reader *rd, int layer, uint64_t rc_ram)
 {
 	struct eg_reader_report r;
 	struct engram_remote_stats rs;
 
 	if (!rd->report) /* no stats segment: nothing to do */
 		return;
-	r = (struct eg_reader_report){ .backlog = rd->pend_n, .rc_ram = rc_ram,
-				       .io_cpu_ns = __atomic_load_n(&rd->io_cpu_ns, __ATOMIC_RELAXED) };
-	for (unsigned l = 0; l < rd->cfg->n_layers; l++)
-		r.inflight += rd->pend[l].inflight;
+	r = (struct eg_reader_report){ .backlog = eg_rd_backlog(rd), .rc_ram = rc_ram,
+				       .io_cpu_ns = eg_rd_io_cpu_ns(rd) };
+	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
+		size_t inflight, waiting;
+		eg_rd_layer_reads(rd, l, &inflight, &waiting);
+		r.inflight += inflight;
+	}
 	if (layer < 0 && rd->remote) {
 		eg_rd_remote_counters(rd, &rs);
 		r.remote = &rs;
 	}
 	rd->report(rd->report_arg, layer, &r);
+}
+
+void eg_reader_begin(struct eg_reader *rd)
+{
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_take_requests(rd, SIZE_MAX); /* the step's pushes are requested in the step they were made */
+	eg_tables_begin(&rd->tab); /* the last step's pins let go of */
+	rd->step.t0 = eg_rd_now_ns();
+	rd->step.gen++;
+	memset(rd->io_step, 0, rd->cfg->n_layers * sizeof(*rd->io_step));
+	if (rd->remote) /* its tables are shared with the I/O thread (remote_tier.c) */
+		eg_rd_remote_begin(rd);
+	report(rd, -1, 0);
+	pthread_mutex_unlock(&rd->lock);
 }
 
 int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t n, unsigned flags)
@@ -288,10 +190,10 @@ int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t 
 	 * none here while rows handed over earlier wait to be requested. (hand is the caller's thread's to append
 	 * to, and the I/O thread takes it under the lock held here.) */
 	if ((flags & EG_READ_NOW) && pthread_mutex_trylock(&rd->lock) == 0) {
-		int in_order = !rd->hand.n && rd->taken_rec >= rd->taken.n; /* else all handed over, after them */
+		int in_order = eg_rd_hand_done(rd, 0); /* else all handed over, after them */
 		for (; in_order && k < L && !err; k++) {
 			unsigned l = rd->layer_order[k];
-			err = eg_rd_request_rows(rd, l, rows[l], n, pin, &done);
+			err = eg_rd_request_rows(rd, l, rows[l], n, pin, 0, &done);
 			if (done < n)
 				break;
 		}
@@ -304,7 +206,28 @@ int eg_reader_request(struct eg_reader *rd, const uint64_t *const *rows, size_t 
 		unsigned l = rd->layer_order[k];
 		err = eg_rd_hand_rows(rd, l, rows[l] + done, n - done, pin, t);
 	}
-	eg_rd_hand_kick(rd);
+	if (eg_rd_hand_kick(rd))
+		eg_rd_wake(rd);
+	return err;
+}
+
+int eg_reader_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
+		     uint8_t *dst)
+{
+	uint64_t rc_ram = 0;
+	int err;
+
+	pthread_mutex_lock(&rd->lock);
+	eg_rd_take_requests(rd, SIZE_MAX); /* what was pushed and not yet requested, before anything is classified */
+	if (rd->remote || !n || !eg_store_layer_table(rd->st, layer)) {
+		pthread_mutex_unlock(&rd->lock);
+		if (rd->remote)
+			return eg_rd_remote_gather(rd, layer, rows, n, out, dst);
+		return n ? eg_fail(-EINVAL, "layer %d has no table in this store", rd->cfg->layers[layer].id) : 0;
+	}
+	if ((err = eg_rd_gather(rd, layer, rows, n, out, dst, &rc_ram)) == 0)
+		report(rd, (int)layer, rc_ram);
+	pthread_mutex_unlock(&rd->lock);
 	return err;
 }
 
@@ -314,7 +237,8 @@ int eg_reader_prefetch(struct eg_reader *rd, unsigned layer, const uint64_t *row
 
 	if ((err = eg_rd_hand_rows(rd, layer, rows, n, 0, eg_rd_now_ns())) < 0)
 		return err;
-	eg_rd_hand_kick(rd);
+	if (eg_rd_hand_kick(rd))
+		eg_rd_wake(rd);
 	return 0;
 }
 
@@ -334,23 +258,25 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 	pthread_mutex_lock(&rd->lock);
 	if (take)
 		eg_rd_take_requests(rd, SIZE_MAX);
-	pthread_mutex_lock(&rd->hand_lock);
-	out->handed_all = rd->hand.n == 0 && rd->taken_rec >= rd->taken.n;
-	pthread_mutex_unlock(&rd->hand_lock);
+	out->handed_all = eg_rd_hand_done(rd, 1);
 	out->step_units = 0;
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
-		out->step_units += rd->step[l].units;
+		size_t inflight, waiting;
+		out->step_units += rd->io_step[l].units;
+		eg_rd_layer_reads(rd, l, &inflight, &waiting);
 		if (out->inflight)
-			out->inflight[l] = rd->pend[l].inflight;
+			out->inflight[l] = inflight;
 		if (out->waiting)
-			out->waiting[l] = rd->pend[l].n;
+			out->waiting[l] = waiting;
 	}
+	uint64_t ahead, alone;
+	eg_rd_gather_counts(rd, &ahead, &alone);
 	*out = (struct eg_reader_probe){
-		.published = rd->published, .backlog = rd->pend_n, .step_units = out->step_units,
-		.read_ahead = rd->read_ahead, .read_alone = rd->read_alone, .gate = rd->gate,
-		.track_entries = rd->track.n, .handed_all = out->handed_all,
-		.gather_waits = rd->waiters && !eg_rd_awaited_done(rd),
-		.stopping = rd->stop, .inflight = out->inflight, .waiting = out->waiting,
+		.published = eg_rd_published(rd), .backlog = eg_rd_backlog(rd), .step_units = out->step_units,
+		.read_ahead = ahead, .read_alone = alone, .gate = eg_rd_gate(rd),
+		.track_entries = eg_rd_table(rd, EG_TAB_TRACK)->n, .handed_all = out->handed_all,
+		.gather_waits = eg_rd_has_waiters(rd) && !eg_rd_awaited_done(rd),
+		.stopping = eg_rd_progress_stopping(rd), .inflight = out->inflight, .waiting = out->waiting,
 	};
 	pthread_mutex_unlock(&rd->lock);
 }
@@ -358,11 +284,48 @@ void eg_reader_probe(struct eg_reader *rd, int take, struct eg_reader_probe *out
 void eg_reader_test_source(struct eg_reader *rd, unsigned (*run)(struct eg_reader *rd, void *arg), void *arg)
 {
 	pthread_mutex_lock(&rd->lock);
-	rd->source = (struct eg_source){ .run = run, .arg = arg };
+	eg_rd_set_source(rd, &(struct eg_source){ .run = run, .arg = arg });
 	pthread_mutex_unlock(&rd->lock);
 }
 
 int eg_reader_in_page_cache(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit)
 {
 	return eg_rd_probe(rd, p, unit) == 0;
+}
+
+int eg_reader_remote_stats(struct eg_reader *rd, struct engram_remote_stats *out)
+{
+	if (!rd->remote)
+		return eg_fail(-EINVAL, "the session has no remote tier");
+	pthread_mutex_lock(&rd->lock); /* the I/O thread's counters too */
+	eg_rd_remote_counters(rd, out);
+	pthread_mutex_unlock(&rd->lock);
+	return 0;
+}
+
+/* ---- the I/O thread's (progress.c) ---- */
+
+int eg_reader_usable(const struct eg_reader *rd)
+{
+	return eg_rd_progress_usable(rd);
+}
+
+const char *eg_reader_backend(const struct eg_reader *rd)
+{
+	return eg_rd_backend_name(rd);
+}
+
+uint64_t eg_reader_cpu_ns(struct eg_reader *rd)
+{
+	return eg_rd_cpu_ns(rd);
+}
+
+uint64_t eg_reader_busy_ns(struct eg_reader *rd)
+{
+	return eg_rd_busy_ns(rd);
+}
+
+void eg_reader_wake(struct eg_reader *rd)
+{
+	eg_rd_wake(rd);
 }

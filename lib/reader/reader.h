@@ -2,14 +2,17 @@
  * into rows, keeps the step and its counters, and calls only what is declared here; the reader requests the
  * rows' units, hands them to its I/O thread, issues their reads in layer order behind the gate, completes and
  * publishes them, keeps the unit tables (and their CLOCK), and gathers rows (each classified at the call, then
- * waited for or read, then converted). Its files, in lib/reader/: reader.c (life cycle, begin, a push's
- * requests, the counters), handover.c (rows from the caller's thread to the I/O thread), read.c (request, issue,
- * complete, publish; what a gather reads itself), progress.c (the I/O thread; the backend's choice and
- * fallback), gather.c (classify, resolve, convert), fanout.c (a gather's rows
- * linked by unit: a unit read past the cache serves every row of the call on it), policy.h (the decisions on keys alone, which lib/cachesim.c
- * replays too), remote_tier.c and remote_rows.c (the remote tier as a row source), io_uring.c and io_pool.c (the
- * backends, io.h), units.c (the unit table, units.h). Their shared state is reader_int.h, which nothing outside
- * lib/reader/ includes; no file here includes the session's.
+ * waited for or read, then converted). Its files, in lib/reader/: reader.c (life cycle, begin and the step, a
+ * push's requests, the counters: everything declared here), tables.c (the unit tables and seen bits),
+ * handover.c (rows from the caller's thread to the I/O thread), read.c (request, issue, complete, publish; what a
+ * gather reads itself), progress.c (the I/O thread; the backend's choice and fallback), wake.c (waking it where
+ * it sleeps), wait.c (a gather waiting for what the thread publishes), gather.c (classify, resolve, convert;
+ * gather_rows.h), fanout.c (a gather's rows linked by unit: a unit read past the cache
+ * serves every row of the call on it), policy.h (the decisions on keys alone, which lib/cachesim.c replays too),
+ * remote_tier.c and remote_rows.c (the remote tier as a row source), io_uring.c and io_pool.c (the backends,
+ * io.h), units.c (the unit table, units.h), seen.c (the page-cache bits, seen.h). Each owns a part of the
+ * reader's state, which the others reach through its header's functions; reader_int.h puts the parts together
+ * (nothing outside lib/reader/ includes it); no file here includes the session's.
  *
  * Threads: every function here is called by the session's caller's thread (one at a time, as the session's
  * own functions are), except eg_reader_wake (any thread); the reader's lock guards what that thread shares with

@@ -1,11 +1,29 @@
-/* The reader's state, shared by its rooms (reader.h lists them); nothing outside lib/reader/ includes this.
+/* The reader's state: its parts, each owned by one file of lib/reader/ (reader.h lists the files); nothing outside
+ * lib/reader/ includes this. struct eg_reader below is what every part reads (the store, the session's options
+ * and counters, the session lock) and the parts themselves, from the top of the calls down:
+ *   thread  progress.c    the I/O thread: backend, completions, its source, start and stop, CPU and busy time
+ *   hand    handover.c    rows handed from the caller's thread to the I/O thread, with hand_lock
+ *   gather  gather.c      a gather's rows as classified, its staging and links, what it read ahead and alone
+ *   remote  remote_tier.c the remote tier, or NULL
+ *   wait    wait.c        who waits for what, the backend's failure, the condition variable they sleep on
+ *   q       read.c        the reads: requests, each layer's backlog, their buffers and decoders, what they
+ *                         published
+ *   bell    wake.c        where the I/O thread sleeps, and how to kick it there
+ *   step    reader.c      the step's start and number (struct eg_rd_step, below)
+ *   tab     tables.c      the unit tables (track, cache, spill), the step's pins on the cache, the seen bits
+ * reader.c makes them (each owner's init, in turn) and serves reader.h with them. A part's fields are its
+ * file's: the other files reach it only through the functions its header declares, calling down the list, never
+ * up (and tables.c knows nothing of the reader). Each part but two is allocated by its owner and defined in its
+ * .c file alone, so nothing else can see its fields; step and tab, whose accessors run for every row, are kept in
+ * place and reached through the inline accessors below. The session lock's comment says what it guards;
+ * hand_lock is the hand-over's own.
  *
  * Vocabulary. A *table* is a layer's table; a *piece* (struct eg_piece) is the part of it one shard holds. A
  * *row* is one record of a layer's table. A *unit* is what is read and cached for it: the page (or pages)
  * holding the row in a raw piece, or the zstd block holding it; units are numbered within their piece and keyed
- * by (piece, unit) (their sizes and keys: layout.h). A unit has an *entry* in a *unit table* (units.c):
- * `track` (page-cache mode: reads in flight of raw pieces, no data) or `cache` (direct mode and every zstd
- * piece: the data); the fields named `slot` below hold such an entry's index. A *slot* is otherwise a sequence
+ * by (piece, unit) (their sizes and keys: layout.h). A unit has an *entry* in a *unit table* (units.c, tables.h):
+ * `track` (page-cache mode: reads in flight of raw pieces, no data), `cache` (direct mode and every zstd
+ * piece: the data) or `spill`; fields named `slot` hold such an entry's index. A *slot* is otherwise a sequence
  * slot (max_seqs), and the row cache's places are *row slots*. A *request* is a read in flight, one of
  * queue_depth. */
 #ifndef ENGRAM_READER_INT_H
@@ -16,208 +34,118 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "block.h"
-#include "units.h"
-#include "io.h"
-#include "layout.h"
-#include "policy.h"
-#include "rowcache.h"
-#include "seen.h"
+#include "internal.h"
 #include "store.h"
-#include "reader.h"
+#include "tables.h"
 
-/* The largest buffer registered with the ring (and, the private cache, made resident) at create with fixed
- * buffers (io_uring's limit for one registered buffer); a larger one fills as it is read. */
-#define READER_RESIDENT_MAX ((size_t)1 << 30)
-#define READER_SINK 64 /* bytes of a one-byte page-cache read's landing place: one cache line per request */
+struct eg_reader_report;
 
-/* A read in flight. */
-struct request {
-	uint32_t slot;      /* the unit's entry in its unit table */
-	uint8_t cached;     /* enum eg_table: the unit lives in rd->cache or rd->spill (else rd->track) */
-	uint16_t layer;
-	uint32_t piece;
-	uint64_t unit;
-	int fd;
-	uint8_t *buf;
-	uint64_t off;
-	size_t len, done;
-	uint32_t delta;     /* zstd: frame start within buf */
-	uint32_t frame_len; /* zstd: stored bytes of the frame; 0 for raw units */
-	uint32_t next_free;
-	uint32_t gen;       /* the step that requested it (step_gen then) */
-	uint32_t missing;   /* page-cache mode: pages of the unit the probe found not cached */
-};
-
-/* A read waiting for a free request: queued by push instead of blocking it. */
-struct pending {
-	uint32_t slot;
-	uint32_t piece;
-	uint64_t unit;
-	uint16_t layer;
-	uint8_t cached;
-	uint32_t gen;       /* the step that requested it */
-};
-
-/* The reads of one layer waiting for a request, in request order. */
-struct pend_queue {
-	struct pending *v;
-	size_t head, n, cap;
-	size_t inflight;    /* the layer's reads in flight */
-};
-
-/* Which unit table an entry is in: 0 and 1 are also eg_rd_is_cached()'s answers. */
-enum eg_table { EG_TAB_TRACK = 0, EG_TAB_CACHE = 1, EG_TAB_SPILL = 2 };
-
-/* One row of a gather call, located and classified before anything waits. */
-struct row_ref {
-	const struct eg_piece *p;
-	uint64_t off;        /* the record's byte offset in the piece's pages */
-	uint64_t unit;       /* off / unit bytes */
-	uint64_t row;
-	uint8_t state;       /* enum row_state */
-	uint8_t cached;
-	uint8_t in_rc;       /* found in the row cache when classified */
-	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
-	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
-	uint8_t fanned;      /* taken with an earlier row of the call on its unit, from one read (fanout.h) */
-};
-
-/* Another source of completions for the I/O thread to drive (the remote tier): run() is called by the thread
- * under the session lock at every turn of its loop, to start that source's requests and publish its completed
- * units (set them ready as eg_rd_publish() does); it returns how many it published. The source's own thread
- * or callback wakes the loop with eg_reader_wake() when it has completions.
- * A source with I/O of its own (sockets) gives wait() and kick() too: wait() is called by the thread outside
- * the lock at every turn, block 1 in place of the backend's sleep when the backend has no read in flight and
- * none to start (it then sleeps in the source's own poll until an event of the source or a kick), else block 0
- * (no waiting); kick() (under the lock, from any thread) ends a wait() that blocks. */
-struct eg_source {
-	unsigned (*run)(struct eg_reader *rd, void *arg);
-	void *arg;
-	void (*wait)(struct eg_reader *rd, void *arg, int block);
-	void (*kick)(struct eg_reader *rd, void *arg);
-};
-
-/* Rows handed over by the caller's thread, to be requested by the I/O thread (handover.c). */
-struct eg_handover {
-	uint64_t *v; /* records: a header (layer | pin << 16, the row count, the push's ns), then the rows */
-	size_t n, cap;
+/* The step (reader.c's), under the session lock; its pins are the cache's (tables.h). */
+struct eg_rd_step {
+	uint64_t t0;                      /* when the step began (engram_session_begin) */
+	uint32_t gen;                     /* steps begun: a read started later is counted in its own step's */
 };
 
 struct eg_reader {
+	/* set at create, read-only after */
 	const engram_store *st;
 	const engram_config *cfg;
 	enum engram_mode mode;
 	unsigned flags;
 	unsigned depth;                   /* reads in flight at most */
-	unsigned gate;                    /* a layer's reads start while at most this many of earlier layers' are
-					     in flight (read.c) */
-	struct eg_io *io;
-	char backend[160];
-	int *fd_buf, *fd_direct;          /* per shard */
-	struct eg_units track, cache;
-	struct eg_units spill;            /* units a gather has read past a cache its step holds whole, at depth
-					     (gather.c); with the cache */
-	int evicted;                      /* this step found a trusted page evicted (see seen.h) */
-	struct eg_seen seen;              /* page-cache mode: units of raw tables brought in, so not read again */
-	uint64_t *seen_base;              /* per piece: its first bit in seen (raw pieces in page-cache mode) */
-	size_t unit_max;                  /* bytes of the largest unit of any piece */
-	struct request *req;
-	uint32_t req_free;
-	struct pend_queue *pend;          /* per layer: reads waiting for a request; earlier layers, which are
-					     gathered first, start first */
-	size_t pend_n;                    /* in all layers */
-	uint8_t *sink;                    /* page-cache reads land here and are dropped: READER_SINK per request */
-	uint8_t **unit_sink;              /* per request, made on demand: dropped reads of multi-page units */
-	uint8_t *bounce;                  /* zstd frames (aligned): bounce_bytes per request */
-	size_t bounce_bytes;
-	uint8_t *overflow;                /* a unit read at gather when the cache has no free entry, then its frame */
-	struct eg_block_ctx bctx;
 	engram_rowcache *rc;              /* the row tier, or NULL */
-	uint8_t *rc_buf;                  /* rows copied out of it: READER_GATHER_CHUNK records */
+	size_t unit_max;                  /* bytes of the largest unit of any piece */
+	int *fd_buf, *fd_direct;          /* per shard */
 	unsigned *layer_order;            /* layer indexes by ascending layer id: shortest lead first */
-	/* the step */
-	uint32_t *pinned;
-	size_t n_pinned, cap_pinned;
-	uint64_t step_t0;                 /* when the step began (engram_session_begin) */
-	uint32_t step_gen;                /* steps begun: a read started later is counted in its own step's */
-	/* gather scratch */
-	struct row_ref *refs;
-	size_t cap_refs;
-	struct engram_io_stats *step, *total; /* the session's counters (eg_reader_options) */
-	/* the I/O thread (progress.c). lock guards what it shares with the caller's thread: the unit
-	 * tables' entries, the backlog (pend, pend_n), the requests, seen, the counters and the fields below;
-	 * the backend and req[] of reads in flight are the thread's alone. */
-	pthread_mutex_t lock;
-	pthread_cond_t done;              /* units were published: the caller waits here */
-	pthread_cond_t work;              /* the thread waits here for stop once its backend has failed */
-	pthread_t thread;
-	int thread_live;
-	uint8_t idle;                     /* enum prog_idle: where the thread sleeps, so a kick knows how to wake it */
-	uint8_t stop;
-	uint8_t started;                  /* the thread has made its backend (or failed: start_err) */
-	int start_err;
-	unsigned waiters;                 /* caller threads waiting for a unit */
-	const struct eg_unit *awaited;    /* the unit a gather waits for, or NULL */
-	unsigned awaited_layer;           /* its layer, and rd->published when the gather began to wait */
-	uint64_t awaited_pub;
-	int io_err;                       /* the backend failed: every later wait reports it */
-	uint64_t published;               /* units made ready or failed by the thread, for the tests */
-	uint64_t track_done_t;            /* t_done of the page-cache unit (track) published last: below the step's
-					     start, none was in this step (gather.c skips its lookups then) */
-	uint64_t read_ahead, read_alone;  /* misses a gather read ahead (at depth), and alone: for the tests */
-	struct eg_fanout *fan;            /* a gather's rows linked by unit (fanout.h), made when first needed */
-	struct eg_block_ctx io_bctx;      /* the thread's decoder (bctx is the caller's) */
-	struct eg_cqe *cqes;              /* one batch of completions: depth */
-	unsigned fork_gen;                /* eg_fork_gen when made: a child of a fork has another */
-	/* the hand-over (handover.c): hand is guarded by hand_lock alone (taken alone, or inside lock);
-	 * taken, and the record being requested (taken_rec, the rows of it done), by lock */
-	pthread_mutex_t hand_lock;
-	struct eg_handover hand, taken;
-	size_t taken_rec, taken_done;
-	uint8_t hand_awake;               /* the I/O thread will look at hand before it sleeps (hand_lock) */
-	uint64_t req_t;                   /* the request time of the units being requested (lock) */
-	struct eg_source source;          /* another source of completions driven by the I/O thread, or none */
-	struct eg_rd_remote *remote;    /* the remote tier (remote_tier.c), or NULL */
-	/* the report to the session (eg_reader_options; reader.c) */
+	/* the session's counters (eg_reader_options), and the report to it (reader.c) */
+	struct engram_io_stats *io_step, *io_total;
 	void (*report)(void *arg, int layer, const struct eg_reader_report *r);
 	void *report_arg;
-	uint64_t io_cpu_ns;               /* the I/O thread's CPU time, stored by it (relaxed atomic), read by report */
-	uint64_t io_cpu_next;             /* the I/O thread's: when it samples it next (ns, coarse clock) */
-	/* the time the backend had reads in flight: the periods ended, and the start of the current one or 0
-	 * (the I/O thread's, under lock) */
-	uint64_t busy_ns, busy_since;
+	/* The session lock: what the caller's thread shares with the I/O thread. It guards the counters (io_step,
+	 * io_total), step, tab (but the data of an entry whose read is in flight, the I/O thread's until it is
+	 * published), q (but the requests in flight and the I/O thread's decoder, the thread's alone), wait (its
+	 * condition variable is used with it), gather, hand's taken rows (not hand itself: hand_lock), bell,
+	 * thread's source and state (stop, start, busy time; not the backend) and remote (but what remote_tier.c
+	 * marks as the I/O thread's). No other lock guards any of them; hand_lock is taken inside it, never the
+	 * other way round. */
+	pthread_mutex_t lock;
+	struct eg_rd_step step;           /* reader.c */
+	struct eg_rd_tables tab;          /* tables.c */
+	struct eg_rd_queue *q;            /* read.c */
+	struct eg_rd_thread *thread;      /* progress.c */
+	struct eg_rd_waits *wait;         /* wait.c */
+	struct eg_rd_gather *gather;      /* gather.c */
+	struct eg_rd_hand *hand;          /* handover.c */
+	struct eg_rd_bell *bell;          /* wake.c */
+	struct eg_rd_remote *remote;      /* remote_tier.c, or NULL */
 };
 
-enum prog_idle { PROG_BUSY, PROG_IDLE_IO, PROG_IDLE_SRC /* in rd->source.wait() */ };
-
-/* Units read into the session's private cache (direct mode, zstd blocks, the row tier's staging) rather than
- * tracked in the page cache. */
-static inline int eg_rd_is_cached(const struct eg_reader *rd, const struct eg_piece *p)
-{
-	return p->t->codec == EG_CODEC_ZSTD || rd->mode == ENGRAM_MODE_DIRECT || rd->rc;
-}
 
 static inline uint32_t eg_rd_piece_index(const struct eg_reader *rd, const struct eg_piece *p)
 {
 	return (uint32_t)(p - rd->st->pieces);
 }
 
-static inline uint64_t eg_rd_seen_bit(const struct eg_reader *rd, uint32_t piece, uint64_t unit)
+/* The unit tables (tables.h): whether a piece's units are read into the session's private cache (direct mode,
+ * zstd blocks, the row tier's staging) rather than tracked in the page cache; table tab (enum eg_table); the
+ * seen bits of a unit; the time the last page-cache unit was published; hold a cache entry for the step; a
+ * unit published (its entry's time, and whether one may be evictable); trusted pages found evicted. */
+static inline int eg_rd_is_cached(const struct eg_reader *rd, const struct eg_piece *p)
 {
-	return rd->seen_base[piece] + unit;
+	return eg_tables_cached(&rd->tab, p);
 }
 
-static inline struct eg_units *eg_rd_table(struct eg_reader *rd, int cached)
+static inline struct eg_units *eg_rd_table(struct eg_reader *rd, int tab)
 {
-	return cached == EG_TAB_SPILL ? &rd->spill : cached ? &rd->cache : &rd->track;
+	return eg_tables_get(&rd->tab, tab);
+}
+
+static inline int eg_rd_seen_test(struct eg_reader *rd, uint32_t piece, uint64_t unit, unsigned pages)
+{
+	return eg_tables_seen_test(&rd->tab, piece, unit, pages);
+}
+
+static inline void eg_rd_seen_mark(struct eg_reader *rd, uint32_t piece, uint64_t unit, unsigned pages)
+{
+	eg_tables_seen_mark(&rd->tab, piece, unit, pages);
+}
+
+static inline uint64_t eg_rd_track_done_t(const struct eg_reader *rd)
+{
+	return rd->tab.track_done_t;
+}
+
+static inline int eg_rd_pin(struct eg_reader *rd, uint32_t slot)
+{
+	return eg_tables_pin(&rd->tab, slot);
+}
+
+static inline void eg_rd_tables_ready(struct eg_reader *rd, struct eg_units *t, const struct eg_unit *u)
+{
+	eg_tables_ready(&rd->tab, t, u);
+}
+
+static inline void eg_rd_tables_evicted(struct eg_reader *rd)
+{
+	eg_tables_evicted(&rd->tab);
+}
+
+/* The step (reader.c's): when it began, and its number. */
+static inline uint64_t eg_rd_step_t0(const struct eg_reader *rd)
+{
+	return rd->step.t0;
+}
+
+static inline uint32_t eg_rd_step_gen(const struct eg_reader *rd)
+{
+	return rd->step.gen;
 }
 
 /* Add v to a counter of one layer, in the step's and the session's totals. */
 static inline void eg_rd_count(struct eg_reader *rd, unsigned layer, size_t field, uint64_t v)
 {
-	*(uint64_t *)((char *)&rd->step[layer] + field) += v;
-	*(uint64_t *)((char *)&rd->total[layer] + field) += v;
+	*(uint64_t *)((char *)&rd->io_step[layer] + field) += v;
+	*(uint64_t *)((char *)&rd->io_total[layer] + field) += v;
 }
 #define COUNT(rd, l, f, v) eg_rd_count((rd), (l), offsetof(struct engram_io_stats, f), (v))
 
@@ -225,9 +153,9 @@ static inline void eg_rd_count(struct eg_reader *rd, unsigned layer, size_t fiel
  * step lasts (its reads may start after the next step has begun). */
 static inline void eg_rd_count_for(struct eg_reader *rd, unsigned layer, uint32_t gen, size_t field, uint64_t v)
 {
-	if (gen == rd->step_gen)
-		*(uint64_t *)((char *)&rd->step[layer] + field) += v;
-	*(uint64_t *)((char *)&rd->total[layer] + field) += v;
+	if (gen == rd->step.gen)
+		*(uint64_t *)((char *)&rd->io_step[layer] + field) += v;
+	*(uint64_t *)((char *)&rd->io_total[layer] + field) += v;
 }
 #define COUNT_FOR(rd, l, g, f, v) eg_rd_count_for((rd), (l), (g), offsetof(struct engram_io_stats, f), (v))
 
@@ -238,89 +166,5 @@ static inline uint64_t eg_rd_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
-
-/* Wake the I/O thread so that it runs its loop (and rd->source) again, under the lock: where it sleeps (rd->idle)
- * says how. eg_rd_wake: the same from any thread, without the lock. */
-static inline void eg_rd_progress_wake_locked(struct eg_reader *rd)
-{
-	if (rd->idle == PROG_IDLE_IO)
-		rd->io->ops->kick(rd->io);
-	else if (rd->idle == PROG_IDLE_SRC)
-		rd->source.kick(rd, rd->source.arg);
-	rd->idle = PROG_BUSY;
-}
-
-static inline void eg_rd_wake(struct eg_reader *rd)
-{
-	pthread_mutex_lock(&rd->lock);
-	eg_rd_progress_wake_locked(rd);
-	pthread_mutex_unlock(&rd->lock);
-}
-
-/* handover.c. The caller's thread, without the lock: append one layer's rows, requested at t_ns (pin:
- * held for the step); then kick, which wakes the I/O thread when it may sleep. The I/O thread, under the lock,
- * before it sleeps: 1 when nothing is left to take (hand_awake cleared: the next kick wakes it). Under the lock:
- * request at most max rows of what was handed over (SIZE_MAX: all of it, before a gather, begin or the
- * counters); 1 when some are left. */
-int eg_rd_hand_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, uint64_t t_ns);
-void eg_rd_hand_kick(struct eg_reader *rd);
-int eg_rd_hand_sleep(struct eg_reader *rd);
-int eg_rd_take_requests(struct eg_reader *rd, size_t max);
-void eg_rd_hand_free(struct eg_reader *rd);
-
-/* read.c: request (the I/O thread, or whoever takes the requests; under lock) */
-/* Make sure the unit of each row is read or being read (pin: hold cached units for the step); rd->req_t is the
- * units' request time. With done: only rows whose units are held or being read already, up to the first that
- * needs a read; *done is how many were. With the remote tier, nothing (its rows are its own: handover.c). */
-int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, int pin, size_t *done);
-/* issue and complete (the I/O thread): start backlog reads while requests are free, max of them (under lock:
- * returns 1 when more could start); finish a
- * completion outside the lock (retry a short read: returns 1; else decode, c->res final: returns 0); publish it
- * (under lock). */
-int eg_rd_issue(struct eg_reader *rd, unsigned max);
-int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c);
-void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c);
-/* A gather's read of a unit into entry slot of table tab (EG_TAB_CACHE or EG_TAB_SPILL, in flight), queued
- * before every other read of its layer; pin a cache entry for the step (under lock). */
-int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab);
-int eg_rd_pin(struct eg_reader *rd, uint32_t slot);
-/* Fail every read still in the backlog (destroy). */
-void eg_rd_drop_backlog(struct eg_reader *rd);
-/* what gather does itself: read a unit now, synchronously, into dst (unit_max bytes, page-aligned); zstd units
- * are decoded. */
-int eg_rd_load_unit(struct eg_reader *rd, unsigned layer, const struct eg_piece *p, uint64_t unit, uint8_t *dst);
-/* Pages of a raw unit that are not in the page cache now (mincore of the mapping: no read): 0 when every one
- * is; all of them when mincore cannot tell. */
-unsigned eg_rd_probe(struct eg_reader *rd, const struct eg_piece *p, uint64_t unit);
-/* Error of a unit whose read failed (u->err), naming the file. */
-int eg_rd_unit_error(const struct eg_piece *p, int err);
-
-/* progress.c */
-/* Start the I/O thread, which makes the backend (io_uring, else the pread pool); stop it (destroy). */
-int eg_rd_progress_start(struct eg_reader *rd);
-void eg_rd_progress_stop(struct eg_reader *rd);
-/* Wait (under lock, sleeping) until the unit in slot of table t is no longer in flight; counted in the layer's
- * wait_ns. */
-int eg_rd_wait(struct eg_reader *rd, struct eg_units *t, uint32_t slot, unsigned layer);
-/* Under lock: whether a gather that waits (if any) is to be woken now: its unit is in, and a batch of units or its
- * layer's last with it. While this is 0 and rd->waiters is not, a gather sleeps on reads in flight. */
-int eg_rd_awaited_done(const struct eg_reader *rd);
-
-#define READER_GATHER_CHUNK 256
-
-/* remote_tier.c: the remote tier, which replaces reading units for rows no RAM tier holds. Its client is
- * the I/O thread's (an eg_source); request and begin are called under the lock, gather without it. */
-int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms);
-void eg_rd_remote_close(struct eg_reader *rd);
-void eg_rd_remote_begin(struct eg_reader *rd);
-int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n);
-int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, size_t n, enum engram_out out,
-			  uint8_t *dst);
-/* Its counters, as engram_session_remote_stats gives them (under the lock; rd->remote set). */
-void eg_rd_remote_counters(const struct eg_reader *rd, struct engram_remote_stats *out);
-
-/* reader.c: the report to the session (under the lock): the end of begin (layer -1, rc_ram 0) or of a gather. */
-void eg_rd_report(struct eg_reader *rd, int layer, uint64_t rc_ram);
-
 
 #endif

@@ -26,11 +26,18 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "gather_rows.h"
 #include "grow.h"
 #include "layout.h"
+#include "io.h"
+#include "read.h"
+#include "reader_int.h"
 #include "remote.h"
 #include "remote_rows.h"
-#include "reader_int.h"
+#include "remote_tier.h"
+#include "rowcache.h"
+#include "wait.h"
+#include "wake.h"
 
 /* Everything but client and wake_fd is guarded by the session's lock. */
 struct eg_rd_remote {
@@ -160,7 +167,7 @@ static unsigned src_run(struct eg_reader *rd, void *arg)
 	r->n_ask = 0;
 	eg_remote_get_stats(r->client, &r->cst);
 	r->published = 0;
-	if (r->err && rd->waiters)
+	if (r->err && eg_rd_has_waiters(rd))
 		published++; /* the waiting gathers see the failure */
 	return published;
 }
@@ -195,7 +202,7 @@ static void src_kick(struct eg_reader *rd, void *arg)
 	(void)n; /* EAGAIN: the counter is full, so the thread is woken anyway */
 }
 
-int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms)
+int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms, struct eg_source *src)
 {
 	struct eg_rd_remote *r = calloc(1, sizeof(*r));
 	int err;
@@ -219,12 +226,11 @@ int eg_rd_remote_open(struct eg_reader *rd, const char *url, unsigned timeout_ms
 		free(r);
 		return err;
 	}
-	/* from here the client is the I/O thread's */
+	/* from here the client is the I/O thread's, once the caller has installed *src */
 	pthread_mutex_lock(&rd->lock);
 	rd->remote = r;
-	rd->source = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
-	eg_rd_progress_wake_locked(rd);
 	pthread_mutex_unlock(&rd->lock);
+	*src = (struct eg_source){ .run = src_run, .arg = r, .wait = src_wait, .kick = src_kick };
 	return 0;
 }
 
@@ -286,7 +292,7 @@ int eg_rd_remote_request(struct eg_reader *rd, unsigned layer, const uint64_t *r
 	int err = request(rd, layer, rows, n, 0);
 
 	if (rd->remote->n_ask)
-		eg_rd_progress_wake_locked(rd); /* the I/O thread writes them; nothing here waits */
+		eg_rd_wake_locked(rd); /* the I/O thread writes them; nothing here waits */
 	if (err < 0)
 		return err;
 	COUNT(rd, layer, requested, n);
@@ -318,10 +324,11 @@ static int fallback(struct eg_reader *rd, unsigned layer, uint64_t row, const st
 			       r->names[e->node], status_text(e->status), rd->st->shards[0].path);
 	uint64_t off = eg_layout_row_offset(p->t, row - p->t->row_begin);
 	uint64_t unit = eg_unit_of(p->t, off);
-	pthread_mutex_lock(&rd->lock); /* the counters and the overflow buffer are shared with the I/O thread */
-	err = eg_rd_load_unit(rd, layer, p, unit, rd->overflow);
+	const uint8_t *src;
+	pthread_mutex_lock(&rd->lock); /* the counters and the spare buffer are shared with the I/O thread */
+	err = eg_rd_load_spare(rd, layer, p, unit, &src);
 	if (err >= 0) {
-		memcpy(dst, rd->overflow + (off - eg_unit_off(p->t, unit)), p->t->record_size);
+		memcpy(dst, src + (off - eg_unit_off(p->t, unit)), p->t->record_size);
 		r->st.fallbacks++;
 	}
 	pthread_mutex_unlock(&rd->lock);
@@ -337,12 +344,12 @@ static int wait_row(struct eg_reader *rd, uint64_t key, struct rref ref, const s
 	struct rrow *e = eg_rrows_row(&r->rt, ref, key, NULL);
 	int rc = 0, err;
 
-	rd->waiters++;
+	eg_rd_wait_enter(rd);
 	while (e && e->state == RR_PENDING && !r->err && rc != ETIMEDOUT) {
-		rc = pthread_cond_timedwait(&rd->done, &rd->lock, deadline);
+		rc = eg_rd_wait_until(rd, deadline);
 		e = eg_rrows_row(&r->rt, ref, key, NULL); /* the entry again, not a pointer kept across the wait */
 	}
-	rd->waiters--;
+	eg_rd_wait_leave(rd);
 	if (r->err) { /* reported once, by the gather that finds it; its rows stay pending, then time out */
 		err = r->err;
 		r->err = 0;
@@ -386,7 +393,7 @@ static int fetch_one(struct eg_reader *rd, unsigned layer, uint64_t row, int ask
 	if (ask) {
 		err = request(rd, layer, &row, 1, 1);
 		if (r->n_ask)
-			eg_rd_progress_wake_locked(rd);
+			eg_rd_wake_locked(rd);
 	}
 	if (err >= 0)
 		err = wait_row(rd, eg_rc_key(layer, row), (struct rref){ 0, 0 }, &deadline);
@@ -443,7 +450,7 @@ int eg_rd_remote_gather(struct eg_reader *rd, unsigned layer, const uint64_t *ro
 	if (misses) {
 		err = request(rd, layer, rows, n, 0);
 		if (r->n_ask)
-			eg_rd_progress_wake_locked(rd);
+			eg_rd_wake_locked(rd);
 	}
 	/* sleep until the rows still outstanding are published: the client delivers each within its timeout */
 	uint64_t t0 = eg_rd_now_ns();
@@ -518,14 +525,4 @@ void eg_rd_remote_counters(const struct eg_reader *rd, struct engram_remote_stat
 	out->moved = cs->moved;
 	out->ask = cs->ask;
 	out->max_outage_ms = cs->max_outage_ms;
-}
-
-int eg_reader_remote_stats(struct eg_reader *rd, struct engram_remote_stats *out)
-{
-	if (!rd->remote)
-		return eg_fail(-EINVAL, "the session has no remote tier");
-	pthread_mutex_lock(&rd->lock); /* the I/O thread's counters too */
-	eg_rd_remote_counters(rd, out);
-	pthread_mutex_unlock(&rd->lock);
-	return 0;
 }
