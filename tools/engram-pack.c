@@ -256,7 +256,70 @@ nomem:
 	return -1;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for: the pack's options, and what only the tool looks at. */
+struct pack_args {
+	struct engram_pack_options o;
+	const char **weights; /* o.weights once the inputs are resolved; room for every argument */
+	const char *level_arg, *shuffle_arg, *seed_arg; /* given, for the checks of what they need */
+	const char *model_dir, *meta_from;
+	int quiet;
+};
+
+/* An option's value into *a (those that take one, but the weights'). Returns 0, or prints the problem and
+ * returns -1. */
+static int parse_value(int c, const char *arg, struct pack_args *a)
+{
+	static const char *const codecs[] = { "raw", "zstd", NULL };
+	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", "e4m3t", "iq4_nl", NULL };
+	static const char *const shuffles[] = { "auto", "on", "off", NULL };
+	static const int shuffle_values[] = { 0, 1, -1 }; /* engram_pack_options.shuffle of each */
+	struct engram_pack_options *o = &a->o;
+	int choice;
+
+	switch (c) {
+	case OPT_CONFIG: o->config_path = arg; return 0;
+	case OPT_TOKEN_MAP: o->token_map_path = arg; return 0;
+	case OPT_TOKENIZER: o->tokenizer_path = arg; return 0;
+	case OPT_MODEL_DIR: a->model_dir = arg; return 0;
+	case OPT_OUT: o->out_path = arg; return 0;
+	case OPT_CODEC:
+		if ((choice = tool_parse_choice("--codec", arg, codecs)) < 0)
+			return -1;
+		o->codec = codecs[choice];
+		return 0;
+	case OPT_LEVEL:
+		a->level_arg = arg;
+		return tool_parse_int("--level", arg, -131072, 22, &o->zstd_level);
+	case OPT_BLOCK_PAGES: return tool_parse_unsigned("--block-pages", arg, 1, 4096, &o->block_pages);
+	case OPT_SHUFFLE:
+		if ((choice = tool_parse_choice("--shuffle", arg, shuffles)) < 0)
+			return -1;
+		o->shuffle = shuffle_values[choice];
+		a->shuffle_arg = arg;
+		return 0;
+	case OPT_TEMPLATE: o->weight_template = arg; return 0;
+	case OPT_IN_PLACE: o->in_place = 1; return 0;
+	case OPT_SCALE_TEMPLATE: o->scale_template = arg; return 0;
+	case OPT_SPLIT: return parse_split(arg, o);
+	case OPT_SYNTHETIC: return tool_parse_u64("--synthetic", arg, 1, UINT64_MAX, &o->synthetic_scale);
+	case OPT_SYNTHETIC_DTYPE:
+		if ((choice = tool_parse_choice("--synthetic-dtype", arg, dtypes)) < 0)
+			return -1;
+		o->synthetic_dtype = dtypes[choice];
+		return 0;
+	case OPT_SEED:
+		a->seed_arg = arg;
+		return tool_parse_u64("--seed", arg, 0, UINT64_MAX, &o->synthetic_seed);
+	case OPT_THREADS: return tool_parse_unsigned("--threads", arg, 1, 4096, &o->threads);
+	case OPT_METADATA_ONLY: a->meta_from = arg; return 0;
+	case 'q': a->quiet = 1; return 0;
+	default: return -1; /* getopt has said what is wrong */
+	}
+}
+
+/* The command line into *a. Returns -1 to go on, or the exit status now: 0 after --help or --version, 2 after
+ * saying what is wrong. */
+static int parse_options(int argc, char **argv, struct pack_args *a)
 {
 	static const struct option long_opts[] = {
 		{ "config", required_argument, NULL, OPT_CONFIG },
@@ -284,231 +347,204 @@ int main(int argc, char **argv)
 		{ "metadata-only", required_argument, NULL, OPT_METADATA_ONLY },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const codecs[] = { "raw", "zstd", NULL };
-	static const char *const dtypes[] = { "bf16", "f32", "f16", "e4m3", "e4m3t", "iq4_nl", NULL };
-	static const char *const shuffles[] = { "auto", "on", "off", NULL };
-	static const int shuffle_values[] = { 0, 1, -1 }; /* engram_pack_options.shuffle of each */
-	struct engram_pack_options o = ENGRAM_INIT(struct engram_pack_options);
-	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
-	struct pack_progress bar;
-	const char **weights;
-	const char *level_arg = NULL, *shuffle_arg = NULL, *seed_arg = NULL, *model_dir = NULL, *meta_from = NULL;
-	char *dir_paths[3] = { NULL, NULL, NULL };
-	int c, quiet = 0, in_weights = 0, err, status = 2, choice;
+	int c, in_weights = 0;
 
-	tool_name = "engram-pack";
-	argv[0] = (char *)tool_name; /* getopt's own messages */
-	o = ENGRAM_INIT(struct engram_pack_options);
-	res = ENGRAM_INIT(struct engram_pack_result);
-	weights = calloc((size_t)argc, sizeof(*weights));
-	if (!weights) {
-		tool_error("out of memory");
-		return 1;
-	}
 	/* "-": arguments that are not options come back as code 1, in place, so that "--weights a b c" works */
 	while ((c = getopt_long(argc, argv, "-hq", long_opts, NULL)) != -1) {
 		if (c != 1)
 			in_weights = 0;
 		switch (c) {
 		case 1:
-			if (!in_weights) {
-				usage_error("unexpected argument '%s'", optarg);
-				goto out;
-			}
-			weights[o.n_weights++] = optarg;
+			if (!in_weights)
+				return usage_error("unexpected argument '%s'", optarg);
+			a->weights[a->o.n_weights++] = optarg;
 			break;
 		case OPT_WEIGHTS:
-			weights[o.n_weights++] = optarg;
+			a->weights[a->o.n_weights++] = optarg;
 			in_weights = 1;
 			break;
-		case OPT_CONFIG: o.config_path = optarg; break;
-		case OPT_TOKEN_MAP: o.token_map_path = optarg; break;
-		case OPT_TOKENIZER: o.tokenizer_path = optarg; break;
-		case OPT_MODEL_DIR: model_dir = optarg; break;
-		case OPT_OUT: o.out_path = optarg; break;
-		case OPT_CODEC:
-			if ((choice = tool_parse_choice("--codec", optarg, codecs)) < 0)
-				goto bad_option;
-			o.codec = codecs[choice];
-			break;
-		case OPT_LEVEL:
-			if (tool_parse_int("--level", optarg, -131072, 22, &o.zstd_level) < 0)
-				goto bad_option;
-			level_arg = optarg;
-			break;
-		case OPT_BLOCK_PAGES:
-			if (tool_parse_unsigned("--block-pages", optarg, 1, 4096, &o.block_pages) < 0)
-				goto bad_option;
-			break;
-		case OPT_SHUFFLE:
-			if ((choice = tool_parse_choice("--shuffle", optarg, shuffles)) < 0)
-				goto bad_option;
-			o.shuffle = shuffle_values[choice];
-			shuffle_arg = optarg;
-			break;
-		case OPT_TEMPLATE: o.weight_template = optarg; break;
-		case OPT_IN_PLACE: o.in_place = 1; break;
-		case OPT_SCALE_TEMPLATE: o.scale_template = optarg; break;
-		case OPT_SPLIT:
-			if (parse_split(optarg, &o) < 0)
-				goto bad_option;
-			break;
-		case OPT_SYNTHETIC:
-			if (tool_parse_u64("--synthetic", optarg, 1, UINT64_MAX, &o.synthetic_scale) < 0)
-				goto bad_option;
-			break;
-		case OPT_SYNTHETIC_DTYPE:
-			if ((choice = tool_parse_choice("--synthetic-dtype", optarg, dtypes)) < 0)
-				goto bad_option;
-			o.synthetic_dtype = dtypes[choice];
-			break;
-		case OPT_SEED:
-			if (tool_parse_u64("--seed", optarg, 0, UINT64_MAX, &o.synthetic_seed) < 0)
-				goto bad_option;
-			seed_arg = optarg;
-			break;
-		case OPT_THREADS:
-			if (tool_parse_unsigned("--threads", optarg, 1, 4096, &o.threads) < 0)
-				goto bad_option;
-			break;
-		case OPT_METADATA_ONLY: meta_from = optarg; break;
-		case 'q': quiet = 1; break;
 		case 'h':
 			usage(stdout);
-			status = 0;
-			goto out;
+			return 0;
 		case OPT_VERSION:
 			printf("engram-pack %s (libengram %s)\n", ENGRAM_VERSION_STRING, engram_version());
-			status = 0;
-			goto out;
+			return 0;
 		default:
-			goto bad_option;
+			if (parse_value(c, optarg, a) < 0) {
+				fprintf(stderr, "run 'engram-pack --help' for the options\n");
+				return 2;
+			}
 		}
 	}
-	if (optind < argc) {
-		usage_error("unexpected argument '%s'", argv[optind]);
-		goto out;
-	}
-	if (meta_from) {
-		if (o.config_path || o.token_map_path || o.tokenizer_path || o.n_weights || model_dir ||
-		    o.synthetic_scale || o.codec || o.split != ENGRAM_SPLIT_NONE) {
-			usage_error("--metadata-only copies a packed set as it is: it takes --out (and --quiet) only");
-			goto out;
-		}
-		if (!o.out_path) {
-			usage_error("--out is required");
-			goto out;
-		}
-		if ((err = engram_pack_metadata_only(meta_from, o.out_path, &res)) < 0) {
-			status = tool_lib_error(err);
-			goto out;
-		}
-		if (!quiet)
-			printf("'%s': %u file%s of metadata (%llu bytes), no table data: rows come from a remote tier\n",
-			       o.out_path, res.n_files, res.n_files == 1 ? "" : "s", (unsigned long long)res.file_bytes);
-		status = 0;
-		goto out;
-	}
-	if (model_dir) {
-		const char *other = o.config_path      ? "--config"
-				    : o.token_map_path ? "--token-map"
-				    : o.tokenizer_path ? "--tokenizer"
-				    : o.n_weights      ? "--weights"
-						       : NULL;
-		if (other) {
-			usage_error("--model-dir takes the config, the tokenizer and the weights from its directory: "
-				    "it excludes %s", other);
-			goto out;
-		}
-	} else if (o.token_map_path && o.tokenizer_path) {
-		usage_error("--token-map and --tokenizer are two sources of one token map: give one");
-		goto out;
-	} else {
-		int takes = o.config_path ? config_takes_map(o.config_path) : 1;
-		if (takes < 0) {
-			status = 1;
-			goto out;
-		}
-		if ((!o.config_path || (!(o.token_map_path || o.tokenizer_path) && takes)) &&
-		    !any_gguf(weights, o.n_weights)) {
-			usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF "
-				    "weights may state them; a Qwen4-Exp or LongCat config needs no token map)");
-			goto out;
-		}
-	}
-	if (!o.out_path) {
-		usage_error("--out is required");
-		goto out;
-	}
-	if (o.synthetic_scale) {
-		if (o.n_weights || o.weight_template || o.scale_template) {
-			usage_error("--synthetic makes random rows: it takes no %s",
-				    o.n_weights ? "--weights" : o.weight_template ? "--template" : "--scale-template");
-			goto out;
-		}
-	} else {
-		if (!o.n_weights && !model_dir) {
-			usage_error("--weights FILE... (or --synthetic SCALE) is required");
-			goto out;
-		}
-		if (o.synthetic_dtype || seed_arg) {
-			usage_error("%s needs --synthetic", o.synthetic_dtype ? "--synthetic-dtype" : "--seed");
-			goto out;
-		}
-	}
-	if ((!o.codec || !strcmp(o.codec, "raw")) && (level_arg || shuffle_arg)) {
-		usage_error("%s applies to --codec zstd only", level_arg ? "--level" : "--shuffle");
-		goto out;
-	}
-	if (model_dir && model_dir_files(model_dir, &o, weights, dir_paths) < 0) {
-		status = 1;
-		goto out;
-	}
-	o.weights = weights;
-	const char *inputs[] = { o.config_path, o.token_map_path, o.tokenizer_path };
-	if (tool_out_distinct("--out", o.out_path, NULL, inputs, 3) < 0 ||
-	    tool_out_distinct("--out", o.out_path, NULL, weights, o.n_weights) < 0) {
-		status = 1;
-		goto out;
-	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	return -1;
+}
 
-	pack_progress_init(&bar, quiet ? NULL : stderr);
-	o.progress = pack_progress_update;
-	o.progress_arg = &bar;
+/* --metadata-only: the packed set copied without its table data. Returns the exit status. */
+static int pack_metadata_only(const struct pack_args *a)
+{
+	const struct engram_pack_options *o = &a->o;
+	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
+	int err;
+
+	if (o->config_path || o->token_map_path || o->tokenizer_path || o->n_weights || a->model_dir ||
+	    o->synthetic_scale || o->codec || o->split != ENGRAM_SPLIT_NONE)
+		return usage_error("--metadata-only copies a packed set as it is: it takes --out (and --quiet) only");
+	if (!o->out_path)
+		return usage_error("--out is required");
+	if ((err = engram_pack_metadata_only(a->meta_from, o->out_path, &res)) < 0)
+		return tool_lib_error(err);
+	if (!a->quiet)
+		printf("'%s': %u file%s of metadata (%llu bytes), no table data: rows come from a remote tier\n",
+		       o->out_path, res.n_files, res.n_files == 1 ? "" : "s", (unsigned long long)res.file_bytes);
+	return 0;
+}
+
+/* Where the config and the token map come from: --model-dir alone, or --config with a map when its family hashes
+ * through one, or GGUF weights that may state them. Returns -1 to go on, or the exit status now. */
+static int check_sources(const struct pack_args *a)
+{
+	const struct engram_pack_options *o = &a->o;
+
+	if (a->model_dir) {
+		const char *other = o->config_path      ? "--config"
+				    : o->token_map_path ? "--token-map"
+				    : o->tokenizer_path ? "--tokenizer"
+				    : o->n_weights      ? "--weights"
+							: NULL;
+		if (other)
+			return usage_error("--model-dir takes the config, the tokenizer and the weights from its "
+					   "directory: it excludes %s", other);
+		return -1;
+	}
+	if (o->token_map_path && o->tokenizer_path)
+		return usage_error("--token-map and --tokenizer are two sources of one token map: give one");
+	int takes = o->config_path ? config_takes_map(o->config_path) : 1;
+	if (takes < 0)
+		return 1;
+	if ((!o->config_path || (!(o->token_map_path || o->tokenizer_path) && takes)) &&
+	    !any_gguf(a->weights, o->n_weights))
+		return usage_error("--model-dir DIR, or --config and --token-map (or --tokenizer), is required (GGUF "
+				   "weights may state them; a Qwen4-Exp or LongCat config needs no token map)");
+	return -1;
+}
+
+/* The options that go together: an --out, the rows from weights or --synthetic (and what each takes), --level
+ * and --shuffle with zstd. Returns -1 to go on, or the exit status now. */
+static int check_options(const struct pack_args *a)
+{
+	const struct engram_pack_options *o = &a->o;
+	int status;
+
+	if ((status = check_sources(a)) >= 0)
+		return status;
+	if (!o->out_path)
+		return usage_error("--out is required");
+	if (o->synthetic_scale) {
+		if (o->n_weights || o->weight_template || o->scale_template)
+			return usage_error("--synthetic makes random rows: it takes no %s",
+					   o->n_weights ? "--weights"
+					   : o->weight_template ? "--template" : "--scale-template");
+	} else {
+		if (!o->n_weights && !a->model_dir)
+			return usage_error("--weights FILE... (or --synthetic SCALE) is required");
+		if (o->synthetic_dtype || a->seed_arg)
+			return usage_error("%s needs --synthetic", o->synthetic_dtype ? "--synthetic-dtype" : "--seed");
+	}
+	if ((!o->codec || !strcmp(o->codec, "raw")) && (a->level_arg || a->shuffle_arg))
+		return usage_error("%s applies to --codec zstd only", a->level_arg ? "--level" : "--shuffle");
+	return -1;
+}
+
+/* The input files into a->o: --model-dir's (their paths into dir_paths[], which owns them), and none of them
+ * the --out. Returns 0, or prints the problem and returns -1. */
+static int resolve_inputs(struct pack_args *a, char *dir_paths[3])
+{
+	struct engram_pack_options *o = &a->o;
+
+	if (a->model_dir && model_dir_files(a->model_dir, o, a->weights, dir_paths) < 0)
+		return -1;
+	o->weights = a->weights;
+	const char *inputs[] = { o->config_path, o->token_map_path, o->tokenizer_path };
+	if (tool_out_distinct("--out", o->out_path, NULL, inputs, 3) < 0 ||
+	    tool_out_distinct("--out", o->out_path, NULL, a->weights, o->n_weights) < 0)
+		return -1;
+	return 0;
+}
+
+/* engram_pack with the progress bar (none when quiet) and the signals that end it; the seconds it took into
+ * *secs. Returns engram_pack's result. */
+static int run_pack(struct pack_args *a, struct engram_pack_result *res, double *secs)
+{
+	struct pack_progress bar;
+
+	pack_progress_init(&bar, a->quiet ? NULL : stderr);
+	a->o.progress = pack_progress_update;
+	a->o.progress_arg = &bar;
 	pack_catch_signals();
 	double t0 = pack_now();
-	err = engram_pack(&o, &res);
-	double secs = pack_now() - t0;
+	int err = engram_pack(&a->o, res);
+	*secs = pack_now() - t0;
 	pack_progress_clear(&bar);
-	if (err < 0) {
-		status = tool_lib_error(err);
-		goto out;
+	return err;
+}
+
+/* The line that says what was written. Returns the exit status: 0, or 1 when standard output fails. */
+static int print_summary(const struct engram_pack_options *o, const struct engram_pack_result *res, double secs)
+{
+	char raw[16], stored[16];
+
+	if (o->in_place) /* the table's bytes, where they lie: the index holds their checksums (and last rows) */
+		printf("'%s': %u file%s of %s, indexing %s of table data in place, %.1f s\n", o->out_path, res->n_files,
+		       res->n_files == 1 ? "" : "s", pack_format_bytes(stored, sizeof(stored), res->file_bytes),
+		       pack_format_bytes(raw, sizeof(raw), res->raw_bytes), secs);
+	else
+		printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o->out_path,
+		       res->n_files, res->n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res->raw_bytes),
+		       pack_format_bytes(stored, sizeof(stored), res->stored_bytes),
+		       res->stored_bytes ? (double)res->raw_bytes / (double)res->stored_bytes : 1.0, secs);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		tool_error("cannot write the summary: %s", strerror(errno));
+		return 1;
 	}
-	if (!quiet) {
-		char raw[16], stored[16];
-		if (o.in_place) /* the table's bytes, where they lie: the index holds their checksums (and last rows) */
-			printf("'%s': %u file%s of %s, indexing %s of table data in place, %.1f s\n", o.out_path,
-			       res.n_files, res.n_files == 1 ? "" : "s",
-			       pack_format_bytes(stored, sizeof(stored), res.file_bytes),
-			       pack_format_bytes(raw, sizeof(raw), res.raw_bytes), secs);
-		else
-			printf("'%s': %u file%s, %s of table data stored in %s (ratio %.2f), %.1f s\n", o.out_path,
-			       res.n_files, res.n_files == 1 ? "" : "s", pack_format_bytes(raw, sizeof(raw), res.raw_bytes),
-			       pack_format_bytes(stored, sizeof(stored), res.stored_bytes),
-			       res.stored_bytes ? (double)res.raw_bytes / (double)res.stored_bytes : 1.0, secs);
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			tool_error("cannot write the summary: %s", strerror(errno));
-			status = 1;
-			goto out;
-		}
+	return 0;
+}
+
+/* The pack the checked options ask for, and its summary. Returns the exit status. */
+static int pack(struct pack_args *a, char *dir_paths[3])
+{
+	struct engram_pack_result res = ENGRAM_INIT(struct engram_pack_result);
+	double secs;
+	int err, status;
+
+	if ((status = check_options(a)) >= 0)
+		return status;
+	if (resolve_inputs(a, dir_paths) < 0)
+		return 1;
+	if ((err = run_pack(a, &res, &secs)) < 0)
+		return tool_lib_error(err);
+	return a->quiet ? 0 : print_summary(&a->o, &res, secs);
+}
+
+int main(int argc, char **argv)
+{
+	struct pack_args a = { .quiet = 0 };
+	char *dir_paths[3] = { NULL, NULL, NULL };
+	int status;
+
+	tool_name = "engram-pack";
+	argv[0] = (char *)tool_name; /* getopt's own messages */
+	a.o = ENGRAM_INIT(struct engram_pack_options);
+	a.weights = calloc((size_t)argc, sizeof(*a.weights));
+	if (!a.weights) {
+		tool_error("out of memory");
+		return 1;
 	}
-	status = 0;
-	goto out;
-bad_option:
-	fprintf(stderr, "run 'engram-pack --help' for the options\n");
-out:
+	if ((status = parse_options(argc, argv, &a)) < 0)
+		status = a.meta_from ? pack_metadata_only(&a) : pack(&a, dir_paths);
 	for (int i = 0; i < 3; i++)
 		free(dir_paths[i]);
-	free(weights);
+	free(a.weights);
 	return status;
 }
