@@ -70,8 +70,8 @@ static void le(FILE *f, double v)
 
 #define FOR_LAYERS(snap, p, s, l)                                                                                   \
 	FOR_SETS(snap, p, s)                                                                                        \
-		for (unsigned j_ = 0; j_ < s->sum.n_layers; j_++)                                                   \
-			for (const struct engram_stats_layer *l = &s->sum.layers[j_]; l; l = NULL)
+		for (unsigned j_ = 0; j_ < s->sum->n_layers; j_++)                                                   \
+			for (const struct engram_stats_layer *l = &s->sum->layers[j_]; l; l = NULL)
 
 /* A label value from a file or segment: valid UTF-8 whatever its bytes (a byte that begins no character as the
  * text \\xNN, tool_utf8_escape), then escaped as the format wants (\\, \" and \n). */
@@ -121,7 +121,7 @@ static void layer_counters(FILE *f, const struct sv_snap *snap)
 	     "counter");
 	FOR_LAYERS(snap, p, s, l) {
 		uint64_t rc = l->row_cache < l->ram ? l->row_cache : l->ram;
-		if (s->sum.has_row_cache) {
+		if (s->sum->has_row_cache) {
 			labels(f, "engram_rows_ram_total", "", p, s, l);
 			fprintf(f, ",tier=\"row_cache\"} %" PRIu64 "\n", rc);
 		}
@@ -207,23 +207,23 @@ static void set_figures(FILE *f, const struct sv_snap *snap)
 		const struct set_fam *m = &set_fams[k];
 		head(f, m->name, m->help, kind_of(m->name));
 		FOR_SETS(snap, p, s) {
-			if ((m->only == 1 && !s->sum.has_remote) || (m->only == 2 && !s->sum.has_row_cache))
+			if ((m->only == 1 && !s->sum->has_remote) || (m->only == 2 && !s->sum->has_row_cache))
 				continue;
 			labels(f, m->name, "", p, s, NULL);
-			fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)(const void *)((const char *)&s->sum + m->off));
+			fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)(const void *)((const char *)s->sum + m->off));
 		}
 	}
 	head(f, "engram_row_cache_bytes", "The row cache's capacity in row bytes (slots x record).", "gauge");
 	FOR_SETS(snap, p, s)
-		if (s->sum.has_row_cache) {
+		if (s->sum->has_row_cache) {
 			labels(f, "engram_row_cache_bytes", "", p, s, NULL);
-			fprintf(f, "} %" PRIu64 "\n", s->sum.rc_slots * s->sum.rc_record_bytes);
+			fprintf(f, "} %" PRIu64 "\n", s->sum->rc_slots * s->sum->rc_record_bytes);
 		}
 	/* errors by kind: absent and bad of errors, the rest (node down), and timeouts */
 	head(f, "engram_remote_errors_total", "Rows the remote tier could not give, by kind.", "counter");
 	FOR_SETS(snap, p, s)
-		if (s->sum.has_remote) {
-			const struct engram_stats_session *t = &s->sum;
+		if (s->sum->has_remote) {
+			const struct engram_stats_session *t = s->sum;
 			uint64_t other = t->remote_errors - t->remote_absent - t->remote_bad;
 			const char *kinds[] = { "absent", "bad", "node", "timeout" };
 			uint64_t v[] = { t->remote_absent, t->remote_bad, other, t->remote_timeouts };

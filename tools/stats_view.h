@@ -4,6 +4,7 @@
 #ifndef ENGRAM_STATS_VIEW_H
 #define ENGRAM_STATS_VIEW_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -17,8 +18,12 @@ struct sv_set {
 	char path[128];
 	uint32_t mode;             /* the first session's */
 	unsigned sessions;         /* open */
-	struct engram_stats_session sum; /* n_layers, layers[], gauges, remote and row-cache figures summed */
+	/* n_layers, layers[], gauges, remote and row-cache figures summed: allocated only up to layers[n_layers]
+	 * (SV_SUM_BYTES), never copied whole (a set costs the layers it has, not ENGRAM_STATS_LAYERS) */
+	struct engram_stats_session *sum;
 };
+#define SV_SUM_BYTES(n_layers) \
+	(offsetof(struct engram_stats_session, layers) + (n_layers) * sizeof(struct engram_stats_layer))
 
 struct sv_proc {
 	char path[512];            /* its segment */
