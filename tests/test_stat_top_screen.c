@@ -88,7 +88,8 @@ static void snap(struct sv_snap *s, uint64_t t_ns, size_t n_live, const int *pid
 		if (i >= n_live + n_stale) {
 			p->pid = bad_pids[i - n_live - n_stale];
 			p->err = -5;
-			snprintf(p->errmsg, sizeof(p->errmsg), "%s", errmsg);
+			p->errmsg = strdup(errmsg);
+			assert_non_null(p->errmsg);
 			continue;
 		}
 		p->pid = i < n_live ? pids[i] : stale_pids[i - n_live];

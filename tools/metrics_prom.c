@@ -481,7 +481,8 @@ static char *proc_label_text(const struct sv_proc *p)
 		free(t.buf);
 		return NULL;
 	}
-	return t.buf;
+	char *fit = realloc(t.buf, t.len); /* its bytes, not the buffer's first 4 KB */
+	return fit ? fit : t.buf;
 }
 
 int prom_doc_init(struct prom_doc *d, const struct sv_snap *snap)

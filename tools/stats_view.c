@@ -32,8 +32,10 @@ static int group(struct sv_proc *p, const struct engram_stats_process *sp, struc
 	p->pid = sp->pid;
 	p->stale = sp->stale;
 	p->unpublished = sp->unpublished;
+	if (sp->n_labels && !(p->labels = malloc(sp->n_labels * sizeof(*p->labels))))
+		return -1;
 	p->n_labels = sp->n_labels;
-	memcpy(p->labels, sp->labels, sizeof(p->labels));
+	memcpy(p->labels, sp->labels, sp->n_labels * sizeof(*p->labels));
 	for (unsigned i = 0; i < sp->n_sessions; i++)
 		set_hex(set[i], &sp->sessions[i]);
 	for (unsigned i = 0; i < sp->n_sessions; i++) {
@@ -114,11 +116,16 @@ int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 		p->pid = pid;
 		p->run = run;
 		snprintf(p->run_hex, sizeof(p->run_hex), "%016llx", (unsigned long long)run);
-		snprintf(p->path, sizeof(p->path), "%s/%s", dir, e->d_name);
-		if ((p->err = engram_stats_read(p->path, sp)) < 0)
-			snprintf(p->errmsg, sizeof(p->errmsg), "%s", engram_last_error());
-		else if (group(p, sp, sum) < 0)
+		if (asprintf(&p->path, "%s/%s", dir, e->d_name) < 0) {
+			p->path = NULL;
 			goto oom;
+		}
+		if ((p->err = engram_stats_read(p->path, sp)) < 0) {
+			if (!(p->errmsg = strdup(engram_last_error())))
+				goto oom;
+		} else if (group(p, sp, sum) < 0) {
+			goto oom;
+		}
 	}
 	closedir(d);
 	free(sp);
@@ -138,9 +145,13 @@ oom:
 void sv_free(struct sv_snap *snap)
 {
 	for (size_t i = 0; i < snap->n; i++) {
-		for (unsigned k = 0; k < snap->procs[i].n_sets; k++)
-			free(snap->procs[i].sets[k].sum);
-		free(snap->procs[i].sets);
+		struct sv_proc *p = &snap->procs[i];
+		for (unsigned k = 0; k < p->n_sets; k++)
+			free(p->sets[k].sum);
+		free(p->sets);
+		free(p->labels);
+		free(p->path);
+		free(p->errmsg);
 	}
 	free(snap->procs);
 	memset(snap, 0, sizeof(*snap));
