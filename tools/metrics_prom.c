@@ -12,7 +12,7 @@
 
 static void put(struct prom_render *r, const char *s, size_t n)
 {
-	if (r->oom)
+	if (r->oom || !n)
 		return;
 	if (r->len + n > r->cap) {
 		size_t cap = r->cap ? r->cap : 4096;

@@ -32,10 +32,12 @@ static int group(struct sv_proc *p, const struct engram_stats_process *sp, struc
 	p->pid = sp->pid;
 	p->stale = sp->stale;
 	p->unpublished = sp->unpublished;
-	if (sp->n_labels && !(p->labels = malloc(sp->n_labels * sizeof(*p->labels))))
-		return -1;
-	p->n_labels = sp->n_labels;
-	memcpy(p->labels, sp->labels, sp->n_labels * sizeof(*p->labels));
+	if (sp->n_labels) {
+		if (!(p->labels = malloc(sp->n_labels * sizeof(*p->labels))))
+			return -1;
+		memcpy(p->labels, sp->labels, sp->n_labels * sizeof(*p->labels));
+		p->n_labels = sp->n_labels;
+	}
 	for (unsigned i = 0; i < sp->n_sessions; i++)
 		set_hex(set[i], &sp->sessions[i]);
 	for (unsigned i = 0; i < sp->n_sessions; i++) {
