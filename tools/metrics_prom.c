@@ -14,6 +14,10 @@ static void put(struct prom_render *r, const char *s, size_t n)
 {
 	if (r->oom || !n)
 		return;
+	if (r->count_only) {
+		r->len += n;
+		return;
+	}
 	if (r->len + n > r->cap) {
 		size_t cap = r->cap ? r->cap : 4096;
 		while (cap < r->len + n)
@@ -521,12 +525,12 @@ long long prom_length(const struct prom_doc *d)
 	int more;
 
 	prom_render_init(&r, d);
+	r.count_only = 1;
 	do {
 		more = prom_render_more(&r, PIECE);
 		n += (long long)r.len;
 		r.len = 0;
 	} while (more > 0);
-	prom_render_free(&r);
 	return more < 0 ? -1 : n;
 }
 

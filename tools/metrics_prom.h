@@ -27,6 +27,7 @@ struct prom_render {
 	char *buf;
 	size_t len, cap;
 	int oom;               /* out of memory: the text is incomplete */
+	int count_only;        /* len counts the bytes, buf holds none (prom_length) */
 };
 
 /* Returns 0 or -1 (out of memory). */
