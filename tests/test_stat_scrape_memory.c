@@ -4,6 +4,7 @@
  * metrics and of the --listen server over a GET /metrics (wait4 of the child), measured as the growth from FEW to
  * MANY segments (what the process needs whatever their number cancels out). When a set held a whole 64-layer
  * session (73 KB) and the server the whole text (17 KB a process), that was about 75 KB and 107 KB a segment.
+ * The server's answer, read slowly (rendered a piece at a time as the socket takes it), is what metrics writes.
  * Not a timed test: peak RSS is deterministic; skipped under AddressSanitizer, whose quarantine and redzones are
  * not what the tool costs. */
 #include <stdarg.h>
@@ -178,34 +179,46 @@ static void test_metrics_memory_per_segment(void **state)
 			 SEGMENT_BYTES_MAX);
 }
 
-/* GET /metrics of the server at port, read whole: the body's bytes. */
-static size_t get_metrics(unsigned port)
+/* GET /metrics of the server at port, read whole, a little at a time through a small receive buffer (the server
+ * meets a full socket again and again, each answer rendered a piece at a time): the response (*n bytes). */
+static char *get_metrics(unsigned port, size_t *n)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(0x7f000001) };
-	static char buf[1 << 16];
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	size_t n = 0;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 16384;
+	size_t cap = 1 << 20;
+	char *buf = malloc(cap);
 	ssize_t r;
 
-	assert_true(fd >= 0);
+	assert_true(fd >= 0 && buf);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	const char *req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	while ((r = read(fd, buf, sizeof(buf))) > 0)
-		n += (size_t)r;
+	*n = 0;
+	for (;;) {
+		if (cap - *n < 4096)
+			assert_non_null(buf = realloc(buf, cap *= 2));
+		if ((r = read(fd, buf + *n, 4096)) <= 0)
+			break;
+		*n += (size_t)r;
+	}
 	close(fd);
-	return n;
+	buf[*n] = 0; /* room kept by the loop */
+	return buf;
 }
 
-/* engram-stat metrics --listen over the segments held, scraped once (*bytes: the answer's): its peak RSS in KiB
- * (wait4 after SIGTERM, exit status 0). */
+/* engram-stat metrics --listen over the segments held, scraped once: its peak RSS in KiB (wait4 after SIGTERM, exit
+ * status 0); the answer is the exposition engram-stat metrics writes, byte for byte, its Content-Length its
+ * length (*bytes). */
 static long listen_rss_kib(size_t *bytes)
 {
 	char *argv[] = { (char *)tool_path("engram-stat"), "metrics", "--listen", "127.0.0.1:0", NULL };
-	char line[200];
+	char *metrics[] = { (char *)tool_path("engram-stat"), "metrics", NULL };
+	char line[200], path[700], *resp = NULL;
 	unsigned port = 0;
 	int out[2], st;
+	size_t n = 0, want_len;
 	struct rusage ru;
 
 	assert_int_equal(pipe(out), 0);
@@ -216,12 +229,33 @@ static long listen_rss_kib(size_t *bytes)
 	int up = fgets(line, sizeof(line), f) &&
 		 sscanf(line, "engram-stat metrics: serving http://127.0.0.1:%u", &port) == 1;
 	fclose(f);
-	*bytes = up ? get_metrics(port) : 0;
+	if (up)
+		resp = get_metrics(port, &n);
 	kill(srv, SIGTERM);
 	assert_int_equal(wait4(srv, &st, 0, &ru), srv);
 	if (!up)
 		fail_msg("engram-stat metrics --listen did not start");
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* the same exposition from engram-stat metrics */
+	snprintf(path, sizeof(path), "%s/metrics.prom", tmpdir_create_once());
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	pid_t m = spawn(metrics, fd);
+	close(fd);
+	assert_int_equal(waitpid(m, &st, 0), m);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	char *want = read_file(path, &want_len);
+	unlink(path);
+	const char *body = resp ? strstr(resp, "\r\n\r\n") : NULL;
+	char cl[64];
+	snprintf(cl, sizeof(cl), "\r\nContent-Length: %zu\r\n", want_len);
+	if (!body || !strstr(resp, cl) || (size_t)(resp + n - (body + 4)) != want_len ||
+	    memcmp(body + 4, want, want_len))
+		fail_msg("GET /metrics (%zu bytes) is not the %zu bytes of engram-stat metrics with their Content-Length", n,
+			 want_len);
+	free(want);
+	free(resp);
+	*bytes = want_len;
 	return ru.ru_maxrss;
 }
 
