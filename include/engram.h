@@ -984,7 +984,8 @@ struct engram_stats_process {
  * that no one else may write, else /dev/shm. Static or environment storage. */
 ENGRAM_API const char *engram_stats_dir(void);
 /* Read one segment (a path, or a buffer of len bytes for the fuzzer; pid_hint and run_hint what its name says, or
- * 0) into *out (heap-allocate it: it is large). The file must be a regular file of this user's, mode 0600 (not
+ * 0) into *out (heap-allocate it: it is large; of each session only layers[0..n_layers) are written, and of the
+ * file only what the used slots hold is read). The file must be a regular file of this user's, mode 0600 (not
  * followed when a link); a consistent snapshot of every session is taken without blocking the writer. Returns 0
  * (stale set when no process holds its lock; a buffer is never stale), -EACCES (owner or mode), ENGRAM_EMAGIC,
  * ENGRAM_EVERSION (a segment of another layout: another release's), ENGRAM_ETRUNC, ENGRAM_ECORRUPT, -EAGAIN (being

@@ -541,11 +541,12 @@ ENGRAM_API int engram_stats_parse(const void *buf, size_t len, int pid_hint, uin
 			return eg_fail(ENGRAM_ECORRUPT, "slot %u is in state %u", i, slots[i].used);
 		if (slots[i].seq & 1)
 			return eg_fail(-EAGAIN, "session %u was being written", i);
-		memcpy(d, &slots[i].data, sizeof(*d));
+		memcpy(d, &slots[i].data, offsetof(struct engram_stats_session, layers));
 		d->thread_cpu_ns = slots[i].thread_cpu_ns;
 		if (d->n_layers > ENGRAM_STATS_LAYERS)
 			return eg_fail(ENGRAM_ECORRUPT, "session %u has %u layers (at most %u)", i, d->n_layers,
 				       ENGRAM_STATS_LAYERS);
+		memcpy(d->layers, slots[i].data.layers, d->n_layers * sizeof(d->layers[0]));
 		if (memchr(d->set_path, 0, sizeof(d->set_path)) == NULL)
 			return eg_fail(ENGRAM_ECORRUPT, "session %u: its set's path is not terminated", i);
 		if ((d->closed != 0) != (slots[i].used == EG_STATSEG_CLOSED))
@@ -561,19 +562,37 @@ static int read_at(int fd, void *buf, size_t len, size_t at)
 	return pread(fd, buf, len, (off_t)at) == (ssize_t)len ? 0 : -1;
 }
 
-/* Read the file into buf with read(2), not a mapping (a file cut short meanwhile is a short read, not a SIGBUS),
- * then read again each used slot whose counter was odd or has moved since, until a copy is whole; all of it within
- * one even generation of the header (a closing session is seen in its slot or in its set's record, once). */
+/* The slot at offset at into its place in buf: what comes before the session's layers, then the layers it has (a
+ * count past ENGRAM_STATS_LAYERS read as that many: the parse refuses it). 0 or -1. */
+static int read_slot(int fd, uint8_t *buf, size_t at)
+{
+	struct eg_statseg_slot *slot = (struct eg_statseg_slot *)(void *)(buf + at);
+	const size_t layers_at = offsetof(struct eg_statseg_slot, data.layers);
+
+	if (read_at(fd, slot, layers_at, at) < 0)
+		return -1;
+	if (!slot->used)
+		return 0;
+	uint32_t n = slot->data.n_layers < ENGRAM_STATS_LAYERS ? slot->data.n_layers : ENGRAM_STATS_LAYERS;
+	return read_at(fd, slot->data.layers, n * sizeof(slot->data.layers[0]), at + layers_at);
+}
+
+/* Read the file into buf (laid out as the file) with read(2), not a mapping (a file cut short meanwhile is a short
+ * read, not a SIGBUS): the header, then of each slot what a reader uses (its state and counters, the session's
+ * figures and the layers it has, not the rest of its ENGRAM_STATS_LAYERS: a scrape of thousands of segments
+ * costs what they hold); a used slot whose counter was odd or has moved since is read again until its copy is
+ * whole; all of it within one even generation of the header (a closing session is seen in its slot or in its
+ * set's record, once). A file cut short is read whole (the parse says what is wrong). */
 static int read_consistent(int fd, uint8_t *buf, size_t len)
 {
 	const size_t gen_at = offsetof(struct eg_statseg_header, gen);
 
+	if (len < EG_STATSEG_BYTES)
+		return read_at(fd, buf, len, 0) < 0 ? -EAGAIN : 0;
 	for (int round = 0; round < 1000; round++) {
 		uint64_t gen, gen_after;
-		if (read_at(fd, buf, len, 0) < 0)
+		if (read_at(fd, buf, sizeof(struct eg_statseg_header), 0) < 0)
 			return -EAGAIN;
-		if (len < EG_STATSEG_BYTES)
-			return 0; /* cut short: the parse says so; no slot is read */
 		memcpy(&gen, buf + gen_at, sizeof(gen));
 		if (gen & 1)
 			continue;
@@ -582,9 +601,11 @@ static int read_consistent(int fd, uint8_t *buf, size_t len)
 			struct eg_statseg_slot *slot = (struct eg_statseg_slot *)(void *)(buf + at);
 			int tries = 0;
 			uint64_t now;
+			if (read_slot(fd, buf, at) < 0)
+				return -EAGAIN;
 			while (slot->used && (slot->seq & 1 || read_at(fd, &now, sizeof(now), at + offsetof(struct eg_statseg_slot,
 					seq)) < 0 || now != slot->seq)) {
-				if (++tries > 10000 || read_at(fd, slot, sizeof(*slot), at) < 0)
+				if (++tries > 10000 || read_slot(fd, buf, at) < 0)
 					return -EAGAIN;
 			}
 		}

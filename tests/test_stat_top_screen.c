@@ -88,7 +88,8 @@ static void snap(struct sv_snap *s, uint64_t t_ns, size_t n_live, const int *pid
 		if (i >= n_live + n_stale) {
 			p->pid = bad_pids[i - n_live - n_stale];
 			p->err = -5;
-			snprintf(p->errmsg, sizeof(p->errmsg), "%s", errmsg);
+			p->errmsg = strdup(errmsg);
+			assert_non_null(p->errmsg);
 			continue;
 		}
 		p->pid = i < n_live ? pids[i] : stale_pids[i - n_live];
@@ -100,12 +101,14 @@ static void snap(struct sv_snap *s, uint64_t t_ns, size_t n_live, const int *pid
 		struct sv_set *st = &p->sets[0];
 		snprintf(st->set, sizeof(st->set), "%016x", 0xab00 + (unsigned)i);
 		st->sessions = 1;
-		st->sum.n_layers = 2;
-		st->sum.layers[0].layer_id = 1;
-		st->sum.layers[1].layer_id = 3;
+		st->sum = calloc(1, SV_SUM_BYTES(2));
+		assert_non_null(st->sum);
+		st->sum->n_layers = 2;
+		st->sum->layers[0].layer_id = 1;
+		st->sum->layers[1].layer_id = 3;
 		uint64_t r = i < n_live ? rows[i] : 0;
-		st->sum.layers[0].rows = st->sum.layers[0].ready = r;
-		st->sum.layers[0].gathers = r ? 1 : 0;
+		st->sum->layers[0].rows = st->sum->layers[0].ready = r;
+		st->sum->layers[0].gathers = r ? 1 : 0;
 	}
 }
 
@@ -226,7 +229,7 @@ static void test_sort(void **state)
 	(void)state;
 	snap(&prev, 0, 4, pids, (const uint64_t[]){ 0, 0, 0, 0 }, 0, NULL, 0, NULL, NULL);
 	snap(&now, 2000000000, 4, pids, (const uint64_t[]){ 400, 100, 900, 0 }, 0, NULL, 0, NULL, NULL);
-	now.procs[3].sets[0].sum.layers[0].gathers = 0; /* pid 40 gathered nothing: ready% undefined */
+	now.procs[3].sets[0].sum->layers[0].gathers = 0; /* pid 40 gathered nothing: ready% undefined */
 	/* by pid (the snapshot's order is not sorted) */
 	draw(&fr, &ui, &now, &prev);
 	assert_int_equal(row_pids(&fr, got), 4);

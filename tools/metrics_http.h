@@ -1,8 +1,9 @@
 /* engram-stat metrics --listen: the exposition served at /metrics over HTTP/1.x by a small epoll server of our own,
  * made to hold under hostile clients: a bounded number of connections from one address and in all (the oldest
  * still sending its request gives way to a new one), a deadline on each connection's whole exchange (not only on
- * idle time), a request head of bounded size of which only the request line is read, and one exposition rendered
- * per scrape or less (scrapes within METRICS_HTTP_CACHE_MS of one another share it). */
+ * idle time), a request head of bounded size of which only the request line is read, and one snapshot of the
+ * segments per scrape or less (scrapes within METRICS_HTTP_CACHE_MS of one another share it), each answer rendered
+ * from it a piece at a time as its socket takes it (memory: the snapshot and a piece per connection answering). */
 #ifndef ENGRAM_METRICS_HTTP_H
 #define ENGRAM_METRICS_HTTP_H
 

@@ -1,5 +1,6 @@
-/* The Prometheus text exposition of the live counters (metrics_prom.h). Each family is written whole (HELP, TYPE,
- * then a sample per process, set and layer) so that a family's samples are together, as the format requires. */
+/* The Prometheus text exposition of the live counters (metrics_prom.h): a table of families, each written whole
+ * (HELP, TYPE, then a sample per process, set and layer: the format wants a family's samples together), rendered a
+ * sample at a time from where the last piece ended. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,276 +8,548 @@
 #include "metrics_prom.h"
 #include "toolutil.h"
 
-static int out_of_memory; /* a label value could not be escaped: the exposition is incomplete */
+/* ---- text into the render's buffer ---- */
 
-/* A per-layer counter: its offset in struct engram_stats_layer and the unit's scale. */
-struct layer_fam {
-	const char *name, *help;
-	size_t off;
-	double scale; /* 0: an integer */
-};
-
-#define LF(f) offsetof(struct engram_stats_layer, f)
-static const struct layer_fam layer_fams[] = {
-	{ "engram_rows_total", "Rows gathered (engram_io_stats.rows).", LF(rows), 0 },
-	{ "engram_rows_ready_total", "Rows whose bytes were in memory when their gather call began.", LF(ready), 0 },
-	{ "engram_rows_not_ready_total", "Rows requested before the gather whose read had not completed when it began.",
-	  LF(not_ready), 0 },
-	{ "engram_rows_missed_total", "Rows neither in memory nor being read when their gather began.", LF(misses), 0 },
-	{ "engram_rows_requested_total", "Rows requested by push or prefetch.", LF(requested), 0 },
-	{ "engram_units_requested_total", "Distinct pages or zstd blocks requested, after deduplication.", LF(units), 0 },
-	{ "engram_reads_total", "Reads issued, a gather's own included.", LF(ios), 0 },
-	{ "engram_read_bytes_total", "Bytes the reads brought in.", LF(bytes), 0 },
-	{ "engram_disk_bytes_total", "Bytes read from the disk: direct reads, uncached page-cache reads, faulted pages.",
-	  LF(disk_bytes), 0 },
-	{ "engram_gather_wait_seconds_total", "Time gathers spent waiting for reads not yet completed.", LF(wait_ns),
-	  1e-9 },
-	{ "engram_gathers_total", "Gather calls.", LF(gathers), 0 },
-};
-
-
-static void head(FILE *f, const char *name, const char *help, const char *type)
+static void put(struct prom_render *r, const char *s, size_t n)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	if (r->oom || !n)
+		return;
+	if (r->count_only) {
+		r->len += n;
+		return;
+	}
+	if (r->len + n > r->cap) {
+		size_t cap = r->cap ? r->cap : 4096;
+		while (cap < r->len + n)
+			cap *= 2;
+		char *b = realloc(r->buf, cap);
+		if (!b) {
+			r->oom = 1;
+			return;
+		}
+		r->buf = b;
+		r->cap = cap;
+	}
+	memcpy(r->buf + r->len, s, n);
+	r->len += n;
 }
 
-static void num(FILE *f, double v, double scale)
+static void put_str(struct prom_render *r, const char *s)
 {
-	if (scale)
-		fprintf(f, " %.9g\n", v * scale);
-	else
-		fprintf(f, " %.0f\n", v);
+	put(r, s, strlen(s));
 }
+
+static void put_u64(struct prom_render *r, uint64_t v)
+{
+	char buf[TOOL_U64_CHARS];
+	const char *p;
+	size_t n = tool_fmt_u64(buf, v, &p);
+
+	put(r, p, n);
+}
+
+/* " v\n": v in the unit's scale ("%.9g" of v x scale) or, scale 0, as an integer ("%.0f" of the double) */
+static void num(struct prom_render *r, uint64_t v, double scale)
+{
+	char buf[48];
+
+	if (!scale && v < 1ull << 53) { /* exact as a double: its %.0f is its decimal */
+		put(r, " ", 1);
+		put_u64(r, v);
+		put(r, "\n", 1);
+		return;
+	}
+	put(r, buf, (size_t)(scale ? snprintf(buf, sizeof(buf), " %.9g\n", (double)v * scale)
+				   : snprintf(buf, sizeof(buf), " %.0f\n", (double)v)));
+}
+
+/* " v\n" of an integer */
+static void count(struct prom_render *r, uint64_t v)
+{
+	put(r, " ", 1);
+	put_u64(r, v);
+	put(r, "\n", 1);
+}
+
+/* A label value from a file or segment: valid UTF-8 whatever its bytes (a byte that begins no character as the
+ * text \\xNN, tool_utf8_escape), then escaped as the format wants (\\, \" and \n). */
+static void label_value(struct prom_render *r, const char *v)
+{
+	char *u = tool_utf8_escape(v);
+
+	if (!u) {
+		r->oom = 1;
+		return;
+	}
+	for (const char *c = u; *c; c++)
+		if (*c == '\\' || *c == '"')
+			put(r, (const char[]){ '\\', *c }, 2);
+		else if (*c == '\n')
+			put(r, "\\n", 2);
+		else
+			put(r, c, 1);
+	free(u);
+}
+
+/* ---- bucket bounds ---- */
+
+#define WAIT_EDGES (ENGRAM_STATS_WAIT_BUCKETS - 1)
+static char wait_le[WAIT_EDGES][32], lead_le[SV_LEAD_EDGES][32]; /* ,le="..."} */
 
 /* A bucket's bound as its shortest decimal that reads back the same double (what Python's repr and Go's
  * strconv give: the same le labels whoever writes them). */
-static void le(FILE *f, double v)
+static void le_text(char out[32], double v)
 {
-	char buf[40];
+	char buf[24];
 
 	for (int prec = 1; prec <= 17; prec++) {
 		snprintf(buf, sizeof(buf), "%.*g", prec, v);
 		if (strtod(buf, NULL) == v)
 			break;
 	}
-	fprintf(f, ",le=\"%s\"}", buf);
+	snprintf(out, 32, ",le=\"%s\"}", buf);
 }
 
-#define FOR_SETS(snap, p, s)                                                                                        \
-	for (size_t i_ = 0; i_ < (snap)->n; i_++)                                                                  \
-		for (const struct sv_proc *p = &(snap)->procs[i_]; p && !p->err && !p->stale; p = NULL)              \
-			for (unsigned k_ = 0; k_ < p->n_sets; k_++)                                                  \
-				for (const struct sv_set *s = &p->sets[k_]; s; s = NULL)
-
-#define FOR_LAYERS(snap, p, s, l)                                                                                   \
-	FOR_SETS(snap, p, s)                                                                                        \
-		for (unsigned j_ = 0; j_ < s->sum.n_layers; j_++)                                                   \
-			for (const struct engram_stats_layer *l = &s->sum.layers[j_]; l; l = NULL)
-
-/* A label value from a file or segment: valid UTF-8 whatever its bytes (a byte that begins no character as the
- * text \\xNN, tool_utf8_escape), then escaped as the format wants (\\, \" and \n). */
-static void label_value(FILE *f, const char *v)
+static void le_init(void)
 {
-	char *u = tool_utf8_escape(v);
+	static int done;
 
-	if (!u) {
-		out_of_memory = 1;
+	if (done)
 		return;
-	}
-	for (const char *c = u; *c; c++)
-		fprintf(f, *c == '\\' || *c == '"' ? "\\%c" : *c == '\n' ? "\\n" : "%c", *c);
-	free(u);
+	for (unsigned b = 0; b < WAIT_EDGES; b++)
+		le_text(wait_le[b], sv_wait_edge(b));
+	for (unsigned b = 0; b < SV_LEAD_EDGES; b++)
+		le_text(lead_le[b], sv_lead_edge(b));
+	done = 1;
 }
+
+/* ---- samples ---- */
+
+/* What a sample is of: a process (index i of the snapshot), a set of it, a layer of that. */
+struct item {
+	const struct prom_doc *d;
+	size_t i;
+	const struct sv_proc *p;
+	const struct sv_set *s;
+	const struct engram_stats_layer *l;
+};
 
 /* A sample's name and labels up to its last (the caller adds its own and the closing brace): the process's (pid,
  * run: pid alone may be another process's in another PID namespace; its own labels), then set and layer. */
-static void labels(FILE *f, const char *name, const char *suffix, const struct sv_proc *p, const struct sv_set *s,
-		   const struct engram_stats_layer *l)
+static void labels(struct prom_render *r, const char *name, const char *suffix, const struct item *it, int set,
+		   int layer)
 {
-	fprintf(f, "%s%s{pid=\"%d\",run=\"%s\"", name, suffix, p->pid, p->run_hex);
-	for (unsigned i = 0; i < p->n_labels; i++) {
-		fprintf(f, ",%s=\"", p->labels[i].name);
-		label_value(f, p->labels[i].value);
-		fputc('"', f);
+	put_str(r, name);
+	put_str(r, suffix);
+	put(r, "{", 1);
+	put_str(r, it->d->proc_labels[it->i]);
+	if (set) {
+		put(r, ",set=\"", 6);
+		put_str(r, it->s->set);
+		put(r, "\"", 1);
 	}
-	if (s)
-		fprintf(f, ",set=\"%s\"", s->set);
-	if (l)
-		fprintf(f, ",layer=\"%u\"", l->layer_id);
-}
-
-static void layer_counters(FILE *f, const struct sv_snap *snap)
-{
-	for (size_t k = 0; k < sizeof(layer_fams) / sizeof(layer_fams[0]); k++) {
-		const struct layer_fam *m = &layer_fams[k];
-		head(f, m->name, m->help, "counter");
-		FOR_LAYERS(snap, p, s, l) {
-			labels(f, m->name, "", p, s, l);
-			fputc('}', f);
-			num(f, (double)*(const uint64_t *)(const void *)((const char *)l + m->off), m->scale);
-		}
-	}
-	/* RAM-served rows by tier: the row cache's share of ram, the rest from the session's cache */
-	head(f, "engram_rows_ram_total", "Rows gathered from RAM with no read on their behalf in their step, by tier.",
-	     "counter");
-	FOR_LAYERS(snap, p, s, l) {
-		uint64_t rc = l->row_cache < l->ram ? l->row_cache : l->ram;
-		if (s->sum.has_row_cache) {
-			labels(f, "engram_rows_ram_total", "", p, s, l);
-			fprintf(f, ",tier=\"row_cache\"} %" PRIu64 "\n", rc);
-		}
-		labels(f, "engram_rows_ram_total", "", p, s, l);
-		fprintf(f, ",tier=\"%s\"} %" PRIu64 "\n", sv_cache_tier(s), l->ram - rc);
+	if (layer) {
+		put(r, ",layer=\"", 8);
+		put_u64(r, it->l->layer_id);
+		put(r, "\"", 1);
 	}
 }
 
-/* A histogram family: per layer, cumulative buckets at the edges given, +Inf, and _count (_sum when known). */
-static void histograms(FILE *f, const struct sv_snap *snap)
-{
-	head(f, "engram_gather_wait_seconds", "Each gather call's wait for reads not yet completed.", "histogram");
-	FOR_LAYERS(snap, p, s, l) {
-		uint64_t c = 0;
-		for (unsigned b = 0; b + 1 < ENGRAM_STATS_WAIT_BUCKETS; b++) {
-			c += l->wait_hist[b];
-			labels(f, "engram_gather_wait_seconds", "_bucket", p, s, l);
-			le(f, sv_wait_edge(b));
-			fprintf(f, " %" PRIu64 "\n", c);
-		}
-		c += l->wait_hist[ENGRAM_STATS_WAIT_BUCKETS - 1];
-		labels(f, "engram_gather_wait_seconds", "_bucket", p, s, l);
-		fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n", c);
-		labels(f, "engram_gather_wait_seconds", "_sum", p, s, l);
-		fprintf(f, "} %.9g\n", (double)l->wait_ns * 1e-9);
-		labels(f, "engram_gather_wait_seconds", "_count", p, s, l);
-		fprintf(f, "} %" PRIu64 "\n", c);
-	}
-	/* the session keeps the lead's buckets, not its sum: no _sum */
-	head(f, "engram_read_lead_seconds", "The lead each gathered row's read needed: from its request to its completion.",
-	     "histogram");
-	FOR_LAYERS(snap, p, s, l) {
-		for (unsigned b = 0; b < SV_LEAD_EDGES; b++) {
-			labels(f, "engram_read_lead_seconds", "_bucket", p, s, l);
-			le(f, sv_lead_edge(b));
-			fprintf(f, " %" PRIu64 "\n", sv_lead_below(l->lead_hist, b));
-		}
-		uint64_t c = sv_lead_below(l->lead_hist, ENGRAM_LEAD_BUCKETS);
-		labels(f, "engram_read_lead_seconds", "_bucket", p, s, l);
-		fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n", c);
-		labels(f, "engram_read_lead_seconds", "_count", p, s, l);
-		fprintf(f, "} %" PRIu64 "\n", c);
-	}
-}
+enum scope { PER_LAYER, PER_SET, PER_PROC, ONCE };
 
-/* A per-set figure of the summed session (offset into struct engram_stats_session). */
-struct set_fam {
-	const char *name, *help; /* a counter when its name ends in _total, else a gauge */
-	size_t off;
-	int only; /* 1: sets with a remote tier, 2: with a row cache */
+struct family {
+	const char *name, *help;
+	const char *type; /* NULL: a counter when its name ends in _total, else a gauge (Prometheus names a counter,
+			     and only a counter, ..._total) */
+	enum scope scope;
+	void (*emit)(struct prom_render *r, const struct family *m, const struct item *it);
+	size_t off;       /* the figure's offset in struct engram_stats_layer (PER_LAYER) or engram_stats_session */
+	double scale;     /* 0: an integer */
+	int only;         /* 1: sets with a remote tier, 2: with a row cache */
 };
+
+static uint64_t at(const void *base, size_t off)
+{
+	return *(const uint64_t *)(const void *)((const char *)base + off);
+}
+
+static void layer_counter(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	labels(r, m->name, "", it, 1, 1);
+	put(r, "}", 1);
+	num(r, at(it->l, m->off), m->scale);
+}
+
+/* RAM-served rows by tier: the row cache's share of ram, the rest from the session's cache */
+static void rows_ram(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	const struct engram_stats_layer *l = it->l;
+	uint64_t rc = l->row_cache < l->ram ? l->row_cache : l->ram;
+
+	if (it->s->sum->has_row_cache) {
+		labels(r, m->name, "", it, 1, 1);
+		put_str(r, ",tier=\"row_cache\"}");
+		count(r, rc);
+	}
+	labels(r, m->name, "", it, 1, 1);
+	put_str(r, ",tier=\"");
+	put_str(r, sv_cache_tier(it->s));
+	put_str(r, "\"}");
+	count(r, l->ram - rc);
+}
+
+/* A histogram: per layer, cumulative buckets at the edges given, +Inf, and _count (_sum when known). */
+static void wait_hist(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	const struct engram_stats_layer *l = it->l;
+	uint64_t c = 0;
+
+	for (unsigned b = 0; b < WAIT_EDGES; b++) {
+		c += l->wait_hist[b];
+		labels(r, m->name, "_bucket", it, 1, 1);
+		put_str(r, wait_le[b]);
+		count(r, c);
+	}
+	c += l->wait_hist[ENGRAM_STATS_WAIT_BUCKETS - 1];
+	labels(r, m->name, "_bucket", it, 1, 1);
+	put_str(r, ",le=\"+Inf\"}");
+	count(r, c);
+	labels(r, m->name, "_sum", it, 1, 1);
+	put(r, "}", 1);
+	num(r, l->wait_ns, 1e-9);
+	labels(r, m->name, "_count", it, 1, 1);
+	put(r, "}", 1);
+	count(r, c);
+}
+
+/* the session keeps the lead's buckets, not its sum: no _sum */
+static void lead_hist(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	const struct engram_stats_layer *l = it->l;
+
+	for (unsigned b = 0; b < SV_LEAD_EDGES; b++) {
+		labels(r, m->name, "_bucket", it, 1, 1);
+		put_str(r, lead_le[b]);
+		count(r, sv_lead_below(l->lead_hist, b));
+	}
+	uint64_t c = sv_lead_below(l->lead_hist, ENGRAM_LEAD_BUCKETS);
+	labels(r, m->name, "_bucket", it, 1, 1);
+	put_str(r, ",le=\"+Inf\"}");
+	count(r, c);
+	labels(r, m->name, "_count", it, 1, 1);
+	put(r, "}", 1);
+	count(r, c);
+}
+
+static void set_figure(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	const struct engram_stats_session *t = it->s->sum;
+
+	if ((m->only == 1 && !t->has_remote) || (m->only == 2 && !t->has_row_cache))
+		return;
+	labels(r, m->name, "", it, 1, 0);
+	put(r, "}", 1);
+	count(r, at(t, m->off));
+}
+
+static void row_cache_bytes(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	const struct engram_stats_session *t = it->s->sum;
+
+	if (!t->has_row_cache)
+		return;
+	labels(r, m->name, "", it, 1, 0);
+	put(r, "}", 1);
+	count(r, t->rc_slots * t->rc_record_bytes);
+}
+
+/* errors by kind: absent and bad of errors, the rest (node down), and timeouts */
+static void remote_errors(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	const struct engram_stats_session *t = it->s->sum;
+	static const char *const kinds[] = { "absent", "bad", "node", "timeout" };
+
+	if (!t->has_remote)
+		return;
+	uint64_t v[] = { t->remote_absent, t->remote_bad, t->remote_errors - t->remote_absent - t->remote_bad,
+			 t->remote_timeouts };
+	for (int i = 0; i < 4; i++) {
+		labels(r, m->name, "", it, 1, 0);
+		put_str(r, ",kind=\"");
+		put_str(r, kinds[i]);
+		put_str(r, "\"}");
+		count(r, v[i]);
+	}
+}
+
+static void set_info(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	labels(r, m->name, "", it, 1, 0);
+	put_str(r, ",path=\"");
+	label_value(r, it->s->path);
+	put_str(r, "\"} 1\n");
+}
+
+static void sessions(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	labels(r, m->name, "", it, 0, 0);
+	put(r, "}", 1);
+	count(r, it->p->sessions + it->p->unpublished);
+}
+
+static void thread_cpu(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	labels(r, m->name, "", it, 0, 0);
+	put(r, "}", 1);
+	num(r, it->p->thread_cpu_ns, 1e-9);
+}
+
+static void segments(struct prom_render *r, const struct family *m, const struct item *it)
+{
+	put_str(r, m->name);
+	count(r, m->only ? it->d->unreadable : it->d->stale);
+}
+
+#define LF(f) offsetof(struct engram_stats_layer, f)
 #define SF(f) offsetof(struct engram_stats_session, f)
-static const struct set_fam set_fams[] = {
-	{ "engram_steps_total", "Steps begun (engram_session_begin calls).", SF(steps), 0 },
-	{ "engram_reads_inflight", "Reads in flight.", SF(inflight), 0 },
-	{ "engram_reads_backlog", "Reads waiting for a free request.", SF(backlog), 0 },
-	{ "engram_remote_rows_total", "Rows the remote tier gave, verified.", SF(remote_rows), 1 },
-	{ "engram_remote_bytes_total", "Row bytes the remote tier gave.", SF(remote_bytes), 1 },
-	{ "engram_remote_fallbacks_total", "Rows the remote tier could not give, read from the local shard.",
-	  SF(remote_fallbacks), 1 },
-	{ "engram_remote_node_failures_total", "Times a cluster node was given up on.", SF(remote_node_failures), 1 },
-	{ "engram_row_cache_slots", "Rows the row cache can hold.", SF(rc_slots), 2 },
-	{ "engram_row_cache_filled_slots", "Row cache slots ever filled.", SF(rc_filled), 2 },
-	{ "engram_row_cache_hits_total", "Row cache lookups that found their row (every process sharing it).",
-	  SF(rc_hits), 2 },
-	{ "engram_row_cache_misses_total", "Row cache lookups that did not (every process sharing it).",
-	  SF(rc_misses), 2 },
-	{ "engram_row_cache_inserts_total", "Rows inserted into the row cache (every process sharing it).",
-	  SF(rc_inserts), 2 },
+#define LAYER_COUNTER(name, help, field, scale) { name, help, "counter", PER_LAYER, layer_counter, LF(field), scale, 0 }
+#define SET_FIGURE(name, help, field, only) { name, help, NULL, PER_SET, set_figure, SF(field), 0, only }
+static const struct family fams[] = {
+	LAYER_COUNTER("engram_rows_total", "Rows gathered (engram_io_stats.rows).", rows, 0),
+	LAYER_COUNTER("engram_rows_ready_total", "Rows whose bytes were in memory when their gather call began.",
+		      ready, 0),
+	LAYER_COUNTER("engram_rows_not_ready_total",
+		      "Rows requested before the gather whose read had not completed when it began.", not_ready, 0),
+	LAYER_COUNTER("engram_rows_missed_total", "Rows neither in memory nor being read when their gather began.",
+		      misses, 0),
+	LAYER_COUNTER("engram_rows_requested_total", "Rows requested by push or prefetch.", requested, 0),
+	LAYER_COUNTER("engram_units_requested_total", "Distinct pages or zstd blocks requested, after deduplication.",
+		      units, 0),
+	LAYER_COUNTER("engram_reads_total", "Reads issued, a gather's own included.", ios, 0),
+	LAYER_COUNTER("engram_read_bytes_total", "Bytes the reads brought in.", bytes, 0),
+	LAYER_COUNTER("engram_disk_bytes_total",
+		      "Bytes read from the disk: direct reads, uncached page-cache reads, faulted pages.", disk_bytes, 0),
+	LAYER_COUNTER("engram_gather_wait_seconds_total", "Time gathers spent waiting for reads not yet completed.",
+		      wait_ns, 1e-9),
+	LAYER_COUNTER("engram_gathers_total", "Gather calls.", gathers, 0),
+	{ "engram_rows_ram_total", "Rows gathered from RAM with no read on their behalf in their step, by tier.",
+	  "counter", PER_LAYER, rows_ram, 0, 0, 0 },
+	{ "engram_gather_wait_seconds", "Each gather call's wait for reads not yet completed.", "histogram", PER_LAYER,
+	  wait_hist, 0, 0, 0 },
+	{ "engram_read_lead_seconds", "The lead each gathered row's read needed: from its request to its completion.",
+	  "histogram", PER_LAYER, lead_hist, 0, 0, 0 },
+	SET_FIGURE("engram_steps_total", "Steps begun (engram_session_begin calls).", steps, 0),
+	SET_FIGURE("engram_reads_inflight", "Reads in flight.", inflight, 0),
+	SET_FIGURE("engram_reads_backlog", "Reads waiting for a free request.", backlog, 0),
+	SET_FIGURE("engram_remote_rows_total", "Rows the remote tier gave, verified.", remote_rows, 1),
+	SET_FIGURE("engram_remote_bytes_total", "Row bytes the remote tier gave.", remote_bytes, 1),
+	SET_FIGURE("engram_remote_fallbacks_total", "Rows the remote tier could not give, read from the local shard.",
+		   remote_fallbacks, 1),
+	SET_FIGURE("engram_remote_node_failures_total", "Times a cluster node was given up on.", remote_node_failures,
+		   1),
+	SET_FIGURE("engram_row_cache_slots", "Rows the row cache can hold.", rc_slots, 2),
+	SET_FIGURE("engram_row_cache_filled_slots", "Row cache slots ever filled.", rc_filled, 2),
+	SET_FIGURE("engram_row_cache_hits_total", "Row cache lookups that found their row (every process sharing it).",
+		   rc_hits, 2),
+	SET_FIGURE("engram_row_cache_misses_total", "Row cache lookups that did not (every process sharing it).",
+		   rc_misses, 2),
+	SET_FIGURE("engram_row_cache_inserts_total", "Rows inserted into the row cache (every process sharing it).",
+		   rc_inserts, 2),
+	{ "engram_row_cache_bytes", "The row cache's capacity in row bytes (slots x record).", "gauge", PER_SET,
+	  row_cache_bytes, 0, 0, 0 },
+	{ "engram_remote_errors_total", "Rows the remote tier could not give, by kind.", "counter", PER_SET,
+	  remote_errors, 0, 0, 0 },
+	{ "engram_set_info", "A table set a process serves: its first shard.", "gauge", PER_SET, set_info, 0, 0, 0 },
+	{ "engram_sessions", "Sessions open.", "gauge", PER_PROC, sessions, 0, 0, 0 },
+	{ "engram_thread_cpu_seconds_total", "CPU time of the sessions' I/O threads.", "counter", PER_PROC, thread_cpu,
+	  0, 0, 0 },
+	{ "engram_stats_segments_stale", "Segments left by processes that are gone (engram-stat top --clean).", "gauge",
+	  ONCE, segments, 0, 0, 0 },
+	{ "engram_stats_segments_unreadable", "Segments that could not be read (engram-stat top names them).", "gauge",
+	  ONCE, segments, 0, 0, 1 },
 };
+#define N_FAMS (sizeof(fams) / sizeof(fams[0]))
 
-/* The TYPE of a counter or gauge family: Prometheus names a counter, and only a counter, ..._total. */
-static const char *kind_of(const char *name)
+static void head(struct prom_render *r, const struct family *m)
 {
-	size_t n = strlen(name);
+	size_t n = strlen(m->name);
+	const char *type = m->type ? m->type
+				   : n > 6 && strcmp(m->name + n - 6, "_total") == 0 ? "counter" : "gauge";
 
-	return n > 6 && strcmp(name + n - 6, "_total") == 0 ? "counter" : "gauge";
+	put_str(r, "# HELP ");
+	put_str(r, m->name);
+	put(r, " ", 1);
+	put_str(r, m->help);
+	put_str(r, "\n# TYPE ");
+	put_str(r, m->name);
+	put(r, " ", 1);
+	put_str(r, type);
+	put(r, "\n", 1);
 }
 
-static void set_figures(FILE *f, const struct sv_snap *snap)
+/* ---- the walk ---- */
+
+/* The render's position moved to the next sample of the scope at or after it (live processes only): 0 when the
+ * family has no more. */
+static int seek(struct prom_render *r, enum scope scope)
 {
-	for (size_t k = 0; k < sizeof(set_fams) / sizeof(set_fams[0]); k++) {
-		const struct set_fam *m = &set_fams[k];
-		head(f, m->name, m->help, kind_of(m->name));
-		FOR_SETS(snap, p, s) {
-			if ((m->only == 1 && !s->sum.has_remote) || (m->only == 2 && !s->sum.has_row_cache))
-				continue;
-			labels(f, m->name, "", p, s, NULL);
-			fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)(const void *)((const char *)&s->sum + m->off));
-		}
+	const struct sv_snap *snap = r->doc->snap;
+
+	for (; r->proc < snap->n; r->proc++, r->set = 0, r->layer = 0) {
+		const struct sv_proc *p = &snap->procs[r->proc];
+		if (p->err || p->stale)
+			continue;
+		if (scope == PER_PROC)
+			return 1;
+		for (; r->set < p->n_sets; r->set++, r->layer = 0)
+			if (scope == PER_SET || r->layer < p->sets[r->set].sum->n_layers)
+				return 1;
 	}
-	head(f, "engram_row_cache_bytes", "The row cache's capacity in row bytes (slots x record).", "gauge");
-	FOR_SETS(snap, p, s)
-		if (s->sum.has_row_cache) {
-			labels(f, "engram_row_cache_bytes", "", p, s, NULL);
-			fprintf(f, "} %" PRIu64 "\n", s->sum.rc_slots * s->sum.rc_record_bytes);
-		}
-	/* errors by kind: absent and bad of errors, the rest (node down), and timeouts */
-	head(f, "engram_remote_errors_total", "Rows the remote tier could not give, by kind.", "counter");
-	FOR_SETS(snap, p, s)
-		if (s->sum.has_remote) {
-			const struct engram_stats_session *t = &s->sum;
-			uint64_t other = t->remote_errors - t->remote_absent - t->remote_bad;
-			const char *kinds[] = { "absent", "bad", "node", "timeout" };
-			uint64_t v[] = { t->remote_absent, t->remote_bad, other, t->remote_timeouts };
-			for (int i = 0; i < 4; i++) {
-				labels(f, "engram_remote_errors_total", "", p, s, NULL);
-				fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[i], v[i]);
-			}
-		}
-	head(f, "engram_set_info", "A table set a process serves: its first shard.", "gauge");
-	FOR_SETS(snap, p, s) {
-		labels(f, "engram_set_info", "", p, s, NULL);
-		fputs(",path=\"", f);
-		label_value(f, s->path);
-		fputs("\"} 1\n", f);
-	}
+	return 0;
 }
 
-static void process_figures(FILE *f, const struct sv_snap *snap)
+static void next_family(struct prom_render *r)
 {
-	size_t stale = 0, bad = 0;
+	r->fam++;
+	r->head_done = 0;
+	r->proc = 0;
+	r->set = r->layer = 0;
+}
 
-	head(f, "engram_sessions", "Sessions open.", "gauge");
+int prom_render_more(struct prom_render *r, size_t want)
+{
+	while (r->len < want && !r->oom && r->fam < N_FAMS) {
+		const struct family *m = &fams[r->fam];
+		struct item it = { .d = r->doc };
+		if (!r->head_done) {
+			head(r, m);
+			r->head_done = 1;
+			continue;
+		}
+		if (m->scope == ONCE) {
+			m->emit(r, m, &it);
+			next_family(r);
+			continue;
+		}
+		if (!seek(r, m->scope)) {
+			next_family(r);
+			continue;
+		}
+		it.i = r->proc;
+		it.p = &r->doc->snap->procs[r->proc];
+		it.s = m->scope == PER_PROC ? NULL : &it.p->sets[r->set];
+		it.l = m->scope == PER_LAYER ? &it.s->sum->layers[r->layer] : NULL;
+		m->emit(r, m, &it);
+		if (m->scope == PER_LAYER)
+			r->layer++;
+		else if (m->scope == PER_SET)
+			r->set++;
+		else
+			r->proc++;
+	}
+	return r->oom ? -1 : r->fam < N_FAMS;
+}
+
+void prom_render_init(struct prom_render *r, const struct prom_doc *d)
+{
+	memset(r, 0, sizeof(*r));
+	r->doc = d;
+}
+
+void prom_render_free(struct prom_render *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+	r->len = r->cap = 0;
+}
+
+/* ---- the doc ---- */
+
+/* pid="..",run=".." and the process's own labels, NUL-terminated, or NULL out of memory. */
+static char *proc_label_text(const struct sv_proc *p)
+{
+	struct prom_render t = { 0 };
+	char head_text[64];
+
+	snprintf(head_text, sizeof(head_text), "pid=\"%d\",run=\"%s\"", p->pid, p->run_hex);
+	put_str(&t, head_text);
+	for (unsigned i = 0; i < p->n_labels; i++) {
+		put(&t, ",", 1);
+		put_str(&t, p->labels[i].name);
+		put(&t, "=\"", 2);
+		label_value(&t, p->labels[i].value);
+		put(&t, "\"", 1);
+	}
+	put(&t, "", 1);
+	if (t.oom) {
+		free(t.buf);
+		return NULL;
+	}
+	char *fit = realloc(t.buf, t.len); /* its bytes, not the buffer's first 4 KB */
+	return fit ? fit : t.buf;
+}
+
+int prom_doc_init(struct prom_doc *d, const struct sv_snap *snap)
+{
+	memset(d, 0, sizeof(*d));
+	d->snap = snap;
+	le_init();
+	if (snap->n && !(d->proc_labels = calloc(snap->n, sizeof(*d->proc_labels))))
+		return -1;
 	for (size_t i = 0; i < snap->n; i++) {
 		const struct sv_proc *p = &snap->procs[i];
-		stale += !p->err && p->stale;
-		bad += p->err != 0;
-		if (!p->err && !p->stale) {
-			labels(f, "engram_sessions", "", p, NULL, NULL);
-			fprintf(f, "} %" PRIu64 "\n", p->sessions + p->unpublished);
+		d->stale += !p->err && p->stale;
+		d->unreadable += p->err != 0;
+		if (!p->err && !p->stale && !(d->proc_labels[i] = proc_label_text(p))) {
+			prom_doc_free(d);
+			return -1;
 		}
 	}
-	head(f, "engram_thread_cpu_seconds_total", "CPU time of the sessions' I/O threads.", "counter");
-	for (size_t i = 0; i < snap->n; i++) {
-		const struct sv_proc *p = &snap->procs[i];
-		if (!p->err && !p->stale) {
-			labels(f, "engram_thread_cpu_seconds_total", "", p, NULL, NULL);
-			fprintf(f, "} %.9g\n", (double)p->thread_cpu_ns * 1e-9);
-		}
-	}
-	head(f, "engram_stats_segments_stale", "Segments left by processes that are gone (engram-stat top --clean).",
-	     "gauge");
-	fprintf(f, "engram_stats_segments_stale %zu\n", stale);
-	head(f, "engram_stats_segments_unreadable", "Segments that could not be read (engram-stat top names them).",
-	     "gauge");
-	fprintf(f, "engram_stats_segments_unreadable %zu\n", bad);
+	return 0;
+}
+
+void prom_doc_free(struct prom_doc *d)
+{
+	for (size_t i = 0; d->proc_labels && i < d->snap->n; i++)
+		free(d->proc_labels[i]);
+	free(d->proc_labels);
+	d->proc_labels = NULL;
+}
+
+#define PIECE (64 * 1024)
+
+long long prom_length(const struct prom_doc *d)
+{
+	struct prom_render r;
+	long long n = 0;
+	int more;
+
+	prom_render_init(&r, d);
+	r.count_only = 1;
+	do {
+		more = prom_render_more(&r, PIECE);
+		n += (long long)r.len;
+		r.len = 0;
+	} while (more > 0);
+	return more < 0 ? -1 : n;
 }
 
 int prom_write(FILE *f, const struct sv_snap *snap)
 {
-	out_of_memory = 0;
-	layer_counters(f, snap);
-	histograms(f, snap);
-	set_figures(f, snap);
-	process_figures(f, snap);
-	return fflush(f) != 0 || ferror(f) || out_of_memory ? -1 : 0;
+	struct prom_doc d;
+	struct prom_render r;
+	int more;
+
+	if (prom_doc_init(&d, snap) < 0)
+		return -1;
+	prom_render_init(&r, &d);
+	do {
+		more = prom_render_more(&r, PIECE);
+		if (r.len && fwrite(r.buf, 1, r.len, f) != r.len)
+			more = -1;
+		r.len = 0;
+	} while (more > 0);
+	prom_render_free(&r);
+	prom_doc_free(&d);
+	return more < 0 || fflush(f) != 0 || ferror(f) ? -1 : 0;
 }

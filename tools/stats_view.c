@@ -15,33 +15,54 @@ static int by_pid(const void *a, const void *b)
 	return x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid) : (x->run > y->run) - (x->run < y->run);
 }
 
-static int group(struct sv_proc *p, const struct engram_stats_process *sp)
+static void set_hex(char set[17], const struct engram_stats_session *d)
 {
+	for (int b = 0; b < 8; b++)
+		snprintf(set + 2 * b, 3, "%02x", d->set_id[b]);
+}
+
+/* The process's sessions summed by set (the first 8 bytes of its id), in the order the sets first appear; sum is
+ * room for one whole session (only its head cleared per set: engram_stats_session_add clears each layer it adds). */
+static int group(struct sv_proc *p, const struct engram_stats_process *sp, struct engram_stats_session *sum)
+{
+	char set[ENGRAM_STATS_SESSIONS][17];
+
 	if (!(p->sets = calloc(sp->n_sessions ? sp->n_sessions : 1, sizeof(*p->sets))))
 		return -1;
 	p->pid = sp->pid;
 	p->stale = sp->stale;
 	p->unpublished = sp->unpublished;
-	p->n_labels = sp->n_labels;
-	memcpy(p->labels, sp->labels, sizeof(p->labels));
+	if (sp->n_labels) {
+		if (!(p->labels = malloc(sp->n_labels * sizeof(*p->labels))))
+			return -1;
+		memcpy(p->labels, sp->labels, sp->n_labels * sizeof(*p->labels));
+		p->n_labels = sp->n_labels;
+	}
+	for (unsigned i = 0; i < sp->n_sessions; i++)
+		set_hex(set[i], &sp->sessions[i]);
 	for (unsigned i = 0; i < sp->n_sessions; i++) {
+		unsigned first = 0;
+		while (strcmp(set[first], set[i]))
+			first++;
+		if (first < i)
+			continue; /* summed with its set's first session */
+		struct sv_set *s = &p->sets[p->n_sets++];
 		const struct engram_stats_session *d = &sp->sessions[i];
-		char set[17];
-		for (int b = 0; b < 8; b++)
-			snprintf(set + 2 * b, 3, "%02x", d->set_id[b]);
-		unsigned k = 0;
-		while (k < p->n_sets && strcmp(p->sets[k].set, set))
-			k++;
-		if (k == p->n_sets) {
-			p->n_sets++;
-			memcpy(p->sets[k].set, set, sizeof(set));
-			snprintf(p->sets[k].path, sizeof(p->sets[k].path), "%s", d->set_path);
-			p->sets[k].mode = d->mode;
+		memcpy(s->set, set[i], sizeof(s->set));
+		snprintf(s->path, sizeof(s->path), "%s", d->set_path);
+		s->mode = d->mode;
+		memset(sum, 0, offsetof(struct engram_stats_session, layers));
+		for (unsigned j = i; j < sp->n_sessions; j++) {
+			if (strcmp(set[j], set[i]))
+				continue;
+			engram_stats_session_add(sum, &sp->sessions[j]);
+			s->sessions += !sp->sessions[j].closed;
+			p->sessions += !sp->sessions[j].closed;
+			p->thread_cpu_ns += sp->sessions[j].thread_cpu_ns;
 		}
-		engram_stats_session_add(&p->sets[k].sum, d);
-		p->sets[k].sessions += !d->closed;
-		p->sessions += !d->closed;
-		p->thread_cpu_ns += d->thread_cpu_ns;
+		if (!(s->sum = malloc(SV_SUM_BYTES(sum->n_layers))))
+			return -1;
+		memcpy(s->sum, sum, SV_SUM_BYTES(sum->n_layers));
 	}
 	return 0;
 }
@@ -58,6 +79,7 @@ int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 {
 	const char *dir = engram_stats_dir();
 	struct engram_stats_process *sp = malloc(sizeof(*sp));
+	struct engram_stats_session *sum = malloc(sizeof(*sum));
 	struct timespec ts;
 	struct dirent *e;
 	DIR *d;
@@ -66,12 +88,15 @@ int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 	memset(snap, 0, sizeof(*snap));
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	snap->t_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (!sp) {
+	if (!sp || !sum) {
+		free(sp);
+		free(sum);
 		tool_error("out of memory");
 		return -1;
 	}
 	if (!(d = opendir(dir))) {
 		free(sp);
+		free(sum);
 		if (errno == ENOENT)
 			return 0; /* no process made one yet */
 		tool_error("cannot read the stats directory '%s': %s", dir, strerror(errno));
@@ -93,20 +118,27 @@ int sv_load(struct sv_snap *snap, const int *pids, size_t n_pids)
 		p->pid = pid;
 		p->run = run;
 		snprintf(p->run_hex, sizeof(p->run_hex), "%016llx", (unsigned long long)run);
-		snprintf(p->path, sizeof(p->path), "%s/%s", dir, e->d_name);
-		if ((p->err = engram_stats_read(p->path, sp)) < 0)
-			snprintf(p->errmsg, sizeof(p->errmsg), "%s", engram_last_error());
-		else if (group(p, sp) < 0)
+		if (asprintf(&p->path, "%s/%s", dir, e->d_name) < 0) {
+			p->path = NULL;
 			goto oom;
+		}
+		if ((p->err = engram_stats_read(p->path, sp)) < 0) {
+			if (!(p->errmsg = strdup(engram_last_error())))
+				goto oom;
+		} else if (group(p, sp, sum) < 0) {
+			goto oom;
+		}
 	}
 	closedir(d);
 	free(sp);
+	free(sum);
 	if (snap->n)
 		qsort(snap->procs, snap->n, sizeof(*snap->procs), by_pid);
 	return 0;
 oom:
 	closedir(d);
 	free(sp);
+	free(sum);
 	sv_free(snap);
 	tool_error("out of memory");
 	return -1;
@@ -114,8 +146,15 @@ oom:
 
 void sv_free(struct sv_snap *snap)
 {
-	for (size_t i = 0; i < snap->n; i++)
-		free(snap->procs[i].sets);
+	for (size_t i = 0; i < snap->n; i++) {
+		struct sv_proc *p = &snap->procs[i];
+		for (unsigned k = 0; k < p->n_sets; k++)
+			free(p->sets[k].sum);
+		free(p->sets);
+		free(p->labels);
+		free(p->path);
+		free(p->errmsg);
+	}
 	free(snap->procs);
 	memset(snap, 0, sizeof(*snap));
 }
@@ -150,9 +189,9 @@ void sv_layer_delta(struct engram_stats_layer *d, const struct engram_stats_laye
 
 const struct engram_stats_layer *sv_layer(const struct sv_set *s, uint32_t layer_id)
 {
-	for (unsigned k = 0; s && k < s->sum.n_layers; k++)
-		if (s->sum.layers[k].layer_id == layer_id)
-			return &s->sum.layers[k];
+	for (unsigned k = 0; s && k < s->sum->n_layers; k++)
+		if (s->sum->layers[k].layer_id == layer_id)
+			return &s->sum->layers[k];
 	return NULL;
 }
 

@@ -4,6 +4,7 @@
 #ifndef ENGRAM_STATS_VIEW_H
 #define ENGRAM_STATS_VIEW_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -17,18 +18,22 @@ struct sv_set {
 	char path[128];
 	uint32_t mode;             /* the first session's */
 	unsigned sessions;         /* open */
-	struct engram_stats_session sum; /* n_layers, layers[], gauges, remote and row-cache figures summed */
+	/* n_layers, layers[], gauges, remote and row-cache figures summed: allocated only up to layers[n_layers]
+	 * (SV_SUM_BYTES), never copied whole (a set costs the layers it has, not ENGRAM_STATS_LAYERS) */
+	struct engram_stats_session *sum;
 };
+#define SV_SUM_BYTES(n_layers) \
+	(offsetof(struct engram_stats_session, layers) + (n_layers) * sizeof(struct engram_stats_layer))
 
 struct sv_proc {
-	char path[512];            /* its segment */
+	char *path;                /* its segment */
 	int pid, stale;            /* pid in the writer's PID namespace; stale: no process holds the segment */
 	uint64_t run;              /* the random part of its name: pid and run tell processes apart */
 	char run_hex[17];          /* run, as the label run="..." */
 	unsigned n_labels;         /* the process's labels (engram_session_options.stats_labels) */
-	struct engram_stats_label labels[ENGRAM_STATS_LABELS_MAX];
+	struct engram_stats_label *labels; /* n_labels of them (a process costs what it has, not the maximum) */
 	int err;                   /* reading it failed: errmsg says why (nothing else is set) */
-	char errmsg[512];
+	char *errmsg;
 	unsigned sessions;
 	uint64_t unpublished, thread_cpu_ns;
 	unsigned n_sets;

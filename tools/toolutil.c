@@ -384,15 +384,25 @@ void tool_format_bytes(char *buf, size_t size, uint64_t bytes)
 	snprintf(buf, size, "%.1f %s", v, units[u]);
 }
 
-void tool_put_u64(FILE *f, uint64_t v)
+size_t tool_fmt_u64(char buf[TOOL_U64_CHARS], uint64_t v, const char **start)
 {
-	char buf[24], *p = buf + sizeof(buf);
+	char *p = buf + TOOL_U64_CHARS;
 
 	do {
 		*--p = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	fwrite(p, 1, (size_t)(buf + sizeof(buf) - p), f);
+	*start = p;
+	return (size_t)(buf + TOOL_U64_CHARS - p);
+}
+
+void tool_put_u64(FILE *f, uint64_t v)
+{
+	char buf[TOOL_U64_CHARS];
+	const char *p;
+	size_t n = tool_fmt_u64(buf, v, &p);
+
+	fwrite(p, 1, n, f);
 }
 
 /* An output path that exists and is not a regular file (a device, a FIFO, /dev/stdout): opened and written

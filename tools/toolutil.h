@@ -71,6 +71,9 @@ char *tool_utf8_escape(const char *s);
 
 /* Write an unsigned decimal number to a stdio stream without printf's parsing cost. */
 void tool_put_u64(FILE *f, uint64_t v);
+/* The same into the end of buf: its length, *start its first digit (not NUL-terminated). */
+#define TOOL_U64_CHARS 20
+size_t tool_fmt_u64(char buf[TOOL_U64_CHARS], uint64_t v, const char **start);
 
 /* An output file that appears whole or not at all: written as a temporary beside path, renamed by
  * tool_out_commit. A path that exists and is not a regular file (a character device such as /dev/null, a

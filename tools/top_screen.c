@@ -61,7 +61,7 @@ static const char *proc_labels(const struct sv_proc *p)
 static double value(const struct row *r, int c)
 {
 	const struct top_fig *g = &r->g;
-	const struct engram_stats_session *t = &r->s->sum;
+	const struct engram_stats_session *t = r->s->sum;
 
 	switch (c) {
 	case C_ROWS_S: return g->rows_s;
@@ -229,11 +229,11 @@ static void set_row(struct row *r, const struct sv_proc *p, const struct sv_set 
 	r->p = p;
 	r->s = s;
 	r->layer = -1;
-	for (unsigned j = 0; j < s->sum.n_layers; j++) {
+	for (unsigned j = 0; j < s->sum->n_layers; j++) {
 		struct top_fig g;
-		top_figures(&g, s, &s->sum.layers[j], ps, secs);
+		top_figures(&g, s, &s->sum->layers[j], ps, secs);
 		top_fig_add(&r->g, &g);
-		r->rows_total += (double)s->sum.layers[j].rows;
+		r->rows_total += (double)s->sum->layers[j].rows;
 	}
 	r->g.secs = ps ? secs : 0;
 	top_derive(&r->g, s, ps);
@@ -247,8 +247,8 @@ static void layer_row(struct row *r, const struct row *set, unsigned j, const st
 	r->p = set->p;
 	r->s = s;
 	r->layer = (int)j;
-	top_figures(&r->g, s, &s->sum.layers[j], prev ? sv_find(prev, r->p, s->set) : NULL, secs);
-	r->rows_total = (double)s->sum.layers[j].rows;
+	top_figures(&r->g, s, &s->sum->layers[j], prev ? sv_find(prev, r->p, s->set) : NULL, secs);
+	r->rows_total = (double)s->sum->layers[j].rows;
 }
 
 /* The line of the processes gone and the segments unreadable, folded. */
@@ -323,7 +323,7 @@ int top_screen_draw(FILE *f, struct top_ui *ui, const struct sv_snap *now, const
 	/* the body's lines: a set's row, its layers' when shown; then the processes gone, folded or each */
 	size_t n_lines = 0, gone = stale + bad;
 	for (size_t i = 0; i < n; i++)
-		n_lines += 1 + (ui->show_layers ? rows[i].s->sum.n_layers : 0);
+		n_lines += 1 + (ui->show_layers ? rows[i].s->sum->n_layers : 0);
 	n_lines += !now->n ? 1 : !gone ? 0 : ui->show_stale ? gone : 1;
 	int body = height > 3 ? height - 3 : 0;
 	ui->page = body > 1 ? body : 1;
@@ -359,7 +359,7 @@ int top_screen_draw(FILE *f, struct top_ui *ui, const struct sv_snap *now, const
 	/* the rows */
 	int line = 0, shown = 0;
 	for (size_t i = 0; i < n && shown < body; i++) {
-		for (int j = -1; j < (ui->show_layers ? (int)rows[i].s->sum.n_layers : 0) && shown < body; j++, line++) {
+		for (int j = -1; j < (ui->show_layers ? (int)rows[i].s->sum->n_layers : 0) && shown < body; j++, line++) {
 			if (line < ui->top)
 				continue;
 			const struct row *r = &rows[i];
@@ -369,7 +369,7 @@ int top_screen_draw(FILE *f, struct top_ui *ui, const struct sv_snap *now, const
 				fixed(ln, pid, proc_labels(r->p), labels_w, r->s->set);
 			} else {
 				layer_row(&lrow, r, (unsigned)j, prev, secs);
-				snprintf(set, sizeof(set), "  L%u", r->s->sum.layers[j].layer_id);
+				snprintf(set, sizeof(set), "  L%u", r->s->sum->layers[j].layer_id);
 				fixed(ln, "", "", labels_w, set);
 				r = &lrow;
 			}

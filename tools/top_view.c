@@ -45,8 +45,8 @@ void top_derive(struct top_fig *g, const struct sv_set *s, const struct sv_set *
 	const struct engram_stats_layer *d = &g->d;
 	g->ready_rate = ratio(d->ready, d->rows);
 	g->ram_rate = ratio(d->ram, d->rows);
-	uint64_t rc = !s->sum.has_row_cache ? 0 : d->row_cache < d->ram ? d->row_cache : d->ram;
-	g->rc_rate = s->sum.has_row_cache ? ratio(rc, d->rows) : NAN;
+	uint64_t rc = !s->sum->has_row_cache ? 0 : d->row_cache < d->ram ? d->row_cache : d->ram;
+	g->rc_rate = s->sum->has_row_cache ? ratio(rc, d->rows) : NAN;
 	g->cache_rate = ratio(d->ram - rc, d->rows);
 	g->wait_ms_gather = d->gathers ? (double)d->wait_ns / 1e6 / (double)d->gathers : NAN;
 	g->lead_p50_ms = replay_lead_ms(d->lead_hist, 50);
@@ -56,9 +56,9 @@ void top_derive(struct top_fig *g, const struct sv_set *s, const struct sv_set *
 		g->reads_s = (double)d->ios / g->secs;
 		g->disk_mb_s = (double)d->disk_bytes / 1e6 / g->secs;
 		g->wait_ms_s = (double)d->wait_ns / 1e6 / g->secs;
-		if (ps && s->sum.has_remote) {
-			g->remote_s = (double)sv_delta(s->sum.remote_rows, ps->sum.remote_rows) / g->secs;
-			g->fallbacks_s = (double)sv_delta(s->sum.remote_fallbacks, ps->sum.remote_fallbacks) / g->secs;
+		if (ps && s->sum->has_remote) {
+			g->remote_s = (double)sv_delta(s->sum->remote_rows, ps->sum->remote_rows) / g->secs;
+			g->fallbacks_s = (double)sv_delta(s->sum->remote_fallbacks, ps->sum->remote_fallbacks) / g->secs;
 		}
 	} else {
 		g->rows_s = g->reads_s = g->disk_mb_s = g->wait_ms_s = g->remote_s = g->fallbacks_s = NAN;
@@ -98,17 +98,17 @@ int top_text(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 			const struct sv_set *s = &p->sets[k];
 			const struct sv_set *ps = prev ? sv_find(prev, p, s->set) : NULL;
 			fprintf(f, "  set %s %s  steps %llu  in flight %llu  backlog %llu", s->set, s->path,
-				(unsigned long long)s->sum.steps, (unsigned long long)s->sum.inflight,
-				(unsigned long long)s->sum.backlog);
-			if (s->sum.has_row_cache)
-				fprintf(f, "  row cache %.1f%% filled", 100.0 * ratio(s->sum.rc_filled, s->sum.rc_slots));
+				(unsigned long long)s->sum->steps, (unsigned long long)s->sum->inflight,
+				(unsigned long long)s->sum->backlog);
+			if (s->sum->has_row_cache)
+				fprintf(f, "  row cache %.1f%% filled", 100.0 * ratio(s->sum->rc_filled, s->sum->rc_slots));
 			fputc('\n', f);
 			fprintf(f, "  %6s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n", "layer", "rows/s", "ready%",
 				"ram%", "rc%", "cache%", "wait/g", "wait/s", "reads/s", "MB/s", "lead50", "lead99", "remote/s",
 				"fallb/s");
-			for (unsigned j = 0; j < s->sum.n_layers; j++) {
+			for (unsigned j = 0; j < s->sum->n_layers; j++) {
 				struct top_fig g;
-				top_figures(&g, s, &s->sum.layers[j], ps, secs);
+				top_figures(&g, s, &s->sum->layers[j], ps, secs);
 				fprintf(f, "  %6u", g.d.layer_id);
 				if (isnan(g.rows_s))
 					fprintf(f, " %8s", "-");
@@ -124,8 +124,8 @@ int top_text(FILE *f, const struct sv_snap *now, const struct sv_snap *prev)
 				col(f, g.disk_mb_s, 1, 2);
 				col(f, g.lead_p50_ms, 1, 3);
 				col(f, g.lead_p99_ms, 1, 3);
-				col(f, s->sum.has_remote ? g.remote_s : NAN, 1, 0);
-				col(f, s->sum.has_remote ? g.fallbacks_s : NAN, 1, 0);
+				col(f, s->sum->has_remote ? g.remote_s : NAN, 1, 0);
+				col(f, s->sum->has_remote ? g.fallbacks_s : NAN, 1, 0);
 				fputc('\n', f);
 			}
 		}
@@ -169,7 +169,7 @@ static json_t *jlayer(const struct top_fig *g)
 
 static json_t *jset(const struct sv_set *s, const struct sv_set *ps, double secs)
 {
-	const struct engram_stats_session *t = &s->sum;
+	const struct engram_stats_session *t = s->sum;
 	json_t *layers = json_array(), *o;
 
 	for (unsigned j = 0; layers && j < t->n_layers; j++) {
