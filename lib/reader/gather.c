@@ -262,10 +262,10 @@ static void flush(struct eg_reader *rd, struct chunk *c)
  * none, into the spill table, whose entry each such row holds (a pin, let go of when the row is resolved) so that
  * a later read cannot take it first; a page-cache unit into the track table. The gather then waits for each as
  * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside, and
- * keeps AHEAD_READS reads queued ahead of the gather as it goes (topped up by AHEAD_BATCH at least, one kick of
+ * keeps AHEAD_READS (twice the depth, 128 at least) reads queued ahead of the gather as it goes (topped up by AHEAD_BATCH at least, one kick of
  * the I/O thread each): the device's queue stays full for the whole call, not drained at the end of each window
  * of reads. A row for whose unit no entry is to be had stops the scan; it is looked at again later. */
-#define AHEAD_READS(rd) (2 * (size_t)(rd)->depth)
+#define AHEAD_READS(rd) ((rd)->depth > 64 ? 2 * (size_t)(rd)->depth : 128)
 #define AHEAD_BATCH 32
 
 /* 0: the row's unit is held, read or being read now (or it needs no read); 1: no entry to read it into. */
