@@ -123,13 +123,41 @@ static void test_queue_refilled_during_the_sleep(void **state)
 	engram_close(st);
 }
 
+/* A session of options o on st pushes 64 tokens (first + stride x i) in one step and gathers both layers: the
+ * rows the store gathers, bit for bit. Returns the session's read_ahead and read_alone counts (destroyed). */
+static void step_matches_store(engram_store *st, const struct engram_session_options *o, int64_t first, int64_t stride,
+			       uint64_t *ahead, uint64_t *alone)
+{
+	static float want[64 * 12 * 64], got[64 * 12 * 64];
+	engram_session *s = NULL;
+	int64_t tok[64];
+
+	must(engram_session_create(&s, st, o), "session");
+	for (size_t i = 0; i < 64; i++)
+		tok[i] = first + stride * (int64_t)i;
+	must(engram_session_begin(s), "begin");
+	must(engram_session_push(s, 0, tok, NULL, 64), "push");
+	size_t n = engram_session_positions(s) * engram_config_columns(engram_store_config(st));
+	assert_true(n <= 64 * 12);
+	for (unsigned l = 0; l < 2; l++) {
+		must(engram_session_gather(s, l, ENGRAM_OUT_F32, got, sizeof(got)), "gather");
+		must(engram_gather_rows(st, l, engram_session_rows(s, l), n, ENGRAM_OUT_F32, want, sizeof(want)),
+		     "store gather");
+		assert_memory_equal(got, want, n * 64 * sizeof(float));
+	}
+	struct eg_reader_probe p = { 0 };
+	eg_reader_probe(eg_session_reader(s), 0, &p);
+	*ahead = p.read_ahead;
+	*alone = p.read_alone;
+	engram_session_destroy(s);
+}
+
 /* Misses are read at depth, not one by one: a session that prefetches nothing (every row a miss), and one whose
  * step holds its whole cache (16 entries, the least there is, for a step of hundreds of units: the rest go to
  * the spill table). Both gather the rows the store gathers, bit for bit, and read all but a few of their misses
  * ahead through the I/O thread (read_ahead) rather than alone in the gather (read_alone). */
 static void test_misses_read_at_depth(void **state)
 {
-	static float want[2 * 64 * 12 * 64], got[2 * 64 * 12 * 64];
 	const char *codecs[] = { "raw", "zstd" };
 
 	(void)state;
@@ -142,32 +170,37 @@ static void test_misses_read_at_depth(void **state)
 							    .flags = (k & 1 ? ENGRAM_SESSION_NO_PREFETCH : 0) |
 								     (k & 2 ? ENGRAM_SESSION_NO_URING : 0),
 							    .cache_bytes = k & 1 ? 0 : 1 };
-			engram_session *s = NULL;
-			int64_t tok[64];
-			must(engram_session_create(&s, st, &o), "session");
-			for (size_t i = 0; i < 64; i++)
-				tok[i] = (int64_t)(500 + 29 * i);
-			must(engram_session_begin(s), "begin");
-			must(engram_session_push(s, 0, tok, NULL, 64), "push");
-			size_t n = engram_session_positions(s) * engram_config_columns(engram_store_config(st));
-			assert_true(n <= 64 * 12);
-			for (unsigned l = 0; l < 2; l++) {
-				must(engram_session_gather(s, l, ENGRAM_OUT_F32, got, sizeof(got)), "gather");
-				must(engram_gather_rows(st, l, engram_session_rows(s, l), n, ENGRAM_OUT_F32, want,
-							sizeof(want)), "store gather");
-				assert_memory_equal(got, want, n * 64 * sizeof(float));
-			}
-			struct eg_reader_probe p = { 0 };
-			eg_reader_probe(eg_session_reader(s), 0, &p);
-			uint64_t ahead = p.read_ahead, alone = p.read_alone;
+			uint64_t ahead, alone;
+			step_matches_store(st, &o, 500, 29, &ahead, &alone);
 			if (ahead < 16 || alone > ahead / 8)
 				fail_msg("%s, %s: %llu misses read ahead, %llu alone", codecs[ci],
 					 k & 1 ? "no prefetch" : "a 16-entry cache", (unsigned long long)ahead,
 					 (unsigned long long)alone);
-			engram_session_destroy(s);
 		}
 		engram_close(st);
 	}
+}
+
+/* Page-cache mode reads its misses at depth too: a session that prefetches nothing (as the units of a step past
+ * its track table) has the I/O thread read its rows' pages ahead of the gather (read_ahead), rather than the
+ * gather faulting them in one at a time through the mapping; the rows are the store's, bit for bit. */
+static void test_pagecache_misses_read_at_depth(void **state)
+{
+	engram_store *st = NULL;
+
+	(void)state;
+	must(engram_open(&st, shard("raw"), 0), "open");
+	for (unsigned k = 0; k < 2; k++) {
+		struct engram_session_options o = { .size = sizeof(struct engram_session_options),
+						    .mode = ENGRAM_MODE_PAGECACHE,
+						    .flags = ENGRAM_SESSION_NO_PREFETCH | (k ? ENGRAM_SESSION_NO_URING : 0) };
+		uint64_t ahead, alone;
+		step_matches_store(st, &o, 700, 31, &ahead, &alone);
+		if (ahead < 16)
+			fail_msg("%s: %llu page-cache misses read ahead", k ? "pread pool" : "io_uring",
+				 (unsigned long long)ahead);
+	}
+	engram_close(st);
 }
 
 /* The rows of a fixed step, gathered (f32, both layers) into out. */
@@ -438,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_read_completes_while_the_caller_sleeps),
 		cmocka_unit_test(test_queue_refilled_during_the_sleep),
 		cmocka_unit_test(test_misses_read_at_depth),
+		cmocka_unit_test(test_pagecache_misses_read_at_depth),
 		cmocka_unit_test(test_forked_child_gets_eforked),
 		cmocka_unit_test(test_destroy_ends_the_thread),
 		cmocka_unit_test(test_uring_features_switch_and_fall_back),

@@ -145,6 +145,7 @@ static int classify(struct eg_reader *rd, unsigned layer, const uint64_t *rows, 
 		r->in_rc = rd->rc && eg_rc_has(rd->rc, eg_rc_key(layer, row));
 		r->ahead = 0;
 		r->scanned = 0;
+		r->queued = 0;
 		r->fanned = 0;
 		const struct eg_units *t = eg_rd_table(rd, r->cached);
 		int seen = !r->in_rc && row_trusted(rd, r);
@@ -198,6 +199,7 @@ struct chunk {
 						is converted, or EG_NO_UNIT */
 	size_t k;
 	size_t n_refs, scanned;              /* the call's rows; misses looked for ahead up to here (read_ahead) */
+	size_t queued;                       /* reads the scan queued for rows the gather has not reached */
 	uint32_t dtype, hd;
 	enum engram_out out;
 	size_t ob;
@@ -253,76 +255,121 @@ static void flush(struct eg_reader *rd, struct chunk *c)
 	release(rd, c);
 }
 
-/* Misses are read at depth. At a row of a cached unit that no table holds (never requested, evicted, or past
- * a cache the step holds whole), that unit and those of the misses after it in this call, up to half the spill
- * table, are handed to the I/O thread at the front of the queue: into free cache entries (pinned for the step,
- * as push's) or, when the cache has none, into the spill table, whose entry each such row holds (a pin, let go
- * of when the row is resolved) so that the next batch cannot take it first; the gather then waits for each as
- * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside. */
-static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, unsigned *queued)
+/* Misses are read at depth. At a row that no table holds (a cached unit never requested, evicted, or past a
+ * cache the step holds whole; a page-cache unit never requested, as past the track table of a large step), that
+ * unit and those of the misses after it in this call are handed to the I/O thread at the front of the queue, in
+ * the rows' order: a cached unit into a free cache entry (pinned for the step, as push's) or, when the cache has
+ * none, into the spill table, whose entry each such row holds (a pin, let go of when the row is resolved) so that
+ * a later read cannot take it first; a page-cache unit into the track table. The gather then waits for each as
+ * for a pushed row. The scan looks at each row of the call once (c->scanned), the row it starts at aside, and
+ * keeps AHEAD_READS (twice the depth, 128 at least) reads queued ahead of the gather as it goes (topped up by AHEAD_BATCH at least, one kick of
+ * the I/O thread each): the device's queue stays full for the whole call, not drained at the end of each window
+ * of reads. A row for whose unit no entry is to be had stops the scan; it is looked at again later. */
+#define AHEAD_READS(rd) ((rd)->depth > 64 ? 2 * (size_t)(rd)->depth : 128)
+#define AHEAD_BATCH 32
+
+/* 0: the row's unit is held, read or being read now (or it needs no read); 1: no entry to read it into. */
+static int ahead_one(struct eg_reader *rd, unsigned layer, struct row_ref *r, struct chunk *c)
 {
-	struct eg_units *cache = eg_rd_table(rd, EG_TAB_CACHE);
+	int tab = r->cached ? EG_TAB_CACHE : EG_TAB_TRACK, err;
+	struct eg_units *t = eg_rd_table(rd, tab);
 	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	uint32_t pi = eg_rd_piece_index(rd, r->p);
 	uint64_t key = eg_unit_key(pi, r->unit);
-	uint32_t slot;
-	int tab = EG_TAB_CACHE, err;
+	uint32_t slot = eg_units_find(t, key);
 
-	r->scanned = 1;
-	if ((slot = eg_units_find(cache, key)) != EG_NO_UNIT) {
-		cache->u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
+	if (!r->cached) {
+		/* a page brought in, or being read, is not read again; a read of an earlier step proves nothing now */
+		if (slot != EG_NO_UNIT && t->u[slot].state == EG_UNIT_READY && t->u[slot].t_done < eg_rd_step_t0(rd)) {
+			eg_units_drop(t, slot);
+			slot = EG_NO_UNIT;
+		}
+		if (slot != EG_NO_UNIT || row_trusted(rd, r)) {
+			r->scanned = 1;
+			return 0;
+		}
+	} else if (slot != EG_NO_UNIT) {
+		t->u[slot].ref = 1; /* the row's use of its unit, in the rows' order: take_entry() leaves it */
+		r->scanned = 1;
 		return 0; /* requested, read or being read */
-	}
-	if ((slot = eg_units_find(spill, key)) != EG_NO_UNIT) {
+	} else if ((slot = eg_units_find(spill, key)) != EG_NO_UNIT) {
 		spill->u[slot].pins++; /* read ahead for an earlier row of this call: held for this one too */
 		r->ahead = 1;
+		r->scanned = 1;
 		return 0;
 	}
-	if ((slot = eg_units_alloc(cache, key)) == EG_NO_UNIT) {
-		tab = EG_TAB_SPILL;
-		if ((slot = eg_units_alloc(spill, key)) == EG_NO_UNIT)
+	if ((slot = eg_units_alloc(t, key)) == EG_NO_UNIT) {
+		if (!r->cached || (slot = eg_units_alloc(spill, key)) == EG_NO_UNIT)
 			return 1; /* nowhere to read it to now */
+		tab = EG_TAB_SPILL;
+		t = spill;
 	}
-	struct eg_unit *u = &eg_rd_table(rd, tab)->u[slot];
+	struct eg_unit *u = &t->u[slot];
 	u->state = EG_UNIT_INFLIGHT;
 	u->t_req = 0; /* a miss: no lead to count */
 	u->disk = 0;
 	if ((err = eg_rd_request_first(rd, layer, pi, r->unit, slot, tab)) < 0) {
-		eg_units_drop(eg_rd_table(rd, tab), slot);
+		eg_units_drop(t, slot);
 		return err;
 	}
-	++*queued;
+	r->scanned = 1;
+	r->queued = 1;
+	c->queued++;
 	rd->gather->read_ahead++;
 	if (tab == EG_TAB_CACHE) {
 		u->ref = 1;
 		return eg_rd_pin(rd, slot);
 	}
-	u->pins = 1;
-	r->ahead = 1;
+	if (tab == EG_TAB_SPILL) {
+		u->pins = 1;
+		r->ahead = 1;
+	}
 	return 0;
+}
+
+/* The scan, on from c->scanned until AHEAD_READS reads are queued ahead of the gather, the call's end, or a row
+ * with no entry to be had; the I/O thread is kicked when reads were queued since the caller's count q0. */
+static int scan_ahead(struct eg_reader *rd, unsigned layer, struct chunk *c, size_t q0)
+{
+	size_t want = AHEAD_READS(rd);
+	int err = 0;
+
+	for (; c->scanned < c->n_refs && c->queued < want; c->scanned++) {
+		struct row_ref *r = &c->refs[c->scanned];
+		if (r->in_rc || r->fanned || (!r->cached && r->state != ROW_MISS))
+			continue;
+		if ((err = ahead_one(rd, layer, r, c)) != 0)
+			break;
+	}
+	if (c->queued > q0)
+		eg_rd_wake_locked(rd);
+	return err < 0 ? err : 0;
+}
+
+/* The gather is at row i: with fewer than AHEAD_READS - AHEAD_BATCH reads queued ahead of it, the scan goes on. */
+static int top_up(struct eg_reader *rd, unsigned layer, struct chunk *c, size_t i)
+{
+	if (c->scanned <= i || c->scanned >= c->n_refs || c->queued + AHEAD_BATCH > AHEAD_READS(rd))
+		return 0;
+	return scan_ahead(rd, layer, c, c->queued);
 }
 
 static int read_ahead(struct eg_reader *rd, unsigned layer, struct row_ref *from, struct chunk *c)
 {
-	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
 	struct eg_rd_gather *g = rd->gather;
-	size_t i = (size_t)(from - c->refs);
-	unsigned queued = 0, max = spill->n / 2 ? spill->n / 2 : 1;
+	size_t i = (size_t)(from - c->refs), q0 = c->queued;
 	int err;
 
 	flush(rd, c); /* the chunk's spill entries are let go of: reusable */
-	if (!c->fan && !rd->rc && (g->fan || (g->fan = calloc(1, sizeof(*g->fan)))) &&
+	if (from->cached && !c->fan && !rd->rc && (g->fan || (g->fan = calloc(1, sizeof(*g->fan)))) &&
 	    eg_fanout_build(g->fan, rd, c->refs, c->n_refs) == 0)
 		c->fan = g->fan; /* (out of memory: units are read again past the spill table, as without) */
-	err = ahead_one(rd, layer, from, &queued);
+	err = ahead_one(rd, layer, from, c);
 	if (c->scanned <= i)
 		c->scanned = i + 1;
-	for (; !err && c->scanned < c->n_refs && queued < max; c->scanned++) {
-		struct row_ref *r = &c->refs[c->scanned];
-		if (r->cached && !r->in_rc && !r->fanned)
-			err = ahead_one(rd, layer, r, &queued);
-	}
-	if (queued)
+	if (err >= 0)
+		err = scan_ahead(rd, layer, c, q0);
+	else if (c->queued > q0)
 		eg_rd_wake_locked(rd);
 	return err < 0 ? err : 0;
 }
@@ -357,9 +404,10 @@ static void take_row(struct eg_reader *rd, unsigned layer, const struct row_ref 
 }
 
 /* Every later row of the call on r's unit, whose bytes are unit (spill entry sp, or read alone: EG_NO_UNIT), is
- * taken from them now (fanout.h), and passed over when the gather reaches it. The bytes stay put while the chunk
- * is converted, the lock let go of: only this thread reads into the spill table's entries or the overflow
- * buffer, and it reads nothing until the rows are taken. A row the scan held the entry for lets go of it. */
+ * taken from them now (fanout.h), and passed over when the gather reaches it. The bytes stay put until the chunk
+ * is converted: each such row holds the spill entry for the chunk (the scan may read into the spill table before
+ * then), and only this thread reads into the overflow buffer, converted before its next read (take_alone()). A
+ * row the scan held the entry for lets go of that hold. */
 static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk *c, const uint8_t *unit, uint32_t sp)
 {
 	struct eg_units *spill = eg_rd_table(rd, EG_TAB_SPILL);
@@ -374,7 +422,9 @@ static void fan_out(struct eg_reader *rd, const struct row_ref *r, struct chunk 
 		q->fanned = 1;
 		if (c->k == READER_GATHER_CHUNK)
 			flush(rd, c);
-		put(c, j, unit + (q->off - eg_unit_off(q->p->t, q->unit)), EG_NO_UNIT);
+		if (sp != EG_NO_UNIT)
+			spill->u[sp].pins++;
+		put(c, j, unit + (q->off - eg_unit_off(q->p->t, q->unit)), sp != EG_NO_UNIT ? sp | HELD_SPILL : EG_NO_UNIT);
 	}
 }
 
@@ -460,6 +510,13 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 		put(c, (size_t)(r - c->refs), p->data + r->off, EG_NO_UNIT);
 		return 0;
 	}
+	if (slot == EG_NO_UNIT && !r->cached && r->state == ROW_MISS && !r->scanned) {
+		/* a page never requested (past the track table of a large step): it and the misses after it are read
+		 * at depth into the page cache, waited for below as pushed rows */
+		if ((err = read_ahead(rd, layer, r, c)) < 0)
+			return err;
+		slot = eg_units_find(t, key);
+	}
 	if (slot == EG_NO_UNIT && r->cached) {
 		/* a miss: it and the misses after it are read at depth, into the cache or the spill table. A row the
 		 * scan has passed (its unit's entry taken since by a row past it, or none to be had), or one in the
@@ -502,7 +559,8 @@ static int resolve(struct eg_reader *rd, unsigned layer, struct row_ref *r, uint
 	if (!r->cached) {
 		/* page-cache mode reads through the mapping; a page never requested faults in now (from the disk,
 		 * unless the page cache holds it: the only case a miss costs no disk read) */
-		if (r->state == ROW_MISS) {
+		/* (a read of this step, read ahead or pushed since the call began, counted its pages as it completed) */
+		if (r->state == ROW_MISS && (slot == EG_NO_UNIT || t->u[slot].t_done < step_t0)) {
 			unsigned missing = eg_rd_probe(rd, p, r->unit);
 			if (!missing)
 				COUNT(rd, layer, ram, 1);
@@ -574,9 +632,10 @@ int eg_rd_gather(struct eg_reader *rd, unsigned layer, const uint64_t *rows, siz
 	if (trusted)
 		f0 = thread_major_faults();
 	for (size_t i = 0; i < n; i++) {
+		c.queued -= c.refs[i].queued;
 		if (c.refs[i].fanned) /* taken already, with an earlier row on its unit */
 			continue;
-		if ((err = resolve(rd, layer, &c.refs[i], step_t0, &c)) < 0)
+		if ((err = top_up(rd, layer, &c, i)) < 0 || (err = resolve(rd, layer, &c.refs[i], step_t0, &c)) < 0)
 			break;
 		if (c.k == READER_GATHER_CHUNK)
 			flush(rd, &c);

@@ -21,6 +21,7 @@ struct row_ref {
 	uint8_t in_rc;       /* found in the row cache when classified */
 	uint8_t ahead;       /* read ahead into the spill table, whose entry it holds (a pin) until resolved */
 	uint8_t scanned;     /* passed by a gather's scan for misses to read ahead (gather.c) */
+	uint8_t queued;      /* the scan queued the read of its unit (counted ahead of the gather until reached) */
 	uint8_t fanned;      /* taken with an earlier row of the call on its unit, from one read (fanout.h) */
 };
 

@@ -58,10 +58,16 @@ struct pending {
 	uint32_t gen;       /* the step that requested it */
 };
 
-/* The reads of one layer waiting for a request, in request order. */
-struct pend_queue {
+/* Reads waiting for a request, in the order they are to start. */
+struct pend_ring {
 	struct pending *v;
 	size_t head, n, cap;
+};
+
+/* The reads of one layer waiting for a request: a gather's own reads (first), in the order it queued them, then
+ * the others, in request order. */
+struct pend_queue {
+	struct pend_ring first, back;
 	size_t inflight;    /* the layer's reads in flight */
 };
 
@@ -130,8 +136,10 @@ void eg_rd_queue_free(struct eg_reader *rd)
 	if (q->bounce)
 		munmap(q->bounce, (size_t)rd->depth * q->bounce_bytes);
 	free(q->req);
-	for (unsigned l = 0; q->pend && l < rd->cfg->n_layers; l++)
-		free(q->pend[l].v);
+	for (unsigned l = 0; q->pend && l < rd->cfg->n_layers; l++) {
+		free(q->pend[l].first.v);
+		free(q->pend[l].back.v);
+	}
 	free(q->pend);
 	free(q->sink);
 	for (unsigned i = 0; q->unit_sink && i < rd->depth; i++)
@@ -170,26 +178,38 @@ static int16_t unit_err(int err)
 
 /* ---- request: the I/O thread, from what was handed over (handover.c) ---- */
 
-/* Queue q on its layer's backlog: at the back, or at the front (a gather's own read, wanted first). */
-static int enqueue(struct eg_reader *rd, const struct pending *q, int front)
+/* Queue q on its layer's backlog: at the back, or among the gather's own reads (first), which start before the
+ * others and in the order the gather queued them (the rows' order: the row it waits for first starts first). */
+static int enqueue(struct eg_reader *rd, const struct pending *q, int first)
 {
 	struct pend_queue *pq = &rd->q->pend[q->layer];
+	struct pend_ring *r = first ? &pq->first : &pq->back;
 
-	if (pq->n == pq->cap) {
-		struct pending *v = eg_ring_grown(pq->v, sizeof(*v), &pq->head, pq->n, &pq->cap, 1024);
+	if (r->n == r->cap) {
+		struct pending *v = eg_ring_grown(r->v, sizeof(*v), &r->head, r->n, &r->cap, first ? 256 : 1024);
 		if (!v)
 			return eg_fail(-ENOMEM, "out of memory for queued reads");
-		pq->v = v;
+		r->v = v;
 	}
-	if (front) {
-		pq->head = (pq->head + pq->cap - 1) % pq->cap;
-		pq->v[pq->head] = *q;
-		pq->n++;
-	} else {
-		pq->v[(pq->head + pq->n++) % pq->cap] = *q;
-	}
+	r->v[(r->head + r->n++) % r->cap] = *q;
 	rd->q->pend_n++;
 	return 0;
+}
+
+/* The layer's next read to start (one is waiting), taken off its queue. */
+static struct pending dequeue(struct pend_queue *pq)
+{
+	struct pend_ring *r = pq->first.n ? &pq->first : &pq->back;
+	struct pending q = r->v[r->head];
+
+	r->head = (r->head + 1) % r->cap;
+	r->n--;
+	return q;
+}
+
+static size_t pend_waiting(const struct pend_queue *pq)
+{
+	return pq->first.n + pq->back.n;
 }
 
 /* Make sure a unit is read or being read (pin it for the step when asked); *queued is set when a read was
@@ -418,17 +438,14 @@ int eg_rd_issue(struct eg_reader *rd, unsigned max)
 	for (; rq->pend_n && rq->req_free != EG_NO_UNIT; n++) {
 		if (n == max)
 			return 1;
-		while (!rq->pend[l].n)
+		while (!pend_waiting(&rq->pend[l]))
 			before += rq->pend[l++].inflight;
 		/* The layer gathered first is read first. A device given every read of a step at once serves them in
 		 * its own order, so the first layer's last read can complete after most of the later layers': a later
 		 * layer's reads start only once at most `gate` of the earlier layers' are in flight. */
 		if (before > rq->gate)
 			return 0;
-		struct pend_queue *pq = &rq->pend[l];
-		struct pending q = pq->v[pq->head];
-		pq->head = (pq->head + 1) % pq->cap;
-		pq->n--;
+		struct pending q = dequeue(&rq->pend[l]);
 		rq->pend_n--;
 		start(rd, &q);
 	}
@@ -451,12 +468,12 @@ size_t eg_rd_backlog(const struct eg_reader *rd)
 void eg_rd_layer_reads(const struct eg_reader *rd, unsigned l, size_t *inflight, size_t *waiting)
 {
 	*inflight = rd->q->pend[l].inflight;
-	*waiting = rd->q->pend[l].n;
+	*waiting = pend_waiting(&rd->q->pend[l]);
 }
 
 int eg_rd_layer_idle(const struct eg_reader *rd, unsigned l)
 {
-	return !rd->q->pend[l].n && !rd->q->pend[l].inflight;
+	return !pend_waiting(&rd->q->pend[l]) && !rd->q->pend[l].inflight;
 }
 
 unsigned eg_rd_gate(const struct eg_reader *rd)
@@ -470,9 +487,9 @@ void eg_rd_drop_backlog(struct eg_reader *rd)
 
 	for (unsigned l = 0; l < rd->cfg->n_layers; l++) {
 		struct pend_queue *pq = &rq->pend[l];
-		for (; pq->n; pq->n--, pq->head = (pq->head + 1) % pq->cap) {
-			const struct pending *q = &pq->v[pq->head];
-			set_ready(rd, eg_rd_table(rd, q->cached), q->slot, -ECANCELED, 0);
+		while (pend_waiting(pq)) {
+			struct pending q = dequeue(pq);
+			set_ready(rd, eg_rd_table(rd, q.cached), q.slot, -ECANCELED, 0);
 		}
 	}
 	rq->pend_n = 0;

@@ -35,8 +35,8 @@ int eg_rd_request_rows(struct eg_reader *rd, unsigned layer, const uint64_t *row
 int eg_rd_issue(struct eg_reader *rd, unsigned max);
 int eg_rd_finish_read(struct eg_reader *rd, struct eg_cqe *c);
 void eg_rd_publish(struct eg_reader *rd, const struct eg_cqe *c);
-/* A gather's read of a unit into entry slot of table tab (EG_TAB_CACHE or EG_TAB_SPILL, in flight), queued
- * before every other read of its layer (under lock). */
+/* A gather's read of a unit into entry slot of table tab (in flight: EG_TAB_CACHE or EG_TAB_SPILL, or EG_TAB_TRACK
+ * for a page-cache unit), queued before every other read of its layer but the gather's earlier ones (under lock). */
 int eg_rd_request_first(struct eg_reader *rd, unsigned layer, uint32_t piece, uint64_t unit, uint32_t slot, int tab);
 /* Fail every read still in the backlog (destroy). */
 void eg_rd_drop_backlog(struct eg_reader *rd);

@@ -64,7 +64,7 @@ static int size_cache(const struct eg_rd_tables *tb, const engram_store *st, siz
  * untouched until then). */
 #define SPILL_BYTES (4u << 20)
 #define SPILL_MIN 8u
-#define SPILL_MAX 256u
+#define SPILL_MAX 1024u
 static int init_tables(struct eg_rd_tables *tb, const engram_store *st, unsigned depth, size_t unit_max,
 		       uint64_t slots)
 {
