@@ -33,17 +33,6 @@
 #define MANY 1100
 #define SEGMENT_BYTES_MAX (16 * 1024)
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 static char stats[600];
 static int held[MANY];
 static unsigned n_held;
