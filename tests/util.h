@@ -175,5 +175,15 @@ void session_push_every_way(struct engram_session *s, const struct session_ref *
 #ifndef UNDER_ASAN
 #define UNDER_ASAN 0
 #endif
+/* Nonzero under valgrind, whose process a fork copies whole (a child's peak then holds valgrind's own memory). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND() RUNNING_ON_VALGRIND
+#endif
+#endif
+#ifndef UNDER_VALGRIND
+#define UNDER_VALGRIND() 0
+#endif
 
 #endif
