@@ -361,6 +361,10 @@ static void run(const struct plan *p, const char *name, enum kind kind, enum eng
 	struct run r = { .kind = kind, .mode = mode, .fd = -1 };
 	size_t most = (size_t)p->B * p->C * p->cols * p->rec;
 	uint8_t *dst = xmalloc(most);
+	/* An engine gathers into buffers it keeps: the caller's buffer is resident before the step, as theirs is,
+	 * so that the step's time carries no first touch of it (on this VM up to ~15 us a page after a baseline
+	 * freed gigabytes: bench/RESULTS.md, round 5). */
+	memset(dst, 0, most);
 	uint64_t digest = 0, slept = 0, stall_floor = 0, prev_window = 0;
 	const uint64_t chunk_ns_per_token = (uint64_t)(o.compute_us * 1e3);
 
