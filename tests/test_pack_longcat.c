@@ -430,29 +430,23 @@ static void test_hostile_checkpoints(void **state)
 	st_write(path, t, n, all & ~((uint64_t)1 << (t3 - t)));
 	expect_refused(path, NULL, -ENOENT, "no tensor 'model.ngram_embeddings.embedders.3.weight'", "table 3 of the 6");
 	/* table 2 a row short, then of width 4 */
-	t2->shape[0] = 3004;
-	t2->nbytes = 3004 * HD * 2;
+	st_set(t2, NULL, 3004, HD);
 	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "bad.safetensors': tensor 'model.ngram_embeddings.embedders.2.weight' "
 						  "has shape [3004, 8]", "table 2 must be [3005, 8]");
-	t2->shape[0] = 3005;
-	t2->shape[1] = 4;
-	t2->nbytes = 3005 * 4 * 2;
+	st_set(t2, NULL, 3005, 4);
 	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "embedders.2.weight' has shape [3005, 4]", "bad.safetensors");
-	t2->shape[1] = HD;
-	t2->nbytes = 3005 * HD * 2;
+	st_set(t2, NULL, 3005, HD);
 	/* table 3 in F16, then in F8_E4M3 (the FP8 release keeps them in BF16) */
-	snprintf(t3->dtype, sizeof(t3->dtype), "F16");
+	st_set(t3, "F16", 3007, HD);
 	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "bad.safetensors': tensor 'model.ngram_embeddings.embedders.3.weight' "
 						  "has dtype F16", "BF16");
-	snprintf(t3->dtype, sizeof(t3->dtype), "F8_E4M3");
-	t3->nbytes = 3007 * HD;
+	st_set(t3, "F8_E4M3", 3007, HD);
 	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_EDTYPE, "embedders.3.weight' has dtype F8_E4M3", "bad.safetensors");
-	snprintf(t3->dtype, sizeof(t3->dtype), "BF16");
-	t3->nbytes = 3007 * HD * 2;
+	st_set(t3, "BF16", 3007, HD);
 	/* a seventh table: one the config does not have */
 	memcpy(&t[n], t5, sizeof(*t5));
 	snprintf(t[n].name, sizeof(t[n].name), "model.ngram_embeddings.embedders.6.weight");

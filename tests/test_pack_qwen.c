@@ -324,11 +324,7 @@ static void test_two_layers(void **state)
 		struct st_tensor *p = &t[n + i];
 		snprintf(p->name, sizeof(p->name), "model.language_model.layers.3.ple.ple_embedding.ngram_embedding."
 						   "shard_%u.weight", i);
-		snprintf(p->dtype, sizeof(p->dtype), "BF16");
-		p->ndim = 2;
-		p->shape[0] = per;
-		p->shape[1] = HD;
-		p->nbytes = per * HD * 2;
+		st_set(p, "BF16", per, HD);
 		p->data = malloc(p->nbytes);
 		for (uint64_t r = 0; r < per; r++)
 			for (unsigned j = 0; j < HD; j++) {
@@ -390,13 +386,11 @@ static void test_hostile_checkpoints(void **state)
 	snprintf(path, sizeof(path), "%s/bad.safetensors", dir);
 	st_write(path, t, n, all & ~((uint64_t)1 << (p2 - t)));
 	expect_refused(path, NULL, -ENOENT, "ngram_embedding.shard_2.weight'", "part 2 of the 4");
-	p1->shape[0] = 37;
-	p1->nbytes = 37 * HD * 2;
+	st_set(p1, NULL, 37, HD);
 	st_write(path, t, n, all);
 	expect_refused(path, NULL, ENGRAM_ESHAPE, "bad.safetensors': tensor 'model.language_model.layers.1.ple.ple_embedding."
 						  "ngram_embedding.shard_1.weight' has shape [37, 4]", "must be [38, 4]");
-	p1->shape[0] = 38;
-	p1->nbytes = 38 * HD * 2;
+	st_set(p1, NULL, 38, HD);
 	/* a fifth part: rows the table does not have */
 	memcpy(&t[n], p2, sizeof(*p2));
 	snprintf(t[n].name, sizeof(t[n].name),

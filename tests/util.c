@@ -665,6 +665,26 @@ void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t wh
 	assert_int_equal(fclose(f), 0);
 }
 
+void st_set(struct st_tensor *t, const char *dtype, uint64_t rows, uint64_t cols)
+{
+	static const struct {
+		const char *name;
+		unsigned bytes;
+	} types[] = { { "BF16", 2 }, { "F16", 2 }, { "F8_E4M3", 1 }, { "F32", 4 } };
+	unsigned k = 0;
+
+	if (dtype)
+		snprintf(t->dtype, sizeof(t->dtype), "%s", dtype);
+	while (k < sizeof(types) / sizeof(types[0]) && strcmp(types[k].name, t->dtype))
+		k++;
+	if (k == sizeof(types) / sizeof(types[0]))
+		fail_msg("st_set: no element size for dtype %s", t->dtype);
+	t->ndim = 2;
+	t->shape[0] = rows;
+	t->shape[1] = cols;
+	t->nbytes = (size_t)(rows * cols * types[k].bytes);
+}
+
 struct st_tensor *st_named(struct st_tensor *t, size_t n, const char *suffix)
 {
 	for (size_t i = 0; i < n; i++)

@@ -131,6 +131,9 @@ size_t st_load(const char *path, struct st_tensor *t, size_t cap);
 void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t which);
 struct st_tensor *st_named(struct st_tensor *t, size_t n, const char *suffix);
 void st_free(struct st_tensor *t, size_t n);
+/* Make t a 2-D tensor of dtype (NULL: its own; BF16, F16, F8_E4M3 or F32) and rows x cols, nbytes to match: a
+ * checkpoint made wrong on purpose. t->data must hold that many bytes (a tensor shrunk, or put back as it was). */
+void st_set(struct st_tensor *t, const char *dtype, uint64_t rows, uint64_t cols);
 
 /* Pack weights[0..n) with config (NULL: none, as GGUF weights allow) and the weight template tmpl (NULL: none) into
  * the scratch directory: the pack must fail with want, its detail holding frag1 and frag2 (each NULL: anything),
