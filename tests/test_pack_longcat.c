@@ -189,20 +189,7 @@ static void test_engram_stat_gather(void **state)
 {
 	(void)state;
 	for (int k = 0; k < 2; k++)
-		for (int mode = 0; mode < 2; mode++) {
-			char out[4200], tok[4096];
-			uint64_t shape[8];
-			unsigned nd;
-			size_t bytes;
-			snprintf(tok, sizeof(tok), "%s", fixture(TINY "tiny-n4.tokens.npy"));
-			snprintf(out, sizeof(out), "%.4000s/gather.npy", tmpdir_create_once());
-			assert_int_equal(sh("%s gather %s --tokens %s --layer 0 --dtype f32 --mode %s --out %s",
-					    tool_path("engram-stat"), shard[k], tok, mode ? "pagecache" : "direct", out), 0);
-			float *g = read_npy(out, "<f4", &bytes, shape, &nd);
-			assert_true(nd == 2 && shape[0] == N_TOK && shape[1] == COLS * HD);
-			assert_memory_equal(g, expect, bytes);
-			free(g);
-		}
+		stat_gather_matches(shard[k], fixture(TINY "tiny-n4.tokens.npy"), 0, expect, N_TOK, COLS * HD);
 }
 
 /* engram-pack --model-dir of either checkpoint directory (config.json and the safetensors, no tokenizer.json),

@@ -208,20 +208,7 @@ static void test_engram_stat_gather(void **state)
 {
 	(void)state;
 	for (int k = 0; k < 3; k += 2)
-		for (int mode = 0; mode < 2; mode++) {
-			char out[4200], tok[4096];
-			uint64_t shape[8];
-			unsigned nd;
-			size_t bytes;
-			snprintf(tok, sizeof(tok), "%s", fixture(TINY "tiny-n3.tokens.npy"));
-			snprintf(out, sizeof(out), "%.4000s/gather.npy", tmpdir_create_once());
-			assert_int_equal(sh("%s gather %s --tokens %s --layer 2 --dtype f32 --mode %s --out %s",
-					    tool_path("engram-stat"), shard[k], tok, mode ? "pagecache" : "direct", out), 0);
-			float *g = read_npy(out, "<f4", &bytes, shape, &nd);
-			assert_true(nd == 2 && shape[0] == N_TOK && shape[1] == COLS * HD);
-			assert_memory_equal(g, expect[k == 2], bytes);
-			free(g);
-		}
+		stat_gather_matches(shard[k], fixture(TINY "tiny-n3.tokens.npy"), 2, expect[k == 2], N_TOK, COLS * HD);
 }
 
 /* engram-stat info says what the set is: its family, EOS, no token map, the padded table and the FP8 dtype. */

@@ -665,6 +665,25 @@ void st_write(const char *path, const struct st_tensor *t, size_t n, uint64_t wh
 	assert_int_equal(fclose(f), 0);
 }
 
+void stat_gather_matches(const char *shard, const char *tokens, unsigned layer, const float *expect, uint64_t rows,
+			 uint64_t width)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		char out[4200];
+		uint64_t shape[8];
+		unsigned nd;
+		size_t bytes;
+		snprintf(out, sizeof(out), "%.4000s/gather.npy", tmpdir_create_once());
+		assert_int_equal(sh("%s gather %s --tokens %s --layer %u --dtype f32 --mode %s --out %s",
+				    tool_path("engram-stat"), shard, tokens, layer, mode ? "pagecache" : "direct", out), 0);
+		float *g = read_npy(out, "<f4", &bytes, shape, &nd);
+		assert_true(nd == 2 && shape[0] == rows && shape[1] == width);
+		assert_int_equal(bytes, rows * width * sizeof(float));
+		assert_memory_equal(g, expect, bytes);
+		free(g);
+	}
+}
+
 void st_set(struct st_tensor *t, const char *dtype, uint64_t rows, uint64_t cols)
 {
 	static const struct {

@@ -116,6 +116,10 @@ const char *unzst_fixture(const char *rel, const char *name);
 /* Read a numpy format 1.0 .npy whose descr is `descr` ("<f4", "|u1"); returns malloc'd data and its size,
  * and the shape through shape[0..*ndim). Fails the test on any problem. */
 void *read_npy(const char *path, const char *descr, size_t *bytes, uint64_t *shape, unsigned *ndim);
+/* engram-stat gather of shard's layer for the tokens in the .npy at tokens, as f32, in direct and in page-cache
+ * mode: each must write rows x width floats equal to expect. */
+void stat_gather_matches(const char *shard, const char *tokens, unsigned layer, const float *expect, uint64_t rows,
+			 uint64_t width);
 
 /* Checkpoints written by tests: a safetensors file's tensors read whole (st_load appends those of the file at path
  * to t[0..cap), returning how many it added), written back (st_write: the tensors t[i] whose bit i of which is
