@@ -85,14 +85,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static uint32_t bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 /* Rows gathered in f32, bf16 and native (NULL: not checked) against the reference values want (n rows of HD). */
 static void check_gathered(const uint8_t *f32, const uint8_t *b16, const uint8_t *nat, const float *want, size_t n,
 			   const char *how)
@@ -105,7 +97,7 @@ static void check_gathered(const uint8_t *f32, const uint8_t *b16, const uint8_t
 		if (nat)
 			memcpy(&s, nat + 2 * i, 2);
 		/* the reference's values are BF16 widened: f32 is exact, bf16 and native are their upper halves */
-		if (bits(g) != bits(w) || h != bf16_of(w) || (nat && (uint32_t)s << 16 != bits(w)))
+		if (f32_bits(g) != f32_bits(w) || h != bf16_of(w) || (nat && (uint32_t)s << 16 != f32_bits(w)))
 			fail_msg("%s value %zu: f32 %a bf16 %04x native %04x, reference %a", how, i, (double)g, h, s,
 				 (double)w);
 	}

@@ -76,22 +76,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static uint32_t bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-/* float32 to bf16 bits, round to nearest even (the values here are finite) */
-static uint16_t rne(float f)
-{
-	uint32_t u = bits(f);
-
-	return (uint16_t)((u + 0x7fff + (u >> 16 & 1)) >> 16);
-}
-
 /* e4m3fn to float, written here from the format's definition (bias 7, no infinities) */
 static float e4m3(uint8_t b)
 {
@@ -111,9 +95,9 @@ static void check_gathered(int which, const uint8_t *f32, const uint8_t *b16, co
 		uint16_t h;
 		memcpy(&g, f32 + 4 * i, 4);
 		memcpy(&h, b16 + 2 * i, 2);
-		if (bits(g) != bits(w) || h != rne(w))
+		if (f32_bits(g) != f32_bits(w) || h != bf16_of(w))
 			fail_msg("%s value %zu: f32 %a bf16 %04x, reference %a (bf16 %04x)", how, i, (double)g, h, (double)w,
-				 rne(w));
+				 bf16_of(w));
 	}
 	for (size_t r = 0; nat && r < n; r++) {
 		const uint8_t *p = nat + r * rec;
@@ -127,7 +111,7 @@ static void check_gathered(int which, const uint8_t *f32, const uint8_t *b16, co
 				memcpy(&scale, p + HD, 4);
 				v = e4m3(p[j]) * scale;
 			}
-			if (bits(v) != bits(want[r * HD + j]))
+			if (f32_bits(v) != f32_bits(want[r * HD + j]))
 				fail_msg("%s native row %zu value %u: %a, reference %a", how, r, j, (double)v,
 					 (double)want[r * HD + j]);
 		}
@@ -316,7 +300,7 @@ static void test_two_layers(void **state)
 		for (uint64_t r = 0; r < per; r++)
 			for (unsigned j = 0; j < HD; j++) {
 				float v = (float)((i * per + r) % 64) + 0.25f * (float)j;
-				uint16_t h = rne(v);
+				uint16_t h = bf16_of(v);
 				memcpy(p->data + (r * HD + j) * 2, &h, 2);
 			}
 	}

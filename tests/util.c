@@ -522,11 +522,18 @@ const char *unzst_fixture(const char *rel, const char *name)
 	return path;
 }
 
-uint16_t bf16_of(float f)
+uint32_t f32_bits(float f)
 {
 	uint32_t u;
 
 	memcpy(&u, &f, 4);
+	return u;
+}
+
+uint16_t bf16_of(float f)
+{
+	uint32_t u = f32_bits(f);
+
 	if ((u & 0x7fffffffu) > 0x7f800000u)
 		return (uint16_t)((u | 0x00400000u) >> 16);
 	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);

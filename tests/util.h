@@ -82,6 +82,8 @@ const char *pack_longcat_synthetic(uint64_t scale, const char *dtype);
 
 /* bf16 of an f32 as every gather rounds, written from the definition: to nearest even, NaN made quiet. */
 uint16_t bf16_of(float f);
+/* A float's bits, to compare values exactly (NaNs and signed zeros included). */
+uint32_t f32_bits(float f);
 
 /* Path of a built program (engram-stat, engram-pack) under $ENGRAM_BUILD (default "build"); 4 slots. */
 const char *tool_path(const char *name);
